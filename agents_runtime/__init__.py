@@ -1,0 +1,48 @@
+"""Countersign's agent runtime: Mastra's human-in-the-loop API in Python, on pydantic-ai.
+
+Pure Python: never imports Django. See ``Agent`` for runs and decisions, ``Runtime`` for storage.
+"""
+
+from .agent import Agent
+from .errors import (
+    AgentsRuntimeError,
+    InvalidPagination,
+    InvalidResumeData,
+    RunAlreadyDecided,
+    RunNotFound,
+    ToolCallNotSuspended,
+)
+from .events import RunEvent
+from .runtime import Runtime
+from .scripted import Call, Reply, ScriptContext, scripted_model
+from .store import InMemoryRunStore, RunStore
+from .stream import RunStream
+from .tools import Tool, ToolContext, tool
+from .types import AgentRun, AgentRunToolCall, Chunk, ListSuspendedRunsResult, RunResult
+
+__all__ = [
+    "Agent",
+    "AgentRun",
+    "AgentRunToolCall",
+    "AgentsRuntimeError",
+    "Call",
+    "Chunk",
+    "InMemoryRunStore",
+    "InvalidPagination",
+    "InvalidResumeData",
+    "ListSuspendedRunsResult",
+    "Reply",
+    "RunAlreadyDecided",
+    "RunEvent",
+    "RunNotFound",
+    "RunResult",
+    "RunStore",
+    "RunStream",
+    "Runtime",
+    "ScriptContext",
+    "Tool",
+    "ToolCallNotSuspended",
+    "ToolContext",
+    "scripted_model",
+    "tool",
+]

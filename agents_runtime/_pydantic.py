@@ -1,0 +1,206 @@
+"""The bridge to pydantic-ai: our tools and sub-agents as pydantic-ai tools, models, snapshots."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic_ai import ApprovalRequired, DeferredToolRequests, RunContext
+from pydantic_ai import Agent as PydanticAgent
+from pydantic_ai import Tool as PydanticTool
+from pydantic_ai.conversation import Conversation, ConversationTypeAdapter
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+from pydantic_ai.models import Model
+from pydantic_ai.models.function import FunctionModel
+
+from .scripted import streaming
+from .tools import Tool, ToolContext, ToolSuspended, to_jsonable
+
+if TYPE_CHECKING:
+    from .agent import Agent
+    from .types import RunResult
+
+# Keys of the metadata that travels with a parked call through pydantic-ai.
+KIND_KEY = "countersign"
+RESUME_KEY = "countersign_resume"
+DELEGATION_RESULT_KEY = "countersign_delegation_result"
+DELEGATION_ERROR_KEY = "countersign_delegation_error"
+SNAPSHOT_FORMAT = 1
+
+
+class ToolPayloadError(Exception):
+    """A tool suspended with a payload that breaks its ``suspend_schema``: the run fails."""
+
+
+class SubAgentFailed(Exception):
+    """A sub-agent's run failed; the supervisor's run fails with it."""
+
+
+@dataclass
+class RunDeps:
+    """What our tool wrappers need from the run they execute in."""
+
+    run_id: str
+    agent: Agent
+    thread_id: str | None
+    resource_id: str | None
+    #: Runs a sub-agent's inner run for a delegation call.
+    delegate: Callable[[Agent, str, RunDeps], Awaitable[RunResult]]
+
+
+def delegation_tool_name(agent_id: str) -> str:
+    return "agent_" + re.sub(r"[^A-Za-z0-9_]", "_", agent_id)
+
+
+def resolve_model(model: Any) -> Model | str:
+    if callable(model) and not isinstance(model, Model):
+        model = model()
+    if isinstance(model, FunctionModel) and model.stream_function is None and model.function is not None:
+        # We always stream (for chunks); give plain scripted functions a streaming twin.
+        return FunctionModel(model.function, stream_function=streaming(model.function), model_name=model.model_name)
+    if not isinstance(model, (Model, str)):
+        raise TypeError(f"model must be a pydantic-ai Model or model name, not {type(model).__name__}")
+    return model
+
+
+def _approved_metadata(ctx: RunContext[RunDeps]) -> dict[str, Any]:
+    if ctx.tool_call_approved and isinstance(ctx.tool_call_metadata, dict):
+        return ctx.tool_call_metadata
+    return {}
+
+
+def wrap_tool(spec: Tool) -> PydanticTool[RunDeps]:
+    """A pydantic-ai tool that runs ``spec`` with our approval and suspend rules."""
+
+    async def invoke(ctx: RunContext[RunDeps], **kwargs: Any) -> Any:
+        metadata = _approved_metadata(ctx)
+        resume_data: Any = None
+        if RESUME_KEY in metadata:
+            resume_data = spec.validate_resume_data(metadata[RESUME_KEY])
+        elif not ctx.tool_call_approved and spec.needs_approval(kwargs):
+            raise ApprovalRequired(metadata={KIND_KEY: "approval"})
+        call_kwargs = dict(kwargs)
+        if spec.context_param is not None:
+            deps = ctx.deps
+            call_kwargs[spec.context_param] = ToolContext(
+                run_id=deps.run_id,
+                tool_call_id=ctx.tool_call_id or "",
+                agent_id=deps.agent.id,
+                thread_id=deps.thread_id,
+                resource_id=deps.resource_id,
+                resume_data=resume_data,
+            )
+        try:
+            if inspect.iscoroutinefunction(spec.function):
+                return await spec.function(**call_kwargs)
+            result = await asyncio.to_thread(spec.function, **call_kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+        except ToolSuspended as suspended:
+            try:
+                payload = spec.validate_suspend_payload(suspended.payload)
+            except Exception as exc:
+                raise ToolPayloadError(f"{spec.name} suspended with an invalid payload: {exc}") from None
+            raise ApprovalRequired(metadata={KIND_KEY: "suspend", "payload": to_jsonable(payload)}) from None
+
+    _present_as(invoke, spec.name, spec.description, spec.function, list(spec.parameters))
+    return PydanticTool(invoke, name=spec.name, takes_ctx=True, description=spec.description)
+
+
+def delegation_tool(sub_agent: Agent) -> PydanticTool[RunDeps]:
+    """The ``agent_<id>`` tool through which a supervisor delegates to ``sub_agent``."""
+
+    async def delegate(ctx: RunContext[RunDeps], prompt: str) -> Any:
+        metadata = _approved_metadata(ctx)
+        if DELEGATION_RESULT_KEY in metadata:
+            return metadata[DELEGATION_RESULT_KEY]
+        if DELEGATION_ERROR_KEY in metadata:
+            raise SubAgentFailed(metadata[DELEGATION_ERROR_KEY])
+        result = await ctx.deps.delegate(sub_agent, prompt, ctx.deps)
+        if result.status == "success":
+            return result.text
+        if result.status == "failed":
+            raise SubAgentFailed(f"Sub-agent {sub_agent.id!r} failed: {result.error}")
+        raise ApprovalRequired(metadata={KIND_KEY: "delegation", "inner_run_id": result.run_id})
+
+    description = sub_agent.description or f"Delegate a task to the {sub_agent.name} agent."
+    name = delegation_tool_name(sub_agent.id)
+    prompt_param = inspect.Parameter("prompt", inspect.Parameter.KEYWORD_ONLY, annotation=str)
+    _present_as(delegate, name, description, None, [prompt_param])
+    return PydanticTool(delegate, name=name, takes_ctx=True, description=description)
+
+
+def _present_as(
+    wrapper: Callable[..., Any],
+    name: str,
+    description: str | None,
+    original: Callable[..., Any] | None,
+    parameters: list[inspect.Parameter],
+) -> None:
+    """Give ``wrapper`` the signature pydantic-ai should build the tool's schema from."""
+    ctx_param = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=RunContext[RunDeps])
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in parameters]
+    wrapper.__signature__ = inspect.Signature([ctx_param, *params])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {"ctx": RunContext[RunDeps], **{p.name: p.annotation for p in params}}
+    wrapper.__name__ = name
+    wrapper.__qualname__ = name
+    wrapper.__doc__ = description
+    if original is not None:
+        wrapper.__module__ = original.__module__
+
+
+def build_pydantic_agent(agent: Agent) -> PydanticAgent[RunDeps, Any]:
+    tools = [wrap_tool(t) for t in agent.tools] + [delegation_tool(a) for a in agent.agents]
+    return PydanticAgent(
+        resolve_model(agent.model),
+        instructions=agent.instructions or None,
+        deps_type=RunDeps,
+        output_type=[str, DeferredToolRequests],
+        tools=tools,
+        name=agent.id,
+    )
+
+
+# -- snapshots -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Snapshot:
+    """What a suspended run continues from."""
+
+    conversation: Conversation
+    #: How many messages at the start came from thread memory (not this run's own).
+    history_len: int
+    #: Outcomes of sub-agent runs already finished while other delegations wait (by tool call id).
+    delegation_results: dict[str, dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": SNAPSHOT_FORMAT,
+            "conversation": ConversationTypeAdapter.dump_python(self.conversation, mode="json"),
+            "history_len": self.history_len,
+            "delegation_results": self.delegation_results,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Snapshot:
+        if data.get("format") != SNAPSHOT_FORMAT:
+            raise ValueError(f"Unknown snapshot format {data.get('format')!r}")
+        return cls(
+            conversation=ConversationTypeAdapter.validate_python(data["conversation"]),
+            history_len=int(data["history_len"]),
+            delegation_results=dict(data.get("delegation_results") or {}),
+        )
+
+
+def messages_to_json(messages: list[ModelMessage]) -> list[Any]:
+    return list(ModelMessagesTypeAdapter.dump_python(messages, mode="json"))
+
+
+def messages_from_json(data: list[Any]) -> list[ModelMessage]:
+    return ModelMessagesTypeAdapter.validate_python(data)

@@ -1,0 +1,60 @@
+"""The runtime's exceptions. Nothing runs and nothing changes when one of them is raised."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+
+class AgentsRuntimeError(Exception):
+    """Base class of every error the runtime raises on purpose."""
+
+
+class RunNotFound(AgentsRuntimeError):
+    """Unknown run, a run that already ended, or a run owned by another agent."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"No suspended run {run_id!r} for this agent")
+        self.run_id = run_id
+
+
+class ToolCallNotSuspended(AgentsRuntimeError):
+    """The tool call is not parked on that run (stale, wrong, empty or ambiguous)."""
+
+    def __init__(self, message: str, *, run_id: str, tool_call_id: str | None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.tool_call_id = tool_call_id
+
+
+class RunAlreadyDecided(AgentsRuntimeError):
+    """Another decision on the same call won the race."""
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str,
+        decided_by: str | None = None,
+        decided_at: datetime | None = None,
+    ) -> None:
+        who = f" by {decided_by}" if decided_by else ""
+        when = f" at {decided_at.isoformat()}" if decided_at else ""
+        super().__init__(f"Tool call {tool_call_id!r} of run {run_id!r} was already decided{who}{when}")
+        self.run_id = run_id
+        self.tool_call_id = tool_call_id
+        self.decided_by = decided_by
+        self.decided_at = decided_at
+
+
+class InvalidResumeData(AgentsRuntimeError):
+    """Resume data that breaks the tool's resume schema, or a decision of the wrong kind."""
+
+    def __init__(self, message: str, *, errors: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        #: One entry per problem: ``{"loc": ("field", ...), "msg": "..."}``; empty for kind errors.
+        self.errors: list[dict[str, Any]] = errors or []
+
+
+class InvalidPagination(AgentsRuntimeError, ValueError):
+    """``per_page`` must be a positive int and ``page`` a non-negative int."""

@@ -1,0 +1,20 @@
+"""Run events: what a ``Runtime`` tells its listeners after each stored change."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+RunEventType = Literal["run-suspended", "call-decided", "run-resumed", "run-completed", "run-failed"]
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """Small and id-only: listeners refetch what they show."""
+
+    type: RunEventType
+    agent_id: str
+    run_id: str
+    tool_call_id: str | None = None
+    action: str | None = None
+    actor: str | None = None

@@ -1,0 +1,66 @@
+"""``Runtime``: the registry of agents that owns their storage (Mastra's ``Mastra`` instance)."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+
+from .agent import Agent
+from .events import RunEvent
+from .store import InMemoryRunStore, RunStore
+
+logger = logging.getLogger("agents_runtime")
+
+Listener = Callable[[RunEvent], Awaitable[None] | None]
+
+
+class Runtime:
+    """Agents and the store they share. Sub-agents are registered with their supervisors."""
+
+    def __init__(self, agents: Iterable[Agent] = (), storage: RunStore | None = None) -> None:
+        self.storage: RunStore = storage if storage is not None else InMemoryRunStore()
+        self._agents: dict[str, Agent] = {}
+        self._listeners: list[Listener] = []
+        for agent in agents:
+            self._register(agent)
+
+    def _register(self, agent: Agent) -> None:
+        existing = self._agents.get(agent.id)
+        if existing is agent:
+            return
+        if existing is not None:
+            raise ValueError(f"Two different agents share the id {agent.id!r}")
+        agent._attach(self)
+        self._agents[agent.id] = agent
+        for sub in agent.agents:
+            self._register(sub)
+
+    @property
+    def agents(self) -> list[Agent]:
+        """Every registered agent, sub-agents included, in registration order."""
+        return list(self._agents.values())
+
+    def get_agent(self, agent_id: str) -> Agent:
+        """The agent with this id; ``KeyError`` when there is none."""
+        try:
+            return self._agents[agent_id]
+        except KeyError:
+            raise KeyError(f"No agent {agent_id!r} in this runtime") from None
+
+    def add_listener(self, listener: Listener) -> None:
+        """Call ``listener(event)`` (sync or async) after every stored change of a run."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        self._listeners.remove(listener)
+
+    async def _publish(self, event: RunEvent) -> None:
+        for listener in list(self._listeners):
+            try:
+                outcome = listener(event)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except Exception:
+                # A broken listener must not break the run it reports on.
+                logger.exception("Run event listener failed on %s", event)

@@ -1,0 +1,230 @@
+"""Tools: the ``tool`` decorator, ``ToolContext`` and ``suspend()``."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NoReturn, cast, overload
+
+import jsonschema
+import pydantic
+
+from .errors import InvalidResumeData
+
+ApprovalRule = bool | Callable[[dict[str, Any]], bool]
+SchemaSpec = type[pydantic.BaseModel] | Mapping[str, Any] | None
+
+
+class ToolSuspended(BaseException):  # noqa: N818 - a signal, not an error
+    """Raised by ``ToolContext.suspend``.
+
+    A ``BaseException`` so that a tool's own ``except Exception`` cannot swallow it.
+    """
+
+    def __init__(self, payload: Any) -> None:
+        super().__init__("tool suspended")
+        self.payload = payload
+
+
+class ToolContext:
+    """What a tool knows about the call it serves. Tools get it by annotating a parameter with it."""
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str,
+        agent_id: str,
+        thread_id: str | None,
+        resource_id: str | None,
+        resume_data: Any = None,
+    ) -> None:
+        self.run_id = run_id
+        self.tool_call_id = tool_call_id
+        self.agent_id = agent_id
+        self.thread_id = thread_id
+        self.resource_id = resource_id
+        #: None on the first execution; once resumed, the validated resume data.
+        self.resume_data = resume_data
+
+    def suspend(self, payload: Any = None) -> NoReturn:
+        """Park this tool call until a human answers with resume data. Never returns."""
+        raise ToolSuspended(payload)
+
+    def __repr__(self) -> str:
+        return f"ToolContext(run_id={self.run_id!r}, tool_call_id={self.tool_call_id!r})"
+
+
+def _json_schema(spec: SchemaSpec) -> dict[str, Any] | None:
+    if spec is None:
+        return None
+    if isinstance(spec, type) and issubclass(spec, pydantic.BaseModel):
+        return spec.model_json_schema()
+    return dict(spec)
+
+
+def _validate(spec: SchemaSpec, data: Any, what: str) -> Any:
+    """Validate ``data`` against a pydantic model or a JSON Schema dict.
+
+    Returns the model instance (pydantic) or the data itself (dict schema / no schema).
+    Raises ``InvalidResumeData`` with one ``{"loc", "msg"}`` per problem.
+    """
+    if spec is None:
+        return data
+    if isinstance(spec, type) and issubclass(spec, pydantic.BaseModel):
+        try:
+            return spec.model_validate(data)
+        except pydantic.ValidationError as exc:
+            errors = [{"loc": tuple(e["loc"]), "msg": e["msg"]} for e in exc.errors()]
+            raise InvalidResumeData(f"Invalid {what}: {exc.error_count()} error(s)", errors=errors) from None
+    validator = jsonschema.Draft202012Validator(dict(spec))
+    problems = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    if problems:
+        errors = [{"loc": tuple(p.absolute_path), "msg": p.message} for p in problems]
+        raise InvalidResumeData(f"Invalid {what}: {len(errors)} error(s)", errors=errors)
+    return data
+
+
+def to_jsonable(value: Any) -> Any:
+    """Plain JSON data for storage: pydantic models are dumped, the rest goes through pydantic."""
+    if isinstance(value, pydantic.BaseModel):
+        return value.model_dump(mode="json")
+    return pydantic.TypeAdapter(Any).dump_python(value, mode="json")
+
+
+def _is_tool_context(annotation: Any) -> bool:
+    if annotation is ToolContext:
+        return True
+    # Under ``from __future__ import annotations`` the hint is a string; never evaluate it (it may
+    # name something imported only for type checking): its last dotted name is enough.
+    return isinstance(annotation, str) and annotation.strip().strip("'\"").split(".")[-1] == "ToolContext"
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A function the model may call, with its human-in-the-loop rules. Build it with ``tool``."""
+
+    function: Callable[..., Any]
+    name: str
+    description: str | None
+    requires_approval: ApprovalRule
+    suspend_schema: SchemaSpec
+    resume_schema: SchemaSpec
+    #: The name of the ``ToolContext`` parameter, if the function takes one.
+    context_param: str | None
+    #: The model-supplied parameters, with resolved annotations.
+    parameters: tuple[inspect.Parameter, ...]
+
+    def needs_approval(self, args: dict[str, Any]) -> bool:
+        rule = self.requires_approval
+        if isinstance(rule, bool):
+            return rule
+        try:
+            return bool(rule(dict(args)))
+        except Exception:
+            # A rule that cannot decide must not let the call through.
+            return True
+
+    @property
+    def suspend_json_schema(self) -> dict[str, Any] | None:
+        return _json_schema(self.suspend_schema)
+
+    @property
+    def resume_json_schema(self) -> dict[str, Any] | None:
+        return _json_schema(self.resume_schema)
+
+    def validate_resume_data(self, data: Any) -> Any:
+        return _validate(self.resume_schema, data, "resume data")
+
+    def validate_suspend_payload(self, payload: Any) -> Any:
+        return _validate(self.suspend_schema, payload, "suspend payload")
+
+
+def _build(
+    fn: Callable[..., Any],
+    *,
+    name: str | None,
+    requires_approval: ApprovalRule,
+    suspend_schema: SchemaSpec,
+    resume_schema: SchemaSpec,
+) -> Tool:
+    if not callable(fn):
+        raise TypeError("tool() needs a function")
+    signature = inspect.signature(fn)
+    context_param: str | None = None
+    others: list[inspect.Parameter] = []
+    for param in signature.parameters.values():
+        if param.annotation is not inspect.Parameter.empty and _is_tool_context(param.annotation):
+            if context_param is not None:
+                raise TypeError(f"{fn.__qualname__} takes more than one ToolContext")
+            context_param = param.name
+        else:
+            if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.POSITIONAL_ONLY):
+                raise TypeError(f"{fn.__qualname__}: tool parameters must be passable by keyword")
+            others.append(param)
+    # Resolve the model-facing annotations only (the ToolContext one may not be resolvable).
+    shim = cast(Any, lambda: None)
+    shim.__annotations__ = {
+        p.name: p.annotation for p in others if p.annotation is not inspect.Parameter.empty
+    }
+    hints = typing.get_type_hints(shim, globalns=getattr(fn, "__globals__", {}), include_extras=True)
+    parameters = tuple(p.replace(annotation=hints.get(p.name, Any)) for p in others)
+    return Tool(
+        function=fn,
+        name=name or fn.__name__,
+        description=inspect.getdoc(fn),
+        requires_approval=requires_approval,
+        suspend_schema=suspend_schema,
+        resume_schema=resume_schema,
+        context_param=context_param,
+        parameters=parameters,
+    )
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    fn: None = None,
+    /,
+    *,
+    name: str | None = None,
+    requires_approval: ApprovalRule = False,
+    suspend_schema: SchemaSpec = None,
+    resume_schema: SchemaSpec = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    requires_approval: ApprovalRule = False,
+    suspend_schema: SchemaSpec = None,
+    resume_schema: SchemaSpec = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a function a tool.
+
+    ``requires_approval`` is a bool, or a callable that gets the validated arguments as a dict and
+    returns whether this call needs a human's approval (if it raises, approval is required).
+    ``suspend_schema`` / ``resume_schema`` (pydantic models or JSON Schema dicts) describe what the
+    tool passes to ``ToolContext.suspend()`` and the data it must be resumed with.
+    """
+
+    def decorate(f: Callable[..., Any]) -> Tool:
+        return _build(
+            f,
+            name=name,
+            requires_approval=requires_approval,
+            suspend_schema=suspend_schema,
+            resume_schema=resume_schema,
+        )
+
+    if fn is not None:
+        return decorate(fn)
+    return decorate
