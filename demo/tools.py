@@ -1,0 +1,79 @@
+"""The demo agents' tools: realistic shapes, harmless effects."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from agents_runtime import ToolContext, tool
+
+REFUND_APPROVAL_LIMIT_CENTS = 5_000
+
+ORDERS = {
+    "A-1042": {"customer": "dana@example.com", "total_cents": 12_900, "status": "delivered"},
+    "A-1043": {"customer": "lee@example.com", "total_cents": 2_450, "status": "delivered"},
+    "A-1044": {"customer": "sam@example.com", "total_cents": 89_000, "status": "shipped"},
+}
+
+
+@tool
+def lookup_order(order_id: str) -> dict[str, object]:
+    """Look up an order by its id (e.g. A-1042)."""
+    order = ORDERS.get(order_id)
+    if order is None:
+        return {"order_id": order_id, "found": False}
+    return {"order_id": order_id, "found": True, **order}
+
+
+@tool(requires_approval=lambda args: args["amount_cents"] > REFUND_APPROVAL_LIMIT_CENTS)
+def issue_refund(ctx: ToolContext, order_id: str, amount_cents: int, reason: str) -> str:
+    """Refund part or all of an order. Refunds over $50.00 need a human's approval.
+
+    Args:
+        order_id: The order to refund.
+        amount_cents: How much to refund, in cents.
+        reason: Why, in the customer's words.
+    """
+    # ctx.tool_call_id is the idempotency key a real payment API would get.
+    return f"Refunded ${amount_cents / 100:.2f} on {order_id} (ref {ctx.tool_call_id[-8:]})"
+
+
+@tool(requires_approval=True)
+def send_customer_email(to: str, subject: str, body: str) -> str:
+    """Send an email to a customer. Always reviewed by a human first."""
+    return f"Email to {to} queued: {subject!r}"
+
+
+@tool(requires_approval=True)
+def deploy_service(service: str, version: str, environment: Literal["staging", "production"]) -> str:
+    """Deploy a version of a service to an environment."""
+    return f"{service} {version} is live on {environment}"
+
+
+class ChangeWindowRequest(BaseModel):
+    service: str
+    question: str
+
+
+class ChangeWindow(BaseModel):
+    """When and how the change may happen."""
+
+    start: str = Field(title="Start time", description="When the window opens, e.g. 2026-12-01 22:00 UTC")
+    duration_minutes: int = Field(default=30, ge=5, le=480, title="Duration (minutes)")
+    notify_oncall: bool = Field(default=True, title="Notify on-call", description="Page the on-call engineer")
+    risk: Literal["low", "medium", "high"] = Field(title="Risk", description="Your estimate of the risk")
+    version: str = Field(default="v2.4.1", title="Version to deploy")
+
+
+@tool(suspend_schema=ChangeWindowRequest, resume_schema=ChangeWindow)
+def request_change_window(ctx: ToolContext, service: str) -> str:
+    """Ask a human to schedule a change window before deploying to production."""
+    if ctx.resume_data is None:
+        ctx.suspend({"service": service, "question": f"When may we deploy {service} to production?"})
+    window: ChangeWindow = ctx.resume_data
+    oncall = "on-call notified" if window.notify_oncall else "on-call not notified"
+    return (
+        f"Window for {service}: {window.start}, {window.duration_minutes} min, risk {window.risk}, "
+        f"{oncall}, version {window.version}"
+    )
