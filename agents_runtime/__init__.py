@@ -12,7 +12,7 @@ from .errors import (
     RunNotFound,
     ToolCallNotSuspended,
 )
-from .events import RunEvent
+from .events import Continuation, RunEvent
 from .runtime import Runtime
 from .scripted import Call, Reply, ScriptContext, scripted_model
 from .store import InMemoryRunStore, RunStore
@@ -27,6 +27,7 @@ __all__ = [
     "AgentsRuntimeError",
     "Call",
     "Chunk",
+    "Continuation",
     "InMemoryRunStore",
     "InvalidPagination",
     "InvalidResumeData",

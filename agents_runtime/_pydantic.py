@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pydantic_ai import ApprovalRequired, DeferredToolRequests, RunContext
 from pydantic_ai import Agent as PydanticAgent
+from pydantic_ai import ApprovalRequired, DeferredToolRequests, RunContext
 from pydantic_ai import Tool as PydanticTool
 from pydantic_ai.conversation import Conversation, ConversationTypeAdapter
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
@@ -61,7 +61,9 @@ def resolve_model(model: Any) -> Model | str:
         model = model()
     if isinstance(model, FunctionModel) and model.stream_function is None and model.function is not None:
         # We always stream (for chunks); give plain scripted functions a streaming twin.
-        return FunctionModel(model.function, stream_function=streaming(model.function), model_name=model.model_name)
+        return FunctionModel(
+            model.function, stream_function=streaming(model.function), model_name=model.model_name
+        )
     if not isinstance(model, (Model, str)):
         raise TypeError(f"model must be a pydantic-ai Model or model name, not {type(model).__name__}")
     return model
@@ -143,7 +145,9 @@ def _present_as(
     parameters: list[inspect.Parameter],
 ) -> None:
     """Give ``wrapper`` the signature pydantic-ai should build the tool's schema from."""
-    ctx_param = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=RunContext[RunDeps])
+    ctx_param = inspect.Parameter(
+        "ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=RunContext[RunDeps]
+    )
     params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in parameters]
     wrapper.__signature__ = inspect.Signature([ctx_param, *params])  # type: ignore[attr-defined]
     wrapper.__annotations__ = {"ctx": RunContext[RunDeps], **{p.name: p.annotation for p in params}}

@@ -30,8 +30,9 @@ from pydantic_ai.messages import (
 from pydantic_ai.run import AgentRunResultEvent
 
 from . import _pydantic
+from ._pydantic import RunDeps
 from .errors import InvalidPagination, InvalidResumeData, RunNotFound, ToolCallNotSuspended
-from .events import RunEvent
+from .events import Continuation, RunEvent
 from .store import (
     CallKind,
     Decision,
@@ -93,7 +94,9 @@ class Agent:
         self.tools: tuple[Tool, ...] = tuple(t if isinstance(t, Tool) else tool(t) for t in tools)
         self.agents: tuple[Agent, ...] = tuple(agents)
         seen: set[str] = set()
-        for name_ in [t.name for t in self.tools] + [_pydantic.delegation_tool_name(a.id) for a in self.agents]:
+        for name_ in [t.name for t in self.tools] + [
+            _pydantic.delegation_tool_name(a.id) for a in self.agents
+        ]:
             if name_ in seen:
                 raise ValueError(f"Agent {id!r}: two tools are named {name_!r}")
             seen.add(name_)
@@ -187,7 +190,9 @@ class Agent:
             try:
                 history = _pydantic.messages_from_json(stored)
             except Exception:
-                logger.warning("Thread %r of agent %r has unreadable memory; starting fresh", thread_id, self.id)
+                logger.warning(
+                    "Thread %r of agent %r has unreadable memory; starting fresh", thread_id, self.id
+                )
         return await self._drive(
             run_id=run_id,
             thread_id=thread_id,
@@ -201,9 +206,11 @@ class Agent:
             emit=emit,
         )
 
-    async def _delegate(self, sub_agent: Agent, prompt: str, deps: _pydantic.RunDeps) -> RunResult:
+    async def _delegate(self, sub_agent: Agent, prompt: str, deps: RunDeps) -> RunResult:
         """Run ``sub_agent`` as an inner run of the supervisor run ``deps.run_id``."""
-        return await sub_agent._start(_new_run_id(), prompt, deps.thread_id, deps.resource_id, deps.run_id, _ignore)
+        return await sub_agent._start(
+            _new_run_id(), prompt, deps.thread_id, deps.resource_id, deps.run_id, _ignore
+        )
 
     # -- the run loop ----------------------------------------------------------------------------
 
@@ -222,7 +229,7 @@ class Agent:
         emit: Emit,
     ) -> RunResult:
         """One pydantic-ai run, then store what it ended in: a suspension, an answer or a failure."""
-        deps = _pydantic.RunDeps(
+        deps = RunDeps(
             run_id=run_id, agent=self, thread_id=thread_id, resource_id=resource_id, delegate=self._delegate
         )
         output: Any = None
@@ -264,9 +271,11 @@ class Agent:
             return await self._store_suspension(suspension, claimed_version, emit)
 
         text = output if isinstance(output, str) else str(output)
-        if claimed_version is not None:
-            if not await self._store(self.storage.finish, run_id, version=claimed_version):
-                return self._lost_claim(run_id, emit)
+        finished = claimed_version is None or await self._store(
+            self.storage.finish, run_id, version=claimed_version
+        )
+        if not finished:
+            return self._lost_claim(run_id, emit)
         if thread_id is not None:
             new_messages = _pydantic.messages_to_json(conversation.messages[history_len:])
             await self._store(self.storage.append_thread_messages, self.id, thread_id, new_messages)
@@ -457,18 +466,26 @@ class Agent:
         inner_run_id = delegation.inner_run_id
         inner: StoredRun | None = await self._store(self.storage.get_run, inner_run_id)
         if inner is None:
-            return RunResult(run_id=inner_run_id, status="failed", error="The sub-agent's run no longer exists")
+            return RunResult(
+                run_id=inner_run_id, status="failed", error="The sub-agent's run no longer exists"
+            )
         sub_agent = self._runtime.get_agent(inner.agent_id) if self._runtime else None
         if sub_agent is None:
             sub_agent = next((a for a in self.agents if a.id == inner.agent_id), None)
         if sub_agent is None:
-            return RunResult(run_id=inner_run_id, status="failed", error=f"Unknown sub-agent {inner.agent_id!r}")
-        decisions = {m.delegation.inner_tool_call_id: m.decision for m in mirrors if m.delegation and m.decision}
+            return RunResult(
+                run_id=inner_run_id, status="failed", error=f"Unknown sub-agent {inner.agent_id!r}"
+            )
+        decisions = {
+            m.delegation.inner_tool_call_id: m.decision for m in mirrors if m.delegation and m.decision
+        }
         claimed: StoredRun | None = await self._store(
             self.storage.claim, inner_run_id, expected_version=inner.version, decisions=decisions
         )
         if claimed is None:
-            return RunResult(run_id=inner_run_id, status="failed", error="The sub-agent's run changed meanwhile")
+            return RunResult(
+                run_id=inner_run_id, status="failed", error="The sub-agent's run changed meanwhile"
+            )
         if claimed.undecided:
             # The supervisor's view was stale (the inner run was parked again after a crash).
             return RunResult(run_id=inner_run_id, status="suspended")
@@ -476,7 +493,9 @@ class Agent:
 
     # -- decisions -------------------------------------------------------------------------------
 
-    async def approve_tool_call(self, *, run_id: str, tool_call_id: str, actor: str | None = None) -> RunStream:
+    async def approve_tool_call(
+        self, *, run_id: str, tool_call_id: str, actor: str | None = None
+    ) -> RunStream:
         """Approve a parked call: the tool runs (once) when the run continues."""
         return await self._decide(run_id, tool_call_id, action="approve", actor=actor)
 
@@ -523,7 +542,9 @@ class Agent:
             )
         call = _pick_call(run, tool_call_id)
         action, reason, stored_resume = self._validated_decision(call, action, reason, resume_data)
-        decision = Decision(action=action, decided_at=_now(), actor=actor, reason=reason, resume_data=stored_resume)
+        decision = Decision(
+            action=action, decided_at=_now(), actor=actor, reason=reason, resume_data=stored_resume
+        )
         receipt = await self._store(
             self.storage.record_decision,
             agent_id=self.id,
@@ -536,6 +557,18 @@ class Agent:
             remaining = [_listed_call(c) for c in receipt.run.undecided]
             return RunStream.finished(RunResult(run_id=run_id, status="suspended", tool_calls=remaining))
         version: int = receipt.claimed_version
+        if self._runtime is not None and self._runtime.scheduler is not None:
+            # A worker continues the run; the claim's lease covers the wait in its queue.
+            await self._runtime._schedule(Continuation(agent_id=self.id, run_id=run_id, version=version))
+            return RunStream.finished(RunResult(run_id=run_id, status="running"))
+        return self.continue_run(run_id, version=version)
+
+    def continue_run(self, run_id: str, *, version: int) -> RunStream:
+        """Continue a run claimed at ``version`` by a decision (beyond Mastra: for background workers).
+
+        Safe to call more than once: only the holder of the current claim changes the run; a stale
+        or repeated continuation ends with status ``"failed"`` and changes nothing.
+        """
 
         async def produce(emit: Emit) -> RunResult:
             return await self._continue(run_id, version, emit)
@@ -562,7 +595,9 @@ class Agent:
             raise InvalidResumeData(
                 f"Tool call {call.tool_call_id!r} waits for approval: resume it with "
                 '{"approved": true|false} and optionally "reason"',
-                errors=[{"loc": (), "msg": 'expected {"approved": bool} or {"approved": bool, "reason": str}'}],
+                errors=[
+                    {"loc": (), "msg": 'expected {"approved": bool} or {"approved": bool, "reason": str}'}
+                ],
             )
         if action == "approve":
             raise InvalidResumeData(
@@ -601,7 +636,11 @@ class Agent:
         runs with such an undecided call, and ``order="oldest"`` reverses the order.
         """
         _check_pagination(per_page, page)
-        for label, value in (("thread_id", thread_id), ("resource_id", resource_id), ("tool_name", tool_name)):
+        for label, value in (
+            ("thread_id", thread_id),
+            ("resource_id", resource_id),
+            ("tool_name", tool_name),
+        ):
             if value is not None and not isinstance(value, str):
                 raise TypeError(f"{label} must be a string")
         if kind not in (None, "approval", "input"):
@@ -729,7 +768,11 @@ def _agent_run(run: StoredRun) -> AgentRun:
 def _chunk_for(run_id: str, event: AgentStreamEvent) -> Chunk | None:
     if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart) and event.part.content:
         return Chunk("text-delta", run_id, {"text": event.part.content})
-    if isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta) and event.delta.content_delta:
+    if (
+        isinstance(event, PartDeltaEvent)
+        and isinstance(event.delta, TextPartDelta)
+        and event.delta.content_delta
+    ):
         return Chunk("text-delta", run_id, {"text": event.delta.content_delta})
     if isinstance(event, FunctionToolCallEvent):
         part = event.part

@@ -18,3 +18,12 @@ class RunEvent:
     tool_call_id: str | None = None
     action: str | None = None
     actor: str | None = None
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """A run whose decisions are all in, claimed at ``version``, for a worker to continue."""
+
+    agent_id: str
+    run_id: str
+    version: int

@@ -7,19 +7,29 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 
 from .agent import Agent
-from .events import RunEvent
+from .events import Continuation, RunEvent
 from .store import InMemoryRunStore, RunStore
 
 logger = logging.getLogger("agents_runtime")
 
 Listener = Callable[[RunEvent], Awaitable[None] | None]
+Scheduler = Callable[[Continuation], Awaitable[None] | None]
 
 
 class Runtime:
     """Agents and the store they share. Sub-agents are registered with their supervisors."""
 
-    def __init__(self, agents: Iterable[Agent] = (), storage: RunStore | None = None) -> None:
+    def __init__(
+        self,
+        agents: Iterable[Agent] = (),
+        storage: RunStore | None = None,
+        *,
+        scheduler: Scheduler | None = None,
+    ) -> None:
         self.storage: RunStore = storage if storage is not None else InMemoryRunStore()
+        #: When set, a decision that completes a run's decisions hands the continuation to it
+        #: (e.g. a task queue) instead of continuing in this process; see ``Agent.continue_run``.
+        self.scheduler: Scheduler | None = scheduler
         self._agents: dict[str, Agent] = {}
         self._listeners: list[Listener] = []
         for agent in agents:
@@ -54,6 +64,12 @@ class Runtime:
 
     def remove_listener(self, listener: Listener) -> None:
         self._listeners.remove(listener)
+
+    async def _schedule(self, continuation: Continuation) -> None:
+        assert self.scheduler is not None
+        outcome = self.scheduler(continuation)
+        if inspect.isawaitable(outcome):
+            await outcome
 
     async def _publish(self, event: RunEvent) -> None:
         for listener in list(self._listeners):

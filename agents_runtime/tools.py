@@ -17,7 +17,7 @@ ApprovalRule = bool | Callable[[dict[str, Any]], bool]
 SchemaSpec = type[pydantic.BaseModel] | Mapping[str, Any] | None
 
 
-class ToolSuspended(BaseException):  # noqa: N818 - a signal, not an error
+class ToolSuspended(BaseException):
     """Raised by ``ToolContext.suspend``.
 
     A ``BaseException`` so that a tool's own ``except Exception`` cannot swallow it.

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-RunStatus = Literal["success", "suspended", "failed"]
+#: ``"running"`` (beyond Mastra): the continuation was handed to a background worker.
+RunStatus = Literal["success", "suspended", "failed", "running"]
 ChunkType = Literal[
     "text-delta",
     "tool-call",

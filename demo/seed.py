@@ -20,6 +20,8 @@ async def seed_demo_runs(runtime: Runtime) -> int:
     """Start every demo run; returns how many are now waiting for a human."""
     waiting = 0
     for agent_id, prompt, thread_id, resource_id in DEMO_RUNS:
-        result = await runtime.get_agent(agent_id).generate(prompt, thread_id=thread_id, resource_id=resource_id)
+        result = await runtime.get_agent(agent_id).generate(
+            prompt, thread_id=thread_id, resource_id=resource_id
+        )
         waiting += result.status == "suspended"
     return waiting
