@@ -559,8 +559,10 @@ class Agent:
         version: int = receipt.claimed_version
         if self._runtime is not None and self._runtime.scheduler is not None:
             # A worker continues the run; the claim's lease covers the wait in its queue.
-            await self._runtime._schedule(Continuation(agent_id=self.id, run_id=run_id, version=version))
-            return RunStream.finished(RunResult(run_id=run_id, status="running"))
+            done = await self._runtime._schedule(
+                Continuation(agent_id=self.id, run_id=run_id, version=version)
+            )
+            return RunStream.finished(done or RunResult(run_id=run_id, status="running"))
         return self.continue_run(run_id, version=version)
 
     def continue_run(self, run_id: str, *, version: int) -> RunStream:

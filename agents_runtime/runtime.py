@@ -9,11 +9,13 @@ from collections.abc import Awaitable, Callable, Iterable
 from .agent import Agent
 from .events import Continuation, RunEvent
 from .store import InMemoryRunStore, RunStore
+from .types import RunResult
 
 logger = logging.getLogger("agents_runtime")
 
 Listener = Callable[[RunEvent], Awaitable[None] | None]
-Scheduler = Callable[[Continuation], Awaitable[None] | None]
+#: Returns the continuation's result when it ran before returning, else None (it runs later).
+Scheduler = Callable[[Continuation], Awaitable[RunResult | None] | RunResult | None]
 
 
 class Runtime:
@@ -65,11 +67,13 @@ class Runtime:
     def remove_listener(self, listener: Listener) -> None:
         self._listeners.remove(listener)
 
-    async def _schedule(self, continuation: Continuation) -> None:
+    async def _schedule(self, continuation: Continuation) -> RunResult | None:
+        """Hand a continuation to the scheduler; its result if it already ran (e.g. immediately)."""
         assert self.scheduler is not None
         outcome = self.scheduler(continuation)
         if inspect.isawaitable(outcome):
-            await outcome
+            outcome = await outcome
+        return outcome if isinstance(outcome, RunResult) else None
 
     async def _publish(self, event: RunEvent) -> None:
         for listener in list(self._listeners):

@@ -1,0 +1,58 @@
+"""Background continuations: a decided run goes on in a ``django.tasks`` task.
+
+With the default Immediate backend the task runs at once, inside the request that decided; with the
+database backend (``TASKS_BACKEND=database``) a ``manage.py db_worker`` process runs it. Either way the
+claim was taken by compare-and-swap when the last decision was recorded, so a task that runs twice,
+or late, changes nothing the second time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, cast
+
+from django.tasks import TaskResultStatus, task
+
+from agents_runtime import AgentRunToolCall, Continuation, RunResult
+from approvals import live
+from approvals.registry import get_runtime
+
+
+@task
+async def continue_run(agent_id: str, run_id: str, version: int) -> dict[str, Any]:
+    agent = get_runtime().get_agent(agent_id)
+    stream = agent.continue_run(run_id, version=version)
+    async for chunk in stream:
+        await live.publish_chunk(chunk)
+    result = await stream.result()
+    return result_to_json(result)
+
+
+async def schedule_continuation(continuation: Continuation) -> RunResult | None:
+    """The runtime's scheduler: enqueue, and return the result when the backend ran it already."""
+    task_result = await continue_run.aenqueue(
+        continuation.agent_id, continuation.run_id, continuation.version
+    )
+    if task_result.status == TaskResultStatus.SUCCESSFUL:
+        return result_from_json(cast(dict[str, Any], task_result.return_value))
+    return None
+
+
+def result_to_json(result: RunResult) -> dict[str, Any]:
+    return {
+        "run_id": result.run_id,
+        "status": result.status,
+        "text": result.text,
+        "error": result.error,
+        "tool_calls": [dataclasses.asdict(call) for call in result.tool_calls],
+    }
+
+
+def result_from_json(data: dict[str, Any]) -> RunResult:
+    return RunResult(
+        run_id=data["run_id"],
+        status=data["status"],
+        text=data.get("text"),
+        error=data.get("error"),
+        tool_calls=[AgentRunToolCall(**call) for call in data.get("tool_calls") or []],
+    )

@@ -1,0 +1,34 @@
+"""ASGI entry point: HTTP through Django, websockets through Channels (served by Daphne)."""
+
+import os
+from importlib import import_module
+from importlib.util import find_spec
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+# Set up Django (apps, settings) before anything imports models through the routing below.
+django_asgi_app = get_asgi_application()
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+
+# Daphne, unlike `runserver`, does not serve /static/; in development (DEBUG) Django does it here.
+# In production put `collectstatic`'s output (var/static) behind the reverse proxy instead.
+http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.DEBUG else django_asgi_app
+
+# The live-updates consumers are being written alongside this module; route them once they exist.
+websocket_urlpatterns = (
+    import_module("approvals.routing").websocket_urlpatterns if find_spec("approvals.routing") else []
+)
+
+application = ProtocolTypeRouter(
+    {
+        "http": http_app,
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    }
+)

@@ -1,0 +1,204 @@
+"""Countersign's only settings module.
+
+Every value that differs between a laptop, CI and production comes from an environment variable with
+a safe default for the embedded run (``make run``); ``.env.example`` lists them. Nothing else in the
+project reads the environment at import time.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+from django.utils.csp import CSP
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def _env(name: str, default: str) -> str:
+    """The variable's value; unset and blank both mean the default (so `.env.example` can list blanks)."""
+    return os.environ.get(name, "").strip() or default
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    return _env(name, str(default)).lower() in {"1", "true", "yes", "on"}
+
+
+def _env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in _env(name, default).split(",") if item.strip()]
+
+
+# --- Core -------------------------------------------------------------------------------------------
+
+# The default is for local development only; set SECRET_KEY anywhere else.
+SECRET_KEY = _env("SECRET_KEY", "django-insecure-countersign-dev-only-change-me")
+DEBUG = _env_bool("DEBUG", default=True)
+ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
+
+INSTALLED_APPS = [
+    # First, so that `runserver` is Daphne's and serves websockets too.
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_htmx",
+    "django_tasks_db",
+    "approvals",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "django.template.context_processors.csp",
+            ],
+        },
+    },
+]
+
+# --- Database ---------------------------------------------------------------------------------------
+
+_default_sqlite = BASE_DIR / "var" / "countersign.sqlite3"
+DATABASE_URL = _env("DATABASE_URL", f"sqlite:///{_default_sqlite}")
+_database: dict[str, Any] = dict(dj_database_url.parse(DATABASE_URL, conn_max_age=0))
+
+if _database["ENGINE"] == "django.db.backends.sqlite3":
+    if _database["NAME"] and _database["NAME"] != ":memory:":
+        Path(_database["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    _database["OPTIONS"] = {
+        # IMMEDIATE takes the write lock at BEGIN, so concurrent writers wait for the busy timeout
+        # instead of failing to upgrade a read lock halfway through (DEFERRED lost writes in a trial).
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        **_database.get("OPTIONS", {}),
+    }
+elif _database["ENGINE"] == "django.db.backends.postgresql":
+    # psycopg 3's pool replaces persistent connections; Django refuses both at once.
+    _database["OPTIONS"] = {"pool": {"min_size": 1, "max_size": 10}, **_database.get("OPTIONS", {})}
+    _database["CONN_MAX_AGE"] = 0
+
+DATABASES = {"default": _database}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Channels (websockets) -------------------------------------------------------------------------
+
+REDIS_URL = _env("REDIS_URL", "")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # redis-py 8 defaults socket_timeout to 5 s, which kills the layer's idle blocking reads.
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None}]},
+        }
+    }
+else:
+    # Reaches consumers in this process only: fine for the embedded single-process run.
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# --- Background tasks (django.tasks) ---------------------------------------------------------------
+
+if _env("TASKS_BACKEND", "immediate").lower() == "database":
+    # Tasks are stored in the database and run by `manage.py db_worker`.
+    TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+else:
+    TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}
+
+# --- Agents -----------------------------------------------------------------------------------------
+
+# A pydantic-ai model name (e.g. "openai-chat:llama3.1"); empty means the scripted demo model.
+AGENTS_MODEL = _env("AGENTS_MODEL", "")
+# "module:attribute" of the agents_runtime.Runtime the dashboard serves.
+AGENTS_RUNTIME = _env("AGENTS_RUNTIME", "demo.agents:runtime")
+# How long a claimed resumption may run before the run is offered for a decision again.
+RUN_LEASE_SECONDS = int(_env("RUN_LEASE_SECONDS", "300"))
+
+# --- Auth -------------------------------------------------------------------------------------------
+
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+# --- Security headers -------------------------------------------------------------------------------
+
+# No inline script or style and no eval: everything comes from our own origin, and the few tags that
+# must be inline carry the per-request nonce. Model output is untrusted, so this is load-bearing.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF, CSP.NONCE],
+    "style-src": [CSP.SELF, CSP.NONCE],
+    "img-src": [CSP.SELF, "data:"],
+    # 'self' covers ws:/wss: to the same host and port (CSP Level 3), which is all the live updates use.
+    "connect-src": [CSP.SELF],
+    "font-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "frame-ancestors": [CSP.NONE],
+    "form-action": [CSP.SELF],
+}
+X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = "same-origin"
+
+# --- Internationalisation, static files -------------------------------------------------------------
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "var" / "static"
+
+# --- Logging ----------------------------------------------------------------------------------------
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "console": {"format": "{asctime} {levelname} {name}: {message}", "style": "{"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "console"},
+    },
+    "root": {"handlers": ["console"], "level": _env("LOG_LEVEL", "INFO").upper()},
+    "loggers": {
+        # Request lines are Daphne's job; keep Django's own chatter to warnings.
+        "django": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+    },
+}

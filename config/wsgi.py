@@ -1,0 +1,9 @@
+"""WSGI entry point (plain HTTP only; live updates need the ASGI application)."""
+
+import os
+
+from django.core.wsgi import get_wsgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+application = get_wsgi_application()

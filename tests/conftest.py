@@ -1,0 +1,78 @@
+"""Generic hooks and fixtures for the whole suite. Package-specific fixtures live next to their tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import services
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(
+    django_db_modify_db_settings_parallel_suffix: None, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Run SQLite tests on a file in this session's temp dir, not Django's default in-memory database.
+
+    A file behaves like production (WAL, IMMEDIATE transactions, a busy timeout instead of shared-cache
+    table locks), lets threads (Channels' database_sync_to_async) and subprocesses (Daphne, race tests)
+    open the same test database, and cannot clash with another pytest run in the same checkout.
+    """
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    test = database.setdefault("TEST", {})
+    if database["ENGINE"] == "django.db.backends.sqlite3" and not test.get("NAME"):
+        test["NAME"] = str(tmp_path_factory.mktemp("sqlite") / "test_countersign.sqlite3")
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None) -> Iterator[None]:
+    """pytest-django's test databases, plus closing the connections async tests leave in asgiref's thread.
+
+    Async tests reach the ORM through ``sync_to_async``, which runs in asgiref's single worker thread;
+    its connection is never closed by a request cycle. On PostgreSQL the pool would wait for it and
+    DROP DATABASE would then fail with "being accessed by other users".
+    """
+    yield
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=30)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Checked at setup, not collection, so that a required-but-missing service fails the test itself.
+    if item.get_closest_marker("postgres"):
+        services.require_postgres()
+    if item.get_closest_marker("redis"):
+        services.require_redis()
+    if item.get_closest_marker("e2e"):
+        services.require_chromium()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not services.skipped_for:
+        return
+    terminalreporter.section("NOT TESTED: services missing", sep="!", red=True, bold=True)
+    for reason in sorted(set(services.skipped_for)):
+        count = services.skipped_for.count(reason)
+        terminalreporter.write_line(f"{count:4} test(s) skipped: {reason}", red=True, bold=True)
+    terminalreporter.write_line(
+        f"CI sets {services.REQUIRE_SERVICES}=1 and {services.REQUIRE_BROWSER}=1, which turn these skips "
+        "into failures.",
+        bold=True,
+    )
+
+
+@pytest.fixture
+def artifacts_dir(request: pytest.FixtureRequest) -> Path:
+    """A git-ignored folder for this test's screenshots and logs: test-artifacts/<test name>/."""
+    safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in request.node.name)
+    path = ARTIFACTS / safe_name
+    path.mkdir(parents=True, exist_ok=True)
+    return path

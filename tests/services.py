@@ -1,0 +1,109 @@
+"""Checks for the outside services some tests need: PostgreSQL, Redis and Debian's Chromium.
+
+Call ``require_postgres()``, ``require_redis()`` or ``require_chromium()`` at the top of a test or
+fixture, or mark the test ``postgres`` / ``redis`` / ``e2e`` (``tests/conftest.py`` calls them for
+you). When the service is missing the test is skipped with a loud reason, and the run ends with a
+banner listing what was skipped. CI sets ``COUNTERSIGN_REQUIRE_SERVICES=1`` and
+``COUNTERSIGN_REQUIRE_BROWSER=1`` so that a missing service fails the test instead: database- and
+browser-specific tests can never silently skip there.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import socket
+import subprocess
+from urllib.parse import urlsplit
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+
+# Flags for Debian's Chromium on these machines: no sandbox as root, and no background traffic
+# (this network refuses it, many connections at a time).
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+REQUIRE_SERVICES = "COUNTERSIGN_REQUIRE_SERVICES"
+REQUIRE_BROWSER = "COUNTERSIGN_REQUIRE_BROWSER"
+
+# Reasons for every skip so far, printed again as a banner at the end of the run.
+skipped_for: list[str] = []
+
+
+def _required(variable: str) -> bool:
+    return os.environ.get(variable, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _unavailable(reason: str, *, variable: str) -> None:
+    if _required(variable):
+        pytest.fail(f"{reason} — and {variable}=1 says this run must not skip it", pytrace=False)
+    skipped_for.append(reason)
+    pytest.skip(f"!!! NOT TESTED: {reason} (set {variable}=1 to make this a failure)")
+
+
+def _answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def require_postgres() -> str:
+    """The PostgreSQL ``DATABASE_URL`` the suite runs on; skip (or fail) when there is none."""
+    url = os.environ.get("DATABASE_URL", "").strip()
+    parts = urlsplit(url)
+    if parts.scheme not in {"postgres", "postgresql", "pgsql"}:
+        _unavailable(
+            "PostgreSQL: DATABASE_URL is not a postgres:// URL (e.g. postgres://root@127.0.0.1:5432/countersign)",
+            variable=REQUIRE_SERVICES,
+        )
+    host, port = parts.hostname or "127.0.0.1", parts.port or 5432
+    if not _answers(host, port):
+        _unavailable(f"PostgreSQL: nothing answers on {host}:{port}", variable=REQUIRE_SERVICES)
+    return url
+
+
+def require_redis() -> str:
+    """The ``REDIS_URL`` to use, once the server has answered a PING; skip (or fail) otherwise."""
+    import redis
+
+    url = os.environ.get("REDIS_URL", "").strip()
+    if not url:
+        _unavailable("Redis: REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0)", variable=REQUIRE_SERVICES)
+    client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as error:
+        _unavailable(f"Redis: {url} does not answer PING ({error})", variable=REQUIRE_SERVICES)
+    finally:
+        client.close()
+    return url
+
+
+@functools.cache
+def _chromium_problem() -> str | None:
+    if not (os.access(CHROMIUM, os.X_OK) or shutil.which(CHROMIUM)):
+        return f"Chromium: {CHROMIUM} is missing (apt-get install chromium; `make test` does it as root)"
+    try:
+        subprocess.run([CHROMIUM, "--version"], capture_output=True, check=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as error:
+        return f"Chromium: {CHROMIUM} --version failed ({error})"
+    return None
+
+
+def require_chromium() -> str:
+    """The path of Debian's Chromium for Playwright's ``executable_path``; skip (or fail) without it."""
+    if problem := _chromium_problem():
+        _unavailable(problem, variable=REQUIRE_BROWSER)
+    return CHROMIUM
