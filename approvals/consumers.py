@@ -69,7 +69,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def run_event(self, message: dict[str, Any]) -> None:
         event = message["event"]
         if event.get("agent_id") in self.agent_ids:
-            await self.send_json({"type": "event", **event})
+            await self.send_json({"type": "event", "event": event})
 
     async def run_chunk(self, message: dict[str, Any]) -> None:
-        await self.send_json({"type": "chunk", **message["chunk"]})
+        await self.send_json({"type": "chunk", "chunk": message["chunk"]})

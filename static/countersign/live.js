@@ -129,11 +129,11 @@
       } catch (err) {
         return;
       }
-      if (data.type === "event") {
-        targetsFor(data).forEach(refresh);
-        body.dispatchEvent(new CustomEvent("cs:run-event", { detail: data }));
-      } else if (data.type === "chunk") {
-        appendOutput(data);
+      if (data.type === "event" && data.event) {
+        targetsFor(data.event).forEach(refresh);
+        body.dispatchEvent(new CustomEvent("cs:run-event", { detail: data.event }));
+      } else if (data.type === "chunk" && data.chunk) {
+        appendOutput(data.chunk);
       }
     });
     socket.addEventListener("close", function (e) {

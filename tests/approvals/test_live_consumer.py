@@ -1,0 +1,159 @@
+"""The live websocket: who may connect, which events they get, and run output streaming."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.conf import settings as django_settings
+from django.contrib.auth.models import Group, User
+from django.test import Client
+
+from config.asgi import application
+from tests.approvals.runtime_fixtures import DashboardAgents
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ORIGIN = (b"origin", b"http://127.0.0.1")
+
+
+def _cookie_for(user: User | None) -> list[tuple[bytes, bytes]]:
+    headers = [ORIGIN]
+    if user is not None:
+        client = Client()
+        client.force_login(user)
+        session = client.cookies[django_settings.SESSION_COOKIE_NAME].value
+        headers.append((b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={session}".encode()))
+    return headers
+
+
+async def _connect(user: User | None) -> tuple[WebsocketCommunicator, bool, Any]:
+    headers = await sync_to_async(_cookie_for)(user)
+    communicator = WebsocketCommunicator(application, "/ws/live/", headers=headers)
+    connected, detail = await communicator.connect(timeout=5)
+    return communicator, connected, detail
+
+
+async def _next(communicator: WebsocketCommunicator, type_: str, timeout: float = 5) -> dict[str, Any]:
+    """The next message of ``type_`` ("hello", "event", "chunk", "subscribed", "error")."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        message = await communicator.receive_json_from(timeout=max(deadline - loop.time(), 0.01))
+        if message["type"] == type_:
+            return message
+
+
+async def _events_until(communicator: WebsocketCommunicator, last: str) -> list[dict[str, Any]]:
+    events = []
+    while not events or events[-1]["type"] != last:
+        events.append((await _next(communicator, "event"))["event"])
+    return events
+
+
+async def test_anonymous_socket_is_rejected(agents: DashboardAgents) -> None:
+    communicator, connected, code = await _connect(None)
+    assert not connected
+    assert code == 4401
+    await communicator.disconnect()
+
+
+async def test_reviewer_receives_suspension_of_a_run_started_after_connecting(
+    agents: DashboardAgents, reviewer: User
+) -> None:
+    communicator, connected, _ = await _connect(reviewer)
+    assert connected
+    hello = await _next(communicator, "hello")
+    assert set(hello["agents"]) == {"helpdesk", "boss", "worker"}
+
+    result = await agents.agent("helpdesk").generate("refund broken parcel", thread_id="t-live")
+    assert result.status == "suspended"
+
+    (event,) = await _events_until(communicator, "run-suspended")
+    assert (event["agent_id"], event["run_id"]) == ("helpdesk", result.run_id)
+    await communicator.disconnect()
+
+
+async def test_decisions_made_elsewhere_reach_open_pages(agents: DashboardAgents, reviewer: User) -> None:
+    result = await agents.agent("helpdesk").generate("refund late delivery")
+    communicator, connected, _ = await _connect(reviewer)
+    assert connected
+    await _next(communicator, "hello")
+
+    stream = await agents.agent("helpdesk").approve_tool_call(
+        run_id=result.run_id, tool_call_id=result.tool_calls[0].tool_call_id, actor="someone-else"
+    )
+    assert (await stream.result()).status == "success"
+
+    events = await _events_until(communicator, "run-completed")
+    assert [e["type"] for e in events] == ["call-decided", "run-resumed", "run-completed"]
+    assert {e["run_id"] for e in events} == {result.run_id}
+    assert events[0]["actor"] == "someone-else"
+    await communicator.disconnect()
+
+
+async def test_designated_reviewer_only_gets_events_of_their_agents(
+    agents: DashboardAgents, reviewer: User
+) -> None:
+    await sync_to_async(_designate)(reviewer, "boss")
+    communicator, connected, _ = await _connect(reviewer)
+    assert connected
+    hello = await _next(communicator, "hello")
+    assert hello["agents"] == ["boss"]
+
+    await agents.agent("helpdesk").generate("refund for someone else")
+    boss_run = await agents.agent("boss").generate("wipe the old server")
+
+    (event,) = await _events_until(communicator, "run-suspended")
+    # The helpdesk suspension came first and was never delivered; the boss's (and its worker's
+    # inner run, which the designated reviewer may not see) are filtered the same way.
+    assert (event["agent_id"], event["run_id"]) == ("boss", boss_run.run_id)
+    await communicator.disconnect()
+
+
+def _designate(user: User, agent_id: str) -> None:
+    group, _ = Group.objects.get_or_create(name=f"agent:{agent_id}")
+    user.groups.add(group)
+
+
+async def test_run_output_streams_to_pages_subscribed_to_that_run(
+    agents: DashboardAgents, reviewer: User
+) -> None:
+    result = await agents.agent("helpdesk").generate("refund scratched table")
+    communicator, connected, _ = await _connect(reviewer)
+    assert connected
+    await _next(communicator, "hello")
+    await communicator.send_json_to({"subscribe_run": result.run_id})
+    assert (await _next(communicator, "subscribed"))["run_id"] == result.run_id
+
+    # Decided through the dashboard's wiring: the continuation runs as a task that streams its chunks.
+    stream = await agents.agent("helpdesk").approve_tool_call(
+        run_id=result.run_id, tool_call_id=result.tool_calls[0].tool_call_id
+    )
+    assert (await stream.result()).status == "success"
+
+    chunks = []
+    while not chunks or chunks[-1]["type"] != "finish":
+        chunks.append((await _next(communicator, "chunk"))["chunk"])
+    kinds = [c["type"] for c in chunks]
+    assert "tool-result" in kinds and "text-delta" in kinds
+    assert chunks[-1]["payload"]["status"] == "success"
+    await communicator.disconnect()
+
+
+async def test_subscribing_to_a_foreign_or_unknown_run_is_refused(
+    agents: DashboardAgents, reviewer: User
+) -> None:
+    await sync_to_async(_designate)(reviewer, "boss")
+    helpdesk_run = await agents.agent("helpdesk").generate("refund not yours")
+    communicator, connected, _ = await _connect(reviewer)
+    assert connected
+    await _next(communicator, "hello")
+    for run_id in (helpdesk_run.run_id, "no-such-run"):
+        await communicator.send_json_to({"subscribe_run": run_id})
+        refusal = await _next(communicator, "error")
+        assert refusal == {"type": "error", "error": "unknown run", "run_id": run_id}
+    await communicator.disconnect()
