@@ -104,6 +104,11 @@ class Agent:
         self._runtime: Runtime | None = None
         self._storage: RunStore | None = None
         self._pydantic_agent: Any = None
+        if self.agents:
+            # Without a Runtime a supervisor and its sub-agents must share one private store from the
+            # start: the sub-agent stores the inner runs that the supervisor reads, and either may be
+            # used first.
+            self._share_storage(InMemoryRunStore())
 
     def __repr__(self) -> str:
         return f"Agent({self.id!r})"
@@ -115,16 +120,14 @@ class Agent:
         if self._runtime is not None:
             return self._runtime.storage
         if self._storage is None:
-            # Without a Runtime an agent (and its sub-agents) share one private in-memory store.
-            self._bind_storage(InMemoryRunStore())
-        assert self._storage is not None
+            # Without a Runtime an agent gets a private in-memory store.
+            self._storage = InMemoryRunStore()
         return self._storage
 
-    def _bind_storage(self, store: RunStore) -> None:
-        if self._runtime is None and self._storage is None:
-            self._storage = store
+    def _share_storage(self, store: RunStore) -> None:
+        self._storage = store
         for sub in self.agents:
-            sub._bind_storage(store)
+            sub._share_storage(store)
 
     def _attach(self, runtime: Runtime) -> None:
         if self._runtime is not None and self._runtime is not runtime:
@@ -366,7 +369,7 @@ class Agent:
         return [
             replace(
                 call,
-                tool_call_id=tool_call_id if len(waiting) == 1 else f"{tool_call_id}:{call.tool_call_id}",
+                tool_call_id=f"{tool_call_id}:{call.tool_call_id}",
                 delegation=Delegation(tool_call_id, inner_run_id, call.tool_call_id),
                 decision=None,
             )

@@ -12,9 +12,9 @@ persistent one; ``tests/agents_runtime`` runs the same suite on both):
 - A decision is recorded at most once per parked call. When the last undecided call of a run is
   decided, that same atomic step may claim the run (``status="running"``, new version, lease).
 - A claim lives for ``lease``; ``heartbeat`` renews it. A claim that was not renewed in time is
-  *reclaimed* before any read or decision: the run is suspended again with ``interrupted=True``, its
-  decisions move to ``history`` and its calls wait again. Inner runs still suspended under it get
-  their decisions cleared the same way.
+  *reclaimed* before any read, decision or heartbeat (so a late heartbeat fails instead of reviving
+  it): the run is suspended again with ``interrupted=True``, its decisions move to ``history`` and
+  its calls wait again. Inner runs still suspended under it get their decisions cleared the same way.
 - Ended runs are deleted (``finish``); nothing of them stays but the thread's messages.
 """
 
@@ -245,7 +245,7 @@ class RunStore(Protocol):
         ...
 
     def heartbeat(self, run_id: str, *, version: int) -> bool:
-        """Renew a claim; False when it was lost."""
+        """Renew a claim; False when it was lost (a claim whose lease already ran out counts as lost)."""
         ...
 
     def finish(self, run_id: str, *, version: int) -> bool:
@@ -469,6 +469,9 @@ class InMemoryRunStore:
 
     def heartbeat(self, run_id: str, *, version: int) -> bool:
         with self._lock:
+            # A claim that already ran out is given back, not renewed: a continuation too slow to
+            # heartbeat in time must not keep (or later finish) a run others may now decide again.
+            self._reclaim_expired()
             row = self._rows.get(run_id)
             if row is None or row.run.status != "running" or row.run.version != version:
                 return False

@@ -37,10 +37,10 @@ async def _connect(user: User | None) -> tuple[WebsocketCommunicator, bool, Any]
     return communicator, connected, detail
 
 
-async def _next(communicator: WebsocketCommunicator, type_: str, timeout: float = 5) -> dict[str, Any]:
+async def _next(communicator: WebsocketCommunicator, type_: str, wait: float = 5) -> dict[str, Any]:
     """The next message of ``type_`` ("hello", "event", "chunk", "subscribed", "error")."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    deadline = loop.time() + wait
     while True:
         message = await communicator.receive_json_from(timeout=max(deadline - loop.time(), 0.01))
         if message["type"] == type_:
