@@ -369,7 +369,7 @@ class Agent:
         return [
             replace(
                 call,
-                tool_call_id=f"{tool_call_id}:{call.tool_call_id}",
+                tool_call_id=tool_call_id if len(waiting) == 1 else f"{tool_call_id}:{call.tool_call_id}",
                 delegation=Delegation(tool_call_id, inner_run_id, call.tool_call_id),
                 decision=None,
             )
