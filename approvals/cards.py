@@ -1,0 +1,233 @@
+"""What a run card shows, prepared for the template (which decides nothing).
+
+A card is built from a waiting run (``AgentRun``), from a decision's outcome, or from both (the run
+suspended again). The same ``run-card`` partial renders all of them, on the inbox, the run page and in
+answer to an htmx decision.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.urls import reverse
+
+from agents_runtime import AgentRun, AgentRunToolCall
+from approvals import dom_ids
+from approvals.forms import DeclineForm
+from approvals.schema_forms import ResumeForm
+from approvals.services import DecisionOutcome
+
+#: JSON longer than this (lines or characters) is folded into a <details>.
+LONG_JSON_LINES = 12
+LONG_JSON_CHARS = 600
+
+
+def pretty_json(value: Any) -> str:
+    """Indented JSON text; the template escapes it (it is untrusted model output)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def compact_json(value: Any) -> str:
+    """One-line JSON for CSV cells; empty for None."""
+    return "" if value is None else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def is_long(text: str) -> bool:
+    return text.count("\n") + 1 > LONG_JSON_LINES or len(text) > LONG_JSON_CHARS
+
+
+@dataclass
+class CallView:
+    call: AgentRunToolCall
+    run_id: str
+    agent_id: str
+    dom_id: str
+    #: Pretty JSON of the args (approval calls) or of the suspend payload (input calls).
+    json: str
+    json_is_long: bool
+    json_lines: int
+    approve_url: str
+    decline_url: str
+    resume_url: str
+    decline_form: DeclineForm
+    resume_form: ResumeForm | None
+    #: A message about this call only (e.g. the runtime refused the answer).
+    notice: str = ""
+
+    @property
+    def is_approval(self) -> bool:
+        return self.call.requires_approval
+
+    @property
+    def kind_label(self) -> str:
+        return "Needs approval" if self.call.requires_approval else "Waiting for input"
+
+
+@dataclass
+class RunCard:
+    run_id: str
+    agent_id: str
+    agent_name: str
+    dom_id: str
+    thread_id: str | None = None
+    resource_id: str | None = None
+    suspended_at: datetime | None = None
+    created_at: datetime | None = None
+    interrupted: bool = False
+    parent_run_id: str | None = None
+    #: The undecided calls (empty when the run is not waiting).
+    calls: list[CallView] = field(default_factory=list)
+    outcome: DecisionOutcome | None = None
+    #: The page the forms return to without JavaScript.
+    next_url: str = ""
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self.calls)
+
+    @property
+    def decided_through_parent(self) -> bool:
+        """A sub-agent's inner run is decided on its supervisor's run, not here."""
+        return self.parent_run_id is not None
+
+    @property
+    def run_url(self) -> str:
+        return reverse("approvals:run", args=[self.run_id])
+
+
+def call_view(
+    run: AgentRun,
+    call: AgentRunToolCall,
+    *,
+    resume_form: ResumeForm | None = None,
+    decline_form: DeclineForm | None = None,
+    notice: str = "",
+) -> CallView:
+    call_dom = dom_ids.call_block_id(run.run_id, call.tool_call_id)
+    shown = call.args if call.requires_approval else call.suspend_payload
+    text = pretty_json(shown if shown is not None else {})
+    if not call.requires_approval and resume_form is None:
+        resume_form = resume_form_for(call, run_id=run.run_id)
+    args = [run.run_id, call.tool_call_id]
+    return CallView(
+        call=call,
+        run_id=run.run_id,
+        agent_id=run.agent_id,
+        dom_id=call_dom,
+        json=text,
+        json_is_long=is_long(text),
+        json_lines=text.count("\n") + 1,
+        approve_url=reverse("approvals:approve", args=args),
+        decline_url=reverse("approvals:decline", args=args),
+        resume_url=reverse("approvals:resume", args=args),
+        decline_form=decline_form or DeclineForm(auto_id=f"{call_dom}-%s"),
+        resume_form=resume_form,
+        notice=notice,
+    )
+
+
+def resume_form_for(
+    call: AgentRunToolCall, *, run_id: str, data: Mapping[str, Any] | None = None
+) -> ResumeForm:
+    """The resume form of one call; field ids are unique on a page with many cards."""
+    call_dom = dom_ids.call_block_id(run_id, call.tool_call_id)
+    return ResumeForm(call.resume_schema, data=data, prefix="resume", auto_id=f"{call_dom}-%s")
+
+
+def run_card(
+    run: AgentRun,
+    *,
+    agent_name: str = "",
+    next_url: str = "",
+    outcome: DecisionOutcome | None = None,
+    resume_forms: Mapping[str, ResumeForm] | None = None,
+    decline_forms: Mapping[str, DeclineForm] | None = None,
+    notices: Mapping[str, str] | None = None,
+) -> RunCard:
+    resume_forms = resume_forms or {}
+    decline_forms = decline_forms or {}
+    notices = notices or {}
+    return RunCard(
+        run_id=run.run_id,
+        agent_id=run.agent_id,
+        agent_name=agent_name or run.agent_id,
+        dom_id=dom_ids.run_card_id(run.run_id),
+        thread_id=run.thread_id,
+        resource_id=run.resource_id,
+        suspended_at=run.suspended_at,
+        created_at=run.created_at,
+        interrupted=run.interrupted,
+        parent_run_id=run.parent_run_id,
+        calls=[
+            call_view(
+                run,
+                call,
+                resume_form=resume_forms.get(call.tool_call_id),
+                decline_form=decline_forms.get(call.tool_call_id),
+                notice=notices.get(call.tool_call_id, ""),
+            )
+            for call in run.tool_calls
+        ],
+        outcome=outcome,
+        next_url=next_url,
+    )
+
+
+def outcome_card(outcome: DecisionOutcome, *, agent_name: str = "", next_url: str = "") -> RunCard:
+    """The card that replaces a decided one: the outcome, and the run again if it still waits."""
+    if outcome.run is not None:
+        return run_card(outcome.run, agent_name=agent_name, next_url=next_url, outcome=outcome)
+    return RunCard(
+        run_id=outcome.run_id,
+        agent_id=outcome.agent_id,
+        agent_name=agent_name or outcome.agent_id,
+        dom_id=dom_ids.run_card_id(outcome.run_id),
+        thread_id=outcome.thread_id,
+        resource_id=outcome.resource_id,
+        outcome=outcome,
+        next_url=next_url,
+    )
+
+
+@dataclass(frozen=True)
+class MessageView:
+    role: str
+    kind: str
+    text: str | None
+    tool_name: str | None
+    tool_call_id: str | None
+    #: Pretty JSON of the call's args or of the tool's result.
+    json: str
+    json_is_long: bool
+    timestamp: datetime | None
+
+
+def conversation(messages: list[dict[str, Any]]) -> list[MessageView]:
+    """The run's messages ready to show (JSON pretty-printed here, escaped by the template)."""
+    views = []
+    for message in messages:
+        kind = str(message.get("kind") or "text")
+        shown: Any = message.get("args") if kind == "tool-call" else message.get("result")
+        text = "" if kind == "text" else pretty_json(shown)
+        stamp = message.get("timestamp")
+        try:
+            when = datetime.fromisoformat(stamp) if isinstance(stamp, str) else stamp
+        except ValueError:
+            when = None
+        views.append(
+            MessageView(
+                role=str(message.get("role") or ""),
+                kind=kind,
+                text=message.get("text"),
+                tool_name=message.get("tool_name"),
+                tool_call_id=message.get("tool_call_id"),
+                json=text,
+                json_is_long=is_long(text),
+                timestamp=when if isinstance(when, datetime) else None,
+            )
+        )
+    return views

@@ -1,0 +1,165 @@
+"""Forms for the dashboard's query strings and posts. Malformed input becomes field errors, never a 500."""
+
+from __future__ import annotations
+
+import re
+from datetime import date, datetime, time, timedelta
+from typing import Any
+
+from django import forms
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+
+from approvals.models.audit import AuditAction, AuditOutcome
+
+_DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
+DEFAULT_PER_PAGE = 20
+MAX_PER_PAGE = 100
+
+
+class IsoDateOrDateTimeField(forms.CharField):
+    """An ISO date (``2026-11-30``) or datetime (``2026-11-30T14:05``, with or without an offset).
+
+    A date stands for the whole day: as a lower bound its first instant, as an upper bound
+    (``end_of_day=True``) its last one, so ``to=2026-11-30`` includes everything on that day. Naive
+    values are in the site's time zone.
+    """
+
+    def __init__(self, *, end_of_day: bool = False, **kwargs: Any) -> None:
+        self.end_of_day = end_of_day
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("widget", forms.TextInput(attrs={"placeholder": "YYYY-MM-DD"}))
+        super().__init__(**kwargs)
+
+    def to_python(self, value: Any) -> datetime | None:  # type: ignore[override]
+        text = (super().to_python(value) or "").strip()
+        if not text:
+            return None
+        moment: datetime | None = None
+        day: date | None = None
+        try:
+            # A bare date first: parse_datetime would read "2026-11-30" as that day's midnight.
+            if _DATE_ONLY.fullmatch(text):
+                day = parse_date(text)
+            else:
+                moment = parse_datetime(text)
+        except ValueError:
+            moment = day = None
+        if moment is None and day is None:
+            raise forms.ValidationError(
+                "Enter an ISO date (YYYY-MM-DD) or date and time (YYYY-MM-DDTHH:MM[:SS][+HH:MM]).",
+                code="invalid",
+            )
+        if moment is None:
+            assert isinstance(day, date)
+            if self.end_of_day:
+                moment = datetime.combine(day + timedelta(days=1), time.min) - timedelta(microseconds=1)
+            else:
+                moment = datetime.combine(day, time.min)
+        if timezone.is_naive(moment):
+            moment = timezone.make_aware(moment)
+        return moment
+
+
+def _clean_range(form: forms.Form, start_field: str, end_field: str) -> None:
+    start, end = form.cleaned_data.get(start_field), form.cleaned_data.get(end_field)
+    if start is not None and end is not None and start > end:
+        form.add_error(end_field, f"“{end_field}” is before “{start_field}”.")
+
+
+class InboxFilterForm(forms.Form):
+    """The inbox's query string: ``thread resource from to tool kind sort page per_page``."""
+
+    thread = forms.CharField(required=False, max_length=255, label="Thread")
+    resource = forms.CharField(required=False, max_length=255, label="Resource")
+    tool = forms.CharField(required=False, max_length=255, label="Tool")
+    kind = forms.ChoiceField(
+        required=False,
+        label="Kind",
+        choices=[("", "Any"), ("approval", "Needs approval"), ("input", "Waiting for input")],
+    )
+    sort = forms.ChoiceField(
+        required=False,
+        label="Order",
+        choices=[("newest", "Newest suspension first"), ("oldest", "Oldest suspension first")],
+    )
+    page = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+    per_page = forms.IntegerField(required=False, min_value=1, max_value=MAX_PER_PAGE, label="Per page")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # ``from`` is a Python keyword: add the date fields by name.
+        self.fields["from"] = IsoDateOrDateTimeField(label="Created from")
+        self.fields["to"] = IsoDateOrDateTimeField(label="Created to", end_of_day=True)
+        self.order_fields(["thread", "resource", "tool", "kind", "from", "to", "sort", "per_page", "page"])
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        _clean_range(self, "from", "to")
+        return cleaned
+
+    def filters(self) -> dict[str, Any]:
+        """Keyword arguments for ``queries.inbox_page`` (call after ``is_valid()``)."""
+        data = self.cleaned_data
+        return {
+            "thread_id": data.get("thread") or None,
+            "resource_id": data.get("resource") or None,
+            "from_date": data.get("from"),
+            "to_date": data.get("to"),
+            "tool_name": data.get("tool") or None,
+            "kind": data.get("kind") or None,
+            "order": data.get("sort") or "newest",
+            "page": data.get("page") or 1,
+            "per_page": data.get("per_page") or DEFAULT_PER_PAGE,
+        }
+
+
+class AuditFilterForm(forms.Form):
+    agent = forms.CharField(required=False, max_length=255, label="Agent")
+    user = forms.CharField(required=False, max_length=150, label="User")
+    action = forms.ChoiceField(required=False, choices=[("", "Any"), *AuditAction.choices], label="Action")
+    outcome = forms.ChoiceField(required=False, choices=[("", "Any"), *AuditOutcome.choices], label="Outcome")
+    page = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["from"] = IsoDateOrDateTimeField(label="From")
+        self.fields["to"] = IsoDateOrDateTimeField(label="To", end_of_day=True)
+        self.order_fields(["agent", "user", "action", "outcome", "from", "to", "page"])
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        _clean_range(self, "from", "to")
+        return cleaned
+
+    def filters(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        return {
+            "agent_id": data.get("agent") or None,
+            "username": data.get("user") or None,
+            "action": data.get("action") or None,
+            "outcome": data.get("outcome") or None,
+            "start": data.get("from"),
+            "end": data.get("to"),
+        }
+
+
+class DeclineForm(forms.Form):
+    reason = forms.CharField(
+        required=False,
+        max_length=4000,
+        label="Reason",
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Optional. The model receives it as the tool's result.",
+    )
+
+
+class NewRunForm(forms.Form):
+    agent = forms.ChoiceField(label="Agent")
+    prompt = forms.CharField(label="Prompt", max_length=8000, widget=forms.Textarea(attrs={"rows": 4}))
+    thread = forms.CharField(required=False, max_length=255, label="Thread")
+    resource = forms.CharField(required=False, max_length=255, label="Resource")
+
+    def __init__(self, *args: Any, agents: list[tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["agent"].choices = agents  # type: ignore[attr-defined]

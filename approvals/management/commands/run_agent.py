@@ -1,0 +1,42 @@
+"""``manage.py run_agent AGENT_ID "prompt" [--thread T] [--resource R]``: start a run, print id and status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.core.management.base import BaseCommand, CommandError
+
+from approvals.registry import get_runtime
+
+
+class Command(BaseCommand):
+    help = "Start a run of an agent from the command line; prints the run id and its status."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("agent_id", help="The agent's id (see the dashboard's overview).")
+        parser.add_argument("prompt", help="What to ask the agent.")
+        parser.add_argument("--thread", default=None, help="Thread id (runs on one thread share memory).")
+        parser.add_argument("--resource", default=None, help="Resource id (e.g. the end user).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        runtime = get_runtime()
+        try:
+            agent = runtime.get_agent(options["agent_id"])
+        except KeyError:
+            known = ", ".join(a.id for a in runtime.agents) or "none"
+            raise CommandError(f"Unknown agent {options['agent_id']!r}; known agents: {known}") from None
+        result = async_to_sync(agent.generate)(
+            options["prompt"], thread_id=options["thread"], resource_id=options["resource"]
+        )
+        self.stdout.write(f"run_id: {result.run_id}")
+        self.stdout.write(f"status: {result.status}")
+        if result.status == "suspended":
+            for call in result.tool_calls:
+                kind = "approval" if call.requires_approval else "input"
+                self.stdout.write(f"waiting: {call.tool_name} ({kind}) tool_call_id={call.tool_call_id}")
+        elif result.status == "success" and result.text:
+            self.stdout.write(f"text: {result.text}")
+        elif result.status == "failed":
+            self.stdout.write(f"error: {result.error}")
+            raise CommandError(f"Run {result.run_id} failed")

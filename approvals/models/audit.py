@@ -1,0 +1,133 @@
+"""The audit log: one append-only row per decision a person took (or tried to take) in the dashboard.
+
+Rows are written by ``approvals.services`` only. The user comes from the session, never from a form;
+the username is copied so the record still reads right after the account is renamed or deleted.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, ClassVar
+
+from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import models
+from django.utils import timezone
+
+
+class AppendOnlyError(Exception):
+    """Audit records are never changed or deleted."""
+
+
+class AuditAction(models.TextChoices):
+    APPROVE = "approve", "Approve"
+    DECLINE = "decline", "Decline"
+    RESUME = "resume", "Resume"
+
+
+class AuditOutcome(models.TextChoices):
+    COMPLETED = "completed", "Completed"
+    SUSPENDED_AGAIN = "suspended_again", "Suspended again"
+    #: The continuation was handed to a background worker; its end is in the run's later entries.
+    CONTINUING = "continuing", "Continuing in the background"
+    FAILED = "failed", "Failed"
+    LOST_RACE = "lost_race", "Lost a race"
+    INVALID = "invalid", "Refused as invalid"
+
+
+class AuditEntryQuerySet(models.QuerySet["AuditEntry"]):
+    def for_run(self, run_id: str) -> AuditEntryQuerySet:
+        return self.filter(run_id=run_id)
+
+    def for_call(self, run_id: str, tool_call_id: str) -> AuditEntryQuerySet:
+        return self.filter(run_id=run_id, tool_call_id=tool_call_id)
+
+    def winning(self) -> AuditEntryQuerySet:
+        """Decisions that took effect (not lost races, not refused ones)."""
+        return self.exclude(outcome__in=[AuditOutcome.LOST_RACE, AuditOutcome.INVALID])
+
+    def chronological(self) -> AuditEntryQuerySet:
+        return self.order_by("created_at", "id")
+
+    def matching(
+        self,
+        *,
+        agent_id: str | None = None,
+        username: str | None = None,
+        action: str | None = None,
+        outcome: str | None = None,
+        start: datetime | None = None,
+        end: datetime | None = None,
+    ) -> AuditEntryQuerySet:
+        """The audit page's filters; ``None`` means "any"."""
+        qs = self
+        if agent_id:
+            qs = qs.filter(agent_id=agent_id)
+        if username:
+            qs = qs.filter(username=username)
+        if action:
+            qs = qs.filter(action=action)
+        if outcome:
+            qs = qs.filter(outcome=outcome)
+        if start is not None:
+            qs = qs.filter(created_at__gte=start)
+        if end is not None:
+            qs = qs.filter(created_at__lte=end)
+        return qs
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise AppendOnlyError("Audit entries cannot be deleted")
+
+
+class AuditEntry(models.Model):
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    # SET_NULL keeps the record when an account is deleted; ``username`` still says who it was.
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    username = models.CharField(max_length=150)
+    agent_id = models.CharField(max_length=255)
+    run_id = models.CharField(max_length=255, db_index=True)
+    thread_id = models.CharField(max_length=255, blank=True)
+    resource_id = models.CharField(max_length=255, blank=True)
+    tool_call_id = models.CharField(max_length=400)
+    tool_name = models.CharField(max_length=255, blank=True)
+    #: The arguments as the reviewer saw them on the card (approval calls).
+    args = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    #: What a ``suspend()``-ed tool showed the reviewer (input calls).
+    suspend_payload = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    action = models.CharField(max_length=16, choices=AuditAction.choices)
+    reason = models.TextField(blank=True)
+    resume_data = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    outcome = models.CharField(max_length=24, choices=AuditOutcome.choices)
+    #: The final answer, the error, or "already decided by X at T".
+    outcome_detail = models.TextField(blank=True)
+
+    objects: ClassVar[AuditEntryQuerySet] = AuditEntryQuerySet.as_manager()  # type: ignore[assignment]
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = "audit entry"
+        verbose_name_plural = "audit log"
+        # No add/change/delete permissions: the log is written by the services only.
+        default_permissions = ("view",)
+        permissions = [
+            ("decide_runs", "Can approve, decline and answer suspended runs"),
+            ("view_audit_log", "Can view the audit log"),
+        ]
+        indexes = [
+            models.Index(fields=["agent_id", "-created_at"], name="audit_agent_created"),
+            models.Index(fields=["username", "-created_at"], name="audit_user_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.username} {self.action} {self.tool_name or self.tool_call_id} on {self.run_id}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise AppendOnlyError("Audit entries cannot be changed")
+        kwargs["force_insert"] = True
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise AppendOnlyError("Audit entries cannot be deleted")

@@ -1,0 +1,147 @@
+"""Reads for the dashboard's pages, all through the runtime's public API (and the audit log).
+
+Each function is synchronous for the views; the runtime's async calls run inside one
+``async_to_sync`` per page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from asgiref.sync import async_to_sync
+
+from agents_runtime import Agent, AgentRun, RunNotFound
+from approvals.models.audit import AuditEntry, AuditEntryQuerySet
+from approvals.registry import get_runtime
+
+
+@dataclass(frozen=True)
+class AgentSummary:
+    agent_id: str
+    name: str
+    pending: int
+    #: When the run that has waited longest suspended (None: nothing pending).
+    oldest_suspended_at: datetime | None
+
+
+def overview_rows(*, agent_ids: list[str] | None = None) -> list[AgentSummary]:
+    """Every registered agent (or those of ``agent_ids``), with its pending count and oldest waiting run."""
+    agents = [a for a in get_runtime().agents if agent_ids is None or a.id in agent_ids]
+
+    async def summarise(agent: Agent) -> AgentSummary:
+        oldest = await agent.list_suspended_runs(per_page=1, page=0, order="oldest")
+        return AgentSummary(
+            agent_id=agent.id,
+            name=agent.name or agent.id,
+            pending=oldest.total,
+            oldest_suspended_at=oldest.runs[0].suspended_at if oldest.runs else None,
+        )
+
+    async def summarise_all() -> list[AgentSummary]:
+        return list(await asyncio.gather(*(summarise(a) for a in agents)))
+
+    return async_to_sync(summarise_all)()
+
+
+@dataclass(frozen=True)
+class InboxPage:
+    runs: list[AgentRun]
+    total: int
+    #: 1-based, as in the query string.
+    page: int
+    per_page: int
+
+    @property
+    def num_pages(self) -> int:
+        return max(1, math.ceil(self.total / self.per_page))
+
+    @property
+    def has_previous(self) -> bool:
+        return self.page > 1
+
+    @property
+    def has_next(self) -> bool:
+        return self.page < self.num_pages
+
+    @property
+    def previous_page(self) -> int:
+        return max(1, min(self.page - 1, self.num_pages))
+
+    @property
+    def next_page(self) -> int:
+        return self.page + 1
+
+    @property
+    def first_index(self) -> int:
+        return (self.page - 1) * self.per_page + 1 if self.runs else 0
+
+    @property
+    def last_index(self) -> int:
+        return (self.page - 1) * self.per_page + len(self.runs)
+
+
+def inbox_page(
+    agent: Agent,
+    *,
+    thread_id: str | None = None,
+    resource_id: str | None = None,
+    from_date: datetime | None = None,
+    to_date: datetime | None = None,
+    tool_name: str | None = None,
+    kind: Literal["approval", "input"] | None = None,
+    order: Literal["newest", "oldest"] = "newest",
+    page: int = 1,
+    per_page: int = 20,
+) -> InboxPage:
+    """One page of the agent's suspended runs; ``page`` is 1-based (the runtime's is 0-based)."""
+    result = async_to_sync(agent.list_suspended_runs)(
+        thread_id=thread_id,
+        resource_id=resource_id,
+        from_date=from_date,
+        to_date=to_date,
+        tool_name=tool_name,
+        kind=kind,
+        order=order,
+        per_page=per_page,
+        page=page - 1,
+    )
+    return InboxPage(runs=list(result.runs), total=result.total, page=page, per_page=per_page)
+
+
+def run_locate(
+    run_id: str, *, agent_hint: str | None = None, agent_ids: list[str] | None = None
+) -> tuple[Agent, AgentRun] | None:
+    """The suspended run ``run_id`` and the agent that owns it, or None when no agent has it waiting.
+
+    Run ids do not say which agent they belong to; ask the hinted agent first, then the others (only
+    those of ``agent_ids`` when given: the agents the user may see).
+    """
+    agents = [a for a in get_runtime().agents if agent_ids is None or a.id in agent_ids]
+    agents.sort(key=lambda a: a.id != agent_hint)
+
+    async def find() -> tuple[Agent, AgentRun] | None:
+        for agent in agents:
+            try:
+                return agent, await agent.get_suspended_run(run_id)
+            except RunNotFound:
+                continue
+        return None
+
+    return async_to_sync(find)()
+
+
+def run_conversation(agent: Agent, run_id: str) -> list[dict[str, Any]]:
+    """The messages that led to the suspension (empty when the run is gone)."""
+    try:
+        return list(async_to_sync(agent.run_messages)(run_id))
+    except RunNotFound:
+        return []
+
+
+def run_decisions(run_id: str) -> AuditEntryQuerySet:
+    """Decisions taken on this run in the dashboard, oldest first."""
+    return AuditEntry.objects.for_run(run_id).chronological().select_related(None)

@@ -1,0 +1,242 @@
+"""A Django form built from a tool's ``resume_schema`` (JSON Schema), validated on the server.
+
+Renders what a reviewer can fill in reliably: strings, numbers, integers, booleans (a checkbox), enums
+(a select), with required marks, defaults, descriptions and labels (the property's ``title`` or its
+name). Anything else (nested objects, arrays, unions, a schema that is not an object of properties)
+gets a JSON textarea, so every schema can still be answered. ``clean()`` builds the resume data and
+checks it against the whole schema with ``jsonschema`` before the runtime is ever called.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jsonschema
+from django import forms
+
+#: The field name used when the whole answer is one JSON document.
+WHOLE_ANSWER = "__json__"
+
+_Schema = Mapping[str, Any]
+
+
+def _resolve(schema: _Schema, root: _Schema) -> _Schema:
+    """Follow local ``$ref``s (pydantic puts enums and nested models under ``$defs``)."""
+    seen = 0
+    while "$ref" in schema and seen < 20:
+        ref = schema["$ref"]
+        if not isinstance(ref, str) or not ref.startswith("#/"):
+            return schema
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, Mapping) else None
+        if not isinstance(target, Mapping):
+            return schema
+        # Keywords next to the $ref (title, description, default) win over the target's.
+        schema = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
+        seen += 1
+    if "allOf" in schema and isinstance(schema["allOf"], list) and len(schema["allOf"]) == 1:
+        merged = {**_resolve(schema["allOf"][0], root), **{k: v for k, v in schema.items() if k != "allOf"}}
+        return merged
+    return schema
+
+
+def _unwrap_nullable(schema: _Schema, root: _Schema) -> tuple[_Schema, bool]:
+    """``Optional[X]`` as pydantic writes it (``anyOf: [X, {type: null}]``) → (X, nullable)."""
+    schema = _resolve(schema, root)
+    for key in ("anyOf", "oneOf"):
+        options = schema.get(key)
+        if isinstance(options, list):
+            rest = [o for o in options if not (isinstance(o, Mapping) and o.get("type") == "null")]
+            if len(rest) == 1 and len(rest) < len(options):
+                inner = _resolve(rest[0], root)
+                merged = {**inner, **{k: v for k, v in schema.items() if k != key}}
+                return merged, True
+    kind = schema.get("type")
+    if isinstance(kind, list) and "null" in kind:
+        others = [k for k in kind if k != "null"]
+        if len(others) == 1:
+            return {**schema, "type": others[0]}, True
+    return schema, False
+
+
+class _EnumField(forms.TypedChoiceField):
+    """A select over JSON values of any type; the posted string maps back to the original value."""
+
+    def __init__(
+        self, *, values: list[Any], required: bool, has_default: bool = False, **kwargs: Any
+    ) -> None:
+        # String enums post their own text; other values (numbers, null, mixed) post their JSON.
+        self._plain = all(isinstance(v, str) for v in values)
+        self._values = {self._key(v): v for v in values}
+        choices = [(key, str(v) if not isinstance(v, str) else v) for key, v in self._values.items()]
+        if not required:
+            choices = [("", "—"), *choices]
+        elif not has_default:
+            # No preselected first value: a reviewer who skips the field is told, not guessed for.
+            choices = [("", "Choose…"), *choices]
+        super().__init__(
+            choices=choices, coerce=self._values.__getitem__, empty_value=None, required=required, **kwargs
+        )
+
+    def _key(self, value: Any) -> str:
+        return value if self._plain else json.dumps(value, sort_keys=True)
+
+    def prepare_value(self, value: Any) -> Any:
+        if value is None or value == "":
+            return ""
+        try:
+            key = self._key(value)
+        except TypeError:
+            return value
+        return key if key in self._values else value
+
+
+def _field_for(schema: _Schema, root: _Schema, *, name: str, required: bool) -> forms.Field:
+    schema, nullable = _unwrap_nullable(schema, root)
+    required = required and not nullable
+    label = str(schema.get("title") or name)
+    common: dict[str, Any] = {"label": label, "help_text": str(schema.get("description") or "")}
+    has_default = "default" in schema
+    if has_default:
+        common["initial"] = schema["default"]
+        # A property with a default may be left out: the schema (or the tool) fills it in.
+        required = False
+    kind = schema.get("type")
+    if "enum" in schema and isinstance(schema["enum"], list) and schema["enum"]:
+        return _EnumField(values=list(schema["enum"]), required=required, has_default=has_default, **common)
+    if "const" in schema:
+        return _EnumField(values=[schema["const"]], required=required, **common)
+    if kind == "boolean":
+        # An unchecked checkbox is ``False``, never "missing": the answer always has the key.
+        return forms.BooleanField(required=False, **common)
+    if kind == "integer":
+        return forms.IntegerField(
+            required=required,
+            min_value=schema.get("minimum"),
+            max_value=schema.get("maximum"),
+            **common,
+        )
+    if kind == "number":
+        return forms.FloatField(
+            required=required,
+            min_value=schema.get("minimum"),
+            max_value=schema.get("maximum"),
+            **common,
+        )
+    if kind == "string":
+        max_length = schema.get("maxLength")
+        widget = forms.Textarea(attrs={"rows": 3}) if (max_length or 0) > 200 else forms.TextInput()
+        return forms.CharField(
+            required=required,
+            min_length=schema.get("minLength"),
+            max_length=max_length,
+            strip=False,
+            empty_value=None,
+            widget=widget,
+            **common,
+        )
+    return _json_field(required=required, **common)
+
+
+def _json_field(*, required: bool, **kwargs: Any) -> forms.JSONField:
+    help_text = kwargs.pop("help_text", "") or ""
+    hint = "Enter JSON."
+    return forms.JSONField(
+        required=required,
+        help_text=f"{help_text} {hint}".strip(),
+        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false", "class": "json"}),
+        **kwargs,
+    )
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    """``("steps", 0, "owner")`` → ``steps[0].owner``: where inside a JSON value the problem is."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+class ResumeForm(forms.Form):
+    """The answer to one ``suspend()``-ed call. After ``is_valid()``, ``resume_data`` is the answer."""
+
+    def __init__(self, schema: _Schema | None, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.schema: _Schema = dict(schema) if schema else {}
+        self.resume_data: Any = None
+        root = self.schema
+        top = _resolve(root, root) if root else {}
+        properties = top.get("properties")
+        self.whole_json = not (top.get("type", "object") == "object" and isinstance(properties, Mapping))
+        if self.whole_json:
+            self.fields[WHOLE_ANSWER] = _json_field(
+                required=True,
+                label=str(top.get("title") or "Answer"),
+                help_text=str(top.get("description") or ""),
+                initial=top.get("default"),
+            )
+            return
+        assert isinstance(properties, Mapping)
+        required = set(top.get("required") or ())
+        for name, prop in properties.items():
+            if not isinstance(prop, Mapping):
+                continue
+            self.fields[name] = _field_for(prop, root, name=name, required=name in required)
+        if not self.fields:
+            # An object with no listed properties: let the reviewer write the whole answer.
+            self.whole_json = True
+            self.fields[WHOLE_ANSWER] = _json_field(required=True, label="Answer", initial={})
+
+    @property
+    def is_json_fallback(self) -> bool:
+        return self.whole_json
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if self.errors:
+            return cleaned
+        if self.whole_json:
+            data: Any = cleaned.get(WHOLE_ANSWER)
+        else:
+            data = {}
+            for name, field in self.fields.items():
+                value = cleaned.get(name)
+                if isinstance(field, forms.BooleanField):
+                    data[name] = bool(value)
+                elif value is not None and value != "":
+                    data[name] = value
+        if self.schema:
+            self._check_schema(data)
+        if not self.errors:
+            self.resume_data = data
+        return cleaned
+
+    def _check_schema(self, data: Any) -> None:
+        default = jsonschema.Draft202012Validator
+        validator_class = jsonschema.validators.validator_for(self.schema, default=default)
+        try:
+            validator = validator_class(self.schema)
+            errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+        except jsonschema.SchemaError as exc:
+            self.add_error(None, f"The tool's resume schema is invalid: {exc.message}")
+            return
+        for error in errors:
+            self.add_field_errors([{"loc": tuple(error.absolute_path), "msg": error.message}])
+
+    def add_field_errors(self, errors: Sequence[Mapping[str, Any]]) -> None:
+        """Attach ``[{"loc": (...), "msg": ...}]`` errors (jsonschema's or the runtime's) to fields."""
+        for error in errors:
+            loc = tuple(error.get("loc") or ())
+            message = str(error.get("msg") or "Invalid value")
+            first = str(loc[0]) if loc else None
+            if first is not None and first in self.fields and not self.whole_json:
+                where = _path(loc[1:])
+                self.add_error(first, f"{where}: {message}" if where else message)
+            elif self.whole_json:
+                where = _path(loc)
+                self.add_error(WHOLE_ANSWER, f"{where}: {message}" if where else message)
+            else:
+                self.add_error(None, message)

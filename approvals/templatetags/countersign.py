@@ -1,0 +1,27 @@
+"""Template helpers for the dashboard: element ids and nothing that decides anything."""
+
+from __future__ import annotations
+
+from django import template
+
+from approvals import dom_ids
+from approvals.cards import compact_json
+
+register = template.Library()
+
+
+@register.simple_tag
+def dom_id(prefix: str, *parts: object) -> str:
+    """``{% dom_id "run" run.run_id %}`` → ``run-<safe run id>`` (see ``approvals.dom_ids``)."""
+    return dom_ids.dom_id(prefix, *parts)
+
+
+@register.filter
+def run_card_id(run_id: str) -> str:
+    return dom_ids.run_card_id(run_id)
+
+
+@register.filter
+def as_json(value: object) -> str:
+    """Compact JSON text (escaped by the template like any other text: it may be model output)."""
+    return compact_json(value)

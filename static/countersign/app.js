@@ -1,0 +1,45 @@
+// Countersign: the little the pages need beyond htmx. No inline handlers anywhere (strict CSP).
+(function () {
+  "use strict";
+
+  // htmx 2 does not swap error responses: say so instead of failing silently.
+  function showProblem(text) {
+    var main = document.getElementById("main");
+    if (!main) return;
+    var list = main.querySelector("ul.messages");
+    if (!list) {
+      list = document.createElement("ul");
+      list.className = "messages";
+      list.setAttribute("role", "status");
+      main.insertBefore(list, main.firstChild);
+    }
+    var item = document.createElement("li");
+    item.className = "message error";
+    item.textContent = text; // text, never HTML
+    list.appendChild(item);
+  }
+
+  document.addEventListener("htmx:responseError", function (event) {
+    var xhr = event.detail.xhr;
+    var reason = xhr.status === 403
+      ? "Not allowed (403): you may lack a permission, or the page is stale. Reload and try again."
+      : "The server answered " + xhr.status + ". Reload the page to see the current state.";
+    showProblem(reason);
+  });
+
+  document.addEventListener("htmx:sendError", function () {
+    showProblem("Could not reach the server. Check the connection and try again.");
+  });
+
+  // After a decision replaces a card, move focus to its outcome so keyboard and screen reader users
+  // land on what happened.
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var target = event.detail.target;
+    if (!target || !target.isConnected) return;
+    var outcome = target.querySelector ? target.querySelector(".outcome") : null;
+    if (outcome) {
+      outcome.setAttribute("tabindex", "-1");
+      outcome.focus({ preventScroll: false });
+    }
+  });
+})();

@@ -1,0 +1,118 @@
+"""Fixtures for the dashboard tests: the test runtime wired in as ``AGENTS_RUNTIME``, and users."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from importlib import import_module
+from typing import Any
+
+import pytest
+from django.apps import apps as django_apps
+from django.contrib.auth.models import Group, User
+from django.db.backends.utils import CursorWrapper
+from django.test import Client
+
+from approvals.registry import get_runtime
+from tests.approvals import runtime_fixtures
+from tests.approvals.runtime_fixtures import DashboardAgents
+
+PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture
+def agents(settings: Any, transactional_db: None) -> Iterator[DashboardAgents]:
+    """The test runtime, served by the dashboard (the runtime writes from worker threads: real commits)."""
+    built = runtime_fixtures.build_runtime()
+    settings.AGENTS_RUNTIME = "tests.approvals.runtime_fixtures:runtime"
+    get_runtime.cache_clear()
+    assert get_runtime() is built.runtime
+    yield built
+    get_runtime.cache_clear()
+
+
+def ensure_groups() -> None:
+    """Groups come from a data migration; a transactional test's flush removes them, so re-run it."""
+    migration = import_module("approvals.migrations.0003_groups")
+    migration.create_groups(django_apps, None)
+
+
+def _user(username: str, *groups: str) -> User:
+    ensure_groups()
+    user = User.objects.create_user(username=username, password=PASSWORD)
+    for name in groups:
+        user.groups.add(Group.objects.get(name=name))
+    return user
+
+
+@pytest.fixture
+def reviewer(transactional_db: None) -> User:
+    return _user("rita", "Reviewers")
+
+
+@pytest.fixture
+def admin_member(transactional_db: None) -> User:
+    return _user("ada", "Admins")
+
+
+@pytest.fixture
+def nobody(transactional_db: None) -> User:
+    """Logged in, but in no group: may look, may not decide."""
+    return _user("nina")
+
+
+@pytest.fixture
+def client_for() -> Callable[[User], Client]:
+    def make(user: User, **kwargs: Any) -> Client:
+        client = Client(**kwargs)
+        client.force_login(user)
+        return client
+
+    return make
+
+
+@pytest.fixture
+def reviewer_client(reviewer: User, client_for: Callable[..., Client]) -> Client:
+    return client_for(reviewer)
+
+
+@pytest.fixture
+def admin_member_client(admin_member: User, client_for: Callable[..., Client]) -> Client:
+    return client_for(admin_member)
+
+
+class QueryCounter:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.sql: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self.sql)
+
+
+@contextmanager
+def count_queries() -> Iterator[QueryCounter]:
+    """Count SQL statements on every connection of every thread (the runtime's store runs in
+    worker threads, which ``CaptureQueriesContext`` on this thread's connection would miss)."""
+    counter = QueryCounter()
+    original_execute = CursorWrapper._execute
+    original_executemany = CursorWrapper._executemany
+
+    def execute(self: CursorWrapper, sql: str, *args: Any, **kwargs: Any) -> Any:
+        with counter.lock:
+            counter.sql.append(sql)
+        return original_execute(self, sql, *args, **kwargs)
+
+    def executemany(self: CursorWrapper, sql: str, *args: Any, **kwargs: Any) -> Any:
+        with counter.lock:
+            counter.sql.append(sql)
+        return original_executemany(self, sql, *args, **kwargs)
+
+    CursorWrapper._execute = execute  # type: ignore[method-assign]
+    CursorWrapper._executemany = executemany  # type: ignore[method-assign]
+    try:
+        yield counter
+    finally:
+        CursorWrapper._execute = original_execute  # type: ignore[method-assign]
+        CursorWrapper._executemany = original_executemany  # type: ignore[method-assign]

@@ -1,0 +1,133 @@
+"""The audit log: append-only records, the admin's read-only view, the audit page and its CSV export."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.utils import timezone
+
+from approvals.models import AuditEntry
+from approvals.models.audit import AppendOnlyError
+from tests.approvals.runtime_fixtures import DashboardAgents
+
+
+def entry(**fields: object) -> AuditEntry:
+    values: dict[str, object] = {
+        "username": "rita",
+        "agent_id": "helpdesk",
+        "run_id": "run-1",
+        "tool_call_id": "call-1",
+        "tool_name": "refund",
+        "action": "approve",
+        "outcome": "completed",
+        **fields,
+    }
+    return AuditEntry.objects.create(**values)
+
+
+@pytest.mark.django_db
+def test_audit_entries_cannot_be_changed_or_deleted() -> None:
+    record = entry()
+
+    record.outcome = "failed"
+    with pytest.raises(AppendOnlyError):
+        record.save()
+    with pytest.raises(AppendOnlyError):
+        record.delete()
+    with pytest.raises(AppendOnlyError):
+        AuditEntry.objects.all().delete()
+
+    assert AuditEntry.objects.get().outcome == "completed"
+
+
+@pytest.mark.django_db
+def test_audit_entry_keeps_the_username_when_the_account_is_deleted() -> None:
+    user = User.objects.create_user("gone")
+    record = entry(user=user, username="gone")
+
+    user.delete()
+
+    record = AuditEntry.objects.get(pk=record.pk)
+    assert (record.user, record.username) == (None, "gone")
+
+
+@pytest.mark.django_db
+def test_admin_shows_the_audit_log_read_only(admin_client: Client) -> None:
+    record = entry()
+
+    listing = admin_client.get("/admin/approvals/auditentry/")
+    detail = admin_client.get(f"/admin/approvals/auditentry/{record.pk}/change/")
+
+    assert listing.status_code == 200 and "rita" in listing.content.decode()
+    assert admin_client.get("/admin/approvals/auditentry/add/").status_code == 403
+    assert detail.status_code == 200 and 'name="_save"' not in detail.content.decode()
+    assert (
+        admin_client.post(f"/admin/approvals/auditentry/{record.pk}/delete/", {"post": "yes"}).status_code
+        == 403
+    )
+    assert AuditEntry.objects.count() == 1
+
+
+def test_audit_page_lists_decisions_with_filters_and_pages(
+    agents: DashboardAgents, admin_member_client: Client
+) -> None:
+    for i in range(55):
+        entry(
+            run_id=f"run-{i}", username="rita" if i % 2 else "ada", outcome="completed" if i % 5 else "failed"
+        )
+    entry(run_id="old", created_at=timezone.now() - timedelta(days=10), action="decline", reason="too late")
+
+    first = admin_member_client.get("/audit/").content.decode()
+    second = admin_member_client.get("/audit/?page=2").content.decode()
+    declines = admin_member_client.get("/audit/?action=decline").content.decode()
+    failed_by_ada = admin_member_client.get("/audit/?outcome=failed&user=ada", HTTP_HX_REQUEST="true")
+    recent = admin_member_client.get(f"/audit/?from={(timezone.localdate() - timedelta(days=1)).isoformat()}")
+    bad = admin_member_client.get("/audit/?from=soon")
+
+    assert "<strong>56</strong> records" in first and "Page 1 of 2" in first
+    assert "Page 2 of 2" in second
+    assert "<strong>1</strong> record" in declines and "too late" in declines
+    html = failed_by_ada.content.decode()
+    assert html.lstrip().startswith('<section id="audit-table"')
+    assert "<strong>6</strong> records" in html  # i in 0, 10, 20, 30, 40, 50
+    assert "<strong>55</strong> records" in recent.content.decode()
+    assert bad.status_code == 400 and "These filters cannot be used" in bad.content.decode()
+
+
+def test_audit_csv_export_follows_the_filters_and_defuses_formulas(
+    agents: DashboardAgents, admin_member_client: Client
+) -> None:
+    entry(args={"note": '=HYPERLINK("http://evil")'}, reason="")
+    entry(action="decline", reason="=1+1", run_id="run-2")
+
+    response = admin_member_client.get("/audit/export.csv?action=decline")
+
+    assert response["Content-Type"].startswith("text/csv")
+    assert "attachment" in response["Content-Disposition"]
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))  # type: ignore[attr-defined]
+    assert len(rows) == 1
+    assert rows[0]["run_id"] == "run-2" and rows[0]["reason"] == "'=1+1"
+    everything = admin_member_client.get("/audit/export.csv")
+    all_rows = list(csv.DictReader(io.StringIO(b"".join(everything.streaming_content).decode())))  # type: ignore[attr-defined]
+    assert len(all_rows) == 2
+    assert all_rows[0]["args"] == '{"note": "=HYPERLINK(\\"http://evil\\")"}'  # JSON starts with {: kept
+
+
+def test_decisions_taken_in_the_dashboard_land_in_the_audit_log(
+    agents: DashboardAgents, reviewer_client: Client, admin_member_client: Client
+) -> None:
+    run = agents.start("helpdesk", "refund <b>bold</b>", thread="t-1")
+    reviewer_client.post(
+        f"/runs/{run.run_id}/calls/{run.tool_calls[0].tool_call_id}/decline",
+        {"agent": "helpdesk", "reason": "no"},
+    )
+
+    html = admin_member_client.get("/audit/").content.decode()
+
+    assert "rita" in html and "Decline" in html and f'href="/runs/{run.run_id}/"' in html
+    assert "&lt;b&gt;bold&lt;/b&gt;" in html and "<b>bold</b>" not in html

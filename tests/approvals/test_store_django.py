@@ -1,0 +1,245 @@
+"""What only the database store can get wrong: queries, storage hygiene, corrupt rows, connections."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import datetime, timedelta
+
+import pytest
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
+
+from agents_runtime.store import RunQuery, RunStore
+from approvals.models import ParkedCallRecord, RunRecord, ThreadMessage
+from approvals.store import DjangoRunStore
+from tests.approvals.store_helpers import T0, Clock, approval, decision, suspend_call, suspension
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def store(clock: Clock) -> DjangoRunStore:
+    return DjangoRunStore(timedelta(seconds=30), clock=clock)
+
+
+def seed(store: RunStore, count: int, **fields: object) -> None:
+    for i in range(count):
+        store.insert_suspended(
+            suspension(
+                f"run-{i:04}",
+                suspended_at=T0 + timedelta(seconds=i),
+                calls=[approval(f"c{i}-a"), suspend_call(f"c{i}-s")],
+                **fields,  # type: ignore[arg-type]
+            )
+        )
+
+
+@pytest.mark.django_db(transaction=False)
+def test_building_a_store_touches_no_database_and_reads_the_lease_setting_lazily(settings: object) -> None:
+    store = DjangoRunStore()  # at import time in the demo runtime: must not query
+
+    settings.RUN_LEASE_SECONDS = 42  # type: ignore[attr-defined]
+
+    assert store.lease == timedelta(seconds=42)
+    assert DjangoRunStore(timedelta(seconds=5)).lease == timedelta(seconds=5)
+    assert isinstance(store, RunStore)
+
+
+def test_a_listing_is_four_queries_whatever_the_page_size(store: DjangoRunStore) -> None:
+    seed(store, 60)
+
+    counts = []
+    for limit in (1, 10, 50):
+        with CaptureQueriesContext(connection) as queries:
+            runs, total = store.list_suspended(RunQuery(agent_id="support", limit=limit, offset=0))
+        assert (len(runs), total) == (limit, 60)
+        counts.append(len(queries))
+
+    # lease-reclaim probe, COUNT, page, the page's calls
+    assert counts == [4, 4, 4]
+
+
+def test_a_listing_never_reads_snapshots(store: DjangoRunStore) -> None:
+    seed(store, 3, thread_id="t1")
+
+    with CaptureQueriesContext(connection) as queries:
+        store.list_suspended(
+            RunQuery(agent_id="support", thread_id="t1", tool_name="refund", limit=2, offset=0)
+        )
+
+    selects = [q["sql"] for q in queries if q["sql"].lstrip().upper().startswith("SELECT")]
+    assert selects and not [sql for sql in selects if '"snapshot"' in sql]
+
+
+def test_listing_filters_are_sql_with_limit_and_offset(store: DjangoRunStore) -> None:
+    seed(store, 5, resource_id="customer-1")
+
+    with CaptureQueriesContext(connection) as queries:
+        runs, total = store.list_suspended(
+            RunQuery(agent_id="support", resource_id="customer-1", kind="suspend", limit=2, offset=2)
+        )
+
+    assert [r.run_id for r in runs] == ["run-0002", "run-0001"] and total == 5
+    page_sql = next(q["sql"] for q in queries if "OFFSET" in q["sql"])
+    assert "EXISTS" in page_sql and '"resource_id"' in page_sql and "ORDER BY" in page_sql
+
+
+def test_naive_dates_in_a_query_are_taken_as_utc(store: DjangoRunStore) -> None:
+    store.insert_suspended(suspension("r1", created_at=T0))
+
+    runs, _ = store.list_suspended(RunQuery(agent_id="support", created_from=datetime(2026, 3, 1, 12, 0)))
+
+    assert [r.run_id for r in runs] == ["r1"]
+
+
+def test_repeated_suspensions_of_one_run_do_not_grow_storage(store: DjangoRunStore) -> None:
+    store.insert_suspended(suspension("r1", calls=[approval("a"), approval("b")]))
+    for i in range(50):
+        claimed = store.claim("r1")
+        assert claimed is not None
+        again = store.resuspend(
+            suspension(
+                "r1",
+                suspended_at=T0 + timedelta(minutes=i),
+                calls=[approval(f"a{i}"), suspend_call(f"b{i}")],
+                snapshot={"messages": ["x" * 100] * 3, "round": i},
+            ),
+            expected_version=claimed.version,
+        )
+        assert again is not None
+        assert (RunRecord.objects.count(), ParkedCallRecord.objects.count()) == (1, 2)
+
+    run = store.get_run("r1")
+    assert run is not None and run.snapshot == {"messages": ["x" * 100] * 3, "round": 49}
+    assert [c.tool_call_id for c in run.calls] == ["a49", "b49"]
+
+
+def test_finishing_a_run_deletes_its_row_and_calls(store: DjangoRunStore) -> None:
+    store.insert_suspended(suspension("r1", calls=[approval("a"), suspend_call("b")]))
+    store.insert_suspended(suspension("r2"))
+    receipt = store.record_decision(
+        agent_id="support", run_id="r2", tool_call_id="call-1", decision=decision()
+    )
+    assert receipt.claimed_version is not None
+
+    assert store.finish("r2", version=receipt.claimed_version)
+
+    assert list(RunRecord.objects.values_list("run_id", flat=True)) == ["r1"]
+    assert ParkedCallRecord.objects.count() == 2
+
+
+def test_finishing_is_one_conditional_delete(store: DjangoRunStore) -> None:
+    store.insert_suspended(suspension("r1"))
+    claimed = store.claim("r1")
+    assert claimed is not None
+
+    with CaptureQueriesContext(connection) as queries:
+        assert store.finish("r1", version=claimed.version)
+
+    statements = [q["sql"] for q in queries if q["sql"].startswith(("SELECT", "UPDATE", "DELETE", "INSERT"))]
+    assert len(statements) == 1 and statements[0].startswith("DELETE"), statements
+
+
+def test_a_claim_whose_lease_ran_out_cannot_finish(store: DjangoRunStore, clock: Clock) -> None:
+    store.insert_suspended(suspension("r1"))
+    claimed = store.claim("r1")
+    assert claimed is not None
+
+    clock.advance(seconds=31)
+
+    assert not store.finish("r1", version=claimed.version)
+    run = store.get_run("r1")
+    assert run is not None and run.interrupted and run.status == "suspended"
+
+
+def test_a_corrupt_snapshot_is_listed_and_counted_but_not_handed_out(
+    store: DjangoRunStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    seed(store, 3)
+    RunRecord.objects.filter(run_id="run-0001").update(snapshot="not an object")
+
+    runs, total = store.list_suspended(RunQuery(agent_id="support"))
+    with caplog.at_level(logging.WARNING, logger="approvals.store"):
+        fetched = store.get_run("run-0001")
+        claimed = store.claim("run-0001")
+
+    assert [r.run_id for r in runs] == ["run-0002", "run-0001", "run-0000"] and total == 3
+    assert fetched is None and claimed is None
+    assert [r.getMessage() for r in caplog.records if "run-0001" in r.getMessage()]
+    assert RunRecord.objects.get(run_id="run-0001").status == "suspended"
+    assert store.get_run("run-0000") is not None
+
+
+def test_a_corrupt_call_row_skips_its_run_with_a_warning(
+    store: DjangoRunStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    seed(store, 3)
+    ParkedCallRecord.objects.filter(tool_call_id="c1-a").update(args=["not", "an", "object"])
+    ParkedCallRecord.objects.filter(tool_call_id="c2-s").update(kind="teleport")
+
+    with caplog.at_level(logging.WARNING, logger="approvals.store"):
+        runs, total = store.list_suspended(RunQuery(agent_id="support"))
+
+    assert [r.run_id for r in runs] == ["run-0000"]
+    assert total == 3  # counted in SQL, like every other match; the page is just shorter
+    warnings = " ".join(r.getMessage() for r in caplog.records)
+    assert "run-0001" in warnings and "run-0002" in warnings
+
+
+def test_a_corrupt_thread_message_row_is_skipped_with_a_warning(
+    store: DjangoRunStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    store.append_thread_messages("support", "t1", [{"n": 1}])
+    ThreadMessage.objects.create(agent_id="support", thread_id="t1", messages={"not": "a list"})
+    store.append_thread_messages("support", "t1", [{"n": 2}])
+
+    with caplog.at_level(logging.WARNING, logger="approvals.store"):
+        messages = store.thread_messages("support", "t1")
+
+    assert messages == [{"n": 1}, {"n": 2}]
+    assert any("not a JSON list" in r.getMessage() for r in caplog.records)
+
+
+def test_a_real_short_lease_expires_without_a_heartbeat() -> None:
+    store = DjangoRunStore(timedelta(milliseconds=200))
+    store.insert_suspended(suspension("r1"))
+    receipt = store.record_decision(
+        agent_id="support", run_id="r1", tool_call_id="call-1", decision=decision()
+    )
+    assert receipt.claimed_version is not None
+
+    time.sleep(0.1)
+    assert store.heartbeat("r1", version=receipt.claimed_version)
+    time.sleep(0.1)
+    assert store.list_suspended(RunQuery(agent_id="support")) == ([], 0)
+    time.sleep(0.3)
+
+    [run], total = store.list_suspended(RunQuery(agent_id="support"))
+    assert (run.run_id, run.interrupted, total) == ("r1", True, 1)
+    assert [h["actor"] for h in run.history] == ["alice"]
+
+
+def test_worker_threads_give_server_connections_back_after_each_call(store: DjangoRunStore) -> None:
+    store.insert_suspended(suspension("r1"))
+    held: list[object] = []
+
+    def worker() -> None:
+        store.list_suspended(RunQuery(agent_id="support"))
+        store.get_run("r1")
+        held.append(connections["default"].connection)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+
+    if connection.vendor == "sqlite":
+        assert held != [None]  # a file handle, kept: reopening costs more than the query
+    else:
+        assert held == [None]  # back to the pool, or the worker thread would keep it forever
