@@ -46,7 +46,17 @@ def _memory(request: pytest.FixtureRequest, lease: timedelta | None) -> RunStore
     return InMemoryRunStore() if lease is None else InMemoryRunStore(lease=lease)
 
 
-STORE_KINDS: dict[str, StoreKind] = {"memory": StoreKind(_memory)}
+def _django(request: pytest.FixtureRequest, lease: timedelta | None) -> RunStore:
+    from approvals.store import DjangoRunStore
+
+    return DjangoRunStore(lease)
+
+
+STORE_KINDS: dict[str, StoreKind] = {
+    "memory": StoreKind(_memory),
+    # SQLite by default, PostgreSQL when DATABASE_URL says so (CI runs the suite on both).
+    "django": StoreKind(_django, marks=(pytest.mark.django_db(transaction=True),)),
+}
 
 MakeStore = Callable[..., RunStore]
 RuntimeFor = Callable[..., Runtime]
