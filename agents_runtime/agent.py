@@ -378,11 +378,16 @@ class Agent:
 
     # -- continuing runs -------------------------------------------------------------------------
 
-    async def _continue(self, run_id: str, version: int, emit: Emit) -> RunResult:
-        """Continue a run this process has claimed at ``version``, renewing the claim meanwhile."""
+    async def _continue(
+        self, run_id: str, version: int, emit: Emit, known: StoredRun | None = None
+    ) -> RunResult:
+        """Continue a run this process has claimed at ``version``, renewing the claim meanwhile.
+
+        ``known`` is the claimed run with its snapshot when the caller has it (saves a read).
+        """
         heartbeat = asyncio.ensure_future(self._heartbeat(run_id, version))
         try:
-            return await self._continue_claimed(run_id, version, emit)
+            return await self._continue_claimed(run_id, version, emit, known)
         finally:
             heartbeat.cancel()
 
@@ -394,8 +399,12 @@ class Agent:
             if not await self._store(store.heartbeat, run_id, version=version):
                 return
 
-    async def _continue_claimed(self, run_id: str, version: int, emit: Emit) -> RunResult:
-        run: StoredRun | None = await self._store(self.storage.get_run, run_id)
+    async def _continue_claimed(
+        self, run_id: str, version: int, emit: Emit, known: StoredRun | None
+    ) -> RunResult:
+        run: StoredRun | None = known
+        if run is None or run.version != version or run.snapshot is None:
+            run = await self._store(self.storage.get_run, run_id)
         if run is None or run.status != "running" or run.version != version or run.snapshot is None:
             return self._lost_claim(run_id, emit)
         try:
@@ -566,7 +575,17 @@ class Agent:
                 Continuation(agent_id=self.id, run_id=run_id, version=version)
             )
             return RunStream.finished(done or RunResult(run_id=run_id, status="running"))
-        return self.continue_run(run_id, version=version)
+        # The snapshot read before deciding is the claimed one unless the run suspended anew since.
+        known = (
+            replace(receipt.run, snapshot=run.snapshot)
+            if receipt.run.suspended_at == run.suspended_at
+            else None
+        )
+
+        async def produce(emit: Emit) -> RunResult:
+            return await self._continue(run_id, version, emit, known)
+
+        return RunStream(run_id, produce)
 
     def continue_run(self, run_id: str, *, version: int) -> RunStream:
         """Continue a run claimed at ``version`` by a decision (beyond Mastra: for background workers).

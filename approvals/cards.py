@@ -16,6 +16,7 @@ from typing import Any
 from django.urls import reverse
 
 from agents_runtime import AgentRun, AgentRunToolCall
+from agents_runtime.store import StoredRun
 from approvals import dom_ids
 from approvals.forms import DeclineForm
 from approvals.schema_forms import ResumeForm
@@ -191,6 +192,32 @@ def outcome_card(outcome: DecisionOutcome, *, agent_name: str = "", next_url: st
         outcome=outcome,
         next_url=next_url,
     )
+
+
+@dataclass(frozen=True)
+class DecidedCallView:
+    """A decision already taken on a run that is continuing now (read from the run, not the audit)."""
+
+    tool_name: str
+    verb: str
+    actor: str | None
+    decided_at: datetime
+
+
+_VERBS = {"approve": "approved", "decline": "declined", "resume": "answered"}
+
+
+def decided_calls(run: StoredRun) -> list[DecidedCallView]:
+    return [
+        DecidedCallView(
+            tool_name=call.tool_name,
+            verb=_VERBS.get(call.decision.action, call.decision.action),
+            actor=call.decision.actor,
+            decided_at=call.decision.decided_at,
+        )
+        for call in run.calls
+        if call.decision is not None
+    ]
 
 
 @dataclass(frozen=True)

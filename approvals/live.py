@@ -18,6 +18,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
@@ -65,6 +66,17 @@ async def publish(event: RunEvent) -> None:
         )
     else:
         await deliver(payload)
+
+
+def announce(event: dict[str, Any]) -> None:
+    """``publish`` for the dashboard's own events, from synchronous code (after its commit).
+
+    ``event`` is small and id-only like a run event: at least ``type``, ``agent_id`` and ``run_id``.
+    """
+    if uses_outbox():
+        LiveEvent.objects.create(agent_id=event["agent_id"], run_id=event["run_id"], payload=event)
+    else:
+        async_to_sync(deliver)(event)
 
 
 async def publish_chunk(chunk: Chunk) -> None:

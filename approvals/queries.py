@@ -15,6 +15,7 @@ from typing import Any, Literal
 from asgiref.sync import async_to_sync
 
 from agents_runtime import Agent, AgentRun, RunNotFound
+from agents_runtime.store import StoredRun
 from approvals.models.audit import AuditEntry, AuditEntryQuerySet
 from approvals.registry import get_runtime
 
@@ -132,6 +133,20 @@ def run_locate(
         return None
 
     return async_to_sync(find)()
+
+
+def run_continuing(run_id: str, *, agent_ids: list[str] | None = None) -> StoredRun | None:
+    """The run while a continuation works on it (its decisions are all in), else None.
+
+    Such a run is listed nowhere (it is not suspended), but its page should say what is going on
+    rather than that it does not exist.
+    """
+    run = get_runtime().storage.get_run(run_id)
+    if run is None or run.status != "running":
+        return None
+    if agent_ids is not None and run.agent_id not in agent_ids:
+        return None
+    return run
 
 
 def run_conversation(agent: Agent, run_id: str) -> list[dict[str, Any]]:

@@ -2,4 +2,7 @@ from django.urls import path
 
 from approvals.consumers import LiveConsumer
 
-websocket_urlpatterns = [path("ws/live/", LiveConsumer.as_asgi())]
+#: Where pages open the live-updates socket (``base.html`` reads it through ``{% live_socket_path %}``).
+LIVE_PATH = "ws/live/"
+
+websocket_urlpatterns = [path(LIVE_PATH, LiveConsumer.as_asgi())]

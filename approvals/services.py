@@ -16,12 +16,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from typing import Any, Literal
 
 from asgiref.sync import async_to_sync
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.utils import timezone
 
 from agents_runtime import (
@@ -34,6 +36,7 @@ from agents_runtime import (
     RunResult,
     ToolCallNotSuspended,
 )
+from approvals import live
 from approvals.access import AGENT_GROUP_PREFIX, can_see_agent
 from approvals.models.audit import AuditAction, AuditEntry, AuditOutcome
 from approvals.registry import get_runtime
@@ -266,6 +269,17 @@ def _decide(
         outcome=outcome.status,
         outcome_detail=outcome.message,
     )
+    # The runtime announced the decision before this record existed; pages that show decisions (the
+    # run page) refetch once more when it is there.
+    event = {
+        "type": "decision-recorded",
+        "agent_id": agent_id,
+        "run_id": run_id,
+        "tool_call_id": tool_call_id,
+        "action": str(action),
+        "actor": actor,
+    }
+    transaction.on_commit(partial(live.announce, event), robust=True)
     return replace(outcome, audit_entry_id=entry.pk)
 
 

@@ -38,6 +38,32 @@ async def schedule_continuation(continuation: Continuation) -> RunResult | None:
     return None
 
 
+def continuation_result(run_id: str) -> RunResult | None:
+    """How the latest background continuation of ``run_id`` ended, when the task backend keeps results.
+
+    Only the database backend does; with the Immediate backend the deciding request saw the result
+    itself (and recorded it in the audit log). ``status == "running"`` while the task waits or runs.
+    """
+    from django_tasks_db.backend import DatabaseBackend
+    from django_tasks_db.models import DBTaskResult
+
+    if not isinstance(continue_run.get_backend(), DatabaseBackend):
+        return None
+    row = (
+        DBTaskResult.objects.filter(task_path=continue_run.module_path, args_kwargs__args__1=run_id)
+        .order_by("-enqueued_at")
+        .only("status", "return_value")
+        .first()
+    )
+    if row is None:
+        return None
+    if row.status == TaskResultStatus.SUCCESSFUL and isinstance(row.return_value, dict):
+        return result_from_json(row.return_value)
+    if row.status == TaskResultStatus.FAILED:
+        return RunResult(run_id=run_id, status="failed", error="The background continuation failed.")
+    return RunResult(run_id=run_id, status="running")
+
+
 def result_to_json(result: RunResult) -> dict[str, Any]:
     return {
         "run_id": result.run_id,

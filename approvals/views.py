@@ -35,7 +35,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.middleware import HtmxDetails
 
 from agents_runtime import Agent
-from approvals import cards, dom_ids, queries, services
+from approvals import cards, dom_ids, queries, services, tasks
 from approvals.access import visible_agent_ids
 from approvals.forms import AuditFilterForm, DeclineForm, InboxFilterForm, NewRunForm
 from approvals.models.audit import AuditEntry, AuditOutcome
@@ -43,6 +43,8 @@ from approvals.registry import get_runtime
 from approvals.services import AUDIT_PERMISSION, DECIDE_PERMISSION, DecisionOutcome
 
 AUDIT_PER_PAGE = 50
+#: The run page's live partials (their element ids): htmx sends the one it refetches as HX-Target.
+RUN_DECISIONS_ID = "run-decisions"
 NO_EFFECT = {AuditOutcome.LOST_RACE, AuditOutcome.INVALID}
 
 
@@ -135,7 +137,6 @@ def inbox(request: HtmxHttpRequest, agent_id: str) -> HttpResponse:
 @login_required
 def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     visible = visible_agent_ids(request.user)
-    found = queries.run_locate(run_id, agent_hint=request.GET.get("agent"), agent_ids=visible)
     decisions = [d for d in queries.run_decisions(run_id) if d.agent_id in visible]
     context: dict[str, Any] = {
         "run_id": run_id,
@@ -143,18 +144,32 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
         "can_decide": _can_decide(request),
         "conversation": [],
         "card": None,
+        "continuing": None,
+        "background": None,
         # What the run came to: the last decision that took effect (lost races changed nothing).
         "final": next((d for d in reversed(decisions) if d.outcome not in NO_EFFECT), None),
     }
+    # The page's live partials refetch themselves; htmx names the one it swaps (HX-Target).
+    if _partial(request) and request.htmx.target == RUN_DECISIONS_ID:
+        return _render(request, "approvals/run.html", "run-decisions", context)
+    found = queries.run_locate(run_id, agent_hint=request.GET.get("agent"), agent_ids=visible)
     if found is None:
-        if not decisions:
+        continuing = queries.run_continuing(run_id, agent_ids=visible)
+        final = context["final"]
+        if continuing is not None:
+            context["continuing"] = cards.decided_calls(continuing)
+        elif final is not None and final.outcome == AuditOutcome.CONTINUING:
+            context["background"] = tasks.continuation_result(run_id)
+        # A live refetch of a run that vanished (decided outside the dashboard) still gets a 200:
+        # htmx would not swap a 404, and the page would keep showing the old card.
+        if not decisions and continuing is None and not _partial(request):
             raise Http404("No run with this id is waiting, and no decision on it is on record.")
-        return _render(request, "approvals/run.html", "run-ended", context)
+        return _render(request, "approvals/run.html", "run-state", context)
     agent, run = found
     context["agent"] = agent
     context["card"] = cards.run_card(run, agent_name=agent.name or agent.id, next_url=request.get_full_path())
     context["conversation"] = cards.conversation(queries.run_conversation(agent, run_id))
-    return _render(request, "approvals/run.html", "run-card", context)
+    return _render(request, "approvals/run.html", "run-state", context)
 
 
 @require_http_methods(["GET", "POST"])

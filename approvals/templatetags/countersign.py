@@ -25,3 +25,11 @@ def run_card_id(run_id: str) -> str:
 def as_json(value: object) -> str:
     """Compact JSON text (escaped by the template like any other text: it may be model output)."""
     return compact_json(value)
+
+
+@register.simple_tag
+def live_socket_path() -> str:
+    """The live-updates websocket's path, from the routing that serves it (``/ws/live/``)."""
+    from approvals.routing import LIVE_PATH
+
+    return "/" + LIVE_PATH
