@@ -8,7 +8,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from approvals.access import visible_agent_ids
-from approvals.live import agent_group, relay, run_group
+from approvals.live import agent_group, fanout, relay, run_group
 from approvals.registry import get_runtime
 
 UNAUTHENTICATED = 4401
@@ -22,6 +22,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     agent_ids: list[str]
     joined: list[str]
+    accepted = False
 
     async def connect(self) -> None:
         self.agent_ids, self.joined = [], []
@@ -32,17 +33,21 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.agent_ids = await database_sync_to_async(visible_agent_ids)(user)
         for agent_id in self.agent_ids:
             await self._join(agent_group(agent_id))
+        await relay.ensure_started()
         await self.accept()
-        relay.ensure_started()
+        self.accepted = True
         await self.send_json({"type": "hello", "agents": self.agent_ids})
 
     async def _join(self, group: str) -> None:
-        await self.channel_layer.group_add(group, self.channel_name)
+        if group in self.joined:
+            return
+        # Through this process's fan-out, not a layer channel of this socket's own (see live.Fanout).
+        await fanout.join(group, self)
         self.joined.append(group)
 
     async def disconnect(self, code: int) -> None:
         for group in self.joined:
-            await self.channel_layer.group_discard(group, self.channel_name)
+            await fanout.leave(group, self)
         self.joined = []
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
@@ -66,10 +71,14 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
         return AuditEntry.objects.filter(run_id=run_id, agent_id__in=self.agent_ids).exists()
 
-    async def run_event(self, message: dict[str, Any]) -> None:
-        event = message["event"]
-        if event.get("agent_id") in self.agent_ids:
-            await self.send_json({"type": "event", "event": event})
-
-    async def run_chunk(self, message: dict[str, Any]) -> None:
-        await self.send_json({"type": "chunk", "chunk": message["chunk"]})
+    async def forward(self, message: dict[str, Any]) -> None:
+        """A group's message, from ``live.fanout``: already encoded once for every page."""
+        if not self.accepted:
+            # Joined, not yet accepted (sending now would accept the socket behind connect's back).
+            # Nothing is lost: the page refetches everything once its socket is open.
+            return
+        if message["type"] == "run.event":
+            if message["event"].get("agent_id") in self.agent_ids:
+                await self.send(text_data=message["text"])
+        elif message["type"] == "run.chunk":
+            await self.send(text_data=message["text"])

@@ -8,21 +8,30 @@ over HTTP so each keeps its filters and pagination. Two delivery paths, chosen b
 - In-process layer (the embedded default): the layer cannot leave its process, so events go through
   the ``LiveEvent`` outbox table, which a relay task in each server process polls and forwards. A run
   started by ``manage.py run_agent`` or a ``db_worker`` still reaches the open pages.
+
+Either way a server process receives each event once, on one layer channel of its own, and hands it
+to its open pages itself (``Fanout``): per event, the layer carries one message per process, not one
+per page.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import dataclasses
+import json
 import logging
 from datetime import timedelta
-from typing import Any
+from functools import cache
+from typing import Any, Protocol
 
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from agents_runtime import Chunk, RunEvent
 from approvals.dom_ids import safe
@@ -30,7 +39,9 @@ from approvals.models import LiveEvent
 
 logger = logging.getLogger(__name__)
 
-RELAY_INTERVAL_SECONDS = 0.1
+#: How often each server process looks for new outbox rows: at most this long (plus the fan-out)
+#: from another process's commit to the open pages. One indexed query on an idle table.
+RELAY_INTERVAL_SECONDS = 0.05
 OUTBOX_RETENTION = timedelta(minutes=10)
 
 
@@ -44,17 +55,24 @@ def run_group(run_id: str) -> str:
 
 
 def uses_outbox() -> bool:
-    return str(settings.CHANNEL_LAYERS["default"]["BACKEND"]).endswith("InMemoryChannelLayer")
+    """True when the channel layer cannot leave this process (Channels' in-memory layer, or ours)."""
+    return _in_process(str(settings.CHANNEL_LAYERS["default"]["BACKEND"]))
+
+
+@cache
+def _in_process(backend: str) -> bool:
+    return issubclass(import_string(backend), InMemoryChannelLayer)
 
 
 async def deliver(event: dict[str, Any]) -> None:
-    """Send one event to the consumers of its agent and of its run (in reach of this layer)."""
+    """Send one event to the pages showing its agent (in reach of this layer: see ``Fanout``)."""
     layer = get_channel_layer()
     if layer is None:
         return
-    message = {"type": "run.event", "event": event}
-    await layer.group_send(agent_group(event["agent_id"]), message)
-    await layer.group_send(run_group(event["run_id"]), message)
+    group = agent_group(event["agent_id"])
+    # Encoded once here rather than once per open page.
+    text = json.dumps({"type": "event", "event": event})
+    await layer.group_send(group, {"type": "run.event", "group": group, "event": event, "text": text})
 
 
 async def publish(event: RunEvent) -> None:
@@ -84,13 +102,129 @@ async def publish_chunk(chunk: Chunk) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    await layer.group_send(
-        run_group(chunk.run_id),
-        {
-            "type": "run.chunk",
-            "chunk": {"type": chunk.type, "run_id": chunk.run_id, "payload": chunk.payload},
-        },
-    )
+    group = run_group(chunk.run_id)
+    body = {"type": chunk.type, "run_id": chunk.run_id, "payload": chunk.payload}
+    text = json.dumps({"type": "chunk", "chunk": body}, default=str)
+    await layer.group_send(group, {"type": "run.chunk", "group": group, "chunk": body, "text": text})
+
+
+class Member(Protocol):
+    """An open page (a consumer) that ``Fanout`` forwards a group's messages to."""
+
+    async def forward(self, message: dict[str, Any]) -> None: ...
+
+
+class Fanout:
+    """One channel-layer channel per server process for all live groups, fanned out in the process.
+
+    Channels' usual way gives every socket its own layer channel and group memberships, so one event
+    costs one layer message per open page (with Redis: one write and one read each, and a task hop
+    per page in either layer). Here each process joins every group that one of its pages needs once,
+    receives each event once, and hands it to its pages directly, yielding to the event loop every
+    ``BATCH`` pages so the first ones are written out while the rest are served.
+    """
+
+    BATCH = 50
+    #: Layers forget group memberships (after ``group_expiry``, or when Redis restarts): renew them.
+    REJOIN_SECONDS = 300.0
+
+    def __init__(self) -> None:
+        self._hubs: dict[asyncio.AbstractEventLoop, _Hub] = {}
+
+    def _hub(self) -> _Hub:
+        loop = asyncio.get_running_loop()
+        hub = self._hubs.get(loop)
+        if hub is None:
+            self._hubs = {lp: h for lp, h in self._hubs.items() if not lp.is_closed()}
+            hub = self._hubs[loop] = _Hub(self)
+        return hub
+
+    async def join(self, group: str, member: Member) -> None:
+        await self._hub().join(group, member)
+
+    async def leave(self, group: str, member: Member) -> None:
+        await self._hub().leave(group, member)
+
+
+class _Hub:
+    """``Fanout`` in one event loop (channel layers are bound to the loop they run in)."""
+
+    def __init__(self, fanout: Fanout) -> None:
+        self.fanout = fanout
+        self.layer = get_channel_layer()
+        self.channel = ""
+        self.members: dict[str, set[Member]] = {}
+        self.lock = asyncio.Lock()
+        self.tasks: list[asyncio.Task[None]] = []
+
+    async def join(self, group: str, member: Member) -> None:
+        async with self.lock:
+            if not self.channel:
+                self.channel = await self.layer.new_channel()
+            if group not in self.members:
+                await self.layer.group_add(group, self.channel)
+                self.members[group] = set()
+            self.members[group].add(member)
+            if not self.tasks or any(t.done() for t in self.tasks):
+                for task in self.tasks:
+                    task.cancel()
+                loop = asyncio.get_running_loop()
+                # Fresh contexts: these outlive the consumer that started them.
+                self.tasks = [
+                    loop.create_task(
+                        self._pump(), name="countersign-live-fanout", context=contextvars.Context()
+                    ),
+                    loop.create_task(
+                        self._renew(), name="countersign-live-renew", context=contextvars.Context()
+                    ),
+                ]
+
+    async def leave(self, group: str, member: Member) -> None:
+        async with self.lock:
+            members = self.members.get(group)
+            if members is None:
+                return
+            members.discard(member)
+            if not members:
+                del self.members[group]
+                await self.layer.group_discard(group, self.channel)
+
+    async def _rejoin(self) -> None:
+        async with self.lock:
+            for group in list(self.members):
+                await self.layer.group_add(group, self.channel)
+
+    async def _renew(self) -> None:
+        while True:
+            await asyncio.sleep(self.fanout.REJOIN_SECONDS)
+            try:
+                await self._rejoin()
+            except Exception:
+                logger.exception("Live fan-out: renewing group memberships failed")
+
+    async def _pump(self) -> None:
+        while True:
+            try:
+                message = await self.layer.receive(self.channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("Live fan-out: receiving failed; retrying")
+                await asyncio.sleep(1)
+                with contextlib.suppress(Exception):
+                    await self._rejoin()
+                continue
+            members = list(self.members.get(message.get("group", ""), ()))
+            for index, member in enumerate(members, start=1):
+                try:
+                    await member.forward(message)
+                except Exception:
+                    logger.exception("Live fan-out: forwarding to %r failed", member)
+                if index % self.fanout.BATCH == 0:
+                    await asyncio.sleep(0)
+
+
+fanout = Fanout()
 
 
 class OutboxRelay:
@@ -98,18 +232,33 @@ class OutboxRelay:
 
     def __init__(self) -> None:
         self._tasks: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
+        self._locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
 
-    def ensure_started(self) -> None:
+    async def ensure_started(self) -> None:
+        """Start relaying in this event loop (once), from the newest event at this moment.
+
+        Awaited before a consumer accepts its socket: every event committed after the page opened
+        its socket reaches it (the page refetches its partials once the socket is open).
+        """
         if not uses_outbox():
             return
         loop = asyncio.get_running_loop()
         task = self._tasks.get(loop)
-        if task is None or task.done():
+        if task is not None and not task.done():
+            return
+        async with self._locks.setdefault(loop, asyncio.Lock()):
+            task = self._tasks.get(loop)
+            if task is not None and not task.done():
+                return
+            last_id = await database_sync_to_async(_latest_event_id)()
             self._tasks = {lp: t for lp, t in self._tasks.items() if not t.done() and not lp.is_closed()}
-            self._tasks[loop] = loop.create_task(self._run(), name="countersign-outbox-relay")
+            self._locks = {lp: lock for lp, lock in self._locks.items() if not lp.is_closed()}
+            # A fresh context: the relay outlives the consumer that started it.
+            self._tasks[loop] = loop.create_task(
+                self._run(last_id), name="countersign-outbox-relay", context=contextvars.Context()
+            )
 
-    async def _run(self) -> None:
-        last_id = await database_sync_to_async(_latest_event_id)()
+    async def _run(self, last_id: int) -> None:
         pruned_at = timezone.now()
         while True:
             try:

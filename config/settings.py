@@ -116,13 +116,22 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            # redis-py 8 defaults socket_timeout to 5 s, which kills the layer's idle blocking reads.
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None}]},
+            "CONFIG": {
+                # redis-py 8 defaults socket_timeout to 5 s, which kills the layer's idle blocking reads.
+                "hosts": [{"address": REDIS_URL, "socket_timeout": None}],
+                # One channel per server process carries every live event (approvals.live.Fanout):
+                # room for bursts (e.g. many runs seeded at once) rather than Channels' 100.
+                "capacity": 5000,
+            },
         }
     }
 else:
-    # Reaches consumers in this process only: fine for the embedded single-process run.
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # Reaches consumers in this process only: fine for the embedded single-process run (events from
+    # other processes, e.g. `manage.py run_agent`, come through the outbox: see approvals/live.py).
+    # Channels' own class, minus its O(N²) fan-out (see approvals/layers.py).
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "approvals.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 5000}}
+    }
 
 # --- Background tasks (django.tasks) ---------------------------------------------------------------
 

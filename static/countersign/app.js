@@ -32,11 +32,14 @@
   });
 
   // After a decision replaces a card, move focus to its outcome so keyboard and screen reader users
-  // land on what happened.
+  // land on what happened. The event fires on the new card (the old one, the target, is gone after an
+  // outerHTML swap); live refetches (GET) must not move anyone's focus.
   document.addEventListener("htmx:afterSwap", function (event) {
-    var target = event.detail.target;
-    if (!target || !target.isConnected) return;
-    var outcome = target.querySelector ? target.querySelector(".outcome") : null;
+    var config = event.detail.requestConfig;
+    if (!config || config.verb !== "post") return;
+    var swapped = event.target;
+    if (!swapped || !swapped.isConnected || !swapped.querySelector) return;
+    var outcome = swapped.querySelector(".outcome");
     if (outcome) {
       outcome.setAttribute("tabindex", "-1");
       outcome.focus({ preventScroll: false });

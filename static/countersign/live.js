@@ -1,12 +1,24 @@
 // Live updates: a websocket says "something changed"; the partials on this page refetch themselves
 // over HTTP (htmx), so each page keeps its own filters and pagination. No inline script anywhere.
 //
-// Markup contract (see approvals/templates):
+// Markup contract (see templates/base.html and approvals/templates):
 //   <body data-live-url="/ws/live/">          the socket to open (only on logged-in pages)
-//   <span id="live-status">                   the connection badge; data-state = connecting|live|offline
-//   <el hx-get="..." hx-trigger="cs:refresh"  data-live="all" | data-live-agent="ID" | data-live-run="ID">
-//                                             refetched when an event concerns it, and on reconnect
-//   <ol data-live-output="RUN_ID">            receives the run's streamed output (text, tool results)
+//   <span id="live-status" role="status" hidden>
+//                                             the connection badge; data-state = connecting|live|offline|signed-out
+//   <el id="..." hx-get="..." hx-trigger="cs:refresh" hx-swap="outerHTML"
+//       data-live="all" | data-live-agent="ID" | data-live-run="ID">
+//                                             refetched when an event concerns it, and on (re)connect
+//   <ol data-live-output="RUN_ID">            receives the run's streamed output (text, tool results);
+//                                             its closest [hidden] section is shown on the first chunk
+//
+// A refetch must never get in the reviewer's way:
+//   - it waits while a request from inside the partial is in flight (a decision: its answer swaps into
+//     the card it came from, which must still be in the page) and while a field in it has focus;
+//   - a card showing the outcome of a decision taken on this page stays (until the run it shows has
+//     moved on), and so does a card with a form the reviewer has started to fill in or that came
+//     back with errors (while the run still waits);
+//     open <details> stay open, and focus stays on what it was on;
+//   - a card whose run was decided elsewhere goes away (inbox) or shows how it ended (run page).
 (function () {
   "use strict";
 
@@ -14,43 +26,135 @@
   var url = body && body.getAttribute("data-live-url");
   if (!url || !window.WebSocket) return;
 
+  var LIVE = "[data-live],[data-live-agent],[data-live-run]";
+  var CARD = ".run-card[id]";
+  var COALESCE_MS = 40;
   var badge = document.getElementById("live-status");
+  var labels = {
+    connecting: "Connecting…",
+    live: "Live",
+    offline: "Reconnecting…",
+    "signed-out": "Signed out",
+  };
+  var titles = {
+    connecting: "Opening the live connection",
+    live: "Changes made elsewhere appear here as they happen",
+    offline: "Live updates are paused; retrying. The page refreshes itself once it is back.",
+    "signed-out": "Your session ended: reload the page to sign in again",
+  };
+
   var socket = null;
   var attempts = 0;
-  var everConnected = false;
-  var labels = { connecting: "Connecting…", live: "Live", offline: "Reconnecting…" };
+  var retryTimer = null;
 
   function setState(state) {
     if (!badge) return;
+    badge.hidden = false;
     badge.setAttribute("data-state", state);
     badge.textContent = labels[state] || state;
-    badge.title = state === "live" ? "Updates arrive as they happen" : "Live updates are paused; retrying";
+    badge.title = titles[state] || "";
   }
 
-  // Must match approvals/dom_ids.py: anything but ASCII letters, digits, "-" and "_" becomes _x<hex>_.
-  function safe(value) {
-    return String(value).replace(/[^A-Za-z0-9_-]/gu, function (c) {
-      return "_x" + c.codePointAt(0).toString(16) + "_";
+  // --- Which requests are in flight --------------------------------------------------------------
+
+  var userRequests = new Map(); // xhr -> the live partial a request from inside it belongs to
+  var refreshing = {}; // live partial id -> true while its own refetch is in flight
+  var again = {}; // live partial id -> an event arrived during that refetch
+
+  function liveOf(el) {
+    return el && el.closest ? el.closest(LIVE) : null;
+  }
+
+  function hasUserRequest(live) {
+    var found = false;
+    userRequests.forEach(function (owner) {
+      if (owner === live || (owner.id && owner.id === live.id)) found = true;
     });
+    return found;
   }
 
-  // A partial the reviewer is typing into is not swapped under their hands: it refreshes when they leave it.
-  function busy(el) {
+  function typingIn(live) {
     var active = document.activeElement;
-    if (active && el.contains(active) && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName)) return true;
-    return el.querySelector("[data-dirty]") !== null;
+    return !!(active && live.contains(active) && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName));
+  }
+
+  function busy(live) {
+    return hasUserRequest(live) || typingIn(live);
+  }
+
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    var elt = e.detail.elt;
+    var xhr = e.detail.xhr;
+    var live = liveOf(elt);
+    if (!live || !xhr) return;
+    if (live === elt) {
+      // The partial's own refetch.
+      var id = live.id;
+      if (!id) return;
+      refreshing[id] = true;
+      xhr.addEventListener("loadend", function () {
+        delete refreshing[id];
+        if (again[id]) {
+          delete again[id];
+          schedule(document.getElementById(id));
+        }
+      });
+      return;
+    }
+    userRequests.set(xhr, live);
+    xhr.addEventListener("loadend", function () {
+      userRequests.delete(xhr);
+      // htmx has swapped the answer by now (load runs before loadend): catch up on what waited.
+      window.setTimeout(flushStale, 0);
+    });
+  });
+
+  // --- Refetching ---------------------------------------------------------------------------------
+
+  var timers = new Map(); // live partial (or its id) -> pending coalesced refresh
+
+  // Events come in bursts (decided, resumed, completed): one refetch per partial per burst.
+  function schedule(el) {
+    if (!el) return;
+    var key = el.id || el;
+    if (timers.has(key)) return;
+    timers.set(
+      key,
+      window.setTimeout(function () {
+        timers.delete(key);
+        // The partial may have been swapped meanwhile: refresh whatever now carries its id.
+        refresh(el.isConnected || !el.id ? el : document.getElementById(el.id));
+      }, COALESCE_MS)
+    );
   }
 
   function refresh(el) {
-    if (!document.body.contains(el)) return;
+    if (!el || !el.isConnected || !window.htmx) return;
     if (busy(el)) {
       el.setAttribute("data-stale", "");
       return;
     }
+    if (el.id && refreshing[el.id]) {
+      // htmx would queue this on the element its answer replaces, and drop it: ask again after.
+      again[el.id] = true;
+      return;
+    }
     el.removeAttribute("data-stale");
-    if (window.htmx) window.htmx.trigger(el, "cs:refresh");
+    window.htmx.trigger(el, "cs:refresh");
   }
 
+  function flushStale() {
+    document.querySelectorAll("[data-stale]").forEach(function (el) {
+      if (!busy(el)) refresh(el);
+    });
+  }
+
+  document.addEventListener("focusout", function () {
+    // After focus settles, refresh what was held back and is no longer busy.
+    window.setTimeout(flushStale, 0);
+  });
+
+  // Forms the reviewer has started to fill in survive refetches (see keepAcrossSwap).
   document.addEventListener("input", function (e) {
     var form = e.target.closest && e.target.closest("form");
     if (form) form.setAttribute("data-dirty", "");
@@ -58,14 +162,131 @@
   document.addEventListener("submit", function (e) {
     e.target.removeAttribute("data-dirty");
   });
-  document.addEventListener("focusout", function () {
-    // After focus settles, refresh what was held back and is no longer busy.
-    window.setTimeout(function () {
-      document.querySelectorAll("[data-stale]").forEach(function (el) {
-        if (!busy(el)) refresh(el);
-      });
-    }, 0);
+
+  // --- Keeping what the reviewer is looking at across a refetch ----------------------------------
+
+  var swaps = new WeakMap(); // xhr -> what the old partial held
+
+  // Which calls a card shows as waiting: the same calls mean the same state of the run.
+  function callIds(card) {
+    return Array.prototype.map
+      .call(card.querySelectorAll(".call[id]"), function (c) {
+        return c.id;
+      })
+      .sort()
+      .join(" ");
+  }
+
+  function openDetails(card) {
+    var open = [];
+    card.querySelectorAll("details").forEach(function (d, i) {
+      if (d.open) open.push(i);
+    });
+    return open;
+  }
+
+  document.addEventListener("htmx:beforeSwap", function (e) {
+    var old = e.detail.target;
+    var config = e.detail.requestConfig;
+    if (!old || !old.matches || !old.matches(LIVE) || !config || config.elt !== old) return;
+    if (!e.detail.shouldSwap) return;
+    if (busy(old)) {
+      // A decision started (or the reviewer clicked into a field) while this refetch was on its way.
+      e.detail.shouldSwap = false;
+      old.setAttribute("data-stale", "");
+      return;
+    }
+    var cards = Array.prototype.slice.call(old.querySelectorAll(CARD));
+    var active = document.activeElement;
+    swaps.set(e.detail.xhr, {
+      id: old.id,
+      focused: active && active !== document.body && old.contains(active) ? active : null,
+      order: cards.map(function (c) {
+        return c.id;
+      }),
+      cards: cards.map(function (c) {
+        return {
+          node: c,
+          // Told by content, not by the card's class: htmx gives a swapped-in element with a known id
+          // its predecessor's attributes until it settles, and this refetch may come before that.
+          // A final outcome only: "continuing in the background" is better replaced by how it ended.
+          outcome: c.querySelector(".outcome") !== null && c.querySelector(".outcome-continuing") === null,
+          // Half-filled, or sent back with errors next to the fields: the reviewer's work.
+          dirty: c.querySelector("form[data-dirty], .field-errors, .form-errors, .notice") !== null,
+          calls: callIds(c),
+          open: openDetails(c),
+        };
+      }),
+    });
   });
+
+  document.addEventListener("htmx:afterSwap", function (e) {
+    var saved = e.detail.xhr && swaps.get(e.detail.xhr);
+    if (!saved) return;
+    swaps.delete(e.detail.xhr);
+    var fresh = (saved.id && document.getElementById(saved.id)) || e.target;
+    if (!fresh || !fresh.isConnected) return;
+    keepAcrossSwap(fresh, saved);
+    // Focus was on something kept (the outcome a decision just focused, say): put it back.
+    if (saved.focused && saved.focused.isConnected) saved.focused.focus({ preventScroll: true });
+  });
+
+  function inside(root, id) {
+    var el = document.getElementById(id);
+    return el && root.contains(el) ? el : null;
+  }
+
+  function keepAcrossSwap(fresh, saved) {
+    saved.cards.forEach(function (kept) {
+      var node = kept.node;
+      var now = inside(fresh, node.id);
+      if (now) {
+        var waiting = now.matches(CARD) && now.querySelector(".outcome") === null;
+        var keep = waiting ? kept.dirty || (kept.outcome && callIds(now) === kept.calls) : final(kept);
+        if (keep) {
+          // Waiting still: keep the half-filled form rather than the fresh copy, and the outcome of
+          // this page's decision while the run waits on the very calls it shows ("suspended again").
+          // Ended: keep that outcome rather than the summary (it says the same, and more).
+          now.replaceWith(node);
+          window.htmx.process(node); // htmx cleaned the old subtree up when it swapped it out
+        } else {
+          now.querySelectorAll("details").forEach(function (d, i) {
+            if (kept.open.indexOf(i) !== -1) d.open = true;
+          });
+        }
+      } else if (final(kept)) {
+        // The outcome of a decision taken on this page: the run is not listed any more, but the
+        // reviewer should still see what their decision did. (An outcome that shows the run waiting
+        // again is stale once the run is gone: someone decided it elsewhere.)
+        place(fresh, node, saved.order);
+        window.htmx.process(node);
+      }
+      // Otherwise the run was decided elsewhere (or left this page's filters): it goes.
+    });
+  }
+
+  // How the run ended, as opposed to an outcome that still shows it waiting (on other calls).
+  function final(kept) {
+    return kept.outcome && kept.calls === "";
+  }
+
+  function place(fresh, node, order) {
+    var i = order.indexOf(node.id);
+    var j, other;
+    for (j = i + 1; j < order.length; j++) {
+      other = inside(fresh, order[j]);
+      if (other) return other.before(node);
+    }
+    for (j = i - 1; j >= 0; j--) {
+      other = inside(fresh, order[j]);
+      if (other) return other.after(node);
+    }
+    var anchor = fresh.querySelector(".run-card, .empty, .list-foot");
+    if (anchor) anchor.before(node);
+    else fresh.appendChild(node);
+  }
+
+  // --- Events and run output ----------------------------------------------------------------------
 
   function targetsFor(event) {
     var selectors = ["[data-live='all']"];
@@ -75,32 +296,52 @@
   }
 
   function refreshAll() {
-    document.querySelectorAll("[data-live],[data-live-agent],[data-live-run]").forEach(refresh);
+    document.querySelectorAll(LIVE).forEach(schedule);
+  }
+
+  function describe(chunk) {
+    var payload = chunk.payload || {};
+    switch (chunk.type) {
+      case "tool-call":
+        return "→ " + payload.tool_name + " " + JSON.stringify(payload.args);
+      case "tool-result":
+        return "← " + payload.tool_name + ": " + JSON.stringify(payload.result);
+      case "tool-call-approval":
+        return "⏸ " + payload.tool_name + " needs approval";
+      case "tool-call-suspended":
+        return "⏸ " + payload.tool_name + " waits for input";
+      case "finish":
+        return payload.status === "suspended" ? "The run waits for a decision again." : "Run " + payload.status + ".";
+      case "error":
+        return "Error: " + payload.error;
+      default:
+        return chunk.type;
+    }
   }
 
   function appendOutput(chunk) {
     var list = document.querySelector("[data-live-output='" + CSS.escape(chunk.run_id) + "']");
     if (!list) return;
-    var payload = chunk.payload || {};
+    var section = list.closest("[hidden]");
+    if (section) section.hidden = false;
     var last = list.lastElementChild;
+    if (last && last.getAttribute("data-kind") === "finish" && chunk.type !== "finish") {
+      // A new continuation of the same run: start over.
+      list.textContent = "";
+      last = null;
+    }
     if (chunk.type === "text-delta") {
       if (!last || last.getAttribute("data-kind") !== "text") {
         last = document.createElement("li");
         last.setAttribute("data-kind", "text");
         list.appendChild(last);
       }
-      last.textContent += payload.text || "";
+      last.textContent += (chunk.payload && chunk.payload.text) || "";
       return;
     }
     var item = document.createElement("li");
     item.setAttribute("data-kind", chunk.type);
-    var text;
-    if (chunk.type === "tool-call") text = "→ " + payload.tool_name + " " + JSON.stringify(payload.args);
-    else if (chunk.type === "tool-result") text = "← " + payload.tool_name + ": " + JSON.stringify(payload.result);
-    else if (chunk.type === "finish") text = "Run " + payload.status;
-    else if (chunk.type === "error") text = "Error: " + payload.error;
-    else text = chunk.type + " " + (payload.tool_name || "");
-    item.textContent = text; // textContent: model output is never parsed as HTML
+    item.textContent = describe(chunk); // textContent: model output is never parsed as HTML
     list.appendChild(item);
   }
 
@@ -110,19 +351,23 @@
     });
   }
 
+  // --- The socket ---------------------------------------------------------------------------------
+
   function connect() {
-    setState(everConnected ? "offline" : "connecting");
+    retryTimer = null;
+    setState(attempts === 0 && !socket ? "connecting" : "offline");
     var scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
-    socket = new WebSocket(scheme + window.location.host + url);
-    socket.addEventListener("open", function () {
+    var ws = new WebSocket(scheme + window.location.host + url);
+    socket = ws;
+    ws.addEventListener("open", function () {
       attempts = 0;
       setState("live");
       subscribeRuns();
-      // Whatever happened while we were away: refetch every live partial once.
-      if (everConnected) refreshAll();
-      everConnected = true;
+      // Whatever changed before this socket listened (while the page loaded, or while it was away):
+      // refetch every live partial once.
+      refreshAll();
     });
-    socket.addEventListener("message", function (message) {
+    ws.addEventListener("message", function (message) {
       var data;
       try {
         data = JSON.parse(message.data);
@@ -130,23 +375,42 @@
         return;
       }
       if (data.type === "event" && data.event) {
-        targetsFor(data.event).forEach(refresh);
+        targetsFor(data.event).forEach(schedule);
         body.dispatchEvent(new CustomEvent("cs:run-event", { detail: data.event }));
       } else if (data.type === "chunk" && data.chunk) {
         appendOutput(data.chunk);
       }
     });
-    socket.addEventListener("close", function (e) {
-      setState("offline");
+    ws.addEventListener("close", function (e) {
+      if (socket !== ws) return;
       if (e.code === 4401) {
-        badge && (badge.textContent = "Signed out");
+        setState("signed-out");
         return; // the session is gone: reconnecting would not help
       }
-      attempts += 1;
-      var delay = Math.min(15000, 500 * Math.pow(2, attempts - 1));
-      window.setTimeout(connect, delay / 2 + Math.random() * (delay / 2));
+      setState("offline");
+      retry();
     });
   }
+
+  function retry() {
+    if (retryTimer !== null) return;
+    attempts += 1;
+    var delay = Math.min(15000, 500 * Math.pow(2, attempts - 1));
+    retryTimer = window.setTimeout(connect, delay / 2 + Math.random() * (delay / 2));
+  }
+
+  // Back online (network, or the tab woke up): try now rather than at the end of the backoff.
+  function retryNow() {
+    if (!socket || socket.readyState !== WebSocket.CLOSED || retryTimer === null) return;
+    window.clearTimeout(retryTimer);
+    retryTimer = null;
+    attempts = 0;
+    connect();
+  }
+  window.addEventListener("online", retryNow);
+  document.addEventListener("visibilitychange", function () {
+    if (document.visibilityState === "visible") retryNow();
+  });
 
   connect();
 })();

@@ -1,0 +1,450 @@
+"""Benchmark: server time of the agent inbox page (50 cards) with 10,000 suspended runs.
+
+Seeds N suspended runs of the demo agent ``ops`` (the release engineer) with bulk inserts through the
+store's models, into a fresh database: SQLite (a temporary file) and PostgreSQL (the dedicated
+database ``countersign_bench_inbox`` on the server of ``DATABASE_URL``, default
+``postgres://root@127.0.0.1:5432/``, created here and dropped at the end). The runs look like the
+demo's: three in four wait for the approval of a ``deploy_service`` call, one in four for the answer
+to a ``request_change_window`` call, whose card carries the resume form built from the tool's
+schema (five fields: string, integer, boolean, enum, string); the schemas, payloads and snapshot are
+copied from real runs of the demo agents.
+
+Then, in the same process, Django's test ``Client`` (``force_login`` as a member of Admins) asks for
+``/agents/ops/?per_page=50`` (page 1, newest first), so the figures are server time: URL routing,
+middleware (sessions, CSRF, CSP...), the view, the runtime's ``list_suspended_runs`` on the Django
+store, building the cards and their forms, and rendering. Cases:
+
+- ``page``: the whole page, as a browser's first load;
+- ``partial (HX-Request)``: the ``run-list`` partial that htmx swaps in (filters, paging, live refetch).
+
+Each case: warm-up requests, then ``--requests`` timed ones (at least 30), the two cases taking
+turns so that both see the same machine; wall time is what is reported, the process's CPU time is
+printed beside it (on a busy machine it tells the work from the waiting). After the timings, one
+request of each case is taken apart (its queries from every thread and their time; the view's steps
+timed alone; with ``--profile``, the functions with the most own time), so that a missed target says
+what is slow. ``--per-page 20`` shows the default page size (not saved).
+
+Prints a table and writes ``bench/results/inbox_page.json`` as a list of
+``{backend, n, case, p50_ms, p95_ms}``. Target: p50 <= 50 ms.
+
+    .venv/bin/python bench/inbox_page.py                       # both backends, 10,000 runs
+    .venv/bin/python bench/inbox_page.py --backends sqlite --profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "inbox_page.json"
+POSTGRES_DATABASE = "countersign_bench_inbox"
+AGENT = "ops"
+PER_PAGE = 50
+BATCH = 2_000
+TARGET_P50_MS = 50.0
+T0 = datetime(2026, 10, 1, tzinfo=UTC)
+SERVICES = ["billing-api", "search", "checkout", "ledger", "payments", "notifications", "auth", "catalog"]
+CASES = {"page": {}, "partial (HX-Request)": {"HX-Request": "true"}}
+
+
+# -- the worker: one backend, in a process whose DATABASE_URL points at a fresh database -----------
+
+
+def worker(n: int, requests: int, warmup: int, profile: bool) -> dict[str, Any]:
+    import django
+
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    call_command("migrate", verbosity=0)
+    backend = connection.vendor
+    started = time.perf_counter()
+    seed(n)
+    seeded = time.perf_counter() - started
+    print(f"[{backend}] seeded {n:,} runs in {seeded:.1f} s", file=sys.stderr, flush=True)
+
+    client = _client()
+    url = f"/agents/{AGENT}/?per_page={PER_PAGE}"
+    timings = _timed(client, url, requests=requests, warmup=warmup)
+    results = []
+    anatomy: dict[str, Any] = {}
+    for case, headers in CASES.items():
+        wall, cpu, size = timings[case]
+        p50, p95 = _percentiles(wall)
+        name = case if PER_PAGE == 50 else f"{case}, {PER_PAGE} cards"
+        results.append({"backend": backend, "n": n, "case": name, "p50_ms": p50, "p95_ms": p95})
+        found = _anatomy(client, url, headers, profile=profile)
+        anatomy[case] = {"bytes": size, "cpu": _percentiles(cpu), **found}
+    anatomy["parts"] = _parts(requests)
+    return {"results": results, "anatomy": anatomy, "seconds": round(seeded, 1)}
+
+
+def _templates() -> dict[str, Any]:
+    """Real parked calls of the demo agents (schemas, payload shapes) and a real snapshot to copy."""
+    from asgiref.sync import async_to_sync
+
+    from approvals.models import RunRecord
+    from approvals.registry import get_runtime
+
+    runtime = get_runtime()
+    ops = runtime.get_agent(AGENT)
+    store = ops.storage
+    window = async_to_sync(ops.generate)("deploy billing-api to production", thread_id="bench-template")
+    deploy = async_to_sync(ops.generate)("deploy search to staging", thread_id="bench-template")
+    found = {}
+    for name, result in (("window", window), ("deploy", deploy)):
+        assert result.status == "suspended", result
+        stored = store.get_run(result.run_id)
+        assert stored is not None and stored.snapshot is not None
+        found[name] = stored
+    RunRecord.objects.filter(run_id__in=[window.run_id, deploy.run_id]).delete()
+    return found
+
+
+def seed(n: int) -> None:
+    """Bulk-insert n suspended runs of ``ops`` with one parked call each, like the demo's."""
+    from django.db import connection, transaction
+
+    from approvals.models import ParkedCallRecord, RunRecord
+
+    real = _templates()
+    window_call, deploy_call = real["window"].calls[0], real["deploy"].calls[0]
+    rng = random.Random(n)
+    for start in range(0, n, BATCH):
+        runs, calls = [], []
+        for _ in range(start, min(start + BATCH, n)):
+            created = T0 + timedelta(seconds=rng.randrange(30 * 86_400))
+            service = rng.choice(SERVICES)
+            asks_for_window = rng.random() < 0.25
+            source = real["window" if asks_for_window else "deploy"]
+            run = RunRecord(
+                run_id=uuid.UUID(int=rng.getrandbits(128)).hex,
+                agent_id=AGENT,
+                thread_id=f"release-{rng.randrange(500)}",
+                resource_id=f"team-{rng.randrange(40)}",
+                created_at=created,
+                suspended_at=created + timedelta(seconds=rng.randrange(3_600)),
+                snapshot=source.snapshot,
+                history=[],
+            )
+            runs.append(run)
+            call_id = f"call_{uuid.UUID(int=rng.getrandbits(128)).hex[:16]}"
+            if asks_for_window:
+                calls.append(
+                    ParkedCallRecord(
+                        run=run,
+                        position=0,
+                        tool_call_id=call_id,
+                        tool_name=window_call.tool_name,
+                        kind=window_call.kind,
+                        args={"service": service},
+                        suspend_payload={
+                            "service": service,
+                            "question": f"When may we deploy {service} to production?",
+                        },
+                        suspend_schema=window_call.suspend_schema,
+                        resume_schema=window_call.resume_schema,
+                    )
+                )
+            else:
+                version = f"v{rng.randrange(1, 5)}.{rng.randrange(20)}.{rng.randrange(10)}"
+                calls.append(
+                    ParkedCallRecord(
+                        run=run,
+                        position=0,
+                        tool_call_id=call_id,
+                        tool_name=deploy_call.tool_name,
+                        kind=deploy_call.kind,
+                        args={
+                            "service": service,
+                            "version": version,
+                            "environment": rng.choice(["staging", "production"]),
+                        },
+                    )
+                )
+        with transaction.atomic():
+            RunRecord.objects.bulk_create(runs, batch_size=500)
+            ParkedCallRecord.objects.bulk_create(calls, batch_size=500)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            for model in (ParkedCallRecord, RunRecord):
+                cursor.execute(f"VACUUM ANALYZE {model._meta.db_table}")
+        else:
+            cursor.execute("ANALYZE")
+    connection.close()
+
+
+def _client() -> Any:
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+    from django.test import Client
+
+    user, _ = get_user_model().objects.get_or_create(username="bench-reviewer")
+    user.groups.add(Group.objects.get(name="Admins"))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _get(client: Any, url: str, headers: dict[str, str]) -> int:
+    response = client.get(url, headers=headers)
+    assert response.status_code == 200, (response.status_code, response.content[:500])
+    body = response.content
+    assert body.count(b'class="card run-card') == PER_PAGE, "expected a full page of cards"
+    return len(body)
+
+
+def _percentiles(samples: list[float]) -> tuple[float, float]:
+    samples = sorted(samples)
+    p95 = samples[min(len(samples) - 1, round(0.95 * (len(samples) - 1)))]
+    return round(statistics.median(samples), 2), round(p95, 2)
+
+
+def _timed(
+    client: Any, url: str, *, requests: int, warmup: int
+) -> dict[str, tuple[list[float], list[float], int]]:
+    """Wall and CPU milliseconds of each case; the cases take turns, so both see the same machine."""
+    sizes = {}
+    for _ in range(warmup):  # connections, template and schema caches, imports
+        for case, headers in CASES.items():
+            sizes[case] = _get(client, url, headers)
+    wall: dict[str, list[float]] = {case: [] for case in CASES}
+    cpu: dict[str, list[float]] = {case: [] for case in CASES}
+    for _ in range(requests):
+        for case, headers in CASES.items():
+            started, started_cpu = time.perf_counter(), time.process_time()
+            _get(client, url, headers)
+            wall[case].append((time.perf_counter() - started) * 1000)
+            cpu[case].append((time.process_time() - started_cpu) * 1000)
+    return {case: (wall[case], cpu[case], sizes[case]) for case in CASES}
+
+
+def _anatomy(client: Any, url: str, headers: dict[str, str], *, profile: bool) -> dict[str, Any]:
+    """One request taken apart: its queries (from every thread: the store runs in asgiref's) and time."""
+    from django.db.backends.utils import CursorWrapper
+
+    captured: list[tuple[float, str]] = []
+    original = CursorWrapper._execute
+
+    def timed_execute(self: Any, sql: str, params: Any, *ignored: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return original(self, sql, params, *ignored)
+        finally:
+            captured.append(((time.perf_counter() - started) * 1000, sql))
+
+    CursorWrapper._execute = timed_execute  # type: ignore[method-assign]
+    try:
+        _get(client, url, headers)
+    finally:
+        CursorWrapper._execute = original  # type: ignore[method-assign]
+    queries = [{"ms": round(ms, 2), "sql": " ".join(sql.split())[:150]} for ms, sql in captured]
+    found: dict[str, Any] = {"queries": len(queries), "sql_ms": round(sum(q["ms"] for q in queries), 2)}
+    found["slowest_queries"] = sorted(queries, key=lambda q: -q["ms"])[:4]
+    if profile:
+        import cProfile
+        import io
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(10):
+            _get(client, url, headers)
+        profiler.disable()
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(25)
+        found["profile"] = out.getvalue()
+    return found
+
+
+def _parts(requests: int) -> dict[str, tuple[float, float]]:
+    """The inbox view's steps timed one by one, outside the request cycle (p50, p95 in ms)."""
+    from django.contrib.auth import get_user_model
+    from django.template.loader import render_to_string
+    from django.test import RequestFactory
+
+    from approvals import cards, queries
+    from approvals.forms import InboxFilterForm
+    from approvals.registry import get_runtime
+
+    agent = get_runtime().get_agent(AGENT)
+    request = RequestFactory().get(f"/agents/{AGENT}/", {"per_page": PER_PAGE})
+    request.user = get_user_model().objects.get(username="bench-reviewer")
+    form = InboxFilterForm(request.GET)
+    assert form.is_valid()
+    page = queries.inbox_page(agent, **form.filters())
+
+    def build() -> list[Any]:
+        return [cards.run_card(r, agent_name=agent.name or agent.id, next_url="/") for r in page.runs]
+
+    def render(template: str) -> str:
+        context = {"agent": agent, "form": form, "can_decide": True, "page": page, "cards": build()}
+        return render_to_string(template, context, request=request)
+
+    # Cards built ahead, so that only their widgets' rendering is timed (a form renders each of its
+    # fields once per instance: every timing gets fresh ones).
+    ready = [build() for _ in range(requests + 3)]
+
+    def widgets() -> None:
+        for card in ready.pop():
+            for call in card.calls:
+                str(call.decline_form["reason"])
+                if call.resume_form is not None:
+                    for field in call.resume_form:
+                        str(field)
+
+    steps: dict[str, Callable[[], Any]] = {
+        "list_suspended_runs (runtime + store)": lambda: queries.inbox_page(agent, **form.filters()),
+        f"build {PER_PAGE} cards (their forms)": build,
+        "build + render run-list partial": lambda: render("approvals/inbox.html#run-list"),
+        "build + render whole page": lambda: render("approvals/inbox.html"),
+        "  of which form widgets alone": widgets,
+    }
+    timed = {}
+    for name, step in steps.items():
+        for _ in range(3):
+            step()
+        samples = []
+        for _ in range(requests):
+            started = time.perf_counter()
+            step()
+            samples.append((time.perf_counter() - started) * 1000)
+        timed[name] = _percentiles(samples)
+    return timed
+
+
+# -- the driver: databases, one worker per backend, the table --------------------------------------
+
+
+def _postgres_url(database: str) -> str:
+    url = os.environ.get("DATABASE_URL", "")
+    if urlsplit(url).scheme not in {"postgres", "postgresql", "pgsql"}:
+        url = "postgres://root@127.0.0.1:5432/postgres"
+    return urlunsplit(urlsplit(url)._replace(path=f"/{database}"))
+
+
+def _run_worker(database_url: str, args: argparse.Namespace) -> dict[str, Any]:
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "AGENTS_RUNTIME": "demo.agents:runtime",
+        "AGENTS_MODEL": "",  # the scripted demo model
+        "REDIS_URL": "",
+        "TASKS_BACKEND": "immediate",
+        "DEBUG": "false",  # production settings: no query log, cached templates
+        "ALLOWED_HOSTS": "testserver",
+        "LOG_LEVEL": "WARNING",
+    }
+    command = [sys.executable, __file__, "--worker", "--n", str(args.n), "--requests", str(args.requests)]
+    command += ["--warmup", str(args.warmup), "--per-page", str(args.per_page)]
+    command += ["--profile"] if args.profile else []
+    done = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, check=True, text=True)
+    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return report
+
+
+def run_backend(backend: str, args: argparse.Namespace) -> dict[str, Any]:
+    if backend == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="countersign-bench-inbox-") as tmp:
+            return _run_worker(f"sqlite:///{tmp}/bench.sqlite3", args)
+    import psycopg
+
+    admin_url = _postgres_url("postgres")
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{POSTGRES_DATABASE}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{POSTGRES_DATABASE}"')
+    try:
+        return _run_worker(_postgres_url(POSTGRES_DATABASE), args)
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{POSTGRES_DATABASE}" WITH (FORCE)')
+
+
+def print_table(results: list[dict[str, Any]]) -> None:
+    print(f"{'backend':<12}{'n':>8}  {'case':<32}{'p50 ms':>9}{'p95 ms':>9}")
+    for r in results:
+        print(f"{r['backend']:<12}{r['n']:>8,}  {r['case']:<32}{r['p50_ms']:9.2f}{r['p95_ms']:9.2f}")
+
+
+def print_anatomy(backend: str, anatomy: dict[str, Any]) -> None:
+    print(f"\n{backend}: where the time goes")
+    for case in CASES:
+        found = anatomy[case]
+        print(
+            f"  {case}: {found['bytes'] / 1024:.0f} KiB; CPU p50 {found['cpu'][0]:.1f} ms, p95 "
+            f"{found['cpu'][1]:.1f} ms; {found['queries']} queries, {found['sql_ms']:.1f} ms in SQL"
+        )
+        for query in found["slowest_queries"]:
+            print(f"      {query['ms']:6.2f} ms  {query['sql']}")
+        if "profile" in found:
+            print(found["profile"])
+    print("  the view's steps alone (p50 / p95 ms):")
+    for name, (p50, p95) in anatomy["parts"].items():
+        print(f"      {name:<42}{p50:8.2f}{p95:8.2f}")
+
+
+def main() -> None:
+    global PER_PAGE
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--n", type=int, default=10_000, help="suspended runs to seed")
+    parser.add_argument("--backends", default="sqlite,postgres", help="sqlite, postgres or both")
+    parser.add_argument("--requests", type=int, default=40, help="timed requests per case (at least 30)")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed requests before each case")
+    parser.add_argument("--per-page", type=int, default=PER_PAGE, help="cards on the page (default 50)")
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of each case")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    PER_PAGE = args.per_page
+    if args.worker:
+        print(json.dumps(worker(args.n, args.requests, args.warmup, args.profile)))
+        return
+    if args.requests < 30:
+        parser.error("--requests must be at least 30")
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    for backend in backends:
+        if backend not in {"sqlite", "postgres"}:
+            parser.error(f"unknown backend {backend!r}")
+    results: list[dict[str, Any]] = []
+    anatomies: dict[str, Any] = {}
+    for backend in backends:
+        report = run_backend(backend, args)
+        results.extend(report["results"])
+        anatomies[report["results"][0]["backend"]] = report["anatomy"]
+    print_table(results)
+    for backend, anatomy in anatomies.items():
+        print_anatomy(backend, anatomy)
+    if args.per_page == 50:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+        print(f"\nwritten to {RESULTS.relative_to(ROOT)}")
+    else:
+        print(
+            f"\n--per-page {args.per_page}: not written to {RESULTS.relative_to(ROOT)} (the 50-card figures)"
+        )
+    for r in results:
+        if r["p50_ms"] > TARGET_P50_MS:
+            print(f"TARGET MISSED: {r['backend']} {r['case']}: p50 {r['p50_ms']} ms > {TARGET_P50_MS:.0f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""Fan-out of live events: one layer membership per server process, however many pages are open."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.conf import settings as django_settings
+from django.contrib.auth.models import User
+from django.test import Client
+
+from approvals import layers
+from approvals.live import agent_group
+from config.asgi import application
+from tests.approvals.runtime_fixtures import DashboardAgents
+
+
+def _headers(user: User) -> list[tuple[bytes, bytes]]:
+    client = Client()
+    client.force_login(user)
+    session = client.cookies[django_settings.SESSION_COOKIE_NAME].value
+    return [
+        (b"origin", b"http://127.0.0.1"),
+        (b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={session}".encode()),
+    ]
+
+
+async def _open(user: User) -> WebsocketCommunicator:
+    communicator = WebsocketCommunicator(
+        application, "/ws/live/", headers=await sync_to_async(_headers)(user)
+    )
+    connected, _ = await communicator.connect(timeout=5)
+    assert connected
+    assert (await communicator.receive_json_from(timeout=5))["type"] == "hello"
+    return communicator
+
+
+async def _event(communicator: WebsocketCommunicator) -> dict[str, Any]:
+    while True:
+        message = await communicator.receive_json_from(timeout=10)
+        if message["type"] == "event":
+            return dict(message["event"])
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_every_open_page_gets_the_event_through_one_layer_membership(
+    agents: DashboardAgents, reviewer: User
+) -> None:
+    pages = [await _open(reviewer) for _ in range(3)]
+    layer = get_channel_layer()
+    group = agent_group("helpdesk")
+    if isinstance(layer, layers.InMemoryChannelLayer):
+        assert len(layer.groups[group]) == 1
+
+    run = await agents.agent("helpdesk").generate("refund broken parcel")
+
+    for page in pages:
+        event = await _event(page)
+        assert (event["type"], event["run_id"]) == ("run-suspended", run.run_id)
+        # One copy each, not one per group the page is in.
+        assert await page.receive_nothing(timeout=0.3)
+    for page in pages:
+        await page.disconnect()
+    if isinstance(layer, layers.InMemoryChannelLayer):
+        assert not layer.groups.get(group)
+
+
+async def test_in_process_layer_still_sweeps_expired_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(layers, "SWEEP_INTERVAL", 0.0)
+    layer = layers.InMemoryChannelLayer(expiry=0.05)
+    await layer.group_add("g", "specific.x!a")
+    await layer.group_send("g", {"type": "never.read"})
+    await asyncio.sleep(0.1)
+
+    await layer.group_send("g", {"type": "next"})
+
+    # As in Channels: the expired message is dropped, and its reader, presumed dead, leaves the group.
+    assert "specific.x!a" not in layer.channels
+    assert "specific.x!a" not in layer.groups.get("g", {})

@@ -1,0 +1,1 @@
+"""End-to-end tests: Debian's Chromium, driven by Playwright, against the app served by Daphne."""

@@ -1,0 +1,336 @@
+"""The browser tests' world: the app under Daphne in a subprocess, Debian's Chromium, logged-in pages.
+
+One server per session (pytest-django's ``live_server`` has no websockets): a fresh SQLite file in
+the session's temp dir, ``migrate``, ``demo_setup`` (the login ``reviewer`` in Admins and the demo
+runs), a second reviewer in Reviewers, then Daphne on a free port with ``DEBUG`` on so that it serves
+the static files. Tests start the runs they decide with ``manage.py run_agent`` on threads of their
+own, so they depend neither on each other nor on their order.
+
+Every page a test opens is watched: a console error, an uncaught exception or a Content-Security-
+Policy violation fails the test (at teardown). When a test fails, a screenshot of each of its pages
+is saved under ``test-artifacts/<test name>/``; Daphne's log goes to ``test-artifacts/e2e-server/``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Error, Page, sync_playwright
+
+from tests import services
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER_ARTIFACTS = ROOT / "test-artifacts" / "e2e-server"
+DAPHNE = Path(sys.executable).with_name("daphne")
+SERVER_START_TIMEOUT = 30.0
+#: Playwright's wait for any element or navigation; a decision with the scripted model takes < 1 s.
+TIMEOUT_MS = 10_000
+
+# Chromium logs CSP violations to the console too, but the event is the documented contract: turn
+# each one into a console error that the watcher below cannot miss. Init scripts are injected by the
+# browser, not by the page, so the page's CSP does not apply to this one.
+CSP_REPORTER = """
+document.addEventListener("securitypolicyviolation", (event) => {
+  console.error(`CSP violation: ${event.violatedDirective} blocked ${event.blockedURI || "inline"}`
+    + ` at ${event.sourceFile || document.location.href}:${event.lineNumber}`);
+});
+"""
+
+
+class Login(NamedTuple):
+    username: str
+    password: str
+
+
+#: Created by ``demo_setup``, in the Admins group (may decide and read the audit log).
+ADMIN = Login("reviewer", "countersign-demo")
+#: Created here, in the Reviewers group (may decide, no audit log).
+REVIEWER = Login("casey", "casey-reviews-e2e")
+
+_CREATE_REVIEWER = f"""
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+user = get_user_model().objects.create_user({REVIEWER.username!r}, password={REVIEWER.password!r})
+user.groups.add(Group.objects.get(name="Reviewers"))
+"""
+
+
+class RunRequest(NamedTuple):
+    agent_id: str
+    prompt: str
+    thread: str
+    resource: str | None = None
+
+
+def unique(prefix: str) -> str:
+    """A thread (or resource) id no other test uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True)
+class Server:
+    base_url: str
+    env: Mapping[str, str]
+    log: Path
+
+    def url(self, path: str) -> str:
+        return self.base_url + path
+
+    def manage(self, *args: str, timeout: float = 120) -> str:
+        """Run ``manage.py`` against the server's database; its stdout (fails the test on an error)."""
+        done = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=dict(self.env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if done.returncode != 0:
+            pytest.fail(
+                f"manage.py {' '.join(args)} exited with {done.returncode}:\n{done.stdout}\n{done.stderr}",
+                pytrace=False,
+            )
+        return done.stdout
+
+    def start_runs(self, *runs: RunRequest) -> list[str]:
+        """Start each run with ``manage.py run_agent`` (concurrently); their ids, each one suspended."""
+
+        def start(run: RunRequest) -> str:
+            args = ["run_agent", run.agent_id, run.prompt, "--thread", run.thread]
+            if run.resource is not None:
+                args += ["--resource", run.resource]
+            printed = dict(
+                line.split(": ", 1)
+                for line in self.manage(*args).splitlines()
+                if line.startswith(("run_id:", "status:"))
+            )
+            assert printed.get("status") == "suspended", f"run_agent {run} printed {printed}"
+            return printed["run_id"]
+
+        with ThreadPoolExecutor(max_workers=max(1, len(runs))) as pool:
+            return list(pool.map(start, runs))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def _wait_until_serving(process: subprocess.Popen[bytes], port: int, log: Path) -> bool:
+    """True once this Daphne says it listens on ``port`` and answers there; False if it exited."""
+    deadline = time.monotonic() + SERVER_START_TIMEOUT
+    listening = f"Listening on TCP address 127.0.0.1:{port}"
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False  # e.g. the port was taken between _free_port() and Daphne's bind
+        # The log line proves the answer below comes from this process, not from whoever else could
+        # hold the port.
+        if listening in log.read_text(errors="replace"):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=5) as answer:
+                    if answer.status == 200:
+                        return True
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+        time.sleep(0.1)
+    return False
+
+
+def _start_daphne(env: Mapping[str, str], log: Path) -> tuple[subprocess.Popen[bytes], int]:
+    for _ in range(3):
+        port = _free_port()
+        with log.open("ab") as output:
+            process = subprocess.Popen(
+                [str(DAPHNE), "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
+                cwd=ROOT,
+                env=dict(env),
+                stdout=output,
+                stderr=subprocess.STDOUT,
+            )
+        if _wait_until_serving(process, port, log):
+            return process, port
+        _stop(process)
+    raise RuntimeError(f"Daphne did not start serving within {SERVER_START_TIMEOUT:.0f} s; see {log}")
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The app under Daphne on a fresh database with the demo data and two reviewers."""
+    services.require_chromium()  # no server for tests that are about to be skipped
+    tmp = tmp_path_factory.mktemp("e2e")
+    log = tmp / "daphne.log"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DATABASE_URL": f"sqlite:///{tmp / 'e2e.sqlite3'}",
+        "AGENTS_RUNTIME": "demo.agents:runtime",
+        "AGENTS_MODEL": "",  # blank: the deterministic scripted model, never a real one
+        "REDIS_URL": "",  # the in-process channel layer
+        "TASKS_BACKEND": "immediate",
+        "DEBUG": "true",  # Daphne serves /static/ only in DEBUG
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "LOG_LEVEL": "INFO",
+        "PYTHONUNBUFFERED": "1",
+    }
+    unstarted = Server(base_url="", env=env, log=log)
+    unstarted.manage("migrate", "--noinput", "--verbosity", "0")
+    process: subprocess.Popen[bytes] | None = None
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            # Seeding and the second login go on while Daphne starts (each is its own process).
+            seeded = pool.submit(unstarted.manage, "demo_setup")
+            reviewer = pool.submit(unstarted.manage, "shell", "--command", _CREATE_REVIEWER)
+            process, port = _start_daphne(env, log)
+            seeded.result()
+            reviewer.result()
+        yield Server(base_url=f"http://127.0.0.1:{port}", env=env, log=log)
+    finally:
+        if process is not None:
+            _stop(process)
+        if log.exists():
+            SERVER_ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(log, SERVER_ARTIFACTS / "daphne.log")
+
+
+# Module scope, not session: Playwright's sync API allows one instance at a time in a thread, and other
+# browser suites (tests/live) start their own.
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=services.require_chromium(), args=services.CHROMIUM_ARGS, headless=True
+        )
+        yield chromium
+        chromium.close()
+
+
+def screenshot(page: Page, path: Path) -> None:
+    """A full-page screenshot that leaves the page as it was.
+
+    With its default ``caret="hide"`` Playwright leaves an empty ``style=""`` on every input it
+    touched; htmx copies such attributes when it settles a swap (and re-parses them when it restores
+    history), which the strict CSP then reports as inline styles.
+    """
+    page.screenshot(path=path, full_page=True, caret="initial")
+
+
+def log_in(page: Page, login: Login) -> None:
+    """Log in through the login form (the page must show it)."""
+    page.get_by_label("Username").fill(login.username)
+    page.get_by_label("Password").fill(login.password)
+    page.get_by_role("button", name="Log in").click()
+
+
+@pytest.fixture(scope="module")
+def login_states(browser: Browser, server: Server) -> Callable[[Login], dict[str, Any]]:
+    """Each user's cookies after one real login, so that tests start logged in without paying for it."""
+    states: dict[Login, dict[str, Any]] = {}
+
+    def state_for(login: Login) -> dict[str, Any]:
+        if login not in states:
+            context = browser.new_context(base_url=server.base_url)
+            try:
+                page = context.new_page()
+                page.goto("/accounts/login/")
+                log_in(page, login)
+                page.wait_for_url(server.url("/"), timeout=TIMEOUT_MS)
+                states[login] = dict(context.storage_state())
+            finally:
+                context.close()
+        return states[login]
+
+    return state_for
+
+
+@dataclass
+class Pages:
+    """Opens watched pages in fresh browser contexts; ``problems`` collects what went wrong in them."""
+
+    browser: Browser
+    server: Server
+    login_states: Callable[[Login], dict[str, Any]]
+    contexts: list[BrowserContext] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def open(self, login: Login | None = ADMIN, *, javascript: bool = True) -> Page:
+        """A new page in a context of its own, logged in as ``login`` (None: anonymous)."""
+        context = self.browser.new_context(
+            base_url=self.server.base_url,
+            storage_state=self.login_states(login) if login else None,  # type: ignore[arg-type]
+            java_script_enabled=javascript,
+            viewport={"width": 1280, "height": 1000},
+        )
+        context.set_default_timeout(TIMEOUT_MS)
+        context.add_init_script(script=CSP_REPORTER)
+        self.contexts.append(context)
+        page = context.new_page()
+        who = login.username if login else "anonymous"
+        page.on("console", lambda message: self._console(who, page, message))
+        page.on("pageerror", lambda error: self.problems.append(f"[{who}] uncaught on {page.url}: {error}"))
+        return page
+
+    def _console(self, who: str, page: Page, message: ConsoleMessage) -> None:
+        if message.type == "error":
+            where = message.location.get("url") or page.url
+            self.problems.append(f"[{who}] console error on {where}: {message.text}")
+
+
+_REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    report: pytest.TestReport = yield
+    item.stash.setdefault(_REPORTS, {})[report.when] = report
+    return report
+
+
+@pytest.fixture
+def pages(
+    browser: Browser,
+    server: Server,
+    login_states: Callable[[Login], dict[str, Any]],
+    artifacts_dir: Path,
+    request: pytest.FixtureRequest,
+) -> Iterator[Pages]:
+    opened = Pages(browser=browser, server=server, login_states=login_states)
+    yield opened
+    call = request.node.stash.get(_REPORTS, {}).get("call")
+    failed = call is not None and call.failed
+    for number, context in enumerate(opened.contexts, start=1):
+        for index, page in enumerate(context.pages, start=1):
+            if failed:
+                with contextlib.suppress(Error):  # a crashed page has no screenshot to give
+                    screenshot(page, artifacts_dir / f"failure-{number}-{index}.png")
+        context.close()
+    if opened.problems:
+        (artifacts_dir / "browser-problems.txt").write_text("\n".join(opened.problems) + "\n")
+    if not failed:
+        assert not opened.problems, "The browser reported problems:\n" + "\n".join(opened.problems)

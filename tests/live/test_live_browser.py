@@ -1,0 +1,231 @@
+"""Live updates in a real browser: Daphne in a subprocess, runs started and decided elsewhere.
+
+The server uses the embedded set-up (SQLite, in-process channel layer): a run started by
+``manage.py run_agent`` in another process reaches the open pages through the outbox relay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.live import server
+from tests.live.conftest import log_in
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+WAIT = 15_000  # ms: generous for a loaded 2-core CI machine; the happy path takes well under a second
+REFUND = "Refund $300 on A-1042"
+
+
+@dataclass
+class Site:
+    env: dict[str, str]
+    daphne: server.Daphne
+    artifacts: Path
+
+    def start_run(self, prompt: str = REFUND, *, thread: str = "T") -> str:
+        return server.start_run(self.env, "support", prompt, thread=thread)
+
+
+@pytest.fixture
+def site(tmp_path: Path, artifacts_dir: Path) -> Iterator[Site]:
+    env = server.env_for(f"sqlite:///{tmp_path / 'countersign.sqlite3'}")
+    server.prepare_database(env)
+    daphne = server.Daphne(env, artifacts_dir / "daphne.log")
+    daphne.start()
+    try:
+        yield Site(env, daphne, artifacts_dir)
+    finally:
+        daphne.stop()
+
+
+def card(page: Any, run_id: str) -> Any:
+    return page.locator(f"#run-{run_id}")
+
+
+def wait_until(condition: Callable[[], bool], page: Any, timeout_ms: int = WAIT) -> None:
+    for _ in range(timeout_ms // 100):
+        if condition():
+            return
+        page.wait_for_timeout(100)
+    raise AssertionError("condition not met in time")
+
+
+def expect_live(page: Any) -> None:
+    badge = page.get_by_role("status").filter(has_text="Live")
+    expect(badge).to_have_attribute("data-state", "live", timeout=WAIT)
+    expect(page.locator("#live-status")).to_have_text("Live")
+
+
+def test_run_started_in_another_process_appears_and_goes_when_decided_elsewhere(
+    site: Site, browser: Any
+) -> None:
+    inbox = log_in(browser, site.daphne.url, server.USERNAME, server.PASSWORD, next_path="/agents/support/")
+    overview = inbox.context.new_page()
+    overview.goto("/")
+    expect_live(inbox)
+    expect_live(overview)
+    expect(overview.locator("#agent-support [data-pending]")).to_have_text("0")
+    # Set on the page's window: a reload would lose it.
+    inbox.evaluate("window.notReloaded = true")
+
+    run_id = site.start_run()
+
+    expect(card(inbox, run_id)).to_be_visible(timeout=WAIT)
+    expect(card(inbox, run_id)).to_contain_text("issue_refund")
+    expect(overview.locator("#agent-support [data-pending]")).to_have_text("1", timeout=WAIT)
+    assert inbox.evaluate("window.notReloaded") is True
+    expect(inbox.locator("#live-status")).to_have_text("Live")
+    inbox.screenshot(path=str(site.artifacts / "inbox-live.png"), full_page=True)
+
+    other = log_in(
+        browser, site.daphne.url, server.OTHER_USERNAME, server.OTHER_PASSWORD, next_path=f"/runs/{run_id}/"
+    )
+    card(other, run_id).get_by_role("button", name="Approve").click()
+    expect(card(other, run_id).locator(".outcome")).to_contain_text("Completed", timeout=WAIT)
+
+    expect(card(inbox, run_id)).to_have_count(0, timeout=WAIT)
+    expect(inbox.locator("#run-list")).to_contain_text("Nothing is waiting here")
+    expect(overview.locator("#agent-support [data-pending]")).to_have_text("0", timeout=WAIT)
+    assert inbox.evaluate("window.notReloaded") is True
+
+
+def test_run_page_streams_the_continuation_and_shows_how_a_decision_elsewhere_ended(
+    site: Site, browser: Any
+) -> None:
+    run_id = site.start_run()
+    run_page = log_in(
+        browser, site.daphne.url, server.USERNAME, server.PASSWORD, next_path=f"/runs/{run_id}/"
+    )
+    expect_live(run_page)
+    expect(run_page.locator("#run-decisions")).to_contain_text("No decisions yet")
+
+    other = log_in(
+        browser, site.daphne.url, server.OTHER_USERNAME, server.OTHER_PASSWORD, next_path="/agents/support/"
+    )
+    expect_live(other)
+    refetches: list[str] = []
+    other.on(
+        "request", lambda r: refetches.append(r.url) if r.headers.get("hx-target") == "run-list" else None
+    )
+    card(other, run_id).get_by_role("button", name="Approve").click()
+    outcome = card(other, run_id).locator(".outcome")
+    expect(outcome).to_contain_text("Completed", timeout=WAIT)
+
+    # The run page: the continuation's output as it ran, then how it ended and who decided.
+    output = run_page.locator(f"[data-live-output='{run_id}']")
+    expect(output).to_be_visible(timeout=WAIT)
+    expect(output).to_contain_text("issue_refund", timeout=WAIT)
+    expect(output).to_contain_text("Run success.", timeout=WAIT)
+    state = run_page.locator("#run-state")
+    expect(state).to_contain_text("This run is no longer waiting", timeout=WAIT)
+    expect(state).to_contain_text(server.OTHER_USERNAME)
+    expect(state).to_contain_text("Completed")
+    expect(run_page.locator("#run-decisions")).to_contain_text(server.OTHER_USERNAME, timeout=WAIT)
+    run_page.screenshot(path=str(site.artifacts / "run-page-live.png"), full_page=True)
+
+    # The deciding page refetched its list after the decision's events, and kept its own outcome
+    # (with the focus the decision put on it).
+    wait_until(lambda: len(refetches) > 0, other)
+    other.wait_for_load_state("networkidle")
+    expect(outcome).to_contain_text("Completed")
+    expect(outcome).to_contain_text(server.OTHER_USERNAME)
+    expect(outcome).to_be_focused()
+
+
+def test_refetch_keeps_what_the_reviewer_is_typing_and_waits_while_a_field_has_focus(
+    site: Site, browser: Any
+) -> None:
+    first = site.start_run(thread="first")
+    inbox = log_in(browser, site.daphne.url, server.USERNAME, server.PASSWORD, next_path="/agents/support/")
+    expect_live(inbox)
+    reason = card(inbox, first).get_by_label("Reason")
+    reason.fill("Checking with finance first")
+    inbox.locator("h1").click()  # focus leaves the field; the text stays typed, not sent
+
+    second = site.start_run(thread="second")
+    expect(card(inbox, second)).to_be_visible(timeout=WAIT)
+    expect(card(inbox, first).get_by_label("Reason")).to_have_value("Checking with finance first")
+
+    # The reviewer is in the field when someone else decides that call: nothing moves under them...
+    card(inbox, first).get_by_label("Reason").focus()
+    other = log_in(
+        browser, site.daphne.url, server.OTHER_USERNAME, server.OTHER_PASSWORD, next_path=f"/runs/{first}/"
+    )
+    card(other, first).get_by_role("button", name="Approve").click()
+    expect(card(other, first).locator(".outcome")).to_contain_text("Completed", timeout=WAIT)
+    expect(inbox.locator("#run-list[data-stale]")).to_have_count(1, timeout=WAIT)
+    expect(card(inbox, first)).to_be_visible()
+    # ...and once they leave it, the list catches up: the decided card goes, the other one stays.
+    inbox.locator("h1").click()
+    expect(card(inbox, first)).to_have_count(0, timeout=WAIT)
+    expect(card(inbox, second)).to_be_visible()
+
+    # The buttons of a refetched list decide like any other.
+    card(inbox, second).get_by_role("button", name="Approve").click()
+    expect(card(inbox, second).locator(".outcome")).to_contain_text("Completed", timeout=WAIT)
+
+
+def test_badge_shows_reconnecting_while_the_server_is_down_and_the_page_catches_up(
+    site: Site, browser: Any
+) -> None:
+    inbox = log_in(browser, site.daphne.url, server.USERNAME, server.PASSWORD, next_path="/agents/support/")
+    expect_live(inbox)
+    inbox.evaluate("window.notReloaded = true")
+
+    site.daphne.kill()
+    badge = inbox.locator("#live-status")
+    expect(badge).to_have_attribute("data-state", "offline", timeout=WAIT)
+    expect(badge).to_have_text("Reconnecting…")
+    expect(badge).to_have_attribute("role", "status")
+
+    # Changed while nobody could have told the page: only the refetch on reconnect can show it.
+    while_down = site.start_run(thread="while-down")
+
+    site.daphne.start()
+    expect(badge).to_have_text("Live", timeout=30_000)
+    expect(card(inbox, while_down)).to_be_visible(timeout=WAIT)
+    assert inbox.evaluate("window.notReloaded") is True
+
+    # And the new socket carries events again.
+    after = site.start_run(thread="after-restart")
+    expect(card(inbox, after)).to_be_visible(timeout=WAIT)
+
+
+def test_outcome_that_parks_the_run_again_stays_until_the_run_moves_on_elsewhere(
+    site: Site, browser: Any
+) -> None:
+    run_id = server.start_run(site.env, "ops", "deploy ledger to production", thread="again")
+    inbox = log_in(browser, site.daphne.url, server.USERNAME, server.PASSWORD, next_path="/agents/ops/")
+    expect_live(inbox)
+    refetches: list[str] = []
+    inbox.on(
+        "request", lambda r: refetches.append(r.url) if r.headers.get("hx-target") == "run-list" else None
+    )
+
+    form = card(inbox, run_id)
+    form.get_by_label("Start time").fill("2026-12-01 22:00 UTC")
+    form.get_by_label("Risk").select_option("low")
+    refetches.clear()
+    form.get_by_role("button", name="Resume").click()
+    outcome = card(inbox, run_id).locator(".outcome")
+    expect(outcome).to_contain_text("Waiting again", timeout=WAIT)
+
+    # The decision's own events refetch the list; the run waits on the very call the outcome shows.
+    wait_until(lambda: len(refetches) > 0, inbox)
+    inbox.wait_for_load_state("networkidle")
+    expect(outcome).to_contain_text("waiting on: deploy_service")
+
+    # Someone else approves the deploy: this page's outcome is stale, and goes with the run.
+    other = log_in(
+        browser, site.daphne.url, server.OTHER_USERNAME, server.OTHER_PASSWORD, next_path=f"/runs/{run_id}/"
+    )
+    card(other, run_id).get_by_role("button", name="Approve").click()
+    expect(card(other, run_id).locator(".outcome")).to_contain_text("Completed", timeout=WAIT)
+    expect(card(inbox, run_id)).to_have_count(0, timeout=WAIT)
