@@ -19,7 +19,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Literal
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import PermissionDenied
@@ -32,12 +32,14 @@ from agents_runtime import (
     AgentRunToolCall,
     InvalidResumeData,
     RunAlreadyDecided,
+    RunEvent,
     RunNotFound,
     RunResult,
     ToolCallNotSuspended,
 )
 from approvals import live
 from approvals.access import AGENT_GROUP_PREFIX, can_see_agent
+from approvals.models import DecidedCall
 from approvals.models.audit import AuditAction, AuditEntry, AuditOutcome
 from approvals.registry import get_runtime
 
@@ -295,6 +297,14 @@ def _outcome(attempt: _Attempt, base: dict[str, Any], *, run_id: str, tool_call_
     if isinstance(error, RunNotFound | ToolCallNotSuspended):
         # The card was stale. If someone here decided this call, say who; otherwise nothing happened.
         previous = AuditEntry.objects.for_call(run_id, tool_call_id).winning().chronological().first()
+        if previous is None:
+            # The winner's audit entry comes when its run has gone as far as it goes; who won is
+            # known from the moment the runtime accepted the decision.
+            decided = (
+                DecidedCall.objects.filter(run_id=run_id, tool_call_id=tool_call_id).order_by("id").first()
+            )
+            if decided is not None:
+                return _lost_race(base, decided.actor or None, decided.decided_at)
         if previous is not None:
             base = {
                 **base,
@@ -413,3 +423,15 @@ __all__ = [
     "require_permission",
     "run_start",
 ]
+
+
+async def decided_call_record(event: RunEvent) -> None:
+    """Runtime listener: remember who decided a call as soon as the decision is recorded."""
+    if event.type != "call-decided" or event.tool_call_id is None:
+        return
+    await sync_to_async(DecidedCall.objects.create, thread_sensitive=False)(
+        run_id=event.run_id,
+        tool_call_id=event.tool_call_id,
+        actor=event.actor or "",
+        action=event.action or "",
+    )

@@ -1,5 +1,13 @@
 from .audit import AuditEntry
+from .decided import DecidedCall
 from .live import LiveEvent
 from .runs import ParkedCallRecord, RunRecord, ThreadMessage
 
-__all__ = ["AuditEntry", "LiveEvent", "ParkedCallRecord", "RunRecord", "ThreadMessage"]
+__all__ = [
+    "AuditEntry",
+    "DecidedCall",
+    "LiveEvent",
+    "ParkedCallRecord",
+    "RunRecord",
+    "ThreadMessage",
+]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from asgiref.sync import async_to_sync
 from django.contrib.messages import get_messages
 from django.test import Client
 
@@ -327,3 +328,21 @@ def test_decision_on_an_unknown_call_changes_nothing_and_records_nothing(
     assert any("not waiting for a decision any more" in m for m in messages_of(gone))
     assert len(agents.suspended("helpdesk")) == 1
     assert not AuditEntry.objects.exists()
+
+
+def test_losing_a_race_to_a_run_that_already_ended_still_names_the_winner(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    # The winner decided outside this dashboard's request cycle (another instance still finishing
+    # the run, or the API): no audit entry yet, and the run is already gone from the run store.
+    run = agents.start("helpdesk", "refund raced")
+    call = run.tool_calls[0]
+    stream = async_to_sync(agents.agent("helpdesk").approve_tool_call)(
+        run_id=run.run_id, tool_call_id=call.tool_call_id, actor="quick-quentin"
+    )
+    assert async_to_sync(stream.result)().status == "success"
+
+    late = reviewer_client.post(url(run.run_id, call.tool_call_id, "approve"), {"agent": "helpdesk"}, **HX)
+
+    assert "already decided by quick-quentin at " in late.content.decode()
+    assert agents.executed["refund"].count == 1
