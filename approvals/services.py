@@ -429,7 +429,9 @@ async def decided_call_record(event: RunEvent) -> None:
     """Runtime listener: remember who decided a call as soon as the decision is recorded."""
     if event.type != "call-decided" or event.tool_call_id is None:
         return
-    await sync_to_async(DecidedCall.objects.create, thread_sensitive=False)(
+    # thread_sensitive: the ORM call runs where this process's other ORM calls run, so its
+    # connection is closed with theirs (a stray worker thread's connection would linger).
+    await sync_to_async(DecidedCall.objects.create)(
         run_id=event.run_id,
         tool_call_id=event.tool_call_id,
         actor=event.actor or "",

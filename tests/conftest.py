@@ -43,6 +43,36 @@ def django_db_setup(django_db_setup: None) -> Iterator[None]:
     from django.db import connections
 
     SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=30)
+    connections.close_all()
+    _end_stray_postgres_sessions()
+
+
+def _end_stray_postgres_sessions() -> None:
+    """End idle sessions other threads of this run still hold on the PostgreSQL test database.
+
+    The runtime reaches the store from worker threads; a connection such a thread opened is not
+    closed by any request cycle, and DROP DATABASE refuses while it is there.
+    """
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] != "django.db.backends.postgresql":
+        return
+    import psycopg
+
+    with psycopg.connect(
+        dbname="postgres",
+        user=database.get("USER") or None,
+        host=database.get("HOST") or None,
+        port=database.get("PORT") or None,
+        password=database.get("PASSWORD") or None,
+        autocommit=True,
+    ) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            [database["NAME"]],
+        )
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
