@@ -209,8 +209,8 @@
           node: c,
           // Told by content, not by the card's class: htmx gives a swapped-in element with a known id
           // its predecessor's attributes until it settles, and this refetch may come before that.
-          // A final outcome only: "continuing in the background" is better replaced by how it ended.
-          outcome: c.querySelector(".outcome") !== null && c.querySelector(".outcome-continuing") === null,
+          outcome: c.querySelector(".outcome") !== null,
+          continuing: c.querySelector(".outcome-continuing") !== null,
           // Half-filled, or sent back with errors next to the fields: the reviewer's work.
           dirty: c.querySelector("form[data-dirty], .field-errors, .form-errors, .notice") !== null,
           calls: callIds(c),
@@ -242,11 +242,14 @@
       var now = inside(fresh, node.id);
       if (now) {
         var waiting = now.matches(CARD) && now.querySelector(".outcome") === null;
-        var keep = waiting ? kept.dirty || (kept.outcome && callIds(now) === kept.calls) : final(kept);
+        var keep = waiting
+          ? kept.dirty || (kept.outcome && callIds(now) === kept.calls)
+          : ended(kept) && !kept.continuing;
         if (keep) {
           // Waiting still: keep the half-filled form rather than the fresh copy, and the outcome of
           // this page's decision while the run waits on the very calls it shows ("suspended again").
-          // Ended: keep that outcome rather than the summary (it says the same, and more).
+          // Ended: keep that outcome rather than the summary (it says the same, and more), unless it
+          // only said "continuing in the background": the summary then says how it ended.
           now.replaceWith(node);
           window.htmx.process(node); // htmx cleaned the old subtree up when it swapped it out
         } else {
@@ -254,7 +257,7 @@
             if (kept.open.indexOf(i) !== -1) d.open = true;
           });
         }
-      } else if (final(kept)) {
+      } else if (ended(kept)) {
         // The outcome of a decision taken on this page: the run is not listed any more, but the
         // reviewer should still see what their decision did. (An outcome that shows the run waiting
         // again is stale once the run is gone: someone decided it elsewhere.)
@@ -265,8 +268,9 @@
     });
   }
 
-  // How the run ended, as opposed to an outcome that still shows it waiting (on other calls).
-  function final(kept) {
+  // The outcome of a decision after which the run no longer waits here (it ended, or it continues in
+  // the background), as opposed to one that still shows it waiting on other calls.
+  function ended(kept) {
     return kept.outcome && kept.calls === "";
   }
 

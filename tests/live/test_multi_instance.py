@@ -97,6 +97,8 @@ def test_two_instances_and_a_worker_stay_in_sync(cluster: Cluster, browser: Any)
     expect(state_a).to_contain_text("Refunded $300.00 on A-1042")
     expect(state_a).to_contain_text(server.OTHER_USERNAME)
     expect(inbox_a.locator(f"#run-{run_id}")).to_have_count(0, timeout=WAIT)
+    # B's reviewer keeps what their decision did, though the run left B's list meanwhile.
+    expect(card_b.locator(".outcome")).to_contain_text("Continuing")
     page_a.screenshot(path=str(cluster.a.log_path.parent / "instance-a-run-page.png"), full_page=True)
 
     # The worker ran it, once, and the run is gone from the store (it ended).
