@@ -37,6 +37,7 @@ from .store import (
     CallKind,
     Decision,
     DecisionAction,
+    DecisionReceipt,
     Delegation,
     InMemoryRunStore,
     ParkedCall,
@@ -274,14 +275,16 @@ class Agent:
             return await self._store_suspension(suspension, claimed_version, emit)
 
         text = output if isinstance(output, str) else str(output)
-        finished = claimed_version is None or await self._store(
-            self.storage.finish, run_id, version=claimed_version
+        new_messages = (
+            [] if thread_id is None else _pydantic.messages_to_json(conversation.messages[history_len:])
         )
-        if not finished:
+        if claimed_version is None:
+            if new_messages:
+                await self._store(self.storage.append_thread_messages, self.id, thread_id, new_messages)
+        elif not await self._store(
+            self.storage.finish, run_id, version=claimed_version, thread_messages=new_messages
+        ):
             return self._lost_claim(run_id, emit)
-        if thread_id is not None:
-            new_messages = _pydantic.messages_to_json(conversation.messages[history_len:])
-            await self._store(self.storage.append_thread_messages, self.id, thread_id, new_messages)
         emit(Chunk("finish", run_id, {"status": "success", "text": text}))
         await self._notify("run-completed", run_id)
         return RunResult(run_id=run_id, status="success", text=text)
@@ -542,29 +545,30 @@ class Agent:
     ) -> RunStream:
         if not isinstance(run_id, str) or not run_id:
             raise RunNotFound(str(run_id))
-        run: StoredRun | None = await self._store(self.storage.get_run, run_id)
-        if run is None or run.agent_id != self.id:
-            raise RunNotFound(run_id)
-        if run.parent_run_id is not None:
-            raise ToolCallNotSuspended(
-                f"Run {run_id!r} is a sub-agent run; decide it through its supervisor's run "
-                f"{run.parent_run_id!r}",
-                run_id=run_id,
-                tool_call_id=tool_call_id,
+
+        def rule(run: StoredRun) -> tuple[str, Decision]:
+            # Runs inside the store's atomic step: the checks still hold when the decision lands.
+            if run.parent_run_id is not None:
+                raise ToolCallNotSuspended(
+                    f"Run {run_id!r} is a sub-agent run; decide it through its supervisor's run "
+                    f"{run.parent_run_id!r}",
+                    run_id=run_id,
+                    tool_call_id=tool_call_id,
+                )
+            call = _pick_call(run, tool_call_id)
+            checked, why, stored_resume = self._validated_decision(call, action, reason, resume_data)
+            return call.tool_call_id, Decision(
+                action=checked, decided_at=_now(), actor=actor, reason=why, resume_data=stored_resume
             )
-        call = _pick_call(run, tool_call_id)
-        action, reason, stored_resume = self._validated_decision(call, action, reason, resume_data)
-        decision = Decision(
-            action=action, decided_at=_now(), actor=actor, reason=reason, resume_data=stored_resume
+
+        receipt: DecisionReceipt = await self._store(
+            self.storage.decide, agent_id=self.id, run_id=run_id, rule=rule
         )
-        receipt = await self._store(
-            self.storage.record_decision,
-            agent_id=self.id,
-            run_id=run_id,
-            tool_call_id=call.tool_call_id,
-            decision=decision,
+        call, decision = receipt.call, receipt.call.decision
+        assert decision is not None
+        await self._notify(
+            "call-decided", run_id, tool_call_id=call.tool_call_id, action=decision.action, actor=actor
         )
-        await self._notify("call-decided", run_id, tool_call_id=call.tool_call_id, action=action, actor=actor)
         if receipt.claimed_version is None:
             remaining = [_listed_call(c) for c in receipt.run.undecided]
             return RunStream.finished(RunResult(run_id=run_id, status="suspended", tool_calls=remaining))
@@ -575,15 +579,10 @@ class Agent:
                 Continuation(agent_id=self.id, run_id=run_id, version=version)
             )
             return RunStream.finished(done or RunResult(run_id=run_id, status="running"))
-        # The snapshot read before deciding is the claimed one unless the run suspended anew since.
-        known = (
-            replace(receipt.run, snapshot=run.snapshot)
-            if receipt.run.suspended_at == run.suspended_at
-            else None
-        )
+        claimed = receipt.run
 
         async def produce(emit: Emit) -> RunResult:
-            return await self._continue(run_id, version, emit, known)
+            return await self._continue(run_id, version, emit, claimed)
 
         return RunStream(run_id, produce)
 

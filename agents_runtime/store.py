@@ -186,10 +186,17 @@ class RunQuery:
 
 @dataclass(frozen=True)
 class DecisionReceipt:
-    #: The run after the decision.
+    #: The run after the decision, with its snapshot.
     run: StoredRun
+    #: The call that was decided, with its decision.
+    call: ParkedCall
     #: Set when this decision was the last one and claimed the run: the version to continue with.
     claimed_version: int | None
+
+
+#: Picks the call to decide on a run and builds its decision, or raises to refuse (nothing changes).
+#: Stores call it with the run locked, so what it checks still holds when the decision is written.
+DecisionRule = Callable[[StoredRun], tuple[str, Decision]]
 
 
 @runtime_checkable
@@ -214,6 +221,24 @@ class RunStore(Protocol):
         """Suspended runs matching ``query`` (without snapshots) and the count before paging."""
         ...
 
+    def decide(
+        self,
+        *,
+        agent_id: str,
+        run_id: str,
+        rule: DecisionRule,
+        claim_when_complete: bool = True,
+    ) -> DecisionReceipt:
+        """Record the decision ``rule`` makes on one undecided call, atomically; claim the run when
+        it was the last.
+
+        ``rule`` sees the run as stored (with its snapshot) while no one else can change it; what it
+        raises propagates and nothing is recorded. Then raises ``RunNotFound`` (no such run of
+        ``agent_id``), ``ToolCallNotSuspended`` (no such call on it), ``RunAlreadyDecided`` (the call
+        has a decision, or the run is being continued).
+        """
+        ...
+
     def record_decision(
         self,
         *,
@@ -223,13 +248,13 @@ class RunStore(Protocol):
         decision: Decision,
         claim_when_complete: bool = True,
     ) -> DecisionReceipt:
-        """Record a decision on one undecided call, atomically; claim the run when it was the last.
-
-        Raises ``RunNotFound`` (no such suspended run of ``agent_id``), ``ToolCallNotSuspended``
-        (no such call on it), ``RunAlreadyDecided`` (the call has a decision, or the run is being
-        continued).
-        """
-        ...
+        """``decide`` with a fixed call and decision (stores that subclass the protocol inherit it)."""
+        return self.decide(
+            agent_id=agent_id,
+            run_id=run_id,
+            rule=lambda _run: (tool_call_id, decision),
+            claim_when_complete=claim_when_complete,
+        )
 
     def claim(
         self,
@@ -248,8 +273,12 @@ class RunStore(Protocol):
         """Renew a claim; False when it was lost (a claim whose lease already ran out counts as lost)."""
         ...
 
-    def finish(self, run_id: str, *, version: int) -> bool:
-        """Delete an ended run that this claim holds; False when the claim was lost."""
+    def finish(self, run_id: str, *, version: int, thread_messages: Sequence[Any] = ()) -> bool:
+        """Delete an ended run that this claim holds; False when the claim was lost.
+
+        ``thread_messages`` (the run's new JSON messages) are appended to the run's thread memory in
+        the same step, so a run never ends without its exchange being remembered, nor twice.
+        """
         ...
 
     def append_thread_messages(self, agent_id: str, thread_id: str, messages: Sequence[Any]) -> None:
@@ -302,7 +331,7 @@ class _Row:
 
 
 @dataclass
-class InMemoryRunStore:
+class InMemoryRunStore(RunStore):
     """Keeps runs in this process's memory: safe between threads, gone when the process ends."""
 
     lease: timedelta = DEFAULT_LEASE
@@ -416,13 +445,12 @@ class InMemoryRunStore:
             matches = matches[query.offset : query.offset + query.limit]
         return [self._copy(r, with_snapshot=False) for r in matches], total
 
-    def record_decision(
+    def decide(
         self,
         *,
         agent_id: str,
         run_id: str,
-        tool_call_id: str,
-        decision: Decision,
+        rule: DecisionRule,
         claim_when_complete: bool = True,
     ) -> DecisionReceipt:
         with self._lock:
@@ -431,15 +459,19 @@ class InMemoryRunStore:
             if row is None or row.run.agent_id != agent_id:
                 raise RunNotFound(run_id)
             run = row.run
+            tool_call_id, decision = rule(self._copy(run, with_snapshot=True))
             call = next((c for c in run.calls if c.tool_call_id == tool_call_id), None)
             if call is None or call.decision is not None or run.status != "suspended":
                 raise decision_conflict(run, call, tool_call_id)
-            calls = tuple(replace(c, decision=decision) if c is call else c for c in run.calls)
+            decided = replace(call, decision=decision)
+            calls = tuple(decided if c is call else c for c in run.calls)
             row.run = replace(run, calls=calls, version=run.version + 1)
             claimed: int | None = None
             if claim_when_complete and all(c.decision is not None for c in calls):
                 claimed = self._claim_row(row).version
-            return DecisionReceipt(run=self._copy(row.run, with_snapshot=False), claimed_version=claimed)
+            return DecisionReceipt(
+                run=self._copy(row.run, with_snapshot=True), call=decided, claimed_version=claimed
+            )
 
     def claim(
         self,
@@ -478,13 +510,15 @@ class InMemoryRunStore:
             row.lease_expires = self.clock() + self.lease
             return True
 
-    def finish(self, run_id: str, *, version: int) -> bool:
+    def finish(self, run_id: str, *, version: int, thread_messages: Sequence[Any] = ()) -> bool:
         with self._lock:
             self._reclaim_expired()
             row = self._rows.get(run_id)
             if row is None or row.run.status != "running" or row.run.version != version:
                 return False
             del self._rows[run_id]
+            if row.run.thread_id is not None and thread_messages:
+                self.append_thread_messages(row.run.agent_id, row.run.thread_id, thread_messages)
             return True
 
     def append_thread_messages(self, agent_id: str, thread_id: str, messages: Sequence[Any]) -> None:

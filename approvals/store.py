@@ -31,9 +31,11 @@ from agents_runtime.store import (
     Decision,
     DecisionAction,
     DecisionReceipt,
+    DecisionRule,
     Delegation,
     ParkedCall,
     RunQuery,
+    RunStore,
     StoredRun,
     Suspension,
     decision_conflict,
@@ -65,6 +67,8 @@ _RUN_COLUMNS = (
     "interrupted",
     "history",
 )
+#: Also read where one run is fetched to act on, to reclaim it first if its lease ran out.
+_LEASE_COLUMNS = ("lease_expires_at",)
 _CALL_COLUMNS = (
     "id",
     "run_id",  # the run row's primary key
@@ -93,6 +97,13 @@ _EXPIRED_SQL = (
 )
 
 
+_FINISH_SQL = (
+    f"DELETE FROM {RunRecord._meta.db_table}"
+    f" WHERE run_id = %s AND version = %s AND status = '{RunStatus.RUNNING.value}' AND lease_expires_at >= %s"
+    " RETURNING agent_id, thread_id"
+)
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -106,7 +117,7 @@ class CorruptRow(ValueError):
     """A stored row that cannot be turned back into the runtime's records."""
 
 
-class DjangoRunStore:
+class DjangoRunStore(RunStore):
     """The run store on the default database (or ``using``); safe to share between threads.
 
     ``lease`` defaults to ``settings.RUN_LEASE_SECONDS`` (300), read when first needed. Building a
@@ -173,7 +184,12 @@ class DjangoRunStore:
         if lock:
             # OF: lock the run row only (PostgreSQL refuses to lock the nullable side of a join).
             runs = runs.select_for_update(of=("self",))
-        columns = (*_RUN_COLUMNS, *(("snapshot",) if with_snapshot else ()), *_JOINED_CALL_COLUMNS)
+        columns = (
+            *_RUN_COLUMNS,
+            *_LEASE_COLUMNS,
+            *(("snapshot",) if with_snapshot else ()),
+            *_JOINED_CALL_COLUMNS,
+        )
         rows = list(runs.order_by("calls__position").values(*columns))
         if not rows:
             return None
@@ -195,18 +211,43 @@ class DjangoRunStore:
                 by_run[row["run_id"]].append(row)
         return by_run
 
+    def _current_run(
+        self, runs: RunRecordQuerySet, *, with_snapshot: bool, lock: bool = False
+    ) -> tuple[Row, list[Row]] | None:
+        """``_one_run`` as of after lease reclaim: a run whose claim ran out comes back suspended.
+
+        Only this run is checked (its row says when its lease ends), not every claimed run: a
+        global sweep would cost a query on every decision. A sub-agent's run also changes when its
+        supervisor is reclaimed, so for those the sweep runs after all.
+        """
+        found = self._one_run(runs, with_snapshot=with_snapshot, lock=lock)
+        if found is None:
+            return None
+        row = found[0]
+        now = self.clock()
+        expires = row["lease_expires_at"]
+        if row["status"] == RunStatus.RUNNING and expires is not None and _utc(expires) < now:
+            self._reclaim(row["pk"], row["version"], now)
+        elif row["parent_run_id"] is None or not self._reclaim_expired():
+            return found
+        return self._one_run(runs, with_snapshot=with_snapshot, lock=lock)
+
     # -- lease reclaim ----------------------------------------------------------------------------
 
-    def _reclaim_expired(self) -> None:
-        """Suspend again every claimed run whose lease ran out (an indexed probe; usually empty)."""
+    def _reclaim_expired(self) -> bool:
+        """Suspend again every claimed run whose lease ran out (an indexed probe; usually empty).
+
+        True when it reclaimed any.
+        """
         now = self.clock()
-        # Raw SQL: this runs before every read and decision, and the ORM would double its cost.
+        # Raw SQL: this runs before every listing, and the ORM would double its cost.
         connection = connections[self.using]
         with connection.cursor() as cursor:
             cursor.execute(_EXPIRED_SQL, [connection.ops.adapt_datetimefield_value(now)])
             expired = cursor.fetchall()
         for pk, version in expired:
             self._reclaim(pk, version, now)
+        return bool(expired)
 
     def _reclaim(self, pk: int, version: int, now: datetime) -> None:
         with transaction.atomic(using=self.using):
@@ -283,36 +324,33 @@ class DjangoRunStore:
             )
 
     def resuspend(self, suspension: Suspension, *, expected_version: int) -> StoredRun | None:
-        with self._connection_scope():
-            self._reclaim_expired()
-            with transaction.atomic(using=self.using):
-                held = (
-                    self._runs()
-                    .select_for_update()
-                    .filter(run_id=suspension.run_id, version=expected_version)
-                )
-                row = held.running().values(*_RUN_COLUMNS).first()
-                if row is None:
-                    return None
-                changes: dict[str, Any] = {
-                    "status": RunStatus.SUSPENDED,
-                    "version": expected_version + 1,
-                    "interrupted": False,
-                    "suspended_at": _utc(suspension.suspended_at),
-                    "lease_expires_at": None,
-                    "snapshot": suspension.snapshot,
-                }
-                self._runs().filter(pk=row["pk"]).update(**changes)
-                run = {**row, **changes}
-                # Replace, never append: repeated suspensions of one run keep the same row count.
-                self._calls().filter(run=run["pk"]).delete()
-                self._calls().bulk_create(_call_records(run["pk"], suspension.calls))
-            return _stored_run(run, tuple(_stored_call(c) for c in suspension.calls), with_snapshot=True)
+        with self._connection_scope(), transaction.atomic(using=self.using):
+            found = self._current_run(
+                self._runs().filter(run_id=suspension.run_id), with_snapshot=False, lock=True
+            )
+            if found is None:
+                return None
+            row = found[0]
+            if row["status"] != RunStatus.RUNNING or row["version"] != expected_version:
+                return None
+            changes: dict[str, Any] = {
+                "status": RunStatus.SUSPENDED,
+                "version": expected_version + 1,
+                "interrupted": False,
+                "suspended_at": _utc(suspension.suspended_at),
+                "lease_expires_at": None,
+                "snapshot": suspension.snapshot,
+            }
+            self._runs().filter(pk=row["pk"]).update(**changes)
+            run = {**row, **changes}
+            # Replace, never append: repeated suspensions of one run keep the same row count.
+            self._calls().filter(run=run["pk"]).delete()
+            self._calls().bulk_create(_call_records(run["pk"], suspension.calls))
+        return _stored_run(run, tuple(_stored_call(c) for c in suspension.calls), with_snapshot=True)
 
     def get_run(self, run_id: str) -> StoredRun | None:
         with self._connection_scope():
-            self._reclaim_expired()
-            found = self._one_run(self._runs().filter(run_id=run_id), with_snapshot=True)
+            found = self._current_run(self._runs().filter(run_id=run_id), with_snapshot=True)
             if found is None:
                 return None
             run, call_rows = found
@@ -365,52 +403,51 @@ class DjangoRunStore:
                     )
             return listed, total
 
-    def record_decision(
+    def decide(
         self,
         *,
         agent_id: str,
         run_id: str,
-        tool_call_id: str,
-        decision: Decision,
+        rule: DecisionRule,
         claim_when_complete: bool = True,
     ) -> DecisionReceipt:
-        with self._connection_scope():
-            self._reclaim_expired()
-            with transaction.atomic(using=self.using):
-                found = self._one_run(
-                    self._runs().filter(run_id=run_id, agent_id=agent_id), with_snapshot=False, lock=True
-                )
-                if found is None:
-                    raise RunNotFound(run_id)
-                row, call_rows = found
-                try:
-                    run = _stored_run(row, _parked_calls(call_rows), with_snapshot=False)
-                except CorruptRow as exc:
-                    logger.warning("Run %s is unreadable and treated as missing: %s", run_id, exc)
-                    raise RunNotFound(run_id) from exc
-                index = next((i for i, c in enumerate(run.calls) if c.tool_call_id == tool_call_id), None)
-                if index is None:
-                    raise decision_conflict(run, None, tool_call_id)
-                call = run.calls[index]
-                recorded = self._calls().filter(pk=call_rows[index]["id"]).undecided()
-                if (
-                    call.decision is not None
-                    or run.status != "suspended"
-                    or recorded.update(**_decision_columns(decision)) != 1
-                ):
-                    raise self._conflict(run, call_rows[index]["id"], tool_call_id)
-                calls = tuple(c if i != index else _decided(c, decision) for i, c in enumerate(run.calls))
-                claim = claim_when_complete and all(c.decision is not None for c in calls)
-                changes: dict[str, Any] = {"version": run.version + (2 if claim else 1)}
-                if claim:
-                    changes.update(status=RunStatus.RUNNING, lease_expires_at=self.clock() + self.lease)
-                swapped = self._runs().filter(pk=row["pk"], version=run.version).suspended().update(**changes)
-                if swapped != 1:
-                    raise self._conflict(run, call_rows[index]["id"], tool_call_id)
-                after = replace(
-                    run, calls=calls, version=changes["version"], status="running" if claim else "suspended"
-                )
-                return DecisionReceipt(run=after, claimed_version=after.version if claim else None)
+        with self._connection_scope(), transaction.atomic(using=self.using):
+            found = self._current_run(
+                self._runs().filter(run_id=run_id, agent_id=agent_id), with_snapshot=True, lock=True
+            )
+            if found is None:
+                raise RunNotFound(run_id)
+            row, call_rows = found
+            try:
+                run = _stored_run(row, _parked_calls(call_rows), with_snapshot=True)
+            except CorruptRow as exc:
+                logger.warning("Run %s is unreadable and treated as missing: %s", run_id, exc)
+                raise RunNotFound(run_id) from exc
+            tool_call_id, decision = rule(run)
+            index = next((i for i, c in enumerate(run.calls) if c.tool_call_id == tool_call_id), None)
+            if index is None:
+                raise decision_conflict(run, None, tool_call_id)
+            call = run.calls[index]
+            recorded = self._calls().filter(pk=call_rows[index]["id"]).undecided()
+            if (
+                call.decision is not None
+                or run.status != "suspended"
+                or recorded.update(**_decision_columns(decision)) != 1
+            ):
+                raise self._conflict(run, call_rows[index]["id"], tool_call_id)
+            decided = _decided(call, decision)
+            calls = tuple(c if i != index else decided for i, c in enumerate(run.calls))
+            claim = claim_when_complete and all(c.decision is not None for c in calls)
+            changes: dict[str, Any] = {"version": run.version + (2 if claim else 1)}
+            if claim:
+                changes.update(status=RunStatus.RUNNING, lease_expires_at=self.clock() + self.lease)
+            swapped = self._runs().filter(pk=row["pk"], version=run.version).suspended().update(**changes)
+            if swapped != 1:
+                raise self._conflict(run, call_rows[index]["id"], tool_call_id)
+            after = replace(
+                run, calls=calls, version=changes["version"], status="running" if claim else "suspended"
+            )
+            return DecisionReceipt(run=after, call=decided, claimed_version=after.version if claim else None)
 
     def _conflict(self, run: StoredRun, call_pk: int, tool_call_id: str) -> Exception:
         """The error for a call someone else decided, with who and when as committed.
@@ -434,44 +471,41 @@ class DjangoRunStore:
         expected_version: int | None = None,
         decisions: Mapping[str, Decision] | None = None,
     ) -> StoredRun | None:
-        with self._connection_scope():
-            self._reclaim_expired()
-            with transaction.atomic(using=self.using):
-                candidates = self._runs().filter(run_id=run_id).suspended()
-                if expected_version is not None:
-                    candidates = candidates.filter(version=expected_version)
-                found = self._one_run(candidates, with_snapshot=True, lock=True)
-                if found is None:
-                    return None
-                row, call_rows = found
-                try:
-                    run = _stored_run(row, _parked_calls(call_rows), with_snapshot=True)
-                except CorruptRow as exc:
-                    logger.warning("Run %s is unreadable and cannot be continued: %s", run_id, exc)
-                    return None
-                calls = list(run.calls)
-                for i, call in enumerate(calls):
-                    decision = (decisions or {}).get(call.tool_call_id)
-                    if call.decision is None and decision is not None:
-                        recorded = self._calls().filter(pk=call_rows[i]["id"]).undecided()
-                        if recorded.update(**_decision_columns(decision)) != 1:
-                            transaction.set_rollback(True, using=self.using)
-                            return None
-                        calls[i] = _decided(call, decision)
-                swapped = (
-                    self._runs()
-                    .filter(pk=row["pk"], version=run.version)
-                    .suspended()
-                    .update(
-                        status=RunStatus.RUNNING,
-                        version=run.version + 1,
-                        lease_expires_at=self.clock() + self.lease,
-                    )
+        with self._connection_scope(), transaction.atomic(using=self.using):
+            found = self._current_run(self._runs().filter(run_id=run_id), with_snapshot=True, lock=True)
+            if found is None or found[0]["status"] != RunStatus.SUSPENDED:
+                return None
+            if expected_version is not None and found[0]["version"] != expected_version:
+                return None
+            row, call_rows = found
+            try:
+                run = _stored_run(row, _parked_calls(call_rows), with_snapshot=True)
+            except CorruptRow as exc:
+                logger.warning("Run %s is unreadable and cannot be continued: %s", run_id, exc)
+                return None
+            calls = list(run.calls)
+            for i, call in enumerate(calls):
+                decision = (decisions or {}).get(call.tool_call_id)
+                if call.decision is None and decision is not None:
+                    recorded = self._calls().filter(pk=call_rows[i]["id"]).undecided()
+                    if recorded.update(**_decision_columns(decision)) != 1:
+                        transaction.set_rollback(True, using=self.using)
+                        return None
+                    calls[i] = _decided(call, decision)
+            swapped = (
+                self._runs()
+                .filter(pk=row["pk"], version=run.version)
+                .suspended()
+                .update(
+                    status=RunStatus.RUNNING,
+                    version=run.version + 1,
+                    lease_expires_at=self.clock() + self.lease,
                 )
-                if swapped != 1:
-                    transaction.set_rollback(True, using=self.using)
-                    return None
-                return replace(run, status="running", version=run.version + 1, calls=tuple(calls))
+            )
+            if swapped != 1:
+                transaction.set_rollback(True, using=self.using)
+                return None
+            return replace(run, status="running", version=run.version + 1, calls=tuple(calls))
 
     def heartbeat(self, run_id: str, *, version: int) -> bool:
         with self._connection_scope():
@@ -483,13 +517,25 @@ class DjangoRunStore:
             self._reclaim_expired()
             return False
 
-    def finish(self, run_id: str, *, version: int) -> bool:
-        with self._connection_scope():
+    def finish(self, run_id: str, *, version: int, thread_messages: Sequence[Any] = ()) -> bool:
+        with self._connection_scope(), transaction.atomic(using=self.using):
             # One conditional DELETE: the claim must be current and its lease not run out (an
             # expired claim is reclaimed, never finished). The calls go with it (ON DELETE CASCADE).
-            held = self._runs().filter(run_id=run_id, version=version, lease_expires_at__gte=self.clock())
-            deleted, _ = held.running().delete()
-            return deleted > 0
+            # Raw SQL for RETURNING, which spares a read of the run's thread.
+            connection = connections[self.using]
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    _FINISH_SQL, [run_id, version, connection.ops.adapt_datetimefield_value(self.clock())]
+                )
+                ended = cursor.fetchone()
+            if ended is None:
+                return False
+            agent_id, thread_id = ended
+            if thread_id is not None and thread_messages:
+                ThreadMessage.objects.using(self.using).create(
+                    agent_id=agent_id, thread_id=thread_id, messages=list(thread_messages)
+                )
+            return True
 
     def append_thread_messages(self, agent_id: str, thread_id: str, messages: Sequence[Any]) -> None:
         if not messages:

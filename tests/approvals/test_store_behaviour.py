@@ -7,12 +7,13 @@ database store does the same (on SQLite, or on PostgreSQL when ``DATABASE_URL`` 
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
 from agents_runtime.errors import RunAlreadyDecided, RunNotFound, ToolCallNotSuspended
-from agents_runtime.store import RunQuery, RunStore
+from agents_runtime.store import Decision, RunQuery, RunStore, StoredRun
 from tests.approvals.store_helpers import (
     STORE_KINDS,
     T0,
@@ -222,6 +223,39 @@ def test_the_last_decision_claims_the_run(store: RunStore, clock: Clock) -> None
     assert run.calls[1].decision is not None and run.calls[1].decision.reason == "too much"
 
 
+def test_a_decision_rule_sees_the_stored_run_and_its_refusal_changes_nothing(store: RunStore) -> None:
+    store.insert_suspended(suspension("r1", calls=[approval("c1"), approval("c2")]))
+    seen: list[StoredRun] = []
+
+    def refuse(run: StoredRun) -> tuple[str, Decision]:
+        seen.append(run)
+        raise ValueError("resume data does not fit")
+
+    with pytest.raises(ValueError, match="does not fit"):
+        store.decide(agent_id="support", run_id="r1", rule=refuse)
+
+    assert seen[0].snapshot == {"messages": [{"kind": "request", "run": "r1"}]}
+    run = store.get_run("r1")
+    assert run is not None and (run.version, run.undecided) == (1, (approval("c1"), approval("c2")))
+
+    receipt = store.decide(
+        agent_id="support", run_id="r1", rule=lambda run: (run.calls[1].tool_call_id, decision())
+    )
+
+    assert receipt.call == replace(approval("c2"), decision=decision())
+    assert receipt.run.snapshot == seen[0].snapshot and receipt.run.undecided == (approval("c1"),)
+
+
+def test_a_decision_rule_naming_an_unknown_call_is_refused(store: RunStore) -> None:
+    store.insert_suspended(suspension("r1"))
+
+    with pytest.raises(ToolCallNotSuspended):
+        store.decide(agent_id="support", run_id="r1", rule=lambda run: ("nope", decision()))
+
+    run = store.get_run("r1")
+    assert run is not None and run.version == 1
+
+
 def test_decision_without_claim_leaves_the_run_suspended(store: RunStore) -> None:
     store.insert_suspended(suspension("r1"))
 
@@ -401,6 +435,22 @@ def test_finish_deletes_the_run_for_the_current_claim_only(store: RunStore) -> N
     assert not store.heartbeat("r1", version=claimed.version)
 
 
+def test_finish_remembers_the_runs_new_messages_on_its_own_thread(store: RunStore) -> None:
+    store.append_thread_messages("support", "t1", [{"n": 1}])
+    store.insert_suspended(suspension("r1", thread_id="t1"))
+    store.insert_suspended(suspension("r2"))
+    first, second = store.claim("r1"), store.claim("r2")
+    assert first is not None and second is not None
+
+    assert not store.finish("r1", version=first.version + 1, thread_messages=[{"n": "lost claim"}])
+    assert store.finish("r1", version=first.version, thread_messages=[{"n": 2}, {"n": 3}])
+    assert store.finish("r2", version=second.version, thread_messages=[{"n": "no thread"}])
+
+    assert store.thread_messages("support", "t1") == [{"n": 1}, {"n": 2}, {"n": 3}]
+    assert not store.finish("r1", version=first.version, thread_messages=[{"n": "twice"}])
+    assert store.thread_messages("support", "t1") == [{"n": 1}, {"n": 2}, {"n": 3}]
+
+
 def test_resuspend_replaces_calls_and_snapshot_and_keeps_the_run_id(store: RunStore) -> None:
     store.insert_suspended(suspension("r1", thread_id="t1"))
     claimed = store.claim("r1")
@@ -480,6 +530,26 @@ def test_reclaim_happens_before_a_decision_too(store: RunStore, clock: Clock) ->
 
     assert again.claimed_version == (receipt.claimed_version or 0) + 3
     assert [h["actor"] for h in again.run.history] == ["alice"]
+
+
+def test_reading_or_claiming_a_run_whose_lease_ran_out_reclaims_it_first(
+    store: RunStore, clock: Clock
+) -> None:
+    store.insert_suspended(suspension("r1"))
+    receipt = store.record_decision(
+        agent_id="support", run_id="r1", tool_call_id="call-1", decision=decision()
+    )
+    assert receipt.claimed_version is not None
+    clock.advance(seconds=31)
+
+    run = store.get_run("r1")
+
+    assert run is not None
+    assert (run.status, run.interrupted, run.version) == ("suspended", True, receipt.claimed_version + 1)
+    assert run.undecided == (approval(),)
+    assert store.resuspend(suspension("r1"), expected_version=receipt.claimed_version) is None
+    claimed = store.claim("r1", expected_version=run.version)
+    assert claimed is not None and claimed.status == "running"
 
 
 def test_inner_runs_under_a_reclaimed_supervisor_run_wait_again(store: RunStore, clock: Clock) -> None:
