@@ -102,6 +102,14 @@ _FINISH_SQL = (
     f" WHERE run_id = %s AND version = %s AND status = '{RunStatus.RUNNING.value}' AND lease_expires_at >= %s"
     " RETURNING agent_id, thread_id"
 )
+#: PostgreSQL: the same and the thread's new messages, in one statement.
+_FINISH_REMEMBERING_SQL = (
+    f"WITH ended AS ({_FINISH_SQL}), remembered AS ("
+    f" INSERT INTO {ThreadMessage._meta.db_table} (agent_id, thread_id, messages, created_at)"
+    " SELECT agent_id, thread_id, %s, now() FROM ended WHERE thread_id IS NOT NULL AND %s"
+    " RETURNING 1)"
+    " SELECT count(*) FROM ended"
+)
 
 
 def _now() -> datetime:
@@ -518,24 +526,35 @@ class DjangoRunStore(RunStore):
             return False
 
     def finish(self, run_id: str, *, version: int, thread_messages: Sequence[Any] = ()) -> bool:
-        with self._connection_scope(), transaction.atomic(using=self.using):
-            # One conditional DELETE: the claim must be current and its lease not run out (an
-            # expired claim is reclaimed, never finished). The calls go with it (ON DELETE CASCADE).
-            # Raw SQL for RETURNING, which spares a read of the run's thread.
-            connection = connections[self.using]
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    _FINISH_SQL, [run_id, version, connection.ops.adapt_datetimefield_value(self.clock())]
+        # One conditional DELETE: the claim must be current and its lease not run out (an expired
+        # claim is reclaimed, never finished). The calls go with it (ON DELETE CASCADE). Raw SQL
+        # for RETURNING, which tells the run's thread without a read of its own.
+        connection = connections[self.using]
+        now = connection.ops.adapt_datetimefield_value(self.clock())
+        with self._connection_scope():
+            if connection.vendor == "postgresql":
+                # One statement and no transaction around it: three round trips fewer on a path
+                # every approval takes.
+                messages = ThreadMessage._meta.get_field("messages").get_db_prep_value(
+                    list(thread_messages), connection
                 )
-                ended = cursor.fetchone()
-            if ended is None:
-                return False
-            agent_id, thread_id = ended
-            if thread_id is not None and thread_messages:
-                ThreadMessage.objects.using(self.using).create(
-                    agent_id=agent_id, thread_id=thread_id, messages=list(thread_messages)
-                )
-            return True
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        _FINISH_REMEMBERING_SQL, [run_id, version, now, messages, bool(thread_messages)]
+                    )
+                    (ended,) = cursor.fetchone()
+                return bool(ended)
+            with transaction.atomic(using=self.using), connection.cursor() as cursor:
+                cursor.execute(_FINISH_SQL, [run_id, version, now])
+                row = cursor.fetchone()
+                if row is None:
+                    return False
+                agent_id, thread_id = row
+                if thread_id is not None and thread_messages:
+                    ThreadMessage.objects.using(self.using).create(
+                        agent_id=agent_id, thread_id=thread_id, messages=list(thread_messages)
+                    )
+                return True
 
     def append_thread_messages(self, agent_id: str, thread_id: str, messages: Sequence[Any]) -> None:
         if not messages:
