@@ -6,7 +6,7 @@ import asyncio
 import inspect
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import Agent as PydanticAgent
@@ -50,6 +50,8 @@ class RunDeps:
     resource_id: str | None
     #: Runs a sub-agent's inner run for a delegation call.
     delegate: Callable[[Agent, str, RunDeps], Awaitable[RunResult]]
+    #: The inner runs this run started (sub-agent, run id), to discard if this run never waits on them.
+    inner_runs: list[tuple[Agent, str]] = field(default_factory=list)
 
 
 def delegation_tool_name(agent_id: str) -> str:

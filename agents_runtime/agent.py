@@ -212,9 +212,31 @@ class Agent:
 
     async def _delegate(self, sub_agent: Agent, prompt: str, deps: RunDeps) -> RunResult:
         """Run ``sub_agent`` as an inner run of the supervisor run ``deps.run_id``."""
+        inner_run_id = _new_run_id()
+        deps.inner_runs.append((sub_agent, inner_run_id))
         return await sub_agent._start(
-            _new_run_id(), prompt, deps.thread_id, deps.resource_id, deps.run_id, _ignore
+            inner_run_id, prompt, deps.thread_id, deps.resource_id, deps.run_id, _ignore
         )
+
+    async def _discard_inner_runs(self, deps: RunDeps) -> None:
+        """Drop the inner runs a supervisor run started but will not wait on (it failed or lost its claim).
+
+        Their calls can only be decided through the supervisor's run, so left in the store they
+        would wait in the sub-agent's inbox forever. Taken with a claim like any continuation, so
+        an inner run already ended or being continued is left alone.
+        """
+        for sub_agent, inner_run_id in deps.inner_runs:
+            claimed: StoredRun | None = await self._store(sub_agent.storage.claim, inner_run_id)
+            if claimed is None:
+                continue
+            if await self._store(sub_agent.storage.finish, inner_run_id, version=claimed.version):
+                logger.info(
+                    "Run %s of agent %r dropped: its supervisor run %s ended without waiting on it",
+                    inner_run_id,
+                    sub_agent.id,
+                    deps.run_id,
+                )
+                await sub_agent._notify("run-failed", inner_run_id)
 
     # -- the run loop ----------------------------------------------------------------------------
 
@@ -236,6 +258,33 @@ class Agent:
         deps = RunDeps(
             run_id=run_id, agent=self, thread_id=thread_id, resource_id=resource_id, delegate=self._delegate
         )
+        result = await self._drive_once(
+            deps,
+            parent_run_id=parent_run_id,
+            created_at=created_at,
+            history_len=history_len,
+            run_kwargs=run_kwargs,
+            delegation_results=delegation_results,
+            claimed_version=claimed_version,
+            emit=emit,
+        )
+        if result.status != "suspended" and deps.inner_runs:
+            await self._discard_inner_runs(deps)
+        return result
+
+    async def _drive_once(
+        self,
+        deps: RunDeps,
+        *,
+        parent_run_id: str | None,
+        created_at: datetime,
+        history_len: int,
+        run_kwargs: dict[str, Any],
+        delegation_results: dict[str, dict[str, Any]],
+        claimed_version: int | None,
+        emit: Emit,
+    ) -> RunResult:
+        run_id, thread_id, resource_id = deps.run_id, deps.thread_id, deps.resource_id
         output: Any = None
         conversation: Conversation | None = None
         try:

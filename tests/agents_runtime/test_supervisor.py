@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from agents_runtime import (
+    Agent,
     Call,
     Reply,
+    RunEvent,
     RunNotFound,
     RunStore,
     ScriptContext,
     ToolCallNotSuspended,
+    tool,
 )
 
 from .conftest import RuntimeFor
-from .helpers import Team, only_run, stored_run
+from .helpers import ModelSpy, Team, only_run, stored_run
 
 
 async def test_supervisor_lists_only_the_outer_run_with_the_inner_call_under_the_delegation_id(
@@ -268,3 +272,46 @@ async def test_supervisor_without_runtime_shares_its_private_store_with_its_sub_
     assert inner.parent_run_id == outer.run_id
     assert result.status == "success"
     assert team.refunds.count == 1
+
+
+async def test_an_inner_run_is_dropped_when_its_supervisor_fails_instead_of_waiting_on_it(
+    runtime_for: RuntimeFor,
+) -> None:
+    """Otherwise the sub-agent's inbox would list a call that nobody can ever decide."""
+    team = Team()
+    inner_suspended = asyncio.Event()
+
+    @tool
+    async def check_fraud(order_id: str) -> str:
+        # Fails in the same step as the delegation, once the inner run has been stored.
+        await asyncio.wait_for(inner_suspended.wait(), timeout=10)
+        raise RuntimeError("fraud service down")
+
+    supervisor = ModelSpy(
+        [
+            Call("agent_billing", {"prompt": "Refund A-1"}, tool_call_id="deleg-1"),
+            Call("check_fraud", {"order_id": "A-1"}, tool_call_id="fraud-1"),
+        ],
+        name="desk-model",
+    )
+    desk = Agent("desk", model=supervisor.model, tools=[check_fraud], agents=[team.billing])
+    runtime = runtime_for(desk)
+    events: list[RunEvent] = []
+
+    def watch(event: RunEvent) -> None:
+        events.append(event)
+        if event.agent_id == "billing" and event.type == "run-suspended":
+            inner_suspended.set()
+
+    runtime.add_listener(watch)
+
+    result = await desk.generate("Customer wants a refund")
+
+    assert result.status == "failed" and "fraud service down" in (result.error or "")
+    [inner_suspension] = [e for e in events if e.agent_id == "billing" and e.type == "run-suspended"]
+    assert (await team.billing.list_suspended_runs()).total == 0
+    assert (await desk.list_suspended_runs()).total == 0
+    assert ("billing", inner_suspension.run_id, "run-failed") in [
+        (e.agent_id, e.run_id, e.type) for e in events
+    ]
+    assert team.refunds.count == 0
