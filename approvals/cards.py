@@ -3,28 +3,36 @@
 A card is built from a waiting run (``AgentRun``), from a decision's outcome, or from both (the run
 suspended again). The same ``run-card`` partial renders all of them, on the inbox, the run page and in
 answer to an htmx decision.
+
+Its forms (decline reason, resume answer) are shown as plain markup from ``field_views.FieldView``s.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.urls import reverse
+from django.utils.timezone import is_aware, localtime
 
 from agents_runtime import AgentRun, AgentRunToolCall
 from agents_runtime.store import StoredRun
 from approvals import dom_ids
+from approvals.field_views import FieldView, bound_fields, unbound_fields
 from approvals.forms import DeclineForm
-from approvals.schema_forms import ResumeForm
+from approvals.schema_forms import ResumeForm, resume_form_class
 from approvals.services import DecisionOutcome
 
 #: JSON longer than this (lines or characters) is folded into a <details>.
 LONG_JSON_LINES = 12
 LONG_JSON_CHARS = 600
+#: The resume form's prefix: its fields post as ``resume-<property>``.
+RESUME_PREFIX = "resume"
 
 
 def pretty_json(value: Any) -> str:
@@ -41,6 +49,17 @@ def is_long(text: str) -> bool:
     return text.count("\n") + 1 > LONG_JSON_LINES or len(text) > LONG_JSON_CHARS
 
 
+def stamp(moment: datetime) -> tuple[str, str]:
+    """``moment|date:"c"`` and ``moment|date:"Y-m-d H:i:s e"`` (in the current time zone), cheaper."""
+    # As the template engine does: aware datetimes are shown in the current time zone.
+    local = localtime(moment) if settings.USE_TZ and is_aware(moment) else moment
+    shown = (
+        f"{local.year:04d}-{local.month:02d}-{local.day:02d} "
+        f"{local.hour:02d}:{local.minute:02d}:{local.second:02d} {local.tzname() or ''}"
+    )
+    return local.isoformat(), shown
+
+
 @dataclass
 class CallView:
     call: AgentRunToolCall
@@ -51,11 +70,11 @@ class CallView:
     json: str
     json_is_long: bool
     json_lines: int
-    approve_url: str
-    decline_url: str
-    resume_url: str
-    decline_form: DeclineForm
-    resume_form: ResumeForm | None
+    #: The decline form's reason field.
+    reason: FieldView
+    #: The resume form's fields (input calls), and its errors about the answer as a whole.
+    resume_fields: list[FieldView] = field(default_factory=list)
+    resume_errors: tuple[str, ...] = ()
     #: A message about this call only (e.g. the runtime refused the answer).
     notice: str = ""
 
@@ -66,6 +85,19 @@ class CallView:
     @property
     def kind_label(self) -> str:
         return "Needs approval" if self.call.requires_approval else "Waiting for input"
+
+    # Reversed when the card shows them, once each (an inbox page has 50 cards).
+    @functools.cached_property
+    def approve_url(self) -> str:
+        return reverse("approvals:approve", args=[self.run_id, self.call.tool_call_id])
+
+    @functools.cached_property
+    def decline_url(self) -> str:
+        return reverse("approvals:decline", args=[self.run_id, self.call.tool_call_id])
+
+    @functools.cached_property
+    def resume_url(self) -> str:
+        return reverse("approvals:resume", args=[self.run_id, self.call.tool_call_id])
 
 
 @dataclass
@@ -95,9 +127,21 @@ class RunCard:
         """A sub-agent's inner run is decided on its supervisor's run, not here."""
         return self.parent_run_id is not None
 
-    @property
+    @functools.cached_property
     def run_url(self) -> str:
         return reverse("approvals:run", args=[self.run_id])
+
+    @functools.cached_property
+    def _suspended(self) -> tuple[str, str]:
+        return stamp(self.suspended_at) if self.suspended_at is not None else ("", "")
+
+    @property
+    def suspended_iso(self) -> str:
+        return self._suspended[0]
+
+    @property
+    def suspended_label(self) -> str:
+        return self._suspended[1]
 
 
 def call_view(
@@ -108,12 +152,24 @@ def call_view(
     decline_form: DeclineForm | None = None,
     notice: str = "",
 ) -> CallView:
+    """A parked call; the forms given are shown with their data and errors, the others empty."""
     call_dom = dom_ids.call_block_id(run.run_id, call.tool_call_id)
+    # The forms' field ids: unique on a page with many cards.
+    auto_id = f"{call_dom}-%s"
     shown = call.args if call.requires_approval else call.suspend_payload
     text = pretty_json(shown if shown is not None else {})
-    if not call.requires_approval and resume_form is None:
-        resume_form = resume_form_for(call, run_id=run.run_id)
-    args = [run.run_id, call.tool_call_id]
+    if decline_form is not None:
+        (reason,) = bound_fields(decline_form)
+    else:
+        (reason,) = unbound_fields(DeclineForm, auto_id=auto_id)
+    resume_fields: list[FieldView] = []
+    resume_errors: tuple[str, ...] = ()
+    if resume_form is not None:
+        resume_fields = bound_fields(resume_form)
+        resume_errors = tuple(str(e) for e in resume_form.non_field_errors())
+    elif not call.requires_approval:
+        form_class = resume_form_class(call.resume_schema)
+        resume_fields = unbound_fields(form_class, auto_id=auto_id, prefix=RESUME_PREFIX)
     return CallView(
         call=call,
         run_id=run.run_id,
@@ -122,11 +178,9 @@ def call_view(
         json=text,
         json_is_long=is_long(text),
         json_lines=text.count("\n") + 1,
-        approve_url=reverse("approvals:approve", args=args),
-        decline_url=reverse("approvals:decline", args=args),
-        resume_url=reverse("approvals:resume", args=args),
-        decline_form=decline_form or DeclineForm(auto_id=f"{call_dom}-%s"),
-        resume_form=resume_form,
+        reason=reason,
+        resume_fields=resume_fields,
+        resume_errors=resume_errors,
         notice=notice,
     )
 
@@ -136,7 +190,8 @@ def resume_form_for(
 ) -> ResumeForm:
     """The resume form of one call; field ids are unique on a page with many cards."""
     call_dom = dom_ids.call_block_id(run_id, call.tool_call_id)
-    return ResumeForm(call.resume_schema, data=data, prefix="resume", auto_id=f"{call_dom}-%s")
+    form_class = resume_form_class(call.resume_schema)
+    return form_class(data=data, prefix=RESUME_PREFIX, auto_id=f"{call_dom}-%s")
 
 
 def run_card(

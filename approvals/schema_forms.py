@@ -5,19 +5,25 @@ Renders what a reviewer can fill in reliably: strings, numbers, integers, boolea
 name). Anything else (nested objects, arrays, unions, a schema that is not an object of properties)
 gets a JSON textarea, so every schema can still be answered. ``clean()`` builds the resume data and
 checks it against the whole schema with ``jsonschema`` before the runtime is ever called.
+
+A page shows many cards asking the same question, so the form class of a schema is built once and
+kept (``resume_form_class``, keyed by the schema's JSON); each card's form is an instance of it.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import jsonschema
 from django import forms
 
 #: The field name used when the whole answer is one JSON document.
 WHOLE_ANSWER = "__json__"
+#: Distinct resume schemas whose form class is kept (a runtime has a handful: one per suspending tool).
+FORM_CLASS_CACHE_SIZE = 256
 
 _Schema = Mapping[str, Any]
 
@@ -160,35 +166,44 @@ def _path(loc: tuple[Any, ...]) -> str:
     return text
 
 
-class ResumeForm(forms.Form):
-    """The answer to one ``suspend()``-ed call. After ``is_valid()``, ``resume_data`` is the answer."""
+def _fields_for_schema(schema: _Schema) -> tuple[dict[str, forms.Field], bool]:
+    """The form fields of a resume schema, and whether the answer is one JSON document."""
+    root = schema
+    top = _resolve(root, root) if root else {}
+    properties = top.get("properties")
+    if not (top.get("type", "object") == "object" and isinstance(properties, Mapping)):
+        field = _json_field(
+            required=True,
+            label=str(top.get("title") or "Answer"),
+            help_text=str(top.get("description") or ""),
+            initial=top.get("default"),
+        )
+        return {WHOLE_ANSWER: field}, True
+    required = set(top.get("required") or ())
+    fields = {
+        name: _field_for(prop, root, name=name, required=name in required)
+        for name, prop in properties.items()
+        if isinstance(prop, Mapping)
+    }
+    if not fields:
+        # An object with no listed properties: let the reviewer write the whole answer.
+        return {WHOLE_ANSWER: _json_field(required=True, label="Answer", initial={})}, True
+    return fields, False
 
-    def __init__(self, schema: _Schema | None, *args: Any, **kwargs: Any) -> None:
+
+class ResumeForm(forms.Form):
+    """The answer to one ``suspend()``-ed call. After ``is_valid()``, ``resume_data`` is the answer.
+
+    One subclass per schema, from ``resume_form_class``; ``schema`` and ``whole_json`` are its own.
+    """
+
+    schema: ClassVar[dict[str, Any]] = {}
+    #: The answer is one JSON document (field ``WHOLE_ANSWER``), not one field per property.
+    whole_json: ClassVar[bool] = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.schema: _Schema = dict(schema) if schema else {}
         self.resume_data: Any = None
-        root = self.schema
-        top = _resolve(root, root) if root else {}
-        properties = top.get("properties")
-        self.whole_json = not (top.get("type", "object") == "object" and isinstance(properties, Mapping))
-        if self.whole_json:
-            self.fields[WHOLE_ANSWER] = _json_field(
-                required=True,
-                label=str(top.get("title") or "Answer"),
-                help_text=str(top.get("description") or ""),
-                initial=top.get("default"),
-            )
-            return
-        assert isinstance(properties, Mapping)
-        required = set(top.get("required") or ())
-        for name, prop in properties.items():
-            if not isinstance(prop, Mapping):
-                continue
-            self.fields[name] = _field_for(prop, root, name=name, required=name in required)
-        if not self.fields:
-            # An object with no listed properties: let the reviewer write the whole answer.
-            self.whole_json = True
-            self.fields[WHOLE_ANSWER] = _json_field(required=True, label="Answer", initial={})
 
     @property
     def is_json_fallback(self) -> bool:
@@ -240,3 +255,42 @@ class ResumeForm(forms.Form):
                 self.add_error(WHOLE_ANSWER, f"{where}: {message}" if where else message)
             else:
                 self.add_error(None, message)
+
+
+def resume_form_class(schema: _Schema | None) -> type[ResumeForm]:
+    """The form class of a resume schema: built once per distinct schema, then reused.
+
+    The key is the schema's JSON with its keys in their own order (the order of ``properties`` is the
+    order of the fields), so equal schemas share a class. Instances copy the class's fields, as any
+    Django form does: a bound form never changes the class.
+    """
+    try:
+        key = json.dumps(schema or {}, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        # Not JSON (only a schema built in code could be): build it without caching.
+        return _build_form_class(dict(schema or {}))
+    return _cached_form_class(key)
+
+
+@functools.lru_cache(maxsize=FORM_CLASS_CACHE_SIZE)
+def _cached_form_class(key: str) -> type[ResumeForm]:
+    return _build_form_class(json.loads(key))
+
+
+def _build_form_class(schema: dict[str, Any]) -> type[ResumeForm]:
+    fields, whole_json = _fields_for_schema(schema)
+
+    class SchemaResumeForm(ResumeForm):
+        pass
+
+    SchemaResumeForm.schema = schema
+    SchemaResumeForm.whole_json = whole_json
+    # Set on the class, not declared in its body: a property named "clean" must not hide the method.
+    SchemaResumeForm.base_fields = fields
+    SchemaResumeForm.declared_fields = dict(fields)
+    return SchemaResumeForm
+
+
+def resume_form(schema: _Schema | None, **kwargs: Any) -> ResumeForm:
+    """A form for one answer to ``schema`` (``data``, ``prefix``, ``auto_id``: as for any form)."""
+    return resume_form_class(schema)(**kwargs)

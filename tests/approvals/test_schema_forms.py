@@ -7,7 +7,7 @@ from typing import Literal
 from django import forms
 from pydantic import BaseModel, Field
 
-from approvals.schema_forms import WHOLE_ANSWER, ResumeForm
+from approvals.schema_forms import WHOLE_ANSWER, resume_form
 
 MIXED = {
     "type": "object",
@@ -24,7 +24,7 @@ MIXED = {
 
 
 def test_fields_follow_the_schema_types_titles_defaults_and_required() -> None:
-    form = ResumeForm(MIXED)
+    form = resume_form(MIXED)
 
     fields = form.fields
     assert isinstance(fields["start"], forms.CharField) and fields["start"].required
@@ -41,7 +41,7 @@ def test_fields_follow_the_schema_types_titles_defaults_and_required() -> None:
 
 
 def test_valid_answer_becomes_typed_resume_data() -> None:
-    form = ResumeForm(
+    form = resume_form(
         MIXED, data={"start": "22:00", "minutes": "45", "ratio": "0.5", "risk": "high", "level": "2"}
     )
 
@@ -57,21 +57,21 @@ def test_valid_answer_becomes_typed_resume_data() -> None:
 
 
 def test_optional_fields_left_empty_are_left_out() -> None:
-    form = ResumeForm(MIXED, data={"start": "now", "risk": "low"})
+    form = resume_form(MIXED, data={"start": "now", "risk": "low"})
 
     assert form.is_valid(), form.errors
     assert form.resume_data == {"start": "now", "notify": False, "risk": "low"}
 
 
 def test_a_required_enum_left_unchosen_is_an_error() -> None:
-    form = ResumeForm(MIXED, data={"start": "now", "risk": ""})
+    form = resume_form(MIXED, data={"start": "now", "risk": ""})
 
     assert not form.is_valid()
     assert form.errors["risk"] == ["This field is required."]
 
 
 def test_invalid_values_are_field_errors() -> None:
-    form = ResumeForm(MIXED, data={"start": "x", "minutes": "600", "ratio": "lots", "risk": "medium"})
+    form = resume_form(MIXED, data={"start": "x", "minutes": "600", "ratio": "lots", "risk": "medium"})
 
     assert not form.is_valid()
     assert set(form.errors) == {"start", "minutes", "ratio", "risk"}
@@ -85,7 +85,7 @@ def test_jsonschema_checks_what_the_fields_cannot() -> None:
         "required": ["code"],
     }
 
-    form = ResumeForm(schema, data={"code": "abc"})
+    form = resume_form(schema, data={"code": "abc"})
 
     assert not form.is_valid()
     assert "does not match" in form.errors["code"][0]
@@ -97,7 +97,7 @@ def test_pydantic_schemas_with_refs_optionals_and_literals() -> None:
         size: int | None = None
         note: str = Field(default="", title="Note")
 
-    form = ResumeForm(Answer.model_json_schema(), data={"colour": "blue", "size": ""})
+    form = resume_form(Answer.model_json_schema(), data={"colour": "blue", "size": ""})
 
     assert isinstance(form.fields["colour"].widget, forms.Select)
     assert not form.fields["size"].required
@@ -113,35 +113,35 @@ def test_nested_properties_get_a_json_field() -> None:
         "required": ["tags"],
     }
 
-    form = ResumeForm(schema, data={"tags": '["a", 1]', "name": "n"})
+    form = resume_form(schema, data={"tags": '["a", 1]', "name": "n"})
 
     assert isinstance(form.fields["tags"], forms.JSONField)
     assert not form.is_valid()
     assert form.errors["tags"] == ["[1]: 1 is not of type 'string'"]
-    assert ResumeForm(schema, data={"tags": '["a"]'}).is_valid()
+    assert resume_form(schema, data={"tags": '["a"]'}).is_valid()
 
 
 def test_a_schema_that_is_not_an_object_is_answered_as_json() -> None:
     schema = {"type": "array", "items": {"type": "integer"}}
 
-    form = ResumeForm(schema, data={WHOLE_ANSWER: "[1, 2]"})
+    form = resume_form(schema, data={WHOLE_ANSWER: "[1, 2]"})
 
     assert form.is_json_fallback
     assert form.is_valid(), form.errors
     assert form.resume_data == [1, 2]
-    bad = ResumeForm(schema, data={WHOLE_ANSWER: "not json"})
+    bad = resume_form(schema, data={WHOLE_ANSWER: "not json"})
     assert not bad.is_valid() and WHOLE_ANSWER in bad.errors
 
 
 def test_no_schema_takes_any_json_object() -> None:
-    form = ResumeForm(None, data={WHOLE_ANSWER: '{"anything": true}'})
+    form = resume_form(None, data={WHOLE_ANSWER: '{"anything": true}'})
 
     assert form.is_valid(), form.errors
     assert form.resume_data == {"anything": True}
 
 
 def test_runtime_errors_are_attached_to_fields() -> None:
-    form = ResumeForm(MIXED, data={"start": "now", "risk": "low"})
+    form = resume_form(MIXED, data={"start": "now", "risk": "low"})
     assert form.is_valid()
 
     form.add_field_errors([{"loc": ("start",), "msg": "too early"}, {"loc": (), "msg": "no"}])
