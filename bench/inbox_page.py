@@ -1,8 +1,8 @@
 """Benchmark: server time of the agent inbox page (50 cards) with 10,000 suspended runs.
 
 Seeds N suspended runs of the demo agent ``ops`` (the release engineer) with bulk inserts through the
-store's models, into a fresh database: SQLite (a temporary file) and PostgreSQL (the dedicated
-database ``countersign_bench_inbox`` on the server of ``DATABASE_URL``, default
+store's models, into a fresh database: SQLite (a temporary file) and PostgreSQL (a database
+``countersign_bench_inbox_<random>`` on the server of ``DATABASE_URL``, default
 ``postgres://root@127.0.0.1:5432/``, created here and dropped at the end). The runs look like the
 demo's: three in four wait for the approval of a ``deploy_service`` call, one in four for the answer
 to a ``request_change_window`` call, whose card carries the resume form built from the tool's
@@ -37,21 +37,17 @@ import argparse
 import json
 import os
 import random
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-ROOT = Path(__file__).resolve().parent.parent
+from _common import ROOT, analyze_run_tables, p50_p95, scratch_database
+
 RESULTS = ROOT / "bench" / "results" / "inbox_page.json"
-POSTGRES_DATABASE = "countersign_bench_inbox"
 AGENT = "ops"
 PER_PAGE = 50
 BATCH = 2_000
@@ -87,11 +83,11 @@ def worker(n: int, requests: int, warmup: int, profile: bool) -> dict[str, Any]:
     anatomy: dict[str, Any] = {}
     for case, headers in CASES.items():
         wall, cpu, size = timings[case]
-        p50, p95 = _percentiles(wall)
+        p50, p95 = p50_p95(wall)
         name = case if PER_PAGE == 50 else f"{case}, {PER_PAGE} cards"
         results.append({"backend": backend, "n": n, "case": name, "p50_ms": p50, "p95_ms": p95})
         found = _anatomy(client, url, headers, profile=profile)
-        anatomy[case] = {"bytes": size, "cpu": _percentiles(cpu), **found}
+        anatomy[case] = {"bytes": size, "cpu": p50_p95(cpu), **found}
     anatomy["parts"] = _parts(requests)
     return {"results": results, "anatomy": anatomy, "seconds": round(seeded, 1)}
 
@@ -182,12 +178,7 @@ def seed(n: int) -> None:
         with transaction.atomic():
             RunRecord.objects.bulk_create(runs, batch_size=500)
             ParkedCallRecord.objects.bulk_create(calls, batch_size=500)
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            for model in (ParkedCallRecord, RunRecord):
-                cursor.execute(f"VACUUM ANALYZE {model._meta.db_table}")
-        else:
-            cursor.execute("ANALYZE")
+    analyze_run_tables()
     connection.close()
 
 
@@ -209,12 +200,6 @@ def _get(client: Any, url: str, headers: dict[str, str]) -> int:
     body = response.content
     assert body.count(b'class="card run-card') == PER_PAGE, "expected a full page of cards"
     return len(body)
-
-
-def _percentiles(samples: list[float]) -> tuple[float, float]:
-    samples = sorted(samples)
-    p95 = samples[min(len(samples) - 1, round(0.95 * (len(samples) - 1)))]
-    return round(statistics.median(samples), 2), round(p95, 2)
 
 
 def _timed(
@@ -325,18 +310,11 @@ def _parts(requests: int) -> dict[str, tuple[float, float]]:
             started = time.perf_counter()
             step()
             samples.append((time.perf_counter() - started) * 1000)
-        timed[name] = _percentiles(samples)
+        timed[name] = p50_p95(samples)
     return timed
 
 
 # -- the driver: databases, one worker per backend, the table --------------------------------------
-
-
-def _postgres_url(database: str) -> str:
-    url = os.environ.get("DATABASE_URL", "")
-    if urlsplit(url).scheme not in {"postgres", "postgresql", "pgsql"}:
-        url = "postgres://root@127.0.0.1:5432/postgres"
-    return urlunsplit(urlsplit(url)._replace(path=f"/{database}"))
 
 
 def _run_worker(database_url: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -361,20 +339,8 @@ def _run_worker(database_url: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_backend(backend: str, args: argparse.Namespace) -> dict[str, Any]:
-    if backend == "sqlite":
-        with tempfile.TemporaryDirectory(prefix="countersign-bench-inbox-") as tmp:
-            return _run_worker(f"sqlite:///{tmp}/bench.sqlite3", args)
-    import psycopg
-
-    admin_url = _postgres_url("postgres")
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{POSTGRES_DATABASE}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{POSTGRES_DATABASE}"')
-    try:
-        return _run_worker(_postgres_url(POSTGRES_DATABASE), args)
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{POSTGRES_DATABASE}" WITH (FORCE)')
+    with scratch_database(backend, "countersign_bench_inbox") as database_url:
+        return _run_worker(database_url, args)
 
 
 def print_table(results: list[dict[str, Any]]) -> None:

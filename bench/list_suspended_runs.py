@@ -25,19 +25,16 @@ import argparse
 import json
 import os
 import random
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-ROOT = Path(__file__).resolve().parent.parent
+from _common import ROOT, analyze_run_tables, p50_p95, scratch_database
+
 RESULTS = ROOT / "bench" / "results" / "list_suspended_runs.json"
 AGENTS, THREADS, RESOURCES = 5, 50, 200
 BATCH = 2_000
@@ -175,12 +172,7 @@ def _reset_and_seed(n: int) -> None:
                         )
                     )
             ParkedCallRecord.objects.bulk_create(calls, batch_size=500)
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            for model in (ParkedCallRecord, RunRecord):
-                cursor.execute(f"VACUUM ANALYZE {model._meta.db_table}")
-        else:
-            cursor.execute("ANALYZE")
+    analyze_run_tables()
     connection.close()
 
 
@@ -192,9 +184,7 @@ async def _timed(calls: int, call: Callable[[int], Awaitable[Any]]) -> tuple[flo
         started = time.perf_counter()
         await call(i)
         samples.append((time.perf_counter() - started) * 1000)
-    samples.sort()
-    p95 = samples[min(len(samples) - 1, round(0.95 * (len(samples) - 1)))]
-    return round(statistics.median(samples), 2), round(p95, 2)
+    return p50_p95(samples)
 
 
 async def _measure(calls: int) -> dict[str, tuple[float, float]]:
@@ -258,13 +248,6 @@ async def _timed_approvals(calls: int, pending: list[Any], agent: Any) -> tuple[
 # -- the driver: databases, one worker per backend, the table --------------------------------------
 
 
-def _postgres_admin_url() -> str:
-    url = os.environ.get("DATABASE_URL", "")
-    if urlsplit(url).scheme not in {"postgres", "postgresql", "pgsql"}:
-        url = "postgres://root@127.0.0.1:5432/postgres"
-    return urlunsplit(urlsplit(url)._replace(path="/postgres"))
-
-
 def _run_worker(database_url: str, sizes: list[int], calls: int) -> dict[str, Any]:
     env = {
         **os.environ,
@@ -285,20 +268,8 @@ def _run_worker(database_url: str, sizes: list[int], calls: int) -> dict[str, An
 
 
 def run_backend(backend: str, sizes: list[int], calls: int) -> dict[str, Any]:
-    if backend == "sqlite":
-        with tempfile.TemporaryDirectory(prefix="countersign-bench-") as tmp:
-            return _run_worker(f"sqlite:///{tmp}/bench.sqlite3", sizes, calls)
-    import psycopg
-
-    admin_url = _postgres_admin_url()
-    name = f"countersign_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        return _run_worker(urlunsplit(urlsplit(admin_url)._replace(path=f"/{name}")), sizes, calls)
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database(backend, "countersign_bench") as database_url:
+        return _run_worker(database_url, sizes, calls)
 
 
 def runtime_floor(calls: int) -> tuple[float, float]:

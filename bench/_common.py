@@ -1,0 +1,70 @@
+"""What the benchmarks share: percentiles, a scratch database per backend, fresh table statistics.
+
+Each benchmark runs its measuring worker in a subprocess whose ``DATABASE_URL`` points at a scratch
+database (``scratch_database``), so the figures never touch a developer's data.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def p50_p95(samples: list[float]) -> tuple[float, float]:
+    """Median and 95th percentile (nearest rank) in the samples' unit, to two decimals."""
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return round(statistics.median(ordered), 2), round(p95, 2)
+
+
+def postgres_url(database: str) -> str:
+    """``database`` on the server of ``DATABASE_URL`` (default: the local one, as role root)."""
+    url = os.environ.get("DATABASE_URL", "")
+    if urlsplit(url).scheme not in {"postgres", "postgresql", "pgsql"}:
+        url = "postgres://root@127.0.0.1:5432/postgres"
+    return urlunsplit(urlsplit(url)._replace(path=f"/{database}"))
+
+
+@contextmanager
+def scratch_database(backend: str, name: str) -> Iterator[str]:
+    """A ``DATABASE_URL`` of an empty database, removed afterwards: a temporary SQLite file, or a
+    PostgreSQL database ``<name>_<random>`` created and dropped here."""
+    if backend == "sqlite":
+        with tempfile.TemporaryDirectory(prefix=f"{name}-") as tmp:
+            yield f"sqlite:///{tmp}/bench.sqlite3"
+        return
+    if backend != "postgres":
+        raise ValueError(f"unknown backend {backend!r} (sqlite or postgres)")
+    import psycopg
+
+    admin_url = postgres_url("postgres")
+    database = f"{name}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{database}"')
+    try:
+        yield postgres_url(database)
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+
+def analyze_run_tables() -> None:
+    """Fresh planner statistics after bulk seeding (call in the worker, after ``django.setup()``)."""
+    from django.db import connection
+
+    from approvals.models import ParkedCallRecord, RunRecord
+
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            for model in (ParkedCallRecord, RunRecord):
+                cursor.execute(f"VACUUM ANALYZE {model._meta.db_table}")
+        else:
+            cursor.execute("ANALYZE")
