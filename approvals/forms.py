@@ -61,13 +61,29 @@ class IsoDateOrDateTimeField(forms.CharField):
         return moment
 
 
-def _clean_range(form: forms.Form, start_field: str, end_field: str) -> None:
-    start, end = form.cleaned_data.get(start_field), form.cleaned_data.get(end_field)
-    if start is not None and end is not None and start > end:
-        form.add_error(end_field, f"“{end_field}” is before “{start_field}”.")
+class _CreatedRangeForm(forms.Form):
+    """A filter form with an inclusive ``from`` / ``to`` range; subclasses name their labels and order."""
+
+    from_label = "From"
+    to_label = "To"
+    field_order_names: list[str] = []
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # ``from`` is a Python keyword: add the date fields by name.
+        self.fields["from"] = IsoDateOrDateTimeField(label=self.from_label)
+        self.fields["to"] = IsoDateOrDateTimeField(label=self.to_label, end_of_day=True)
+        self.order_fields(self.field_order_names)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        start, end = cleaned.get("from"), cleaned.get("to")
+        if start is not None and end is not None and start > end:
+            self.add_error("to", "“to” is before “from”.")
+        return cleaned
 
 
-class InboxFilterForm(forms.Form):
+class InboxFilterForm(_CreatedRangeForm):
     """The inbox's query string: ``thread resource from to tool kind sort page per_page``."""
 
     thread = forms.CharField(required=False, max_length=255, label="Thread")
@@ -86,17 +102,8 @@ class InboxFilterForm(forms.Form):
     page = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
     per_page = forms.IntegerField(required=False, min_value=1, max_value=MAX_PER_PAGE, label="Per page")
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # ``from`` is a Python keyword: add the date fields by name.
-        self.fields["from"] = IsoDateOrDateTimeField(label="Created from")
-        self.fields["to"] = IsoDateOrDateTimeField(label="Created to", end_of_day=True)
-        self.order_fields(["thread", "resource", "tool", "kind", "from", "to", "sort", "per_page", "page"])
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean() or {}
-        _clean_range(self, "from", "to")
-        return cleaned
+    from_label, to_label = "Created from", "Created to"
+    field_order_names = ["thread", "resource", "tool", "kind", "from", "to", "sort", "per_page", "page"]
 
     def filters(self) -> dict[str, Any]:
         """Keyword arguments for ``queries.inbox_page`` (call after ``is_valid()``)."""
@@ -114,23 +121,14 @@ class InboxFilterForm(forms.Form):
         }
 
 
-class AuditFilterForm(forms.Form):
+class AuditFilterForm(_CreatedRangeForm):
     agent = forms.CharField(required=False, max_length=255, label="Agent")
     user = forms.CharField(required=False, max_length=150, label="User")
     action = forms.ChoiceField(required=False, choices=[("", "Any"), *AuditAction.choices], label="Action")
     outcome = forms.ChoiceField(required=False, choices=[("", "Any"), *AuditOutcome.choices], label="Outcome")
     page = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.fields["from"] = IsoDateOrDateTimeField(label="From")
-        self.fields["to"] = IsoDateOrDateTimeField(label="To", end_of_day=True)
-        self.order_fields(["agent", "user", "action", "outcome", "from", "to", "page"])
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean() or {}
-        _clean_range(self, "from", "to")
-        return cleaned
+    field_order_names = ["agent", "user", "action", "outcome", "from", "to", "page"]
 
     def filters(self) -> dict[str, Any]:
         data = self.cleaned_data
