@@ -355,6 +355,42 @@ def test_eight_threads_racing_on_one_call_make_exactly_one_decision(store: RunSt
     assert reported == [run.calls[0].decision.actor] * 7  # the losers learn who won
 
 
+def test_eight_threads_deciding_the_eight_calls_of_one_run_all_land_and_one_claims(store: RunStore) -> None:
+    calls = [approval(f"c{i}") for i in range(8)]
+    store.insert_suspended(suspension("r1", calls=calls))
+    barrier = threading.Barrier(8)
+    claimed: list[int | None] = []
+    failures: list[BaseException] = []
+
+    def decide(i: int) -> None:
+        barrier.wait()
+        try:
+            receipt = store.record_decision(
+                agent_id="support",
+                run_id="r1",
+                tool_call_id=f"c{i}",
+                decision=decision(actor=f"reviewer-{i}"),
+            )
+        except BaseException as exc:  # reported below, not swallowed
+            failures.append(exc)
+        else:
+            claimed.append(receipt.claimed_version)
+
+    threads = [threading.Thread(target=decide, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert failures == []
+    assert sorted(claimed, key=lambda v: v is not None) == [None] * 7 + [10]
+    run = store.get_run("r1")
+    assert run is not None and (run.status, run.version) == ("running", 10)
+    assert [c.decision.actor if c.decision else None for c in run.calls] == [
+        f"reviewer-{i}" for i in range(8)
+    ]
+
+
 # -- claims ----------------------------------------------------------------------------------------
 
 
