@@ -5,10 +5,11 @@ the database, so every process and server instance on it sees the same suspended
 
 - Listings filter, order, count and page in SQL: one COUNT and one page query, snapshots never
   loaded, the page's calls fetched in one more query.
-- Exactly once: decisions and claims happen in a short transaction that locks the run row
-  (``SELECT ... FOR UPDATE`` on PostgreSQL; on SQLite ``BEGIN IMMEDIATE`` serializes writers), then
-  write with conditional UPDATEs (``action IS NULL``; ``status`` and ``version`` unchanged), so a
-  lost race changes nothing.
+- Exactly once: claims, and decisions on SQLite, happen in a short transaction that locks the run
+  row (``SELECT ... FOR UPDATE`` on PostgreSQL; on SQLite ``BEGIN IMMEDIATE`` serializes writers),
+  then write with conditional UPDATEs (``action IS NULL``; ``status`` and ``version`` unchanged), so
+  a lost race changes nothing. On PostgreSQL a decision is one conditional statement at the version
+  read instead (the approval path's round trips), tried again when another decision came first.
 - No transaction outlives a store call, and no store call waits on a model or a tool.
 - Reads use plain rows (``values()``), not model instances: listings are on the dashboard's hot path.
 """
