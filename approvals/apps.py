@@ -5,3 +5,10 @@ class ApprovalsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "approvals"
     verbose_name = "Approvals"
+
+    def ready(self) -> None:
+        from django.contrib.auth.signals import user_logged_out
+
+        from approvals import signals
+
+        user_logged_out.connect(signals.close_live_sockets, dispatch_uid="countersign-close-live-sockets")

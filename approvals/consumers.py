@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
+import random
+from importlib import import_module
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+from django.contrib import auth
+from django.http import HttpRequest
 
 from approvals.access import visible_agent_ids
-from approvals.live import agent_group, fanout, relay, run_group
+from approvals.live import agent_group, fanout, relay, run_group, session_group
 from approvals.registry import get_runtime
+
+logger = logging.getLogger(__name__)
 
 UNAUTHENTICATED = 4401
 
@@ -18,25 +28,45 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     """Joins the groups of the agents the logged-in user may see; forwards their run events.
 
     A page showing one run may also ask for that run's output: ``{"subscribe_run": "<run id>"}``.
+    The socket closes with 4401 when its session logs out (anywhere) and when a periodic re-check
+    (``LIVE_SESSION_CHECK_SECONDS``) finds the session gone or its user unable to log in; the same
+    re-check follows changes to which agents the user may see.
     """
 
     agent_ids: list[str]
     joined: list[str]
+    #: The runs this page watches, with their agents.
+    runs: dict[str, str]
+    session_key = ""
+    user_pk: Any = None
     accepted = False
+    signed_out = False
+    watcher: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
-        self.agent_ids, self.joined = [], []
+        self.agent_ids, self.joined, self.runs = [], [], {}
         user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
+        session = self.scope.get("session")
+        self.session_key = (session.session_key if session is not None else None) or ""
+        if user is None or not user.is_authenticated or not self.session_key:
+            # Accept, then close: a socket refused at the handshake reaches the page as 1006 (the
+            # server answers 403), which looks like a network problem and would be retried forever.
+            await self.accept()
             await self.close(code=UNAUTHENTICATED)
             return
+        self.user_pk = user.pk
         self.agent_ids = await database_sync_to_async(visible_agent_ids)(user)
+        await self._join(session_group(self.session_key))
         for agent_id in self.agent_ids:
             await self._join(agent_group(agent_id))
         await relay.ensure_started()
         await self.accept()
+        if self.signed_out:  # logged out while this socket was opening
+            await self.close(code=UNAUTHENTICATED)
+            return
         self.accepted = True
         await self.send_json({"type": "hello", "agents": self.agent_ids})
+        self.watcher = asyncio.create_task(self._watch(), name="countersign-live-session-check")
 
     async def _join(self, group: str) -> None:
         if group in self.joined:
@@ -45,40 +75,125 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         await fanout.join(group, self)
         self.joined.append(group)
 
+    async def _leave(self, group: str) -> None:
+        if group in self.joined:
+            self.joined.remove(group)
+            await fanout.leave(group, self)
+
     async def disconnect(self, code: int) -> None:
+        self.accepted = False
+        if self.watcher is not None:
+            self.watcher.cancel()
+            self.watcher = None
         for group in self.joined:
             await fanout.leave(group, self)
         self.joined = []
+
+    async def _sign_out(self) -> None:
+        self.signed_out = True
+        if self.accepted:
+            self.accepted = False
+            await self.close(code=UNAUTHENTICATED)
+
+    # -- the periodic re-check -------------------------------------------------------------------
+
+    async def _watch(self) -> None:
+        interval = float(settings.LIVE_SESSION_CHECK_SECONDS)
+        if interval <= 0:
+            return
+        while self.accepted:
+            # Spread out: pages that (re)connected together need not all ask at the same moment.
+            await asyncio.sleep(interval * random.uniform(0.8, 1.0))
+            try:
+                agent_ids = await database_sync_to_async(self._current_agents)()
+            except Exception:
+                logger.exception("Live socket: re-checking the session failed; trying again later")
+                continue
+            if agent_ids is None:
+                await self._sign_out()
+                return
+            if agent_ids != self.agent_ids:
+                await self._see_agents(agent_ids)
+
+    def _current_agents(self) -> list[str] | None:
+        """The agents this socket's user may see now; ``None`` once its session is over."""
+        request = HttpRequest()
+        request.session = import_module(settings.SESSION_ENGINE).SessionStore(self.session_key)
+        # Anonymous when the session was deleted or expired, its user can no longer log in, or the
+        # password changed since (Django's own checks, as for a request).
+        user = auth.get_user(request)
+        if not user.is_authenticated or not user.is_active or user.pk != self.user_pk:
+            return None
+        return visible_agent_ids(user)
+
+    async def _see_agents(self, agent_ids: list[str]) -> None:
+        gone = set(self.agent_ids) - set(agent_ids)
+        self.agent_ids = agent_ids
+        for agent_id in gone:
+            await self._leave(agent_group(agent_id))
+        for run_id, agent_id in list(self.runs.items()):
+            if agent_id in gone:
+                del self.runs[run_id]
+                await self._leave(run_group(run_id))
+        for agent_id in agent_ids:
+            await self._join(agent_group(agent_id))
+        # The page refetches its partials: what it shows may have changed with the access.
+        await self.send_json({"type": "agents", "agents": agent_ids})
+
+    # -- from the page ---------------------------------------------------------------------------
+
+    async def receive(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
+    ) -> None:
+        # A frame that is not JSON (or not text) gets the same error answer as a wrong message,
+        # rather than ending the consumer.
+        try:
+            content = json.loads(text_data) if text_data is not None else None
+        except ValueError:
+            content = None
+        await self.receive_json(content)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         run_id = content.get("subscribe_run") if isinstance(content, dict) else None
         if not isinstance(run_id, str) or not run_id or len(run_id) > 200:
             await self.send_json({"type": "error", "error": "expected {'subscribe_run': '<run id>'}"})
             return
-        if await database_sync_to_async(self._may_watch)(run_id):
+        agent_id = await database_sync_to_async(self._agent_of)(run_id)
+        if agent_id is not None:
+            self.runs[run_id] = agent_id
             await self._join(run_group(run_id))
             await self.send_json({"type": "subscribed", "run_id": run_id})
         else:
             # Same answer for a foreign run and an unknown one: nothing about other agents leaks.
             await self.send_json({"type": "error", "error": "unknown run", "run_id": run_id})
 
-    def _may_watch(self, run_id: str) -> bool:
+    def _agent_of(self, run_id: str) -> str | None:
+        """The agent of ``run_id`` when this user may see it, else ``None``."""
         run = get_runtime().storage.get_run(run_id)
         if run is not None:
-            return run.agent_id in self.agent_ids
+            return run.agent_id if run.agent_id in self.agent_ids else None
         # A run that already ended: allowed if the audit trail shows it belongs to a visible agent.
         from approvals.models import AuditEntry
 
-        return AuditEntry.objects.filter(run_id=run_id, agent_id__in=self.agent_ids).exists()
+        entries = AuditEntry.objects.filter(run_id=run_id, agent_id__in=self.agent_ids)
+        agent_id: str | None = entries.values_list("agent_id", flat=True).first()
+        return agent_id
+
+    # -- from the fan-out ------------------------------------------------------------------------
 
     async def forward(self, message: dict[str, Any]) -> None:
         """A group's message, from ``live.fanout``: already encoded once for every page."""
+        if message["type"] == "session.ended":
+            await self._sign_out()
+            return
         if not self.accepted:
             # Joined, not yet accepted (sending now would accept the socket behind connect's back).
             # Nothing is lost: the page refetches everything once its socket is open.
             return
         if message["type"] == "run.event":
-            if message["event"].get("agent_id") in self.agent_ids:
-                await self.send(text_data=message["text"])
-        elif message["type"] == "run.chunk":
+            visible = message["event"].get("agent_id") in self.agent_ids
+        else:
+            # The fan-out may still hold this page for a run it just stopped watching.
+            visible = message["type"] == "run.chunk" and message["chunk"].get("run_id") in self.runs
+        if visible:
             await self.send(text_data=message["text"])

@@ -1,16 +1,21 @@
-"""Live updates: run events and run output to the websocket consumers of every server process.
+"""Live updates: run events, run output and sign-outs to the websocket consumers of every server process.
 
 Events are small and id-only ("run X of agent A was suspended"); pages refetch their own partials
-over HTTP so each keeps its filters and pagination. Two delivery paths, chosen by the channel layer:
+over HTTP so each keeps its filters and pagination. A continuation's output (text deltas, tool calls
+and results) goes to the pages watching that run. A logout closes that session's sockets. Two
+delivery paths, chosen by the channel layer:
 
-- Redis (``REDIS_URL``): the process that changed a run sends to the channel layer directly; every
-  server instance's consumers receive it.
-- In-process layer (the embedded default): the layer cannot leave its process, so events go through
-  the ``LiveEvent`` outbox table, which a relay task in each server process polls and forwards. A run
-  started by ``manage.py run_agent`` or a ``db_worker`` still reaches the open pages.
+- Redis (``REDIS_URL``): the process that has the message sends it to the channel layer directly;
+  every server instance's consumers receive it.
+- In-process layer (the embedded default): the layer cannot leave its process, so every message goes
+  through the ``LiveEvent`` outbox table, which a relay task in each server process polls and
+  forwards; a server's own messages too, so each arrives once. A run started by ``manage.py
+  run_agent`` or continued by a ``db_worker`` still reaches the open pages. Output is coalesced on its
+  way in (``RunOutput``): a model streams tens of text deltas a second, the outbox gets a row at most
+  every ``OUTPUT_FLUSH_SECONDS`` per continuation.
 
-Either way a server process receives each event once, on one layer channel of its own, and hands it
-to its open pages itself (``Fanout``): per event, the layer carries one message per process, not one
+Either way a server process receives each message once, on one layer channel of its own, and hands
+it to its open pages itself (``Fanout``): per message, the layer carries one copy per process, not one
 per page.
 """
 
@@ -20,6 +25,7 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
+import hashlib
 import json
 import logging
 from datetime import timedelta
@@ -43,6 +49,12 @@ logger = logging.getLogger(__name__)
 #: from another process's commit to the open pages. One indexed query on an idle table.
 RELAY_INTERVAL_SECONDS = 0.05
 OUTBOX_RETENTION = timedelta(minutes=10)
+#: PostgreSQL hands out ids when a row is inserted, not when it commits: a relay that already read row
+#: N+1 may see row N commit later. It holds back what follows a missing id for this long (a row
+#: that never commits, rolled back, costs this much delay once); SQLite never leaves such gaps.
+OUTBOX_GAP_WAIT_SECONDS = 2.0
+#: How long a continuation's output may wait in its process before it is written to the outbox.
+OUTPUT_FLUSH_SECONDS = 0.1
 
 
 def agent_group(agent_id: str) -> str:
@@ -52,6 +64,11 @@ def agent_group(agent_id: str) -> str:
 
 def run_group(run_id: str) -> str:
     return f"run.{safe(run_id)}"[:99]
+
+
+def session_group(session_key: str) -> str:
+    # A digest, never the key: group names travel through Redis and the outbox, and a key is a login.
+    return "session." + hashlib.sha256(session_key.encode()).hexdigest()[:40]
 
 
 def uses_outbox() -> bool:
@@ -97,15 +114,125 @@ def announce(event: dict[str, Any]) -> None:
         async_to_sync(deliver)(event)
 
 
-async def publish_chunk(chunk: Chunk) -> None:
-    """Stream a continuation's output to the pages showing that run (best effort, not stored)."""
+def end_session(session_key: str) -> None:
+    """Close the open sockets of a session that logged out, in every server process (synchronous)."""
+    group = session_group(session_key)
+    if uses_outbox():
+        LiveEvent.objects.create(
+            kind=LiveEvent.Kind.SIGN_OUT, agent_id="", run_id="", payload={"group": group}
+        )
+    else:
+        async_to_sync(_send_sign_out)(group)
+
+
+async def _send_sign_out(group: str) -> None:
+    layer = get_channel_layer()
+    if layer is not None:
+        await layer.group_send(group, {"type": "session.ended", "group": group})
+
+
+def _chunk_body(chunk: Chunk) -> dict[str, Any]:
+    # Through JSON once: tool args and results may hold values only ``str`` can show.
+    body = {"type": chunk.type, "run_id": chunk.run_id, "payload": chunk.payload}
+    loaded: dict[str, Any] = json.loads(json.dumps(body, default=str))
+    return loaded
+
+
+async def _send_chunk(body: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    group = run_group(chunk.run_id)
-    body = {"type": chunk.type, "run_id": chunk.run_id, "payload": chunk.payload}
-    text = json.dumps({"type": "chunk", "chunk": body}, default=str)
+    group = run_group(body["run_id"])
+    text = json.dumps({"type": "chunk", "chunk": body})
     await layer.group_send(group, {"type": "run.chunk", "group": group, "chunk": body, "text": text})
+
+
+class RunOutput:
+    """A continuation's output on its way to the pages watching its runs (best effort, not kept).
+
+    With Redis each chunk goes to the run's group at once. With the in-process layer the chunks go
+    through the outbox, in order: consecutive text deltas of a run are merged, and what has come
+    is written at most ``OUTPUT_FLUSH_SECONDS`` after it came, and at once when a run finishes or
+    fails. Publishing never fails the continuation: a chunk that cannot be sent is logged and dropped.
+
+        async with RunOutput(agent_id) as output:
+            async for chunk in stream:
+                await output.send(chunk)
+    """
+
+    def __init__(self, agent_id: str) -> None:
+        self.agent_id = agent_id
+        self._outbox = uses_outbox()
+        self._pending: list[dict[str, Any]] = []
+        self._lock = asyncio.Lock()
+        self._timer: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> RunOutput:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def send(self, chunk: Chunk) -> None:
+        body = _chunk_body(chunk)
+        if not self._outbox:
+            try:
+                await _send_chunk(body)
+            except Exception:
+                logger.exception("Live output of run %s could not be sent; dropped", chunk.run_id)
+            return
+        last = self._pending[-1] if self._pending else None
+        if (
+            body["type"] == "text-delta"
+            and last is not None
+            and last["type"] == "text-delta"
+            and last["run_id"] == body["run_id"]
+        ):
+            last["payload"] = {"text": last["payload"].get("text", "") + body["payload"].get("text", "")}
+        else:
+            self._pending.append(body)
+        if body["type"] in ("finish", "error"):
+            await self.flush()
+        elif self._timer is None or self._timer.done():
+            self._timer = asyncio.create_task(self._flush_soon())
+
+    async def flush(self) -> None:
+        """Write what has come so far to the outbox (one row per run, in order)."""
+        async with self._lock:
+            batch, self._pending = self._pending, []
+            if not batch:
+                return
+            try:
+                await database_sync_to_async(_write_output)(self.agent_id, batch)
+            except Exception:
+                logger.exception("Live output of run %s could not be written; dropped", batch[0]["run_id"])
+
+    async def aclose(self) -> None:
+        if self._timer is not None and not self._timer.done():
+            self._timer.cancel()  # a flush it started goes on (shielded) and keeps its place in line
+        await self.flush()
+
+    async def _flush_soon(self) -> None:
+        while self._pending:
+            await asyncio.sleep(OUTPUT_FLUSH_SECONDS)
+            await asyncio.shield(self.flush())
+
+
+def _write_output(agent_id: str, chunks: list[dict[str, Any]]) -> None:
+    rows: list[LiveEvent] = []
+    for chunk in chunks:
+        if rows and rows[-1].run_id == chunk["run_id"]:
+            rows[-1].payload["chunks"].append(chunk)
+        else:
+            rows.append(
+                LiveEvent(
+                    kind=LiveEvent.Kind.OUTPUT,
+                    agent_id=agent_id,
+                    run_id=chunk["run_id"],
+                    payload={"chunks": [chunk]},
+                )
+            )
+    LiveEvent.objects.bulk_create(rows)
 
 
 class Member(Protocol):
@@ -259,13 +386,23 @@ class OutboxRelay:
             )
 
     async def _run(self, last_id: int) -> None:
+        loop = asyncio.get_running_loop()
+        # Whether row ``last_id + 1`` is the next one. Not known while nothing was read (an empty
+        # table says nothing about where its ids went on).
+        contiguous = last_id > 0
+        gap_since: float | None = None
         pruned_at = timezone.now()
         while True:
             try:
-                rows = await database_sync_to_async(_events_after)(last_id)
-                for row_id, payload in rows:
-                    last_id = row_id
-                    await deliver(payload)
+                for row_id, kind, payload in await database_sync_to_async(_rows_after)(last_id):
+                    if contiguous and row_id != last_id + 1:
+                        # A row before this one may not have committed yet: wait for it, a while.
+                        if gap_since is None:
+                            gap_since = loop.time()
+                        if loop.time() - gap_since < OUTBOX_GAP_WAIT_SECONDS:
+                            break
+                    last_id, contiguous, gap_since = row_id, True, None
+                    await _relay(kind, payload)
                 if timezone.now() - pruned_at > OUTBOX_RETENTION:
                     pruned_at = timezone.now()
                     await database_sync_to_async(_prune)()
@@ -276,13 +413,24 @@ class OutboxRelay:
             await asyncio.sleep(RELAY_INTERVAL_SECONDS)
 
 
+async def _relay(kind: str, payload: dict[str, Any]) -> None:
+    if kind == LiveEvent.Kind.OUTPUT:
+        for chunk in payload["chunks"]:
+            await _send_chunk(chunk)
+    elif kind == LiveEvent.Kind.SIGN_OUT:
+        await _send_sign_out(payload["group"])
+    else:
+        await deliver(payload)
+
+
 def _latest_event_id() -> int:
     latest = LiveEvent.objects.order_by("-id").values_list("id", flat=True).first()
     return latest or 0
 
 
-def _events_after(last_id: int) -> list[tuple[int, dict[str, Any]]]:
-    return list(LiveEvent.objects.filter(id__gt=last_id).order_by("id").values_list("id", "payload")[:500])
+def _rows_after(last_id: int) -> list[tuple[int, str, dict[str, Any]]]:
+    rows = LiveEvent.objects.filter(id__gt=last_id).order_by("id").values_list("id", "kind", "payload")
+    return list(rows[:500])
 
 
 def _prune() -> None:

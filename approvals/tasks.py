@@ -22,8 +22,10 @@ from approvals.registry import get_runtime
 async def continue_run(agent_id: str, run_id: str, version: int) -> dict[str, Any]:
     agent = get_runtime().get_agent(agent_id)
     stream = agent.continue_run(run_id, version=version)
-    async for chunk in stream:
-        await live.publish_chunk(chunk)
+    # Best effort: a page that misses output still refetches how the run ended from its events.
+    async with live.RunOutput(agent_id) as output:
+        async for chunk in stream:
+            await output.send(chunk)
     result = await stream.result()
     return result_to_json(result)
 

@@ -133,6 +133,11 @@ else:
         "default": {"BACKEND": "approvals.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 5000}}
     }
 
+# How often each open live socket re-reads its session (one session, one user and one groups query):
+# a session deleted, expired or of a deactivated user closes the socket (4401), and a change to which
+# agents the user may see reaches it. A logout closes the session's sockets at once, not after this.
+LIVE_SESSION_CHECK_SECONDS = float(_env("LIVE_SESSION_CHECK_SECONDS", "60"))
+
 # --- Background tasks (django.tasks) ---------------------------------------------------------------
 
 if _env("TASKS_BACKEND", "immediate").lower() == "database":

@@ -5,6 +5,8 @@
 //   <body data-live-url="/ws/live/">          the socket to open (only on logged-in pages)
 //   <span id="live-status" role="status" hidden>
 //                                             the connection badge; data-state = connecting|live|offline|signed-out
+//                                             (signed out: the server closed the socket with 4401; a
+//                                             "Sign in again" link follows the badge, nothing reconnects)
 //   <el id="..." hx-get="..." hx-trigger="cs:refresh" hx-swap="outerHTML"
 //       data-live="all" | data-live-agent="ID" | data-live-run="ID">
 //                                             refetched when an event concerns it, and on (re)connect
@@ -40,7 +42,7 @@
     connecting: "Opening the live connection",
     live: "Changes made elsewhere appear here as they happen",
     offline: "Live updates are paused; retrying. The page refreshes itself once it is back.",
-    "signed-out": "Your session ended: reload the page to sign in again",
+    "signed-out": "Your session ended (logged out, expired or revoked): sign in again to see live changes",
   };
 
   var socket = null;
@@ -53,6 +55,19 @@
     badge.setAttribute("data-state", state);
     badge.textContent = labels[state] || state;
     badge.title = titles[state] || "";
+  }
+
+  // The session is over: say so, and offer the way back. The link reloads this page, which sends the
+  // reviewer through the login form (every page requires it) and back here.
+  function signedOut() {
+    setState("signed-out");
+    if (!badge || document.getElementById("live-sign-in")) return;
+    var link = document.createElement("a");
+    link.id = "live-sign-in";
+    link.className = "live-sign-in";
+    link.href = window.location.pathname + window.location.search;
+    link.textContent = "Sign in again";
+    badge.after(link);
   }
 
   // --- Which requests are in flight --------------------------------------------------------------
@@ -383,12 +398,17 @@
         body.dispatchEvent(new CustomEvent("cs:run-event", { detail: data.event }));
       } else if (data.type === "chunk" && data.chunk) {
         appendOutput(data.chunk);
+      } else if (data.type === "agents") {
+        // Which agents this reviewer may see changed: every partial may show something else now,
+        // and a run's output this page lost (or may see again) follows.
+        subscribeRuns();
+        refreshAll();
       }
     });
     ws.addEventListener("close", function (e) {
       if (socket !== ws) return;
       if (e.code === 4401) {
-        setState("signed-out");
+        signedOut();
         return; // the session is gone: reconnecting would not help
       }
       setState("offline");

@@ -54,10 +54,12 @@ async def _events_until(communicator: WebsocketCommunicator, last: str) -> list[
     return events
 
 
-async def test_anonymous_socket_is_rejected(agents: DashboardAgents) -> None:
-    communicator, connected, code = await _connect(None)
-    assert not connected
-    assert code == 4401
+async def test_anonymous_socket_is_closed_with_4401_after_the_handshake(agents: DashboardAgents) -> None:
+    # Refused at the handshake, a browser would only see 1006 (Daphne answers 403) and retry forever;
+    # 4401 on an accepted socket tells live.js the session is over.
+    communicator, connected, _ = await _connect(None)
+    assert connected
+    assert await communicator.receive_output(timeout=5) == {"type": "websocket.close", "code": 4401}
     await communicator.disconnect()
 
 
@@ -156,4 +158,18 @@ async def test_subscribing_to_a_foreign_or_unknown_run_is_refused(
         await communicator.send_json_to({"subscribe_run": run_id})
         refusal = await _next(communicator, "error")
         assert refusal == {"type": "error", "error": "unknown run", "run_id": run_id}
+    await communicator.disconnect()
+
+
+async def test_a_frame_that_is_not_json_gets_an_error_and_the_socket_stays_usable(
+    agents: DashboardAgents, reviewer: User
+) -> None:
+    result = await agents.agent("helpdesk").generate("refund after a bad frame")
+    communicator, connected, _ = await _connect(reviewer)
+    assert connected
+    await _next(communicator, "hello")
+    await communicator.send_to(text_data="{not json")
+    assert (await _next(communicator, "error"))["error"] == "expected {'subscribe_run': '<run id>'}"
+    await communicator.send_json_to({"subscribe_run": result.run_id})
+    assert (await _next(communicator, "subscribed"))["run_id"] == result.run_id
     await communicator.disconnect()

@@ -229,3 +229,96 @@ def test_outcome_that_parks_the_run_again_stays_until_the_run_moves_on_elsewhere
     card(other, run_id).get_by_role("button", name="Approve").click()
     expect(card(other, run_id).locator(".outcome")).to_contain_text("Completed", timeout=WAIT)
     expect(card(inbox, run_id)).to_have_count(0, timeout=WAIT)
+
+
+@pytest.fixture
+def worker_site(tmp_path: Path, artifacts_dir: Path) -> Iterator[Site]:
+    """The embedded set-up with continuations queued for a ``db_worker`` process (no Redis)."""
+    env = server.env_for(f"sqlite:///{tmp_path / 'countersign.sqlite3'}", tasks_backend="database")
+    server.prepare_database(env)
+    daphne = server.Daphne(env, artifacts_dir / "daphne.log")
+    worker = server.db_worker(env, artifacts_dir / "worker.log", "browser-test-worker")
+    with server.running(daphne, worker):
+        yield Site(env, daphne, artifacts_dir)
+
+
+def test_run_page_streams_the_output_of_a_continuation_a_worker_runs(worker_site: Site, browser: Any) -> None:
+    run_id = worker_site.start_run()
+    run_page = log_in(
+        browser, worker_site.daphne.url, server.USERNAME, server.PASSWORD, next_path=f"/runs/{run_id}/"
+    )
+    expect_live(run_page)
+    other = log_in(
+        browser,
+        worker_site.daphne.url,
+        server.OTHER_USERNAME,
+        server.OTHER_PASSWORD,
+        next_path="/agents/support/",
+    )
+    card(other, run_id).get_by_role("button", name="Approve").click()
+    expect(card(other, run_id).locator(".outcome")).to_contain_text("Continuing", timeout=WAIT)
+
+    # The worker process ran it; its output came through the outbox to this server's page.
+    output = run_page.locator(f"[data-live-output='{run_id}']")
+    expect(output).to_contain_text("issue_refund", timeout=WAIT)
+    expect(output.locator("li[data-kind='text']")).to_contain_text("Refunded $300.00 on A-1042", timeout=WAIT)
+    expect(output).to_contain_text("Run success.", timeout=WAIT)
+    expect(output.locator("li[data-kind='finish']")).to_have_count(1)
+    state = run_page.locator("#run-state")
+    expect(state).to_contain_text("Completed", timeout=WAIT)
+    expect(state).to_contain_text("(in the background)")
+    run_page.screenshot(path=str(worker_site.artifacts / "run-page-worker-output.png"), full_page=True)
+
+
+def test_logging_out_on_another_server_signs_the_page_out_without_reconnecting(
+    site: Site, browser: Any
+) -> None:
+    # A second server on the same database, no Redis: the logout reaches the first through the outbox.
+    other_server = server.Daphne(site.env, site.artifacts / "daphne-2.log")
+    with server.running(other_server):
+        inbox = log_in(
+            browser, site.daphne.url, server.USERNAME, server.PASSWORD, next_path="/agents/support/"
+        )
+        expect_live(inbox)
+        sockets: list[Any] = []
+        inbox.on("websocket", lambda socket: sockets.append(socket))
+        # Same browser (cookies do not care about the port), another tab, another server.
+        elsewhere = inbox.context.new_page()
+        elsewhere.goto(f"{other_server.url}/")
+        elsewhere.get_by_role("button", name="Log out").click()
+        elsewhere.wait_for_url("**/accounts/login/")
+
+        badge = inbox.locator("#live-status")
+        expect(badge).to_have_attribute("data-state", "signed-out", timeout=WAIT)
+        expect(badge).to_have_text("Signed out")
+        sign_in = inbox.get_by_role("link", name="Sign in again")
+        expect(sign_in).to_be_visible()
+        inbox.screenshot(path=str(site.artifacts / "signed-out.png"))
+        inbox.wait_for_timeout(3_000)  # longer than the first reconnect delays
+        assert sockets == []
+        expect(badge).to_have_text("Signed out")
+
+        sign_in.click()
+        inbox.wait_for_url("**/accounts/login/?next=/agents/support/")
+        inbox.fill("#id_username", server.USERNAME)
+        inbox.fill("#id_password", server.PASSWORD)
+        inbox.click("main button[type=submit]")
+        inbox.wait_for_url("**/agents/support/")
+        expect_live(inbox)
+
+
+def test_page_whose_session_ended_while_the_server_was_down_shows_signed_out(
+    site: Site, browser: Any
+) -> None:
+    inbox = log_in(browser, site.daphne.url, server.USERNAME, server.PASSWORD, next_path="/agents/support/")
+    expect_live(inbox)
+    site.daphne.kill()
+    badge = inbox.locator("#live-status")
+    expect(badge).to_have_attribute("data-state", "offline", timeout=WAIT)
+    # Sessions cleared meanwhile (an admin, an expiry): the page's next socket has none.
+    clear_sessions = "from django.contrib.sessions.models import Session\nSession.objects.all().delete()"
+    server.manage(site.env, "shell", "-c", clear_sessions)
+
+    site.daphne.start()
+    expect(badge).to_have_attribute("data-state", "signed-out", timeout=30_000)
+    expect(inbox.get_by_role("link", name="Sign in again")).to_be_visible()

@@ -2,7 +2,8 @@
 
 A run started through instance A appears live on a page served by instance B; a decision taken on B
 is continued by the ``db_worker`` process (not by B), and A's pages follow: the run page streams the
-worker's output and shows how the run ended, the inbox drops the card.
+worker's output and shows how the run ended, the inbox drops the card. A logout on A signs that
+session's pages out on B too.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ REDIS_DB = 11
 @dataclass
 class Cluster:
     database_url: str
+    redis_url: str
     a: server.Daphne
     b: server.Daphne
     worker: server.Process
@@ -49,7 +51,7 @@ def cluster(artifacts_dir: Path) -> Iterator[Cluster]:
         b = server.Daphne(env, artifacts_dir / "daphne-b.log")
         worker = server.db_worker(env, artifacts_dir / "worker.log", WORKER_ID)
         with server.running(a, b, worker):
-            yield Cluster(database_url, a, b, worker)
+            yield Cluster(database_url, redis_url, a, b, worker)
 
 
 def _query(database_url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -115,3 +117,31 @@ def test_two_instances_and_a_worker_stay_in_sync(cluster: Cluster, browser: Any)
     left = _query(cluster.database_url, "SELECT count(*) FROM approvals_run WHERE run_id = %s", run_id)
     assert left == [(0,)]
     assert cluster.a.running and cluster.b.running and cluster.worker.running
+
+
+def test_logging_out_on_one_instance_signs_that_session_out_on_every_instance(
+    cluster: Cluster, browser: Any
+) -> None:
+    on_a = log_in(browser, cluster.a.url, server.USERNAME, server.PASSWORD, next_path="/agents/support/")
+    # The same browser on instance B (cookies do not care about the port): the same session.
+    on_b = on_a.context.new_page()
+    on_b.goto(f"{cluster.b.url}/agents/support/")
+    someone_else = log_in(
+        browser, cluster.b.url, server.OTHER_USERNAME, server.OTHER_PASSWORD, next_path="/agents/support/"
+    )
+    for page in (on_a, on_b, someone_else):
+        expect(page.locator("#live-status")).to_have_text("Live", timeout=WAIT)
+
+    logout_page = on_a.context.new_page()
+    logout_page.goto(f"{cluster.a.url}/")
+    logout_page.get_by_role("button", name="Log out").click()
+    logout_page.wait_for_url("**/accounts/login/")
+
+    for page in (on_a, on_b):
+        expect(page.locator("#live-status")).to_have_attribute("data-state", "signed-out", timeout=WAIT)
+        expect(page.get_by_role("link", name="Sign in again")).to_be_visible()
+    # Another login is not touched: its page still gets events.
+    env = server.env_for(cluster.database_url, redis_url=cluster.redis_url)
+    run_id = server.start_run(env, "support", "Refund $300 on A-1042", thread="after-logout")
+    expect(someone_else.locator(f"#run-{run_id}")).to_be_visible(timeout=WAIT)
+    expect(someone_else.locator("#live-status")).to_have_text("Live")
