@@ -14,6 +14,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.utils import timezone
 
+from .fields import OrderedJSONField
+
 
 class AppendOnlyError(Exception):
     """Audit records are never changed or deleted."""
@@ -93,12 +95,12 @@ class AuditEntry(models.Model):
     tool_call_id = models.CharField(max_length=400)
     tool_name = models.CharField(max_length=255, blank=True)
     #: The arguments as the reviewer saw them on the card (approval calls).
-    args = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    args = OrderedJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     #: What a ``suspend()``-ed tool showed the reviewer (input calls).
-    suspend_payload = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    suspend_payload = OrderedJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     action = models.CharField(max_length=16, choices=AuditAction.choices)
     reason = models.TextField(blank=True)
-    resume_data = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    resume_data = OrderedJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     outcome = models.CharField(max_length=24, choices=AuditOutcome.choices)
     #: The final answer, the error, or "already decided by X at T".
     outcome_detail = models.TextField(blank=True)

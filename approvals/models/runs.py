@@ -13,6 +13,8 @@ from typing import ClassVar
 from django.db import models
 from django.db.models import Exists, OuterRef, Q
 
+from .fields import OrderedJSONField
+
 
 class RunStatus(models.TextChoices):
     SUSPENDED = "suspended", "Suspended"
@@ -166,10 +168,10 @@ class ParkedCallRecord(models.Model):
     tool_call_id = models.CharField(max_length=255)
     tool_name = models.CharField(max_length=255)
     kind = models.CharField(max_length=16, choices=CallKind.choices)
-    args = models.JSONField(null=True, blank=True)
-    suspend_payload = models.JSONField(null=True, blank=True)
-    suspend_schema = models.JSONField(null=True, blank=True)
-    resume_schema = models.JSONField(null=True, blank=True)
+    args = OrderedJSONField(null=True, blank=True)
+    suspend_payload = OrderedJSONField(null=True, blank=True)
+    suspend_schema = OrderedJSONField(null=True, blank=True)
+    resume_schema = OrderedJSONField(null=True, blank=True)
     #: On a supervisor's mirror of a sub-agent's call: where the call really lives.
     delegation = models.JSONField(null=True, blank=True)
     #: NULL while undecided; set once by a conditional UPDATE (exactly once).
@@ -179,7 +181,7 @@ class ParkedCallRecord(models.Model):
     actor = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     decided_at = models.DateTimeField(null=True, blank=True)
     reason = models.TextField(null=True, blank=True)  # noqa: DJ001
-    resume_data = models.JSONField(null=True, blank=True)
+    resume_data = OrderedJSONField(null=True, blank=True)
 
     objects: ClassVar[ParkedCallRecordQuerySet] = ParkedCallRecordQuerySet.as_manager()  # type: ignore[assignment]
 
