@@ -31,7 +31,13 @@ from pydantic_ai.run import AgentRunResultEvent
 
 from . import _pydantic
 from ._pydantic import RunDeps
-from .errors import InvalidPagination, InvalidResumeData, RunNotFound, ToolCallNotSuspended
+from .errors import (
+    InvalidPagination,
+    InvalidResumeData,
+    InvalidToolArgs,
+    RunNotFound,
+    ToolCallNotSuspended,
+)
 from .events import Continuation, RunEvent
 from .store import (
     CallKind,
@@ -558,10 +564,21 @@ class Agent:
     # -- decisions -------------------------------------------------------------------------------
 
     async def approve_tool_call(
-        self, *, run_id: str, tool_call_id: str, actor: str | None = None
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str,
+        actor: str | None = None,
+        edited_args: dict[str, Any] | None = None,
     ) -> RunStream:
-        """Approve a parked call: the tool runs (once) when the run continues."""
-        return await self._decide(run_id, tool_call_id, action="approve", actor=actor)
+        """Approve a parked call: the tool runs (once) when the run continues.
+
+        Beyond Mastra: with ``edited_args`` it runs with those arguments instead of the model's,
+        once they pass the tool's own parameter checks (``InvalidToolArgs`` otherwise).
+        """
+        return await self._decide(
+            run_id, tool_call_id, action="approve", actor=actor, edited_args=edited_args
+        )
 
     async def decline_tool_call(
         self, *, run_id: str, tool_call_id: str, reason: str | None = None, actor: str | None = None
@@ -591,6 +608,7 @@ class Agent:
         actor: str | None,
         reason: str | None = None,
         resume_data: Any = None,
+        edited_args: dict[str, Any] | None = None,
     ) -> RunStream:
         if not isinstance(run_id, str) or not run_id:
             raise RunNotFound(str(run_id))
@@ -606,8 +624,14 @@ class Agent:
                 )
             call = _pick_call(run, tool_call_id)
             checked, why, stored_resume = self._validated_decision(call, action, reason, resume_data)
+            edits = None if edited_args is None else self._validated_edits(call, edited_args)
             return call.tool_call_id, Decision(
-                action=checked, decided_at=_now(), actor=actor, reason=why, resume_data=stored_resume
+                action=checked,
+                decided_at=_now(),
+                actor=actor,
+                reason=why,
+                resume_data=stored_resume,
+                edited_args=edits,
             )
 
         receipt: DecisionReceipt = await self._store(
@@ -616,7 +640,12 @@ class Agent:
         call, decision = receipt.call, receipt.call.decision
         assert decision is not None
         await self._notify(
-            "call-decided", run_id, tool_call_id=call.tool_call_id, action=decision.action, actor=actor
+            "call-decided",
+            run_id,
+            tool_call_id=call.tool_call_id,
+            action=decision.action,
+            actor=actor,
+            edited=decision.edited_args is not None,
         )
         if receipt.claimed_version is None:
             remaining = [_listed_call(c) for c in receipt.run.undecided]
@@ -685,6 +714,20 @@ class Agent:
 
             validated = _validate(call.resume_schema, resume_data, "resume data")
         return "resume", None, to_jsonable(validated)
+
+    def _validated_edits(self, call: ParkedCall, edited_args: Any) -> dict[str, Any]:
+        """Edited arguments of an approval, checked against the tool's parameters."""
+        if call.kind != "approval":
+            raise InvalidResumeData(
+                f"Tool call {call.tool_call_id!r} called suspend(): it has no arguments to edit"
+            )
+        spec = self._find_tool(call.tool_name)
+        if spec is None:
+            raise InvalidToolArgs(
+                f"Tool {call.tool_name!r} is not known to agent {self.id!r}: its arguments cannot be checked",
+                errors=[{"loc": (), "msg": "unknown tool"}],
+            )
+        return spec.validate_args(edited_args)
 
     # -- discovery -------------------------------------------------------------------------------
 
@@ -802,7 +845,7 @@ def _add_result(results: DeferredToolResults, call: ParkedCall) -> None:
     decision = call.decision
     assert decision is not None, "continuing a run with an undecided call"
     if decision.action == "approve":
-        results.approvals[call.tool_call_id] = ToolApproved()
+        results.approvals[call.tool_call_id] = ToolApproved(override_args=decision.edited_args)
     elif decision.action == "decline":
         results.approvals[call.tool_call_id] = ToolDenied(decision.reason or DEFAULT_DECLINE_REASON)
     else:

@@ -56,5 +56,12 @@ class InvalidResumeData(AgentsRuntimeError):
         self.errors: list[dict[str, Any]] = errors or []
 
 
+class InvalidToolArgs(InvalidResumeData):
+    """Edited arguments of an approval that break the tool's parameters (beyond Mastra).
+
+    A kind of invalid decision data: ``errors`` locate each problem inside the arguments object.
+    """
+
+
 class InvalidPagination(AgentsRuntimeError, ValueError):
     """``per_page`` must be a positive int and ``page`` a non-negative int."""

@@ -18,6 +18,8 @@ class RunEvent:
     tool_call_id: str | None = None
     action: str | None = None
     actor: str | None = None
+    #: ``call-decided`` on an approval with edited arguments.
+    edited: bool = False
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,8 @@ class Decision:
     reason: str | None = None
     #: Validated resume data in JSON form (``action == "resume"``).
     resume_data: Any = None
+    #: An approval with edited arguments: the validated arguments the tool runs with instead.
+    edited_args: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,6 +53,7 @@ class Decision:
             "actor": self.actor,
             "reason": self.reason,
             "resume_data": self.resume_data,
+            "edited_args": self.edited_args,
         }
 
     @classmethod
@@ -61,6 +64,7 @@ class Decision:
             actor=data.get("actor"),
             reason=data.get("reason"),
             resume_data=data.get("resume_data"),
+            edited_args=data.get("edited_args"),
         )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import typing
 from collections.abc import Callable, Mapping
@@ -11,7 +12,7 @@ from typing import Any, NoReturn, cast, overload
 import jsonschema
 import pydantic
 
-from .errors import InvalidResumeData
+from .errors import InvalidResumeData, InvalidToolArgs
 
 ApprovalRule = bool | Callable[[dict[str, Any]], bool]
 SchemaSpec = type[pydantic.BaseModel] | Mapping[str, Any] | None
@@ -140,6 +141,40 @@ class Tool:
 
     def validate_suspend_payload(self, payload: Any) -> Any:
         return _validate(self.suspend_schema, payload, "suspend payload")
+
+    def validate_args(self, args: Any) -> dict[str, Any]:
+        """Arguments a reviewer edited, checked as the tool's own parameters; their JSON form.
+
+        Raises ``InvalidToolArgs`` (one ``{"loc", "msg"}`` per problem) for anything the tool could
+        not be called with: not an object, unknown or missing parameters, wrong types.
+        """
+        if not isinstance(args, dict):
+            raise InvalidToolArgs(
+                f"Edited arguments of {self.name!r} must be an object",
+                errors=[{"loc": (), "msg": "expected an object of arguments"}],
+            )
+        try:
+            validated = self._args_adapter.validate_python(args)
+        except pydantic.ValidationError as exc:
+            errors = [{"loc": tuple(e["loc"]), "msg": e["msg"]} for e in exc.errors()]
+            raise InvalidToolArgs(
+                f"Invalid edited arguments of {self.name!r}: {exc.error_count()} error(s)", errors=errors
+            ) from None
+        jsonable: dict[str, Any] = to_jsonable(validated)
+        return jsonable
+
+    @functools.cached_property
+    def _args_adapter(self) -> pydantic.TypeAdapter[Any]:
+        # A TypedDict rather than a model: parameter names like "json" or "copy" would shadow a
+        # model's attributes. Parameters with a default may be left out.
+        fields = {
+            p.name: p.annotation if p.default is inspect.Parameter.empty else typing.NotRequired[p.annotation]
+            for p in self.parameters
+        }
+        make_typed_dict: Any = typing.TypedDict
+        arguments: Any = make_typed_dict(f"{self.name}_arguments", fields)
+        arguments.__pydantic_config__ = pydantic.ConfigDict(extra="forbid")
+        return pydantic.TypeAdapter(arguments)
 
 
 def _build(

@@ -86,6 +86,7 @@ _CALL_COLUMNS = (
     "decided_at",
     "reason",
     "resume_data",
+    "edited_args",
 )
 
 Row = Mapping[str, Any]
@@ -113,7 +114,7 @@ _FINISH_REMEMBERING_SQL = (
 )
 
 
-_DECISION_COLUMN_ORDER = ("action", "actor", "decided_at", "reason", "resume_data")
+_DECISION_COLUMN_ORDER = ("action", "actor", "decided_at", "reason", "resume_data", "edited_args")
 #: PostgreSQL: record a decision if the run is still at the version it was read at (see
 #: ``DjangoRunStore._write_decision_at_version``).
 _DECIDE_AT_VERSION_SQL = (
@@ -326,7 +327,7 @@ class DjangoRunStore(RunStore):
             return
         history = run["history"] if isinstance(run["history"], list) else []
         self._calls().filter(pk__in=[row["id"] for row in decided]).update(
-            action=None, actor=None, decided_at=None, reason=None, resume_data=None
+            action=None, actor=None, decided_at=None, reason=None, resume_data=None, edited_args=None
         )
         changes: dict[str, Any] = {
             "version": run["version"] + 1,
@@ -691,6 +692,7 @@ def _decision_columns(decision: Decision) -> dict[str, Any]:
         "decided_at": _utc(decision.decided_at),
         "reason": decision.reason,
         "resume_data": decision.resume_data,
+        "edited_args": decision.edited_args,
     }
 
 
@@ -718,6 +720,7 @@ def _overturned(row: Row) -> dict[str, Any]:
         "actor": row["actor"],
         "reason": row["reason"],
         "resume_data": row["resume_data"],
+        "edited_args": row["edited_args"],
     }
 
 
@@ -785,6 +788,7 @@ def _parked_call(row: Row) -> ParkedCall:
             actor=row["actor"],
             reason=row["reason"],
             resume_data=row["resume_data"],
+            edited_args=_optional_dict(row, "edited_args"),
         )
     return ParkedCall(
         tool_call_id=tool_call_id,

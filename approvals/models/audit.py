@@ -101,6 +101,8 @@ class AuditEntry(models.Model):
     action = models.CharField(max_length=16, choices=AuditAction.choices)
     reason = models.TextField(blank=True)
     resume_data = OrderedJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    #: Approved with edited arguments: what the reviewer sent instead of ``args``.
+    edited_args = OrderedJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     outcome = models.CharField(max_length=24, choices=AuditOutcome.choices)
     #: The final answer, the error, or "already decided by X at T".
     outcome_detail = models.TextField(blank=True)

@@ -182,6 +182,8 @@ class ParkedCallRecord(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     reason = models.TextField(null=True, blank=True)  # noqa: DJ001
     resume_data = OrderedJSONField(null=True, blank=True)
+    #: An approval with edited arguments: what the tool runs with instead of ``args``.
+    edited_args = OrderedJSONField(null=True, blank=True)
 
     objects: ClassVar[ParkedCallRecordQuerySet] = ParkedCallRecordQuerySet.as_manager()  # type: ignore[assignment]
 
