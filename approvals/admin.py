@@ -12,7 +12,16 @@ from approvals.models import AuditEntry
 
 @admin.register(AuditEntry)
 class AuditEntryAdmin(admin.ModelAdmin[AuditEntry]):
-    list_display = ["created_at", "username", "agent_id", "run_id", "tool_name", "action", "outcome"]
+    list_display = [
+        "created_at",
+        "username",
+        "agent_id",
+        "run_id",
+        "tool_name",
+        "action",
+        "edited",
+        "outcome",
+    ]
     list_filter = ["action", "outcome", "agent_id", "created_at"]
     search_fields = ["username", "run_id", "thread_id", "resource_id", "tool_name", "tool_call_id", "reason"]
     date_hierarchy = "created_at"
@@ -20,6 +29,11 @@ class AuditEntryAdmin(admin.ModelAdmin[AuditEntry]):
     list_select_related = False
     readonly_fields = [f.name for f in AuditEntry._meta.get_fields() if f.concrete]
     actions = None
+
+    @admin.display(boolean=True, description="Edited arguments")
+    def edited(self, obj: AuditEntry) -> bool:
+        """Approved with the reviewer's arguments instead of the model's (``edited_args``)."""
+        return obj.edited_args is not None
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # Whoever may read the audit log in the dashboard may read it here.

@@ -4,7 +4,8 @@ A card is built from a waiting run (``AgentRun``), from a decision's outcome, or
 suspended again). The same ``run-card`` partial renders all of them, on the inbox, the run page and in
 answer to an htmx decision.
 
-Its forms (decline reason, resume answer) are shown as plain markup from ``field_views.FieldView``s.
+Its forms (decline reason, edited arguments, resume answer) are shown as plain markup from
+``field_views.FieldView``s.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from agents_runtime import AgentRun, AgentRunToolCall
 from agents_runtime.store import StoredRun
 from approvals import dom_ids
 from approvals.field_views import FieldView, bound_fields, unbound_fields
-from approvals.forms import DeclineForm
+from approvals.forms import DeclineForm, EditedArgsForm
 from approvals.schema_forms import ResumeForm, resume_form_class
 from approvals.services import DecisionOutcome
 
@@ -72,6 +73,10 @@ class CallView:
     json_lines: int
     #: The decline form's reason field.
     reason: FieldView
+    #: Approval calls: the "approve with these arguments" form's field (pre-filled with ``json``),
+    #: and whether its ``<details>`` is open (it has errors to show).
+    edited_args: FieldView | None = None
+    edit_open: bool = False
     #: The resume form's fields (input calls), and its errors about the answer as a whole.
     resume_fields: list[FieldView] = field(default_factory=list)
     resume_errors: tuple[str, ...] = ()
@@ -122,6 +127,18 @@ class RunCard:
     def waiting(self) -> bool:
         return bool(self.calls)
 
+    @functools.cached_property
+    def outcome_args_json(self) -> str:
+        """The decided call's arguments as the card showed them (the model's), pretty JSON."""
+        return pretty_json(self.outcome.args) if self.outcome is not None else ""
+
+    @functools.cached_property
+    def outcome_edited_json(self) -> str:
+        """The arguments the reviewer approved instead (empty: none), pretty JSON."""
+        if self.outcome is None or self.outcome.edited_args is None:
+            return ""
+        return pretty_json(self.outcome.edited_args)
+
     @property
     def decided_through_parent(self) -> bool:
         """A sub-agent's inner run is decided on its supervisor's run, not here."""
@@ -150,6 +167,7 @@ def call_view(
     *,
     resume_form: ResumeForm | None = None,
     decline_form: DeclineForm | None = None,
+    edited_args_form: EditedArgsForm | None = None,
     notice: str = "",
 ) -> CallView:
     """A parked call; the forms given are shown with their data and errors, the others empty."""
@@ -162,6 +180,12 @@ def call_view(
         (reason,) = bound_fields(decline_form)
     else:
         (reason,) = unbound_fields(DeclineForm, auto_id=auto_id)
+    edited_args: FieldView | None = None
+    if edited_args_form is not None:
+        # What the reviewer posted, with its errors.
+        (edited_args,) = bound_fields(edited_args_form)
+    elif call.requires_approval:
+        (edited_args,) = unbound_fields(EditedArgsForm, auto_id=auto_id, initial={"edited_args": text})
     resume_fields: list[FieldView] = []
     resume_errors: tuple[str, ...] = ()
     if resume_form is not None:
@@ -179,6 +203,8 @@ def call_view(
         json_is_long=is_long(text),
         json_lines=text.count("\n") + 1,
         reason=reason,
+        edited_args=edited_args,
+        edit_open=bool(edited_args is not None and edited_args.errors),
         resume_fields=resume_fields,
         resume_errors=resume_errors,
         notice=notice,
@@ -202,10 +228,12 @@ def run_card(
     outcome: DecisionOutcome | None = None,
     resume_forms: Mapping[str, ResumeForm] | None = None,
     decline_forms: Mapping[str, DeclineForm] | None = None,
+    edited_args_forms: Mapping[str, EditedArgsForm] | None = None,
     notices: Mapping[str, str] | None = None,
 ) -> RunCard:
     resume_forms = resume_forms or {}
     decline_forms = decline_forms or {}
+    edited_args_forms = edited_args_forms or {}
     notices = notices or {}
     return RunCard(
         run_id=run.run_id,
@@ -224,6 +252,7 @@ def run_card(
                 call,
                 resume_form=resume_forms.get(call.tool_call_id),
                 decline_form=decline_forms.get(call.tool_call_id),
+                edited_args_form=edited_args_forms.get(call.tool_call_id),
                 notice=notices.get(call.tool_call_id, ""),
             )
             for call in run.tool_calls
@@ -257,6 +286,8 @@ class DecidedCallView:
     verb: str
     actor: str | None
     decided_at: datetime
+    #: Approved with the reviewer's arguments instead of the model's.
+    edited: bool = False
 
 
 _VERBS = {"approve": "approved", "decline": "declined", "resume": "answered"}
@@ -269,6 +300,7 @@ def decided_calls(run: StoredRun) -> list[DecidedCallView]:
             verb=_VERBS.get(call.decision.action, call.decision.action),
             actor=call.decision.actor,
             decided_at=call.decision.decided_at,
+            edited=call.decision.edited_args is not None,
         )
         for call in run.calls
         if call.decision is not None

@@ -11,7 +11,7 @@ widgets would write.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,16 +180,26 @@ def _html_name(prefix: str | None, name: str) -> str:
 
 
 def unbound_fields(
-    form_class: type[forms.Form], *, auto_id: str, prefix: str | None = None
+    form_class: type[forms.Form],
+    *,
+    auto_id: str,
+    prefix: str | None = None,
+    initial: Mapping[str, Any] | None = None,
 ) -> list[FieldView]:
     """The fields of an empty form of ``form_class`` (its fields as declared, no instance needed).
 
     Only for form classes whose instances keep the class's fields as they are (``DeclineForm``, the
-    resume forms); an empty form shows each field's initial value.
+    resume forms); an empty form shows each field's initial value, or the one in ``initial`` (by
+    field name, as ``Form(initial=...)`` would show it).
     """
+    initial = initial or {}
     return [
-        control.view(html_name=_html_name(prefix, control.name), auto_id=auto_id, value=initial)
-        for control, initial in _controls(form_class)
+        control.view(
+            html_name=_html_name(prefix, control.name),
+            auto_id=auto_id,
+            value=initial.get(control.name, default),
+        )
+        for control, default in _controls(form_class)
     ]
 
 

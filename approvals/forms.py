@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import date, datetime, time, timedelta
 from typing import Any
@@ -161,3 +162,72 @@ class NewRunForm(forms.Form):
     def __init__(self, *args: Any, agents: list[tuple[str, str]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["agent"].choices = agents  # type: ignore[attr-defined]
+
+
+#: The most an edited argument object may weigh (UTF-8 bytes of the posted JSON text).
+EDITED_ARGS_MAX_BYTES = 64 * 1024
+
+
+def _no_constant(name: str) -> Any:
+    # ``json.loads`` takes NaN and Infinity, which are not JSON (and no tool's argument).
+    raise ValueError(f"{name} is not JSON")
+
+
+class EditedArgsForm(forms.Form):
+    """The arguments a reviewer approves instead of the model's: the JSON text of one object.
+
+    Here only the shape is checked (JSON, an object, not too large); the runtime validates the
+    arguments against the tool's parameters.
+    """
+
+    edited_args = forms.CharField(
+        label="Edited arguments (JSON)",
+        widget=forms.Textarea(attrs={"rows": 8, "class": "json", "spellcheck": "false"}),
+        help_text="The tool runs once with these arguments instead of the model's.",
+        error_messages={"required": "Enter the arguments as a JSON object."},
+    )
+
+    def clean_edited_args(self) -> dict[str, Any]:
+        text: str = self.cleaned_data["edited_args"]
+        size = len(text.encode())
+        if size > EDITED_ARGS_MAX_BYTES:
+            raise forms.ValidationError(
+                "These arguments are too large (%(size)s KiB; at most %(limit)s KiB).",
+                code="too_large",
+                params={"size": -(-size // 1024), "limit": EDITED_ARGS_MAX_BYTES // 1024},
+            )
+        try:
+            value = json.loads(text, parse_constant=_no_constant)
+        except RecursionError:
+            raise forms.ValidationError("These arguments are nested too deeply.", code="too_deep") from None
+        except ValueError as exc:
+            detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+            raise forms.ValidationError(
+                "This is not valid JSON: %(detail)s.", code="invalid_json", params={"detail": detail}
+            ) from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError(
+                "Enter a JSON object ({…}) with the tool's arguments, not %(kind)s.",
+                code="not_object",
+                params={"kind": _json_kind(value)},
+            )
+        return value
+
+    def add_argument_errors(self, errors: list[dict[str, Any]]) -> None:
+        """The runtime's refusal of the arguments (``loc`` relative to the object), on the field."""
+        for error in errors:
+            where = ".".join(str(part) for part in error.get("loc") or ())
+            message = str(error.get("msg") or "Invalid value.")
+            self.add_error("edited_args", f"{where}: {message}" if where else message)
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    return "a number"

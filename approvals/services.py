@@ -13,6 +13,7 @@ run that no longer exists and that nobody here decided (``not_found``: nothing h
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -31,6 +32,7 @@ from agents_runtime import (
     AgentRun,
     AgentRunToolCall,
     InvalidResumeData,
+    InvalidToolArgs,
     RunAlreadyDecided,
     RunEvent,
     RunNotFound,
@@ -116,6 +118,13 @@ class DecisionOutcome:
     winner_at: datetime | None = None
     #: ``invalid``: ``[{"loc": (...), "msg": ...}]`` from the runtime.
     field_errors: list[dict[str, Any]] = field(default_factory=list)
+    #: ``invalid``: what the runtime refused were the edited arguments (``field_errors`` are about
+    #: them, ``loc`` relative to the argument object), not the decision itself.
+    refused_args: bool = False
+    #: The call's arguments as the card showed them (the model's).
+    args: Any = None
+    #: Approved with edited arguments: what the tool runs with instead of ``args`` (None: as shown).
+    edited_args: dict[str, Any] | None = None
     audit_entry_id: int | None = None
 
     @property
@@ -140,6 +149,11 @@ class DecisionOutcome:
     def took_effect(self) -> bool:
         return self.status in {"completed", "suspended_again", "continuing", "failed"}
 
+    @property
+    def edited(self) -> bool:
+        """Approved (and taken) with the reviewer's arguments instead of the model's."""
+        return self.edited_args is not None and self.took_effect
+
 
 @dataclass
 class _Attempt:
@@ -151,6 +165,8 @@ class _Attempt:
     run_after: AgentRun | None = None
     error: Exception | None = None
     crash: str | None = None
+    #: The edited arguments sent to the runtime (None: a plain approval, or the same as shown).
+    edited_args: dict[str, Any] | None = None
 
 
 def _at(when: datetime | None) -> str:
@@ -168,8 +184,9 @@ async def _attempt(
     actor: str,
     reason: str | None,
     resume_data: Any,
+    edited_args: dict[str, Any] | None = None,
 ) -> _Attempt:
-    attempt = _Attempt()
+    attempt = _Attempt(edited_args=edited_args)
     try:
         # What the reviewer decided on, for the record ("args as shown").
         attempt.run_before = await agent.get_suspended_run(run_id)
@@ -180,9 +197,18 @@ async def _attempt(
         # Gone, or claimed by a continuation right now: the decision call below raises the precise
         # error (``RunAlreadyDecided`` names the winner while the run is being continued).
         pass
+    if (
+        attempt.edited_args is not None
+        and attempt.call is not None
+        and _same_json(attempt.edited_args, attempt.call.args)
+    ):
+        # Nothing was changed: a plain approval (and recorded as one).
+        attempt.edited_args = None
     try:
         if action == AuditAction.APPROVE:
-            stream = await agent.approve_tool_call(run_id=run_id, tool_call_id=tool_call_id, actor=actor)
+            stream = await agent.approve_tool_call(
+                run_id=run_id, tool_call_id=tool_call_id, actor=actor, edited_args=attempt.edited_args
+            )
         elif action == AuditAction.DECLINE:
             stream = await agent.decline_tool_call(
                 run_id=run_id, tool_call_id=tool_call_id, reason=reason or None, actor=actor
@@ -221,12 +247,13 @@ def _decide(
     action: AuditAction,
     reason: str = "",
     resume_data: Any = None,
+    edited_args: dict[str, Any] | None = None,
 ) -> DecisionOutcome:
     require_permission(user, DECIDE_PERMISSION, to="decide on suspended runs")
     actor = user.get_username()
     if not agent_id:
         # No agent has this run waiting (the caller looked): report who decided it, if anyone here did.
-        attempt = _Attempt(error=RunNotFound(run_id))
+        attempt = _Attempt(error=RunNotFound(run_id), edited_args=edited_args)
     else:
         agent = agent_get(agent_id)
         require_agent_access(user, agent_id)
@@ -238,6 +265,7 @@ def _decide(
             actor=actor,
             reason=reason,
             resume_data=resume_data,
+            edited_args=edited_args,
         )
     base: dict[str, Any] = {
         "action": str(action),
@@ -249,6 +277,8 @@ def _decide(
         "tool_name": attempt.call.tool_name if attempt.call else "",
         "thread_id": attempt.run_before.thread_id if attempt.run_before else None,
         "resource_id": attempt.run_before.resource_id if attempt.run_before else None,
+        "args": attempt.call.args if attempt.call else None,
+        "edited_args": attempt.edited_args,
     }
     outcome = _outcome(attempt, base, run_id=run_id, tool_call_id=tool_call_id)
     if outcome.status == "not_found":
@@ -268,6 +298,7 @@ def _decide(
         action=action,
         reason=reason or "",
         resume_data=resume_data if action == AuditAction.RESUME else None,
+        edited_args=attempt.edited_args if action == AuditAction.APPROVE else None,
         outcome=outcome.status,
         outcome_detail=outcome.message,
     )
@@ -319,6 +350,14 @@ def _outcome(attempt: _Attempt, base: dict[str, Any], *, run_id: str, tool_call_
             else "This run is not waiting for a decision any more (it ended, or it does not exist)."
         )
         return DecisionOutcome(status="not_found", message=message, **base)
+    if isinstance(error, InvalidToolArgs):
+        return DecisionOutcome(
+            status="invalid",
+            message=str(error),
+            field_errors=list(error.errors),
+            refused_args=True,
+            **base,
+        )
     if isinstance(error, InvalidResumeData):
         return DecisionOutcome(status="invalid", message=str(error), field_errors=list(error.errors), **base)
     if attempt.crash is not None:
@@ -351,6 +390,11 @@ def _outcome(attempt: _Attempt, base: dict[str, Any], *, run_id: str, tool_call_
     return DecisionOutcome(status="suspended_again", message=message, run=attempt.run_after, **base)
 
 
+def _same_json(left: Any, right: Any) -> bool:
+    """Equal as JSON: ``1``, ``1.0`` and ``true`` differ (Python's ``==`` says they are equal)."""
+    return json.dumps(left, sort_keys=True, default=str) == json.dumps(right, sort_keys=True, default=str)
+
+
 def _lost_race(base: dict[str, Any], winner: str | None, winner_at: datetime | None) -> DecisionOutcome:
     who = f" by {winner}" if winner else ""
     when = f" at {_at(winner_at)}" if winner_at else ""
@@ -363,10 +407,28 @@ def _lost_race(base: dict[str, Any], winner: str | None, winner_at: datetime | N
     )
 
 
-def decision_approve(*, user: Any, agent_id: str, run_id: str, tool_call_id: str) -> DecisionOutcome:
-    """Approve one parked call: the tool runs (once) when the run continues."""
+def decision_approve(
+    *,
+    user: Any,
+    agent_id: str,
+    run_id: str,
+    tool_call_id: str,
+    edited_args: dict[str, Any] | None = None,
+) -> DecisionOutcome:
+    """Approve one parked call: the tool runs (once) when the run continues.
+
+    With ``edited_args`` the tool runs with these arguments (the whole object) instead of the
+    model's; the runtime checks them against the tool's parameters first, and refuses them
+    (``invalid``, ``refused_args``, field errors) without deciding anything. Arguments equal to the
+    model's are a plain approval.
+    """
     return _decide(
-        user=user, agent_id=agent_id, run_id=run_id, tool_call_id=tool_call_id, action=AuditAction.APPROVE
+        user=user,
+        agent_id=agent_id,
+        run_id=run_id,
+        tool_call_id=tool_call_id,
+        action=AuditAction.APPROVE,
+        edited_args=edited_args,
     )
 
 

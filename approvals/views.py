@@ -37,7 +37,7 @@ from django_htmx.middleware import HtmxDetails
 from agents_runtime import Agent
 from approvals import cards, dom_ids, queries, services, tasks
 from approvals.access import visible_agent_ids
-from approvals.forms import AuditFilterForm, DeclineForm, InboxFilterForm, NewRunForm
+from approvals.forms import AuditFilterForm, DeclineForm, EditedArgsForm, InboxFilterForm, NewRunForm
 from approvals.models.audit import AuditEntry, AuditOutcome
 from approvals.registry import get_runtime
 from approvals.services import AUDIT_PERMISSION, DECIDE_PERMISSION, DecisionOutcome
@@ -244,6 +244,7 @@ AUDIT_CSV_COLUMNS = [
     "action",
     "reason",
     "resume_data",
+    "edited_args",
     "outcome",
     "outcome_detail",
 ]
@@ -276,6 +277,7 @@ def audit_export(request: HttpRequest) -> HttpResponseBase:
                 entry.action,
                 entry.reason,
                 cards.compact_json(entry.resume_data),
+                cards.compact_json(entry.edited_args),
                 entry.outcome,
                 entry.outcome_detail,
             ]
@@ -332,7 +334,10 @@ def _decided(request: HtmxHttpRequest, outcome: DecisionOutcome) -> HttpResponse
     level = messages.SUCCESS if outcome.took_effect and outcome.status != "failed" else messages.ERROR
     if outcome.status == "suspended_again":
         level = messages.INFO
-    messages.add_message(request, level, f"{outcome.tool_name or outcome.tool_call_id}: {outcome.message}")
+    what = outcome.tool_name or outcome.tool_call_id
+    if outcome.edited:
+        what += " (approved with edited arguments)"
+    messages.add_message(request, level, f"{what}: {outcome.message}")
     return HttpResponseRedirect(next_url)
 
 
@@ -352,6 +357,7 @@ def _card_with_errors(
     tool_call_id: str,
     resume_form: Any = None,
     decline_form: DeclineForm | None = None,
+    edited_args_form: EditedArgsForm | None = None,
     notice: str = "",
 ) -> HttpResponse:
     """The card again with the call's form errors: the run is unchanged."""
@@ -365,6 +371,7 @@ def _card_with_errors(
         next_url=_next_url(request, run_id),
         resume_forms={tool_call_id: resume_form} if resume_form is not None else None,
         decline_forms={tool_call_id: decline_form} if decline_form is not None else None,
+        edited_args_forms={tool_call_id: edited_args_form} if edited_args_form is not None else None,
         notices={tool_call_id: notice} if notice else None,
     )
     context = {"card": card, "can_decide": True}
@@ -386,9 +393,33 @@ def _card_with_errors(
 @login_required
 @permission_required(DECIDE_PERMISSION, to="approve tool calls")
 def call_approve(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpResponse:
+    agent_id = _agent_for_post(request, run_id)
+    if "edited_args" not in request.POST:
+        outcome = services.decision_approve(
+            user=request.user, agent_id=agent_id, run_id=run_id, tool_call_id=tool_call_id
+        )
+        return _decided(request, outcome)
+    # "Approve with these arguments": the card's other form.
+    form = EditedArgsForm(request.POST, auto_id=f"{dom_ids.call_block_id(run_id, tool_call_id)}-%s")
+    if not form.is_valid():
+        return _card_with_errors(
+            request, run_id=run_id, agent_id=agent_id, tool_call_id=tool_call_id, edited_args_form=form
+        )
     outcome = services.decision_approve(
-        user=request.user, agent_id=_agent_for_post(request, run_id), run_id=run_id, tool_call_id=tool_call_id
+        user=request.user,
+        agent_id=agent_id,
+        run_id=run_id,
+        tool_call_id=tool_call_id,
+        edited_args=form.cleaned_data["edited_args"],
     )
+    if outcome.refused_args:
+        # Nothing was decided: the card again, the runtime's reasons next to what was typed.
+        form.add_argument_errors(outcome.field_errors)
+        if not form.errors:
+            form.add_error("edited_args", outcome.message)
+        return _card_with_errors(
+            request, run_id=run_id, agent_id=agent_id, tool_call_id=tool_call_id, edited_args_form=form
+        )
     return _decided(request, outcome)
 
 
