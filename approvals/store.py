@@ -539,7 +539,6 @@ class DjangoRunStore(RunStore):
         connection = connections[self.using]
         ops = connection.ops
         columns = _decision_columns(plan.decision)
-        call_fields = {f.name: f for f in ParkedCallRecord._meta.get_fields() if f.name in columns}
         with connection.cursor() as cursor:
             cursor.execute(
                 _DECIDE_AT_VERSION_SQL,
@@ -550,7 +549,7 @@ class DjangoRunStore(RunStore):
                     plan.run_pk,
                     plan.run.version,
                     *(
-                        call_fields[name].get_db_prep_save(columns[name], connection)  # type: ignore[union-attr]
+                        ParkedCallRecord._meta.get_field(name).get_db_prep_save(columns[name], connection)  # type: ignore[union-attr]
                         for name in _DECISION_COLUMN_ORDER
                     ),
                     plan.call_pk,

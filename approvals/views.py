@@ -394,25 +394,24 @@ def _card_with_errors(
 @permission_required(DECIDE_PERMISSION, to="approve tool calls")
 def call_approve(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpResponse:
     agent_id = _agent_for_post(request, run_id)
-    if "edited_args" not in request.POST:
-        outcome = services.decision_approve(
-            user=request.user, agent_id=agent_id, run_id=run_id, tool_call_id=tool_call_id
-        )
-        return _decided(request, outcome)
-    # "Approve with these arguments": the card's other form.
-    form = EditedArgsForm(request.POST, auto_id=f"{dom_ids.call_block_id(run_id, tool_call_id)}-%s")
-    if not form.is_valid():
-        return _card_with_errors(
-            request, run_id=run_id, agent_id=agent_id, tool_call_id=tool_call_id, edited_args_form=form
-        )
+    form: EditedArgsForm | None = None
+    edited_args = None
+    if "edited_args" in request.POST:
+        # "Approve with these arguments": the card's other form.
+        form = EditedArgsForm(request.POST, auto_id=f"{dom_ids.call_block_id(run_id, tool_call_id)}-%s")
+        if not form.is_valid():
+            return _card_with_errors(
+                request, run_id=run_id, agent_id=agent_id, tool_call_id=tool_call_id, edited_args_form=form
+            )
+        edited_args = form.cleaned_data["edited_args"]
     outcome = services.decision_approve(
         user=request.user,
         agent_id=agent_id,
         run_id=run_id,
         tool_call_id=tool_call_id,
-        edited_args=form.cleaned_data["edited_args"],
+        edited_args=edited_args,
     )
-    if outcome.refused_args:
+    if form is not None and outcome.refused_args:
         # Nothing was decided: the card again, the runtime's reasons next to what was typed.
         form.add_argument_errors(outcome.field_errors)
         if not form.errors:
