@@ -47,6 +47,7 @@ from .store import (
     Delegation,
     InMemoryRunStore,
     ParkedCall,
+    RunEnding,
     RunQuery,
     RunStore,
     StoredRun,
@@ -308,7 +309,12 @@ class Agent:
             error = f"{type(exc).__name__}: {exc}"
             logger.info("Run %s of agent %r failed: %s", run_id, self.id, error)
             if claimed_version is not None:
-                await self._store(self.storage.finish, run_id, version=claimed_version)
+                await self._store(
+                    self.storage.finish,
+                    run_id,
+                    version=claimed_version,
+                    ending=RunEnding("failed", error),
+                )
             emit(Chunk("error", run_id, {"error": error}))
             emit(Chunk("finish", run_id, {"status": "failed", "error": error}))
             await self._notify("run-failed", run_id)
@@ -337,7 +343,11 @@ class Agent:
             if new_messages:
                 await self._store(self.storage.append_thread_messages, self.id, thread_id, new_messages)
         elif not await self._store(
-            self.storage.finish, run_id, version=claimed_version, thread_messages=new_messages
+            self.storage.finish,
+            run_id,
+            version=claimed_version,
+            thread_messages=new_messages,
+            ending=RunEnding("completed", text),
         ):
             return self._lost_claim(run_id, emit)
         emit(Chunk("finish", run_id, {"status": "success", "text": text}))
@@ -469,8 +479,8 @@ class Agent:
             snapshot = _pydantic.Snapshot.from_json(run.snapshot)
         except Exception as exc:
             logger.warning("Run %s has a corrupt snapshot (%s); it cannot continue", run_id, exc)
-            await self._store(self.storage.finish, run_id, version=version)
             error = f"Corrupt snapshot: {exc}"
+            await self._store(self.storage.finish, run_id, version=version, ending=RunEnding("failed", error))
             emit(Chunk("error", run_id, {"error": error}))
             return RunResult(run_id=run_id, status="failed", error=error)
         await self._notify("run-resumed", run_id)
@@ -526,7 +536,7 @@ class Agent:
             run_kwargs={"conversation": snapshot.conversation, "deferred_tool_results": results},
             delegation_results={},
             claimed_version=version,
-            emit=emit,
+            emit=_showing_edits(emit, run.calls),
         )
 
     async def _continue_inner(self, mirrors: list[ParkedCall], emit: Emit) -> RunResult:
@@ -908,6 +918,38 @@ def _chunk_for(run_id: str, event: AgentStreamEvent) -> Chunk | None:
             },
         )
     return None
+
+
+def _showing_edits(emit: Emit, calls: Iterable[ParkedCall]) -> Emit:
+    """``emit``, with each ``tool-call`` chunk of a call approved with edited arguments telling so.
+
+    pydantic-ai reports the model's call even when ``ToolApproved(override_args=...)`` runs the tool
+    with other arguments: the chunk's ``args`` become the ones the tool ran with, and it gains
+    ``model_args`` (the model's) and ``edited_by`` (the approving actor, or None).
+    """
+    edits = {
+        c.tool_call_id: c.decision
+        for c in calls
+        if c.decision is not None and c.decision.edited_args is not None
+    }
+    if not edits:
+        return emit
+
+    def emit_showing_edits(chunk: Chunk) -> None:
+        decision = edits.get(chunk.payload.get("tool_call_id", "")) if chunk.type == "tool-call" else None
+        if decision is not None:
+            chunk = replace(
+                chunk,
+                payload={
+                    **chunk.payload,
+                    "args": decision.edited_args,
+                    "model_args": chunk.payload.get("args"),
+                    "edited_by": decision.actor,
+                },
+            )
+        emit(chunk)
+
+    return emit_showing_edits
 
 
 def _plain_messages(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:

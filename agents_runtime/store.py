@@ -189,6 +189,16 @@ class RunQuery:
 
 
 @dataclass(frozen=True)
+class RunEnding:
+    """How a claimed run ended, handed to ``finish`` so a store that keeps a record of its
+    decisions (the Django store's audit log) settles them in the same step as the run ends."""
+
+    status: Literal["completed", "failed"]
+    #: The final answer (``completed``) or the error (``failed``).
+    detail: str = ""
+
+
+@dataclass(frozen=True)
 class DecisionReceipt:
     #: The run after the decision, with its snapshot.
     run: StoredRun
@@ -277,11 +287,19 @@ class RunStore(Protocol):
         """Renew a claim; False when it was lost (a claim whose lease already ran out counts as lost)."""
         ...
 
-    def finish(self, run_id: str, *, version: int, thread_messages: Sequence[Any] = ()) -> bool:
+    def finish(
+        self,
+        run_id: str,
+        *,
+        version: int,
+        thread_messages: Sequence[Any] = (),
+        ending: RunEnding | None = None,
+    ) -> bool:
         """Delete an ended run that this claim holds; False when the claim was lost.
 
         ``thread_messages`` (the run's new JSON messages) are appended to the run's thread memory in
         the same step, so a run never ends without its exchange being remembered, nor twice.
+        ``ending`` says how it ended, for stores that record their decisions' outcomes.
         """
         ...
 
@@ -514,7 +532,14 @@ class InMemoryRunStore(RunStore):
             row.lease_expires = self.clock() + self.lease
             return True
 
-    def finish(self, run_id: str, *, version: int, thread_messages: Sequence[Any] = ()) -> bool:
+    def finish(
+        self,
+        run_id: str,
+        *,
+        version: int,
+        thread_messages: Sequence[Any] = (),
+        ending: RunEnding | None = None,
+    ) -> bool:
         with self._lock:
             self._reclaim_expired()
             row = self._rows.get(run_id)

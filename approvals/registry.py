@@ -30,11 +30,10 @@ def get_runtime() -> Runtime:
 
 def wire(runtime: Runtime) -> None:
     """Connect a runtime to live updates and background tasks (once per runtime object)."""
-    from approvals import live, services, tasks
+    from approvals import live, tasks
 
     if getattr(runtime, "_countersign_wired", False):
         return
-    runtime.add_listener(services.decided_call_record)
     runtime.add_listener(live.publish)
     runtime.scheduler = tasks.schedule_continuation
     runtime._countersign_wired = True  # type: ignore[attr-defined]

@@ -5,10 +5,12 @@ directly. Every function takes the acting user (the identity comes from the logi
 checks the permission, calls the runtime's public API, waits for the run to go as far as it goes
 (completed, suspended again, failed) and records what happened in ``AuditEntry``.
 
-Audit policy: every decision that reached the runtime gets one row, including lost races
-(``lost_race``: "already decided by X at T") and data the runtime refused (``invalid``). Answers that
-fail the form's own validation never reach the runtime and leave no row; neither does a decision on a
-run that no longer exists and that nobody here decided (``not_found``: nothing happened).
+Audit policy: every decision that reached the runtime gets one row. A decision the runtime accepted
+is written by the run store in the very step that records it (``approvals.decision_records``), and
+settled there when the run goes on; this module writes the rows of attempts that changed nothing:
+lost races (``lost_race``: "already decided by X at T") and data the runtime refused (``invalid``).
+Answers that fail the form's own validation never reach the runtime and leave no row; neither does a
+decision on a run that no longer exists, or that the user may not see (``not_found``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Literal
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import PermissionDenied
@@ -34,14 +36,12 @@ from agents_runtime import (
     InvalidResumeData,
     InvalidToolArgs,
     RunAlreadyDecided,
-    RunEvent,
     RunNotFound,
     RunResult,
     ToolCallNotSuspended,
 )
-from approvals import live
-from approvals.access import AGENT_GROUP_PREFIX, can_see_agent
-from approvals.models import DecidedCall
+from approvals import decision_records, live
+from approvals.access import AGENT_GROUP_PREFIX, can_see_agent, visible_agent_ids
 from approvals.models.audit import AuditAction, AuditEntry, AuditOutcome
 from approvals.registry import get_runtime
 
@@ -280,14 +280,55 @@ def _decide(
         "args": attempt.call.args if attempt.call else None,
         "edited_args": attempt.edited_args,
     }
-    outcome = _outcome(attempt, base, run_id=run_id, tool_call_id=tool_call_id)
+    outcome = _outcome(
+        attempt, base, run_id=run_id, tool_call_id=tool_call_id, visible=visible_agent_ids(user)
+    )
     if outcome.status == "not_found":
         return outcome
-    entry = AuditEntry.objects.create(
+    if outcome.took_effect:
+        entry = (
+            AuditEntry.objects.for_call(run_id, tool_call_id)
+            .winning()
+            .filter(username=actor)
+            .order_by("-created_at", "-id")
+            .first()
+        )
+        if attempt.crash is not None:
+            # The continuation broke in this process before the run settled: say so on the record.
+            detail = decision_records.storable_text(outcome.message)
+            AuditEntry.objects.settle(run_id, AuditOutcome.FAILED, detail)
+    else:
+        entry = _refused_attempt_row(user, actor, outcome, attempt, action, reason, resume_data)
+    # Pages that show decisions (the run page) refetch once the record is there.
+    event = {
+        "type": "decision-recorded",
+        "agent_id": outcome.agent_id,
+        "run_id": run_id,
+        "tool_call_id": tool_call_id,
+        "action": str(action),
+        "actor": actor,
+    }
+    transaction.on_commit(partial(live.announce, event), robust=True)
+    return replace(outcome, audit_entry_id=entry.pk if entry is not None else None)
+
+
+def _refused_attempt_row(
+    user: Any,
+    actor: str,
+    outcome: DecisionOutcome,
+    attempt: _Attempt,
+    action: AuditAction,
+    reason: str,
+    resume_data: Any,
+) -> AuditEntry:
+    """The row of an attempt that changed nothing (a lost race, or data the runtime refused)."""
+    run_id, tool_call_id = outcome.run_id, outcome.tool_call_id
+    text = decision_records.storable_text
+    return AuditEntry.objects.create(
         created_at=outcome.decided_at,
         user=user if getattr(user, "pk", None) else None,
         username=actor,
-        agent_id=agent_id,
+        agent_id=outcome.agent_id,
         run_id=run_id,
         thread_id=outcome.thread_id or "",
         resource_id=outcome.resource_id or "",
@@ -296,54 +337,47 @@ def _decide(
         args=attempt.call.args if attempt.call else None,
         suspend_payload=attempt.call.suspend_payload if attempt.call else None,
         action=action,
-        reason=reason or "",
+        reason=text(reason or ""),
         resume_data=resume_data if action == AuditAction.RESUME else None,
         edited_args=attempt.edited_args if action == AuditAction.APPROVE else None,
         outcome=outcome.status,
-        outcome_detail=outcome.message,
+        outcome_detail=text(outcome.message),
     )
-    # The runtime announced the decision before this record existed; pages that show decisions (the
-    # run page) refetch once more when it is there.
-    event = {
-        "type": "decision-recorded",
-        "agent_id": agent_id,
-        "run_id": run_id,
-        "tool_call_id": tool_call_id,
-        "action": str(action),
-        "actor": actor,
-    }
-    transaction.on_commit(partial(live.announce, event), robust=True)
-    return replace(outcome, audit_entry_id=entry.pk)
 
 
-def _outcome(attempt: _Attempt, base: dict[str, Any], *, run_id: str, tool_call_id: str) -> DecisionOutcome:
+def _outcome(
+    attempt: _Attempt, base: dict[str, Any], *, run_id: str, tool_call_id: str, visible: list[str]
+) -> DecisionOutcome:
     error = attempt.error
+    # Who decided a call is told only about agents the user may see: to anyone else, a call of a
+    # foreign run is as unknown as one that never existed.
+    decisions = AuditEntry.objects.for_call(run_id, tool_call_id).winning().filter(agent_id__in=visible)
     if isinstance(error, RunAlreadyDecided):
         winner, winner_at = error.decided_by, error.decided_at
         if winner is None:
-            previous = AuditEntry.objects.for_call(run_id, tool_call_id).winning().chronological().first()
+            previous = decisions.chronological().first()
             if previous is not None:
                 winner, winner_at = previous.username, previous.created_at
         return _lost_race(base, winner, winner_at)
     if isinstance(error, RunNotFound | ToolCallNotSuspended):
-        # The card was stale. If someone here decided this call, say who; otherwise nothing happened.
-        previous = AuditEntry.objects.for_call(run_id, tool_call_id).winning().chronological().first()
-        if previous is None:
-            # The winner's audit entry comes when its run has gone as far as it goes; who won is
-            # known from the moment the runtime accepted the decision.
-            decided = (
-                DecidedCall.objects.filter(run_id=run_id, tool_call_id=tool_call_id).order_by("id").first()
-            )
-            if decided is not None:
-                return _lost_race(base, decided.actor or None, decided.decided_at)
+        # The card was stale. If someone decided this call, say who; otherwise nothing happened.
+        previous = decisions.chronological().first()
         if previous is not None:
             base = {
                 **base,
+                "agent_id": base["agent_id"] or previous.agent_id,
                 "tool_name": base["tool_name"] or previous.tool_name,
                 "thread_id": base["thread_id"] or previous.thread_id or None,
                 "resource_id": base["resource_id"] or previous.resource_id or None,
             }
             return _lost_race(base, previous.username, previous.created_at)
+        if not base["agent_id"]:
+            logger.info(
+                "%s posted a decision on %s/%s: no run of an agent they may see has it",
+                base["decided_by"],
+                run_id,
+                tool_call_id,
+            )
         message = (
             str(error)
             if isinstance(error, ToolCallNotSuspended)
@@ -485,17 +519,3 @@ __all__ = [
     "require_permission",
     "run_start",
 ]
-
-
-async def decided_call_record(event: RunEvent) -> None:
-    """Runtime listener: remember who decided a call as soon as the decision is recorded."""
-    if event.type != "call-decided" or event.tool_call_id is None:
-        return
-    # thread_sensitive: the ORM call runs where this process's other ORM calls run, so its
-    # connection is closed with theirs (a stray worker thread's connection would linger).
-    await sync_to_async(DecidedCall.objects.create)(
-        run_id=event.run_id,
-        tool_call_id=event.tool_call_id,
-        actor=event.actor or "",
-        action=event.action or "",
-    )

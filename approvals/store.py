@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from typing import Any, cast, get_args
 
 from django.conf import settings
@@ -35,6 +36,7 @@ from agents_runtime.store import (
     DecisionRule,
     Delegation,
     ParkedCall,
+    RunEnding,
     RunQuery,
     RunStore,
     StoredRun,
@@ -42,7 +44,9 @@ from agents_runtime.store import (
     decision_conflict,
 )
 
-from .models import ParkedCallRecord, RunRecord, ThreadMessage
+from . import decision_records
+from .models import AuditEntry, ParkedCallRecord, RunRecord, ThreadMessage
+from .models.audit import AuditOutcome
 from .models.runs import ParkedCallRecordQuerySet, RunRecordQuerySet, RunStatus
 
 logger = logging.getLogger(__name__)
@@ -109,7 +113,8 @@ _FINISH_REMEMBERING_SQL = (
     f"WITH ended AS ({_FINISH_SQL}), remembered AS ("
     f" INSERT INTO {ThreadMessage._meta.db_table} (agent_id, thread_id, messages, created_at)"
     " SELECT agent_id, thread_id, %s, now() FROM ended WHERE thread_id IS NOT NULL AND %s"
-    " RETURNING 1)"
+    " RETURNING 1),"
+    f" settled AS ({decision_records.settle_sql(guard=' AND EXISTS (SELECT 1 FROM ended)')} RETURNING 1)"
     " SELECT count(*) FROM ended"
 )
 
@@ -122,9 +127,19 @@ _DECIDE_AT_VERSION_SQL = (
     f" WHERE id = %s AND version = %s AND status = '{RunStatus.SUSPENDED.value}' RETURNING id),"
     f" call AS (UPDATE {ParkedCallRecord._meta.db_table}"
     f" SET {', '.join(f'{name} = %s' for name in _DECISION_COLUMN_ORDER)}"
-    " WHERE id = %s AND action IS NULL AND EXISTS (SELECT 1 FROM run) RETURNING id)"
+    " WHERE id = %s AND action IS NULL AND EXISTS (SELECT 1 FROM run) RETURNING id),"
+    # The decision's audit row, in the same statement: written exactly when the call's is.
+    " audit AS ({audit})"
     " SELECT (SELECT count(*) FROM run), (SELECT count(*) FROM call)"
 )
+
+
+@cache
+def _decide_at_version_sql() -> str:
+    # Built on first use: naming the user table needs the app registry.
+    return _DECIDE_AT_VERSION_SQL.replace("{audit}", decision_records.insert_sql("call"))
+
+
 #: How often a decision is tried again on PostgreSQL when other decisions on the run come first.
 _OPTIMISTIC_ATTEMPTS = 16
 
@@ -145,6 +160,11 @@ class _DecisionPlan:
     @property
     def claimed(self) -> bool:
         return self.lease_expires_at is not None
+
+    def audit_values(self) -> dict[str, Any]:
+        return decision_records.decision_values(
+            self.run, self.call, self.decision, claims=self.claimed, calls_after=self.calls
+        )
 
     def receipt(self) -> DecisionReceipt:
         decided = next(c for c in self.calls if c.tool_call_id == self.call.tool_call_id)
@@ -311,6 +331,9 @@ class DjangoRunStore(RunStore):
             if run is None:  # renewed, finished or reclaimed by someone else meanwhile
                 return
             self._park_again(run, suspend=True)
+            AuditEntry.objects.using(self.using).settle(
+                run["run_id"], AuditOutcome.INTERRUPTED, decision_records.INTERRUPTED_DETAIL
+            )
             inner_runs = self._runs().select_for_update().children_of(run["run_id"]).suspended()
             for inner in inner_runs.values("pk", "run_id", "version", "history"):
                 self._park_again(inner, suspend=False)
@@ -401,6 +424,12 @@ class DjangoRunStore(RunStore):
             # Replace, never append: repeated suspensions of one run keep the same row count.
             self._calls().filter(run=run["pk"]).delete()
             self._calls().bulk_create(_call_records(run["pk"], suspension.calls))
+            waiting = [c for c in suspension.calls if c.decision is None]
+            AuditEntry.objects.using(self.using).settle(
+                suspension.run_id,
+                AuditOutcome.SUSPENDED_AGAIN,
+                decision_records.suspended_again_detail(waiting),
+            )
         return _stored_run(run, tuple(_stored_call(c) for c in suspension.calls), with_snapshot=True)
 
     def get_run(self, run_id: str) -> StoredRun | None:
@@ -474,6 +503,7 @@ class DjangoRunStore(RunStore):
                     plan = self._plan_decision(run_id, found, rule, claim_when_complete)
                     if not self._write_decision_locked(plan):
                         raise self._conflict(plan.run, plan.call_pk, plan.call.tool_call_id)
+                    decision_records.create_decision_row(self.using, plan.audit_values())
                     return plan.receipt()
             # PostgreSQL: read, then one conditional statement, no transaction around them (two
             # round trips instead of five on every approval). Optimistic: when the run changed in
@@ -541,7 +571,7 @@ class DjangoRunStore(RunStore):
         columns = _decision_columns(plan.decision)
         with connection.cursor() as cursor:
             cursor.execute(
-                _DECIDE_AT_VERSION_SQL,
+                _decide_at_version_sql(),
                 [
                     plan.version,
                     (RunStatus.RUNNING if plan.claimed else RunStatus.SUSPENDED).value,
@@ -553,6 +583,7 @@ class DjangoRunStore(RunStore):
                         for name in _DECISION_COLUMN_ORDER
                     ),
                     plan.call_pk,
+                    *decision_records.insert_params(plan.audit_values(), connection),
                 ],
             )
             runs_written, calls_written = cursor.fetchone()
@@ -628,12 +659,20 @@ class DjangoRunStore(RunStore):
             self._reclaim_expired()
             return False
 
-    def finish(self, run_id: str, *, version: int, thread_messages: Sequence[Any] = ()) -> bool:
+    def finish(
+        self,
+        run_id: str,
+        *,
+        version: int,
+        thread_messages: Sequence[Any] = (),
+        ending: RunEnding | None = None,
+    ) -> bool:
         # One conditional DELETE: the claim must be current and its lease not run out (an expired
         # claim is reclaimed, never finished). The calls go with it (ON DELETE CASCADE). Raw SQL
         # for RETURNING, which tells the run's thread without a read of its own.
         connection = connections[self.using]
         now = connection.ops.adapt_datetimefield_value(self.clock())
+        outcome, detail = decision_records.ending_outcome(ending)
         with self._connection_scope():
             if connection.vendor == "postgresql":
                 # One statement and no transaction around it: three round trips fewer on a path
@@ -643,7 +682,8 @@ class DjangoRunStore(RunStore):
                 )
                 with connection.cursor() as cursor:
                     cursor.execute(
-                        _FINISH_REMEMBERING_SQL, [run_id, version, now, messages, bool(thread_messages)]
+                        _FINISH_REMEMBERING_SQL,
+                        [run_id, version, now, messages, bool(thread_messages), outcome, detail, run_id],
                     )
                     (ended,) = cursor.fetchone()
                 return bool(ended)
@@ -657,6 +697,7 @@ class DjangoRunStore(RunStore):
                     ThreadMessage.objects.using(self.using).create(
                         agent_id=agent_id, thread_id=thread_id, messages=list(thread_messages)
                     )
+                AuditEntry.objects.using(self.using).settle(run_id, outcome, detail)
                 return True
 
     def append_thread_messages(self, agent_id: str, thread_id: str, messages: Sequence[Any]) -> None:

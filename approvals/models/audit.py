@@ -1,7 +1,12 @@
-"""The audit log: one append-only row per decision a person took (or tried to take) in the dashboard.
+"""The audit log: one append-only row per decision a person took (or tried to take).
 
-Rows are written by ``approvals.services`` only. The user comes from the session, never from a form;
-the username is copied so the record still reads right after the account is renamed or deleted.
+A decision that took effect is written by the run store (``approvals.store``) in the same atomic step
+that records it on the run, so a tool can never run without its decision on record. Its outcome is
+``continuing`` until the run settles: the store's step that ends the run (``completed`` /
+``failed``), parks it again (``suspended_again``) or takes the claim back (``interrupted``) sets it,
+once; that is the only change a row ever sees. Attempts that changed nothing (``lost_race``,
+``invalid``) are written by ``approvals.services``. The username is copied so the record still reads
+right after the account is renamed or deleted.
 """
 
 from __future__ import annotations
@@ -33,8 +38,15 @@ class AuditOutcome(models.TextChoices):
     #: The continuation was handed to a background worker; its end is in the run's later entries.
     CONTINUING = "continuing", "Continuing in the background"
     FAILED = "failed", "Failed"
+    #: The continuation stopped before the run settled (its process died, or lost its lease): the
+    #: call was offered for a decision again.
+    INTERRUPTED = "interrupted", "Interrupted"
     LOST_RACE = "lost_race", "Lost a race"
     INVALID = "invalid", "Refused as invalid"
+
+
+#: Outcomes that mean the decision did not take effect.
+NO_EFFECT_OUTCOMES = frozenset({AuditOutcome.LOST_RACE, AuditOutcome.INVALID})
 
 
 class AuditEntryQuerySet(models.QuerySet["AuditEntry"]):
@@ -46,7 +58,13 @@ class AuditEntryQuerySet(models.QuerySet["AuditEntry"]):
 
     def winning(self) -> AuditEntryQuerySet:
         """Decisions that took effect (not lost races, not refused ones)."""
-        return self.exclude(outcome__in=[AuditOutcome.LOST_RACE, AuditOutcome.INVALID])
+        return self.exclude(outcome__in=NO_EFFECT_OUTCOMES)
+
+    def settle(self, run_id: str, outcome: str, detail: str) -> int:
+        """Give the run's ``continuing`` decisions how the run went on (the one change a row sees)."""
+        return self.filter(run_id=run_id, outcome=AuditOutcome.CONTINUING).update(
+            outcome=outcome, outcome_detail=detail
+        )
 
     def chronological(self) -> AuditEntryQuerySet:
         return self.order_by("created_at", "id")

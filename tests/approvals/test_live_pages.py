@@ -180,20 +180,32 @@ def test_refetched_run_page_shows_how_a_decision_made_elsewhere_ended(
     assert "<td>ada</td>" in decisions.content.decode()
 
 
-def test_refetch_of_a_run_that_ended_without_a_dashboard_decision_is_not_an_error(
+def test_a_run_decided_outside_the_dashboard_shows_how_it_ended_and_who_decided(
     agents: DashboardAgents, reviewer_client: Client
 ) -> None:
     run = agents.start("helpdesk", "refund broken parcel")
     stream = agents.agent("helpdesk").approve_tool_call(
-        run_id=run.run_id, tool_call_id=run.tool_calls[0].tool_call_id
+        run_id=run.run_id, tool_call_id=run.tool_calls[0].tool_call_id, actor="api-client"
     )
     assert sync_result(stream).status == "success"
 
-    # htmx would not swap a 404: the open page must learn that the run ended.
+    # Whichever front end decides, the decision is on record: the open page learns how it ended.
     refetch = reviewer_client.get(f"/runs/{run.run_id}/", **hx("run-state"))
     assert refetch.status_code == 200
+    text = refetch.content.decode()
+    assert "<strong>api-client</strong> approved" in text
+    assert "Completed: refund: refunded 500 on A-1" in text
+    assert reviewer_client.get(f"/runs/{run.run_id}/").status_code == 200
+
+
+def test_refetch_of_a_run_that_vanished_without_any_decision_is_not_an_error(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    # htmx would not swap a 404: the open page must learn that the run is gone.
+    refetch = reviewer_client.get("/runs/0123456789abcdef/", **hx("run-state"))
+    assert refetch.status_code == 200
     assert "No decision on it is on record here" in refetch.content.decode()
-    assert reviewer_client.get(f"/runs/{run.run_id}/").status_code == 404
+    assert reviewer_client.get("/runs/0123456789abcdef/").status_code == 404
 
 
 def sync_result(stream_coroutine: Any) -> Any:
@@ -233,8 +245,11 @@ def test_run_page_while_a_worker_continues_and_after_it_finished(
     ended = reviewer_client.get(f"/runs/{run.run_id}/", **hx("run-state")).content.decode()
     assert "This run is no longer waiting" in ended
     assert "outcome-completed" in ended
-    assert "(in the background)" in ended
     assert "refunded 500 on A-1" in ended
+    # The worker's step that ended the run settled the decision's record.
+    entry = AuditEntry.objects.get(run_id=run.run_id)
+    assert (entry.username, entry.outcome) == ("ada", "completed")
+    assert entry.outcome_detail == "Completed: refund: refunded 500 on A-1"
 
 
 # --- Events that make pages refetch -------------------------------------------------------------------

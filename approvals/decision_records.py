@@ -1,0 +1,170 @@
+"""The audit row of a decision, as the run store writes it in the step that records the decision.
+
+``DjangoRunStore.decide`` writes the row in the same transaction (SQLite) or the same statement
+(PostgreSQL) as the decision itself, so a tool can never run without its decision on record; the
+steps that end, park again or take back a run settle its ``continuing`` rows (``settle_sql``). The
+words the audit log and the dashboard use for how a run went on are spelled here, once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from agents_runtime.store import Decision, ParkedCall, RunEnding, StoredRun
+
+from .models.audit import AuditEntry, AuditOutcome
+
+# Text PostgreSQL cannot store (NUL) or no UTF-8 codec can encode (lone surrogates).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable_text(text: str) -> str:
+    """``text`` with what a database cannot hold replaced by U+FFFD (it is shown, never dropped)."""
+    return _UNSTORABLE.sub("\ufffd", text)
+
+
+# -- what the record says ------------------------------------------------------------------------
+
+
+def waiting_detail(waiting: Sequence[ParkedCall]) -> str:
+    names = ", ".join(c.tool_name for c in waiting) or "nothing"
+    return f"Recorded; the run still waits on {len(waiting)} other call(s): {names}."
+
+
+def suspended_again_detail(waiting: Sequence[ParkedCall]) -> str:
+    names = ", ".join(c.tool_name for c in waiting) or "nothing"
+    return f"The run continued and suspended again, waiting on: {names}."
+
+
+CONTINUING_DETAIL = "Recorded; the run continues."
+INTERRUPTED_DETAIL = (
+    "The run's continuation stopped before the run settled (its process died or lost its lease); "
+    "the call was offered for a decision again."
+)
+
+
+def ending_outcome(ending: RunEnding | None) -> tuple[str, str]:
+    """The outcome and detail of a run that ended (``finish``)."""
+    if ending is None or ending.status == "failed":
+        error = ending.detail if ending is not None and ending.detail else "unknown error"
+        return AuditOutcome.FAILED, storable_text(f"Failed: {error}")
+    return AuditOutcome.COMPLETED, storable_text(f"Completed: {ending.detail or '(no text)'}")
+
+
+# -- the row -------------------------------------------------------------------------------------
+
+#: Columns of the decision row, in the order ``decision_values`` gives them.
+COLUMNS = (
+    "created_at",
+    "user_id",
+    "username",
+    "agent_id",
+    "run_id",
+    "thread_id",
+    "resource_id",
+    "tool_call_id",
+    "tool_name",
+    "args",
+    "suspend_payload",
+    "action",
+    "reason",
+    "resume_data",
+    "edited_args",
+    "outcome",
+    "outcome_detail",
+)
+
+
+def decision_values(
+    run: StoredRun, call: ParkedCall, decision: Decision, *, claims: bool, calls_after: Sequence[ParkedCall]
+) -> dict[str, Any]:
+    """The audit row of ``decision`` on ``call`` (``user_id`` is looked up from the username)."""
+    if claims:
+        outcome, detail = AuditOutcome.CONTINUING, CONTINUING_DETAIL
+    else:
+        waiting = [c for c in calls_after if c.decision is None]
+        outcome, detail = AuditOutcome.SUSPENDED_AGAIN, waiting_detail(waiting)
+    return {
+        "created_at": decision.decided_at,
+        "user_id": None,
+        "username": storable_text(decision.actor or "")[:150],
+        "agent_id": run.agent_id,
+        "run_id": run.run_id,
+        "thread_id": run.thread_id or "",
+        "resource_id": run.resource_id or "",
+        "tool_call_id": call.tool_call_id,
+        "tool_name": call.tool_name,
+        "args": call.args if call.kind == "approval" else None,
+        "suspend_payload": call.suspend_payload if call.kind == "suspend" else None,
+        "action": decision.action,
+        "reason": storable_text(decision.reason or ""),
+        "resume_data": decision.resume_data if decision.action == "resume" else None,
+        "edited_args": decision.edited_args if decision.action == "approve" else None,
+        "outcome": outcome,
+        "outcome_detail": detail,
+    }
+
+
+def create_decision_row(using: str, values: dict[str, Any]) -> None:
+    """The ORM write, for the store's locking transaction (SQLite)."""
+    user = get_user_model()
+    username = values["username"]
+    user_id = (
+        user._default_manager.db_manager(using)
+        .filter(**{user.USERNAME_FIELD: username})
+        .values_list("pk", flat=True)
+        .first()
+        if username
+        else None
+    )
+    AuditEntry.objects.db_manager(using).bulk_create([AuditEntry(**{**values, "user_id": user_id})])
+
+
+def insert_sql(source: str) -> str:
+    """PostgreSQL: a CTE body inserting the decision row once per row of ``source``.
+
+    Its parameters are ``insert_params``; the user is looked up in the same statement.
+    """
+    user = get_user_model()
+    username_column = user._meta.get_field(user.USERNAME_FIELD).column  # type: ignore[union-attr]
+    pk_column = user._meta.pk.column
+    placeholders = [
+        f"(SELECT {pk_column} FROM {user._meta.db_table} WHERE {username_column} = %s)"
+        if name == "user_id"
+        else "%s"
+        for name in COLUMNS
+    ]
+    return (
+        f"INSERT INTO {AuditEntry._meta.db_table} ({', '.join(_column(n) for n in COLUMNS)})"
+        f" SELECT {', '.join(placeholders)} FROM {source} RETURNING id"
+    )
+
+
+def insert_params(values: dict[str, Any], connection: BaseDatabaseWrapper) -> list[Any]:
+    params: list[Any] = []
+    for name in COLUMNS:
+        if name == "user_id":
+            params.append(values["username"])
+            continue
+        field = AuditEntry._meta.get_field(name)
+        params.append(field.get_db_prep_save(values[name], connection))  # type: ignore[union-attr]
+    return params
+
+
+def settle_sql(run_id_param: str = "%s", *, guard: str = "") -> str:
+    """SQL settling a run's ``continuing`` rows; parameters: outcome, detail, run id."""
+    table = AuditEntry._meta.db_table
+    return (
+        f"UPDATE {table} SET outcome = %s, outcome_detail = %s"
+        f" WHERE run_id = {run_id_param} AND outcome = '{AuditOutcome.CONTINUING.value}'{guard}"
+    )
+
+
+def _column(name: str) -> str:
+    column: str = AuditEntry._meta.get_field(name).column  # type: ignore[union-attr,assignment]
+    return column
