@@ -22,6 +22,25 @@ from approvals.registry import get_runtime
 logger = logging.getLogger(__name__)
 
 UNAUTHENTICATED = 4401
+#: Closes a socket that keeps sending frames the server cannot use (RFC 6455 "policy violation").
+POLICY_VIOLATION = 1008
+#: Frames are small JSON objects; anything larger is refused unread.
+MAX_FRAME_CHARS = 4096
+#: How many unusable frames a socket may send before it is closed.
+MAX_BAD_FRAMES = 20
+#: How many runs one page may watch at once (``settings.LIVE_MAX_RUN_SUBSCRIPTIONS``).
+DEFAULT_MAX_RUN_SUBSCRIPTIONS = 50
+
+
+def _usable_run_id(value: Any) -> bool:
+    """A run id the store can look up: printable text (no NUL or control characters), valid UTF-8."""
+    if not isinstance(value, str) or not value or len(value) > 200 or not value.isprintable():
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return True
 
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
@@ -42,6 +61,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     accepted = False
     signed_out = False
     watcher: asyncio.Task[None] | None = None
+    bad_frames = 0
 
     async def connect(self) -> None:
         self.agent_ids, self.joined, self.runs = [], [], {}
@@ -145,18 +165,34 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
     ) -> None:
-        # A frame that is not JSON (or not text) gets the same error answer as a wrong message,
-        # rather than ending the consumer.
-        try:
-            content = json.loads(text_data) if text_data is not None else None
-        except ValueError:
-            content = None
+        # A frame that is not JSON (or not text, or too large or deep to read) gets the same error
+        # answer as a wrong message, rather than ending the consumer.
+        content: Any = None
+        if text_data is not None and len(text_data) <= MAX_FRAME_CHARS:
+            try:
+                content = json.loads(text_data)
+            except (ValueError, RecursionError):
+                content = None
         await self.receive_json(content)
+
+    async def _refuse(self, answer: dict[str, Any]) -> None:
+        self.bad_frames += 1
+        if self.bad_frames > MAX_BAD_FRAMES:
+            await self.close(code=POLICY_VIOLATION)
+            return
+        await self.send_json({"type": "error", **answer})
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         run_id = content.get("subscribe_run") if isinstance(content, dict) else None
-        if not isinstance(run_id, str) or not run_id or len(run_id) > 200:
-            await self.send_json({"type": "error", "error": "expected {'subscribe_run': '<run id>'}"})
+        if not _usable_run_id(run_id):
+            await self._refuse({"error": "expected {'subscribe_run': '<run id>'}"})
+            return
+        if run_id in self.runs:
+            await self.send_json({"type": "subscribed", "run_id": run_id})
+            return
+        limit = int(getattr(settings, "LIVE_MAX_RUN_SUBSCRIPTIONS", DEFAULT_MAX_RUN_SUBSCRIPTIONS))
+        if len(self.runs) >= limit:
+            await self._refuse({"error": f"a page may watch at most {limit} runs", "run_id": run_id})
             return
         agent_id = await database_sync_to_async(self._agent_of)(run_id)
         if agent_id is not None:

@@ -205,12 +205,14 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
 @permission_required(AUDIT_PERMISSION, to="read the audit log")
 def audit_log(request: HtmxHttpRequest) -> HttpResponse:
     form = AuditFilterForm(request.GET)
-    context: dict[str, Any] = {"form": form, "agents": [a.id for a in get_runtime().agents]}
+    visible = visible_agent_ids(request.user)
+    context: dict[str, Any] = {"form": form, "agents": visible}
     if not form.is_valid():
         return _render(
             request, "approvals/audit.html", "audit-table", context, status=200 if _partial(request) else 400
         )
-    entries = AuditEntry.objects.matching(**form.filters()).select_related(None)
+    # Only the agents this user may see: an admin designated for one agent audits that agent.
+    entries = AuditEntry.objects.filter(agent_id__in=visible).matching(**form.filters()).select_related(None)
     paginator = Paginator(entries, AUDIT_PER_PAGE)
     context["page_obj"] = paginator.get_page(form.cleaned_data.get("page") or 1)
     return _render(request, "approvals/audit.html", "audit-table", context)
@@ -257,7 +259,12 @@ def audit_export(request: HttpRequest) -> HttpResponseBase:
     form = AuditFilterForm(request.GET)
     if not form.is_valid():
         return render(request, "approvals/audit.html", {"form": form}, status=400)
-    entries = AuditEntry.objects.matching(**form.filters()).order_by("created_at", "id")
+    visible = visible_agent_ids(request.user)
+    entries = (
+        AuditEntry.objects.filter(agent_id__in=visible)
+        .matching(**form.filters())
+        .order_by("created_at", "id")
+    )
 
     def rows() -> Iterator[str]:
         writer = csv.writer(_Echo())

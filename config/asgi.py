@@ -13,9 +13,10 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+
+from approvals.origins import SameOriginValidator  # noqa: E402
 
 # Daphne, unlike `runserver`, does not serve /static/; in development (DEBUG) Django does it here.
 # In production put `collectstatic`'s output (var/static) behind the reverse proxy instead.
@@ -29,6 +30,6 @@ websocket_urlpatterns = (
 application = ProtocolTypeRouter(
     {
         "http": http_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

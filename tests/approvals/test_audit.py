@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -131,3 +132,21 @@ def test_decisions_taken_in_the_dashboard_land_in_the_audit_log(
 
     assert "rita" in html and "Decline" in html and f'href="/runs/{run.run_id}/"' in html
     assert "&lt;b&gt;bold&lt;/b&gt;" in html and "<b>bold</b>" not in html
+
+
+@pytest.mark.parametrize("path", ["/audit/", "/audit/export.csv"])
+def test_an_admin_designated_for_one_agent_audits_only_that_agent(
+    agents: DashboardAgents, admin_member: User, client_for: Any, path: str
+) -> None:
+    from django.contrib.auth.models import Group
+
+    admin_member.groups.add(Group.objects.get_or_create(name="agent:helpdesk")[0])
+    entry(agent_id="helpdesk", run_id="run-help", username="helper")
+    entry(agent_id="boss", run_id="run-boss", username="bossy")
+
+    response = client_for(admin_member).get(path)
+    body = b"".join(response.streaming_content) if response.streaming else response.content
+
+    assert response.status_code == 200
+    assert b"run-help" in body
+    assert b"run-boss" not in body and b"bossy" not in body

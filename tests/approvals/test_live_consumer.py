@@ -18,10 +18,13 @@ from tests.approvals.runtime_fixtures import DashboardAgents
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
+HOST = (b"host", b"127.0.0.1")
 
 
-def _cookie_for(user: User | None) -> list[tuple[bytes, bytes]]:
-    headers = [ORIGIN]
+def _cookie_for(
+    user: User | None, origin: bytes = ORIGIN[1], host: bytes = HOST[1]
+) -> list[tuple[bytes, bytes]]:
+    headers = [(b"origin", origin), (b"host", host)]
     if user is not None:
         client = Client()
         client.force_login(user)
@@ -30,9 +33,13 @@ def _cookie_for(user: User | None) -> list[tuple[bytes, bytes]]:
     return headers
 
 
-async def _connect(user: User | None) -> tuple[WebsocketCommunicator, bool, Any]:
-    headers = await sync_to_async(_cookie_for)(user)
+async def _connect(
+    user: User | None, *, origin: bytes = ORIGIN[1], host: bytes = HOST[1], scheme: str | None = None
+) -> tuple[WebsocketCommunicator, bool, Any]:
+    headers = await sync_to_async(_cookie_for)(user, origin, host)
     communicator = WebsocketCommunicator(application, "/ws/live/", headers=headers)
+    if scheme is not None:
+        communicator.scope["scheme"] = scheme
     connected, detail = await communicator.connect(timeout=5)
     return communicator, connected, detail
 
@@ -172,4 +179,106 @@ async def test_a_frame_that_is_not_json_gets_an_error_and_the_socket_stays_usabl
     assert (await _next(communicator, "error"))["error"] == "expected {'subscribe_run': '<run id>'}"
     await communicator.send_json_to({"subscribe_run": result.run_id})
     assert (await _next(communicator, "subscribed"))["run_id"] == result.run_id
+    await communicator.disconnect()
+
+
+@pytest.mark.parametrize(
+    ("origin", "host", "scheme"),
+    [
+        (b"http://127.0.0.1:9999", b"127.0.0.1", None),  # another port: any local process's page
+        (b"https://127.0.0.1", b"127.0.0.1", None),  # another scheme
+        (b"http://localhost:1234", b"localhost", None),
+        (b"http://evil.example", b"127.0.0.1", None),
+        (b"http://127.0.0.1", b"evil.example", None),  # a host the site does not answer to
+        (b"null", b"127.0.0.1", None),
+    ],
+)
+async def test_a_socket_from_another_origin_is_refused(
+    agents: DashboardAgents, reviewer: User, origin: bytes, host: bytes, scheme: str | None
+) -> None:
+    communicator, connected, _ = await _connect(reviewer, origin=origin, host=host, scheme=scheme)
+    assert not connected
+
+
+@pytest.mark.parametrize(
+    ("origin", "host", "scheme"),
+    [
+        (b"http://127.0.0.1:8000", b"127.0.0.1:8000", None),
+        (b"http://localhost", b"localhost:80", None),
+        (b"https://127.0.0.1", b"127.0.0.1", "wss"),
+    ],
+)
+async def test_a_socket_from_the_sites_own_origin_is_accepted(
+    agents: DashboardAgents, reviewer: User, origin: bytes, host: bytes, scheme: str | None
+) -> None:
+    communicator, connected, _ = await _connect(reviewer, origin=origin, host=host, scheme=scheme)
+    assert connected
+    await _next(communicator, "hello")
+    await communicator.disconnect()
+
+
+async def test_a_trusted_extra_origin_may_connect(
+    agents: DashboardAgents, reviewer: User, settings: Any
+) -> None:
+    settings.LIVE_TRUSTED_ORIGINS = ["https://desk.example.com"]
+    communicator, connected, _ = await _connect(reviewer, origin=b"https://desk.example.com")
+    assert connected
+    await communicator.disconnect()
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        '{"subscribe_run": "ab\\u0000cd"}',  # NUL: PostgreSQL text refuses it
+        '{"subscribe_run": "\\ud800"}',  # a lone surrogate: cannot be encoded
+        "[" * 50_000 + "]" * 50_000,  # nested past the parser's recursion limit
+        '{"subscribe_run": ' + "[" * 900 + "]" * 900 + "}",
+        '{"subscribe_run": "' + "x" * 10_000 + '"}',
+    ],
+)
+async def test_a_bad_frame_gets_an_error_and_the_socket_stays_open(
+    agents: DashboardAgents, reviewer: User, frame: str
+) -> None:
+    result = await agents.agent("helpdesk").generate("refund after a bad frame")
+    communicator, connected, _ = await _connect(reviewer)
+    assert connected
+    await _next(communicator, "hello")
+    await communicator.send_to(text_data=frame)
+    assert (await _next(communicator, "error"))["error"] == "expected {'subscribe_run': '<run id>'}"
+    await communicator.send_json_to({"subscribe_run": result.run_id})
+    assert (await _next(communicator, "subscribed"))["run_id"] == result.run_id
+    await communicator.disconnect()
+
+
+async def test_a_socket_that_keeps_sending_garbage_is_closed_with_a_policy_code(
+    agents: DashboardAgents, reviewer: User
+) -> None:
+    communicator, connected, _ = await _connect(reviewer)
+    assert connected
+    await _next(communicator, "hello")
+    for _ in range(20):
+        await communicator.send_to(text_data="garbage")
+        await _next(communicator, "error")
+    await communicator.send_to(text_data="garbage")
+    closed = await communicator.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": 1008}
+
+
+async def test_a_page_may_watch_only_so_many_runs(
+    agents: DashboardAgents, reviewer: User, settings: Any
+) -> None:
+    settings.LIVE_MAX_RUN_SUBSCRIPTIONS = 2
+    runs = [await agents.agent("helpdesk").generate(f"refund {n}") for n in range(3)]
+    communicator, connected, _ = await _connect(reviewer)
+    assert connected
+    await _next(communicator, "hello")
+    for run in runs[:2]:
+        await communicator.send_json_to({"subscribe_run": run.run_id})
+        assert (await _next(communicator, "subscribed"))["run_id"] == run.run_id
+    await communicator.send_json_to({"subscribe_run": runs[2].run_id})
+    refusal = await _next(communicator, "error")
+    assert refusal["error"] == "a page may watch at most 2 runs"
+    # Asking again for one it watches is not another subscription.
+    await communicator.send_json_to({"subscribe_run": runs[0].run_id})
+    assert (await _next(communicator, "subscribed"))["run_id"] == runs[0].run_id
     await communicator.disconnect()
