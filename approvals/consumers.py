@@ -184,7 +184,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         run_id = content.get("subscribe_run") if isinstance(content, dict) else None
-        if not _usable_run_id(run_id):
+        if not isinstance(run_id, str) or not _usable_run_id(run_id):
             await self._refuse({"error": "expected {'subscribe_run': '<run id>'}"})
             return
         if run_id in self.runs:

@@ -36,7 +36,7 @@ def _secure(scope: Scope) -> bool:
     if proxy:
         meta_name, expected = proxy
         header = meta_name.removeprefix("HTTP_").replace("_", "-").lower().encode("latin-1")
-        return _header(scope, header) == expected
+        return bool(_header(scope, header) == expected)
     return False
 
 
