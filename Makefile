@@ -64,7 +64,7 @@ run: install
 	$(PY) manage.py migrate --noinput
 	@if $(PY) manage.py help demo_setup >/dev/null 2>&1; then $(PY) manage.py demo_setup; fi
 	@echo "Serving Countersign on http://127.0.0.1:$(PORT)/ (Ctrl-C to stop)"
-	$(VENV)/bin/daphne -b 127.0.0.1 -p $(PORT) config.asgi:application
+	DEBUG=$${DEBUG:-true} $(VENV)/bin/daphne -b 127.0.0.1 -p $(PORT) config.asgi:application
 
 test: install chromium
 	@$(MAKE) --no-print-directory lint

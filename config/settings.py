@@ -8,6 +8,7 @@ project reads the environment at import time.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,8 @@ def _env_list(name: str, default: str) -> list[str]:
 
 # The default is for local development only; set SECRET_KEY anywhere else.
 SECRET_KEY = _env("SECRET_KEY", "django-insecure-countersign-dev-only-change-me")
-DEBUG = _env_bool("DEBUG", default=True)
+# Off unless asked for: the debug page shows settings (DATABASE_URL among them). `make run` turns it on.
+DEBUG = _env_bool("DEBUG", default=False)
 ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
 
 INSTALLED_APPS = [
@@ -49,6 +51,7 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "django_tasks_db",
+    "axes",
     "approvals",
 ]
 
@@ -62,6 +65,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into its 429 page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -133,6 +138,12 @@ else:
         "default": {"BACKEND": "approvals.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 5000}}
     }
 
+# Origins besides the site's own from which pages may open the live socket (approvals/origins.py).
+CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", "")
+LIVE_TRUSTED_ORIGINS = _env_list("LIVE_TRUSTED_ORIGINS", "") or CSRF_TRUSTED_ORIGINS
+# How many runs one page's socket may watch at once.
+LIVE_MAX_RUN_SUBSCRIPTIONS = int(_env("LIVE_MAX_RUN_SUBSCRIPTIONS", "50"))
+
 # How often each open live socket re-reads its session (one session, one user and one groups query):
 # a session deleted, expired or of a deactivated user closes the socket (4401), and a change to which
 # agents the user may see reaches it. A logout closes the session's sockets at once, not after this.
@@ -156,6 +167,26 @@ AGENTS_RUNTIME = _env("AGENTS_RUNTIME", "demo.agents:runtime")
 RUN_LEASE_SECONDS = int(_env("RUN_LEASE_SECONDS", "300"))
 
 # --- Auth -------------------------------------------------------------------------------------------
+
+AUTHENTICATION_BACKENDS = [
+    # First: refuses a locked-out login before the password is even checked.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+
+# Login throttling (django-axes): after LOGIN_FAILURE_LIMIT failed logins for one username from one
+# address, that pair is refused for LOGIN_COOLOFF_MINUTES. Locking the pair, not the username,
+# means an attacker elsewhere cannot lock a named reviewer out, and the cool-off ends every lock.
+AXES_FAILURE_LIMIT = int(_env("LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=float(_env("LOGIN_COOLOFF_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# Behind a reverse proxy: how many proxies add themselves to X-Forwarded-For (0: use the peer address).
+AXES_IPWARE_PROXY_COUNT = int(_env("PROXY_COUNT", "0")) or None
+AXES_IPWARE_META_PRECEDENCE_ORDER = (
+    ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"] if AXES_IPWARE_PROXY_COUNT else ["REMOTE_ADDR"]
+)
 
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
@@ -214,5 +245,7 @@ LOGGING = {
     "loggers": {
         # Request lines are Daphne's job; keep Django's own chatter to warnings.
         "django": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+        # Every failed login would be an INFO line; lock-outs are warnings.
+        "axes": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }

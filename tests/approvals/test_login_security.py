@@ -1,0 +1,62 @@
+"""Login throttling and the defaults that keep secrets off the screen."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from django.contrib.auth.models import User
+from django.test import Client
+
+from tests.approvals.conftest import PASSWORD
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _login(client: Client, username: str, password: str, address: str) -> int:
+    response = client.post(
+        "/accounts/login/", {"username": username, "password": password}, REMOTE_ADDR=address
+    )
+    return response.status_code
+
+
+def test_repeated_failed_logins_lock_that_user_and_address_for_a_while(
+    reviewer: User, settings: object
+) -> None:
+    attacker = Client()
+    for _ in range(4):
+        assert _login(attacker, "rita", "guess", "203.0.113.9") == 200  # the form again, with an error
+    assert _login(attacker, "rita", "guess", "203.0.113.9") == 429  # the fifth failure locks
+
+    locked = attacker.post(
+        "/accounts/login/", {"username": "rita", "password": PASSWORD}, REMOTE_ADDR="203.0.113.9"
+    )
+    assert locked.status_code == 429
+    assert "Too many failed logins" in locked.content.decode()
+    assert "_auth_user_id" not in attacker.session
+
+    # The reviewer, from her own address, is not locked out by someone else's guesses.
+    assert _login(Client(), "rita", PASSWORD, "198.51.100.7") == 302
+
+
+def test_a_successful_login_resets_the_count(reviewer: User) -> None:
+    client = Client()
+    for _ in range(4):
+        _login(client, "rita", "guess", "198.51.100.7")
+    assert _login(client, "rita", PASSWORD, "198.51.100.7") == 302
+    for _ in range(4):
+        assert _login(Client(), "rita", "guess", "198.51.100.7") == 200
+    assert _login(Client(), "rita", PASSWORD, "198.51.100.7") == 302
+
+
+def test_debug_is_off_unless_asked_for() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "DEBUG"}
+    env["DJANGO_SETTINGS_MODULE"] = "config.settings"
+    probe = "from django.conf import settings; print(settings.DEBUG)"
+    off = subprocess.run([sys.executable, "-c", probe], env=env, cwd=ROOT, capture_output=True, text=True)
+    on = subprocess.run(
+        [sys.executable, "-c", probe], env={**env, "DEBUG": "true"}, cwd=ROOT, capture_output=True, text=True
+    )
+    assert (off.stdout.strip(), on.stdout.strip()) == ("False", "True")
