@@ -1,17 +1,33 @@
-"""Who may see which agents.
+"""Who may see which agents: deny by default.
 
-Reviewers and admins see every agent. A user who belongs to one or more groups named
-``agent:<agent id>`` is a designated reviewer: they see (and, with the decide permission, decide)
-only those agents. Superusers see everything.
+A user sees an agent only through a group that grants it:
+
+- ``agent:<agent id>`` groups make a *designated* reviewer: they see (and, with the decide
+  permission, decide) only those agents;
+- otherwise the Reviewers and Admins groups see every agent;
+- anyone else sees nothing, unless ``settings.COUNTERSIGN_OPEN_VISIBILITY`` is on (small teams
+  that want every logged-in user to see every agent). Superusers see everything.
+
+``manage.py grant`` puts users in these groups; so does the Django admin.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+
 from approvals.registry import get_runtime
 
 AGENT_GROUP_PREFIX = "agent:"
+REVIEWERS = "Reviewers"
+ADMINS = "Admins"
+#: Groups that see every agent (unless the user is designated for some).
+ALL_AGENTS_GROUPS = frozenset({REVIEWERS, ADMINS})
+
+
+def agent_group_name(agent_id: str) -> str:
+    return f"{AGENT_GROUP_PREFIX}{agent_id}"
 
 
 def visible_agent_ids(user: Any) -> list[str]:
@@ -21,13 +37,15 @@ def visible_agent_ids(user: Any) -> list[str]:
     all_ids = [agent.id for agent in get_runtime().agents]
     if user.is_superuser:
         return all_ids
+    groups = set(user.groups.values_list("name", flat=True))
     designated = {
-        name.removeprefix(AGENT_GROUP_PREFIX)
-        for name in user.groups.filter(name__startswith=AGENT_GROUP_PREFIX).values_list("name", flat=True)
+        name.removeprefix(AGENT_GROUP_PREFIX) for name in groups if name.startswith(AGENT_GROUP_PREFIX)
     }
-    if not designated:
+    if designated:
+        return [agent_id for agent_id in all_ids if agent_id in designated]
+    if groups & ALL_AGENTS_GROUPS or getattr(settings, "COUNTERSIGN_OPEN_VISIBILITY", False):
         return all_ids
-    return [agent_id for agent_id in all_ids if agent_id in designated]
+    return []
 
 
 def can_see_agent(user: Any, agent_id: str) -> bool:

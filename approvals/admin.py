@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group
 from django.http import HttpRequest
 
 from approvals.models import AuditEntry
@@ -50,3 +53,44 @@ class AuditEntryAdmin(admin.ModelAdmin[AuditEntry]):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+# -- users and groups, as Admins (who are not superusers) may manage them ------------------------------
+
+User = get_user_model()
+
+
+class CountersignUserAdmin(UserAdmin):  # type: ignore[type-arg]
+    """Admins manage accounts and their groups, but never make anyone a superuser or touch one."""
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        readonly = list(super().get_readonly_fields(request, obj))
+        if not request.user.is_superuser:
+            readonly += ["is_superuser", "user_permissions"]
+        return readonly
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is not None and obj.is_superuser and not request.user.is_superuser:
+            return False  # its password or groups would be a way to become it
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is not None and obj.is_superuser and not request.user.is_superuser:
+            return False
+        return super().has_delete_permission(request, obj)
+
+
+class CountersignGroupAdmin(GroupAdmin):
+    """Admins put people in groups; which permissions a group carries is a superuser's choice."""
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        readonly = list(super().get_readonly_fields(request, obj))
+        if not request.user.is_superuser:
+            readonly.append("permissions")
+        return readonly
+
+
+for model, model_admin in ((User, CountersignUserAdmin), (Group, CountersignGroupAdmin)):
+    if admin.site.is_registered(model):
+        admin.site.unregister(model)
+    admin.site.register(model, model_admin)

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from asgiref.sync import async_to_sync
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.models import AnonymousUser, Group
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
@@ -41,7 +41,7 @@ from agents_runtime import (
     ToolCallNotSuspended,
 )
 from approvals import decision_records, live
-from approvals.access import AGENT_GROUP_PREFIX, can_see_agent, visible_agent_ids
+from approvals.access import REVIEWERS, agent_group_name, can_see_agent, visible_agent_ids
 from approvals.models.audit import AuditAction, AuditEntry, AuditOutcome
 from approvals.registry import get_runtime
 
@@ -64,14 +64,28 @@ class UnknownAgent(LookupError):
     """No agent with this id is registered in the runtime."""
 
 
+def groups_granting(permission: str) -> list[str]:
+    """The names of the groups that hold ``permission`` ("app_label.codename")."""
+    app_label, _, codename = permission.partition(".")
+    return list(
+        Group.objects.filter(permissions__codename=codename, permissions__content_type__app_label=app_label)
+        .order_by("name")
+        .values_list("name", flat=True)
+    )
+
+
 def require_permission(user: Any, permission: str, *, to: str) -> None:
-    """Raise ``PermissionDenied`` naming the missing permission (the 403 page shows the message)."""
+    """Raise ``PermissionDenied`` naming the missing permission and the group that grants it."""
     if not user.has_perm(permission):
         label = PERMISSION_LABELS.get(permission, permission)
-        raise PermissionDenied(
-            f"You need the permission “{label}” ({permission}) to {to}. Ask an administrator to add you "
-            "to the Reviewers or Admins group."
-        )
+        groups = groups_granting(permission)
+        if groups:
+            names = " or ".join(f"“{g}”" for g in groups)
+            flag = "--review AGENT" if REVIEWERS in groups else "--admin"
+            ask = f"Ask an administrator to add you to the group {names} (manage.py grant USER {flag})."
+        else:
+            ask = "No group grants it yet: ask an administrator."
+        raise PermissionDenied(f"You need the permission “{label}” ({permission}) to {to}. {ask}")
 
 
 def require_agent_access(user: Any, agent_id: str) -> None:
@@ -79,7 +93,7 @@ def require_agent_access(user: Any, agent_id: str) -> None:
     if not can_see_agent(user, agent_id):
         raise PermissionDenied(
             f"You are not a reviewer of the agent “{agent_id}”. Ask an administrator to add you to its "
-            f"group “{AGENT_GROUP_PREFIX}{agent_id}”."
+            f"group “{agent_group_name(agent_id)}” (manage.py grant USER --review {agent_id})."
         )
 
 

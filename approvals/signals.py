@@ -8,6 +8,8 @@ from typing import Any
 from django.db import transaction
 
 from approvals import live
+from approvals.access import agent_group_name
+from approvals.registry import get_runtime
 
 
 def close_live_sockets(sender: Any, request: Any = None, user: Any = None, **kwargs: Any) -> None:
@@ -15,3 +17,11 @@ def close_live_sockets(sender: Any, request: Any = None, user: Any = None, **kwa
     session_key = getattr(getattr(request, "session", None), "session_key", None)
     if session_key:
         transaction.on_commit(partial(live.end_session, session_key), robust=True)
+
+
+def create_agent_groups(sender: Any, using: str = "default", **kwargs: Any) -> None:
+    """``post_migrate``: an ``agent:<id>`` group for every agent, to put its reviewers in."""
+    from django.contrib.auth.models import Group
+
+    for agent in get_runtime().agents:
+        Group.objects.using(using).get_or_create(name=agent_group_name(agent.id))

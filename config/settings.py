@@ -42,7 +42,8 @@ ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
 INSTALLED_APPS = [
     # First, so that `runserver` is Daphne's and serves websockets too.
     "daphne",
-    "django.contrib.admin",
+    # django.contrib.admin, with a site that opens to the Admins group (approvals/admin_site.py).
+    "approvals.admin_site.CountersignAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -64,6 +65,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "approvals.middleware.htmx_login_redirect",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into its 429 page.
     "axes.middleware.AxesMiddleware",
@@ -165,6 +167,9 @@ AGENTS_MODEL = _env("AGENTS_MODEL", "")
 AGENTS_RUNTIME = _env("AGENTS_RUNTIME", "demo.agents:runtime")
 # How long a claimed resumption may run before the run is offered for a decision again.
 RUN_LEASE_SECONDS = int(_env("RUN_LEASE_SECONDS", "300"))
+
+# Every logged-in user sees every agent (small teams); otherwise a group must grant each (access.py).
+COUNTERSIGN_OPEN_VISIBILITY = _env_bool("COUNTERSIGN_OPEN_VISIBILITY", default=False)
 
 # --- Auth -------------------------------------------------------------------------------------------
 

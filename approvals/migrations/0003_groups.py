@@ -12,9 +12,12 @@ GROUPS = {
 def create_groups(apps, schema_editor):
     # Permissions are normally created after all migrations ran (post_migrate); make sure ours exist.
     app_config = apps.get_app_config("approvals")
-    app_config.models_module = True
+    # create_permissions skips apps without a models module, which a migration state's apps lack;
+    # put back what was there (tests call this with the real registry).
+    models_module = getattr(app_config, "models_module", None)
+    app_config.models_module = models_module or True
     create_permissions(app_config, apps=apps, verbosity=0)
-    app_config.models_module = None
+    app_config.models_module = models_module
 
     Group = apps.get_model("auth", "Group")
     Permission = apps.get_model("auth", "Permission")

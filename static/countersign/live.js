@@ -12,6 +12,8 @@
 //                                             refetched when an event concerns it, and on (re)connect
 //   <ol data-live-output="RUN_ID">            receives the run's streamed output (text, tool results);
 //                                             its closest [hidden] section is shown on the first chunk
+//   <button class="new-pill" hidden>          in a list: counts the runs held back (see below); a click
+//                                             shows them
 //
 // A refetch must never get in the reviewer's way:
 //   - it waits while a request from inside the partial is in flight (a decision: its answer swaps into
@@ -21,6 +23,13 @@
 //     back with errors (while the run still waits);
 //     open <details> stay open, and focus stays on what it was on;
 //   - a card whose run was decided elsewhere goes away (inbox) or shows how it ended (run page).
+// Nothing at or above the reviewer's pointer or focus moves, and no card there changes the calls it
+// shows (a click must decide the call it was aimed at):
+//   - new runs wait behind the list's "N new runs — show" pill until the reviewer asks for them;
+//   - a card there stays as it is; one decided or changed elsewhere stays too, marked "is-gone" (its
+//     buttons would only say "already decided"), until the pointer and focus have moved on.
+// Signed out (the socket closed with 4401, or a refetch was sent to the login page): the badge says
+// so and the page's buttons are disabled; nothing is decided by a session that has ended.
 (function () {
   "use strict";
 
@@ -60,7 +69,13 @@
   // The session is over: say so, and offer the way back. The link reloads this page, which sends the
   // reviewer through the login form (every page requires it) and back here.
   function signedOut() {
+    var ws = socket;
+    socket = null; // (its close event is then ignored: nothing reconnects)
+    if (ws) ws.close();
     setState("signed-out");
+    document.querySelectorAll("#main button").forEach(function (button) {
+      button.disabled = true;
+    });
     if (!badge || document.getElementById("live-sign-in")) return;
     var link = document.createElement("a");
     link.id = "live-sign-in";
@@ -96,6 +111,61 @@
   function busy(live) {
     return hasUserRequest(live) || typingIn(live);
   }
+
+  // --- Where the reviewer is ---------------------------------------------------------------------
+
+  var pointer = null; // where the pointer rests (viewport coordinates); null: unknown, or off the page
+  var moved = null; // a pending look at what was held back while the pointer was there
+  // (Until the pointer moves on a page, where it is is unknown: a page just loaded holds nothing back.)
+
+  function track(e) {
+    if (e.type !== "pointerout") pointer = { x: e.clientX, y: e.clientY };
+    else if (!e.relatedTarget) pointer = null; // left the window (or a touch ended)
+    if (moved === null && document.querySelector("[data-stale]")) {
+      moved = window.setTimeout(function () {
+        moved = null;
+        flushStale();
+      }, 150);
+    }
+  }
+  ["pointermove", "pointerover", "pointerout"].forEach(function (type) {
+    document.addEventListener(type, track, { passive: true });
+  });
+
+  // How far down a partial the reviewer is: the pointer's height when it rests on the partial, and
+  // the bottom of what has focus in it. Null: neither. What starts at or above it must not move.
+  function holdLine(live) {
+    var line = null;
+    var under = pointer && document.elementFromPoint(pointer.x, pointer.y);
+    if (under && live.contains(under)) line = pointer.y;
+    var active = document.activeElement;
+    if (active && active !== body && live.contains(active)) {
+      line = Math.max(line === null ? -Infinity : line, active.getBoundingClientRect().bottom);
+    }
+    return line;
+  }
+
+  function above(el, line) {
+    return line !== null && el.getBoundingClientRect().top <= line;
+  }
+
+  // A card held as it was (decided or changed elsewhere) is still where the reviewer is.
+  function pinned(live) {
+    var line = holdLine(live);
+    return Array.prototype.some.call(live.querySelectorAll(".is-gone"), function (card) {
+      return above(card, line);
+    });
+  }
+
+  // The server sends an htmx request of an ended session to the login page (HX-Redirect). A refetch
+  // nobody asked for must not leave the page (and what the reviewer was doing): say signed out.
+  document.addEventListener("htmx:beforeOnLoad", function (e) {
+    var elt = e.detail.elt;
+    if (elt && elt.matches && elt.matches(LIVE) && e.detail.xhr.getResponseHeader("HX-Redirect")) {
+      e.preventDefault();
+      signedOut();
+    }
+  });
 
   document.addEventListener("htmx:beforeRequest", function (e) {
     var elt = e.detail.elt;
@@ -160,7 +230,7 @@
 
   function flushStale() {
     document.querySelectorAll("[data-stale]").forEach(function (el) {
-      if (!busy(el)) refresh(el);
+      if (!busy(el) && !pinned(el)) refresh(el);
     });
   }
 
@@ -213,8 +283,15 @@
     }
     var cards = Array.prototype.slice.call(old.querySelectorAll(CARD));
     var active = document.activeElement;
+    var line = holdLine(old);
+    var first = old.querySelector(CARD + ", .empty");
+    var reveal = revealing;
+    revealing = false;
     swaps.set(e.detail.xhr, {
       id: old.id,
+      // New runs would go in above the reviewer (newest first), or some already wait: hold them back.
+      hold: !reveal && (held.size > 0 || (first !== null && above(first, line))),
+      reveal: reveal,
       focused: active && active !== document.body && old.contains(active) ? active : null,
       order: cards.map(function (c) {
         return c.id;
@@ -230,6 +307,7 @@
           dirty: c.querySelector("form[data-dirty], .field-errors, .form-errors, .notice") !== null,
           calls: callIds(c),
           open: openDetails(c),
+          above: above(c, line),
         };
       }),
     });
@@ -237,11 +315,18 @@
 
   document.addEventListener("htmx:afterSwap", function (e) {
     var saved = e.detail.xhr && swaps.get(e.detail.xhr);
-    if (!saved) return;
+    if (!saved) {
+      // A list swapped some other way (filters, another page) shows all there is.
+      if (e.target.querySelector && e.target.querySelector(".new-pill")) held.clear();
+      return;
+    }
     swaps.delete(e.detail.xhr);
     var fresh = (saved.id && document.getElementById(saved.id)) || e.target;
     if (!fresh || !fresh.isConnected) return;
     keepAcrossSwap(fresh, saved);
+    holdNew(fresh, saved);
+    // A card held as it was: look again once the reviewer has moved on.
+    if (fresh.querySelector(".is-gone")) fresh.setAttribute("data-stale", "");
     // Focus was on something kept (the outcome a decision just focused, say): put it back.
     if (saved.focused && saved.focused.isConnected) saved.focused.focus({ preventScroll: true });
   });
@@ -257,15 +342,18 @@
       var now = inside(fresh, node.id);
       if (now) {
         var waiting = now.matches(CARD) && now.querySelector(".outcome") === null;
+        var same = callIds(now) === kept.calls;
         var keep = waiting
-          ? kept.dirty || (kept.outcome && callIds(now) === kept.calls)
+          ? kept.dirty || (kept.outcome && same) || kept.above
           : ended(kept) && !kept.continuing;
         if (keep) {
-          // Waiting still: keep the half-filled form rather than the fresh copy, and the outcome of
-          // this page's decision while the run waits on the very calls it shows ("suspended again").
+          // Waiting still: keep the half-filled form rather than the fresh copy, the outcome of
+          // this page's decision while the run waits on the very calls it shows ("suspended again"),
+          // and whatever is at or above the reviewer's pointer or focus (marked if its calls changed).
           // Ended: keep that outcome rather than the summary (it says the same, and more), unless it
           // only said "continuing in the background": the summary then says how it ended.
           now.replaceWith(node);
+          markGone(node, waiting && !same);
           window.htmx.process(node); // htmx cleaned the old subtree up when it swapped it out
         } else {
           now.querySelectorAll("details").forEach(function (d, i) {
@@ -278,10 +366,72 @@
         // again is stale once the run is gone: someone decided it elsewhere.)
         place(fresh, node, saved.order);
         window.htmx.process(node);
+      } else if (kept.above && followed(fresh, saved.order, node.id)) {
+        // Gone at or above the reviewer: the cards after it would move up under the pointer.
+        place(fresh, node, saved.order);
+        markGone(node, true);
+        window.htmx.process(node);
       }
       // Otherwise the run was decided elsewhere (or left this page's filters): it goes.
     });
   }
+
+  function followed(fresh, order, id) {
+    return order.slice(order.indexOf(id) + 1).some(function (other) {
+      return inside(fresh, other) !== null;
+    });
+  }
+
+  function markGone(card, gone) {
+    card.classList.toggle("is-gone", gone);
+    var note = card.querySelector(":scope > .gone-note");
+    if (gone && !note) {
+      note = document.createElement("p");
+      note.className = "gone-note";
+      note.setAttribute("role", "status");
+      note.textContent = "Decided or changed elsewhere: this card updates once you move on";
+      card.prepend(note);
+    } else if (!gone && note) {
+      note.remove();
+    }
+  }
+
+  // --- New runs wait behind the pill ---------------------------------------------------------------
+
+  var held = new Set(); // ids of the cards held back
+  var revealing = false; // the pill was clicked: the next refetch shows them
+
+  function holdNew(fresh, saved) {
+    var pill = fresh.querySelector(".new-pill");
+    if (!pill) return;
+    var present = new Set();
+    fresh.querySelectorAll(CARD).forEach(function (card) {
+      present.add(card.id);
+      if (saved.order.indexOf(card.id) !== -1) return;
+      if (saved.hold) {
+        held.add(card.id);
+        card.remove();
+      } else if (saved.reveal) {
+        card.setAttribute("tabindex", "-1");
+        if (!fresh.contains(document.activeElement)) card.focus(); // the first one shown
+      }
+    });
+    held.forEach(function (id) {
+      if (!present.has(id)) held.delete(id); // decided elsewhere meanwhile
+    });
+    if (held.size) {
+      pill.textContent = held.size + (held.size === 1 ? " new run" : " new runs") + " — show";
+      pill.hidden = false;
+    }
+  }
+
+  document.addEventListener("click", function (e) {
+    var pill = e.target.closest && e.target.closest(".new-pill");
+    if (!pill) return;
+    held.clear();
+    revealing = true;
+    refresh(liveOf(pill));
+  });
 
   // The outcome of a decision after which the run no longer waits here (it ended, or it continues in
   // the background), as opposed to one that still shows it waiting on other calls.
@@ -338,6 +488,17 @@
     }
   }
 
+  // Approved with edited arguments: the line shows those the tool ran with; say who, show the model's.
+  function edited(item, payload) {
+    var who = document.createElement("span");
+    who.className = "edited-by";
+    who.textContent = "edited by " + (payload.edited_by || "a reviewer");
+    var model = document.createElement("span");
+    model.className = "model-args";
+    model.textContent = "the model's: " + JSON.stringify(payload.model_args);
+    item.append(" ", who, " ", model);
+  }
+
   function appendOutput(chunk) {
     var list = document.querySelector("[data-live-output='" + CSS.escape(chunk.run_id) + "']");
     if (!list) return;
@@ -361,6 +522,9 @@
     var item = document.createElement("li");
     item.setAttribute("data-kind", chunk.type);
     item.textContent = describe(chunk); // textContent: model output is never parsed as HTML
+    if (chunk.type === "tool-call" && chunk.payload && "model_args" in chunk.payload) {
+      edited(item, chunk.payload);
+    }
     list.appendChild(item);
   }
 

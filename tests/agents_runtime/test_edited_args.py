@@ -181,3 +181,43 @@ async def test_a_sub_agents_call_is_edited_through_its_supervisor(runtime_for: R
         await team.desk.approve_tool_call(
             run_id=again.run_id, tool_call_id="deleg-1", edited_args={"amount": -1}
         )
+
+
+async def test_the_streamed_tool_call_shows_the_arguments_the_tool_ran_with_and_the_models(
+    runtime_for: RuntimeFor,
+) -> None:
+    agent, _ = payout_agent(ToolLog())
+    runtime_for(agent)
+    suspended = await agent.generate("pay the customer")
+
+    stream = await agent.approve_tool_call(
+        run_id=suspended.run_id,
+        tool_call_id="call-1",
+        actor="alice",
+        edited_args={"account": "DE-right", "amount": 50},
+    )
+    [call] = [chunk.payload for chunk in [c async for c in stream] if chunk.type == "tool-call"]
+
+    # pydantic-ai reports the model's call; the chunk says what ran, who changed it, and what was asked.
+    assert call == {
+        "tool_call_id": "call-1",
+        "tool_name": "pay_out",
+        "args": {"account": "DE-right", "amount": 50},
+        "model_args": {"account": "DE-wrong", "amount": 500},
+        "edited_by": "alice",
+    }
+
+
+async def test_the_streamed_tool_call_of_a_plain_approval_is_the_models(runtime_for: RuntimeFor) -> None:
+    agent, _ = payout_agent(ToolLog())
+    runtime_for(agent)
+    suspended = await agent.generate("pay the customer")
+
+    stream = await agent.approve_tool_call(run_id=suspended.run_id, tool_call_id="call-1", actor="alice")
+    [call] = [chunk.payload for chunk in [c async for c in stream] if chunk.type == "tool-call"]
+
+    assert call == {
+        "tool_call_id": "call-1",
+        "tool_name": "pay_out",
+        "args": {"account": "DE-wrong", "amount": 500},
+    }

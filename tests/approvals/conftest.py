@@ -34,8 +34,8 @@ def agents(settings: Any, transactional_db: None) -> Iterator[DashboardAgents]:
 
 def ensure_groups() -> None:
     """Groups come from a data migration; a transactional test's flush removes them, so re-run it."""
-    migration = import_module("approvals.migrations.0003_groups")
-    migration.create_groups(django_apps, None)
+    import_module("approvals.migrations.0003_groups").create_groups(django_apps, None)
+    import_module("approvals.migrations.0010_admins_manage_users").grant(django_apps, None)
 
 
 def _user(username: str, *groups: str) -> User:
@@ -58,8 +58,16 @@ def admin_member(transactional_db: None) -> User:
 
 @pytest.fixture
 def nobody(transactional_db: None) -> User:
-    """Logged in, but in no group: may look, may not decide."""
+    """Logged in, but in no group: sees no agent, may not decide."""
     return _user("nina")
+
+
+@pytest.fixture
+def viewer(transactional_db: None) -> User:
+    """In ``agent:helpdesk`` only: may look at that agent's calls, may not decide them."""
+    ensure_groups()
+    Group.objects.get_or_create(name="agent:helpdesk")
+    return _user("vic", "agent:helpdesk")
 
 
 @pytest.fixture

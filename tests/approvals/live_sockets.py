@@ -38,7 +38,9 @@ class Session:
         """An open live socket of this session, past its "hello"."""
         cookie = f"{settings.SESSION_COOKIE_NAME}={self.key}".encode()
         communicator = WebsocketCommunicator(
-            application, "/ws/live/", headers=[(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1"), (b"cookie", cookie)]
+            application,
+            "/ws/live/",
+            headers=[(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1"), (b"cookie", cookie)],
         )
         connected, _ = await communicator.connect(timeout=WAIT)
         assert connected

@@ -366,11 +366,11 @@ def test_admin_shows_the_edited_arguments_read_only(
 
 
 def test_user_without_the_decide_permission_can_neither_see_nor_post_the_edit(
-    agents: DashboardAgents, nobody: User, reviewer: User, client_for: Callable[[User], Client]
+    agents: DashboardAgents, viewer: User, reviewer: User, client_for: Callable[[User], Client]
 ) -> None:
     run = agents.start("helpdesk", "refund parcel")
     call = run.tool_calls[0]
-    client, allowed = client_for(nobody), client_for(reviewer)
+    client, allowed = client_for(viewer), client_for(reviewer)
     data = {"agent": "helpdesk", "edited_args": json.dumps(EDITED)}
 
     page = client.get(f"/runs/{run.run_id}/").content.decode()

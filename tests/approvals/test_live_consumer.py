@@ -262,6 +262,7 @@ async def test_a_socket_that_keeps_sending_garbage_is_closed_with_a_policy_code(
     await communicator.send_to(text_data="garbage")
     closed = await communicator.receive_output(timeout=5)
     assert closed == {"type": "websocket.close", "code": 1008}
+    await communicator.disconnect()  # what the server does after a close: the consumer leaves its groups
 
 
 async def test_a_page_may_watch_only_so_many_runs(

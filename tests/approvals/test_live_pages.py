@@ -260,7 +260,8 @@ def _session_headers(user: User) -> list[tuple[bytes, bytes]]:
     client.force_login(user)
     session = client.cookies[django_settings.SESSION_COOKIE_NAME].value
     return [
-        (b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1"),
+        (b"origin", b"http://127.0.0.1"),
+        (b"host", b"127.0.0.1"),
         (b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={session}".encode()),
     ]
 

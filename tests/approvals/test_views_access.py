@@ -24,7 +24,12 @@ def test_migrate_creates_the_reviewers_and_admins_groups() -> None:
         return set(Group.objects.get(name=name).permissions.values_list("codename", flat=True))
 
     assert codenames("Reviewers") == {"decide_runs"}
-    assert codenames("Admins") == {"decide_runs", "view_audit_log"}
+    # Admins also manage users and groups in the Django admin (migration 0010).
+    assert codenames("Admins") == {
+        "decide_runs",
+        "view_audit_log",
+        *(f"{verb}_{model}" for verb in ("view", "add", "change") for model in ("user", "group")),
+    }
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -58,11 +63,11 @@ def test_login_page_renders_and_logs_in(agents: DashboardAgents, reviewer: User,
 
 
 def test_user_without_permission_may_look_but_not_decide(
-    agents: DashboardAgents, nobody: User, client_for: object
+    agents: DashboardAgents, viewer: User, client_for: object
 ) -> None:
     run = agents.start("helpdesk", "refund x")
     call = run.tool_calls[0]
-    client = client_for(nobody)  # type: ignore[operator]
+    client = client_for(viewer)  # type: ignore[operator]
 
     inbox = client.get("/agents/helpdesk/")
     approve = client.post(f"/runs/{run.run_id}/calls/{call.tool_call_id}/approve", {"agent": "helpdesk"})
@@ -141,7 +146,7 @@ def test_post_without_csrf_token_is_refused(agents: DashboardAgents, reviewer: U
 def test_designated_reviewers_see_and_decide_only_their_agents(
     agents: DashboardAgents, reviewer: User, client_for: object
 ) -> None:
-    reviewer.groups.add(Group.objects.create(name="agent:boss"))
+    reviewer.groups.add(Group.objects.get_or_create(name="agent:boss")[0])
     helpdesk_run = agents.start("helpdesk", "refund x")
     client = client_for(reviewer)  # type: ignore[operator]
 

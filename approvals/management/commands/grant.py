@@ -1,0 +1,66 @@
+"""``manage.py grant USER --review AGENT… | --admin [--revoke]``: who may review which agents.
+
+Access lives in groups (see ``approvals.access``): ``--review`` puts the user in Reviewers (may
+decide) and in ``agent:<id>`` for each agent named (sees only those); ``--admin`` puts them in Admins
+(decides every agent, reads the audit log, manages users in the Django admin). ``--revoke`` takes the
+same away. The Django admin edits the same groups.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from approvals.access import ADMINS, AGENT_GROUP_PREFIX, REVIEWERS, agent_group_name
+from approvals.registry import get_runtime
+
+
+class Command(BaseCommand):
+    help = "Let a user review some agents (--review AGENT...) or administer (--admin); --revoke undoes it."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("username")
+        parser.add_argument("--review", nargs="+", metavar="AGENT", default=[], help="Agent ids to review.")
+        parser.add_argument("--admin", action="store_true", help="Admins: every agent, the audit log, users.")
+        parser.add_argument("--revoke", action="store_true", help="Take these rights away instead.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        agents: list[str] = options["review"]
+        if not agents and not options["admin"]:
+            raise CommandError("Say what to grant: --review AGENT [AGENT ...] and/or --admin.")
+        known = [agent.id for agent in get_runtime().agents]
+        unknown = [a for a in agents if a not in known]
+        if unknown:
+            raise CommandError(f"No agent {', '.join(map(repr, unknown))}. Agents: {', '.join(known)}.")
+        User = get_user_model()
+        try:
+            user = User._default_manager.get_by_natural_key(options["username"])
+        except User.DoesNotExist:
+            raise CommandError(
+                f"No user {options['username']!r} (create it with createsuperuser or the admin)."
+            ) from None
+
+        names = [agent_group_name(a) for a in agents]
+        if agents and not options["revoke"]:
+            names.append(REVIEWERS)
+        if options["admin"]:
+            names.append(ADMINS)
+        with transaction.atomic():
+            groups = [Group.objects.get_or_create(name=name)[0] for name in names]
+            if options["revoke"]:
+                user.groups.remove(*groups)
+                designated = user.groups.filter(name__startswith=AGENT_GROUP_PREFIX).exists()
+                if agents and not designated:
+                    # Reviewers without an agent group see every agent: no longer a reviewer at all.
+                    user.groups.remove(*Group.objects.filter(name=REVIEWERS))
+                    names.append(REVIEWERS)
+            else:
+                user.groups.add(*groups)
+        verb = "removed from" if options["revoke"] else "added to"
+        self.stdout.write(self.style.SUCCESS(f"{user.get_username()} {verb}: {', '.join(names)}"))
+        current = sorted(user.groups.values_list("name", flat=True))
+        self.stdout.write(f"Groups now: {', '.join(current) or '(none: sees no agent)'}")
