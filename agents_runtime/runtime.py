@@ -28,7 +28,7 @@ class Runtime:
         *,
         scheduler: Scheduler | None = None,
     ) -> None:
-        self.storage: RunStore = storage if storage is not None else InMemoryRunStore()
+        self._storage: RunStore | None = storage
         #: When set, a decision that completes a run's decisions hands the continuation to it
         #: (e.g. a task queue) instead of continuing in this process; see ``Agent.continue_run``.
         self.scheduler: Scheduler | None = scheduler
@@ -36,6 +36,26 @@ class Runtime:
         self._listeners: list[Listener] = []
         for agent in agents:
             self._register(agent)
+
+    @property
+    def storage(self) -> RunStore:
+        """The store every agent of this runtime keeps its runs in.
+
+        A runtime built without one gets an ``InMemoryRunStore`` when it is first needed; an
+        application may give it another before that (``has_storage`` tells whether one was given).
+        """
+        if self._storage is None:
+            self._storage = InMemoryRunStore()
+        return self._storage
+
+    @storage.setter
+    def storage(self, store: RunStore) -> None:
+        self._storage = store
+
+    @property
+    def has_storage(self) -> bool:
+        """Whether a store was given (or the in-memory default already taken)."""
+        return self._storage is not None
 
     def _register(self, agent: Agent) -> None:
         existing = self._agents.get(agent.id)

@@ -17,24 +17,15 @@ from typing import Any
 
 from django.conf import settings
 
-from approvals.registry import get_runtime
-
-AGENT_GROUP_PREFIX = "agent:"
-REVIEWERS = "Reviewers"
-ADMINS = "Admins"
-#: Groups that see every agent (unless the user is designated for some).
-ALL_AGENTS_GROUPS = frozenset({REVIEWERS, ADMINS})
-
-
-def agent_group_name(agent_id: str) -> str:
-    return f"{AGENT_GROUP_PREFIX}{agent_id}"
+from approvals import agents
+from approvals.groups import AGENT_GROUP_PREFIX, ALL_AGENTS_GROUPS
 
 
 def visible_agent_ids(user: Any) -> list[str]:
     """The ids of the agents ``user`` may see, in the runtime's order (empty when anonymous)."""
     if not getattr(user, "is_authenticated", False) or not user.is_active:
         return []
-    all_ids = [agent.id for agent in get_runtime().agents]
+    all_ids = [agent.id for agent in agents.all_agents()]
     if user.is_superuser:
         return all_ids
     groups = set(user.groups.values_list("name", flat=True))

@@ -10,7 +10,7 @@ from django.contrib import admin
 from django.contrib.admin.apps import AdminConfig
 from django.http import HttpRequest
 
-from approvals.access import ADMINS
+from approvals.groups import ADMINS
 
 
 class CountersignAdminSite(admin.AdminSite):

@@ -1,4 +1,21 @@
+"""The app's composition root: the runtime is loaded and wired here, once, at start-up."""
+
+from __future__ import annotations
+
 from django.apps import AppConfig
+from django.conf import settings
+
+from agents_runtime import Runtime
+
+
+def compose(runtime: Runtime) -> Runtime:
+    """Wire ``runtime`` into the app and serve it: its runs are stored in the database (unless it
+    brought a store), its events reach open pages, and decided runs continue in background tasks."""
+    from approvals import agents, live, tasks
+
+    runtime.add_listener(live.publish)
+    runtime.scheduler = tasks.schedule_continuation
+    return agents.install(runtime)
 
 
 class ApprovalsConfig(AppConfig):
@@ -10,8 +27,9 @@ class ApprovalsConfig(AppConfig):
         from django.contrib.auth.signals import user_logged_out
         from django.db.models.signals import post_migrate
 
-        from approvals import signals
+        from approvals import agents, signals
 
+        compose(agents.load(settings.AGENTS_RUNTIME))
         user_logged_out.connect(signals.close_live_sockets, dispatch_uid="countersign-close-live-sockets")
         # So that the admin offers an ``agent:<id>`` group for every agent.
         post_migrate.connect(

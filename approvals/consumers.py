@@ -15,9 +15,9 @@ from django.conf import settings
 from django.contrib import auth
 from django.http import HttpRequest
 
+from approvals import agents
 from approvals.access import visible_agent_ids
 from approvals.live import agent_group, fanout, relay, run_group, session_group
-from approvals.registry import get_runtime
 
 logger = logging.getLogger(__name__)
 
@@ -205,7 +205,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     def _agent_of(self, run_id: str) -> str | None:
         """The agent of ``run_id`` when this user may see it, else ``None``."""
-        run = get_runtime().storage.get_run(run_id)
+        run = agents.runtime().storage.get_run(run_id)
         if run is not None:
             return run.agent_id if run.agent_id in self.agent_ids else None
         # A run that already ended: allowed if the audit trail shows it belongs to a visible agent.

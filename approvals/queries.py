@@ -16,8 +16,8 @@ from asgiref.sync import async_to_sync
 
 from agents_runtime import Agent, AgentRun, RunNotFound
 from agents_runtime.store import StoredRun
+from approvals import agents
 from approvals.models.audit import AuditEntry, AuditEntryQuerySet
-from approvals.registry import get_runtime
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class AgentSummary:
 
 def overview_rows(*, agent_ids: list[str] | None = None) -> list[AgentSummary]:
     """Every registered agent (or those of ``agent_ids``), with its pending count and oldest waiting run."""
-    agents = [a for a in get_runtime().agents if agent_ids is None or a.id in agent_ids]
+    listed = [a for a in agents.all_agents() if agent_ids is None or a.id in agent_ids]
 
     async def summarise(agent: Agent) -> AgentSummary:
         oldest = await agent.list_suspended_runs(per_page=1, page=0, order="oldest")
@@ -43,7 +43,7 @@ def overview_rows(*, agent_ids: list[str] | None = None) -> list[AgentSummary]:
         )
 
     async def summarise_all() -> list[AgentSummary]:
-        return list(await asyncio.gather(*(summarise(a) for a in agents)))
+        return list(await asyncio.gather(*(summarise(a) for a in listed)))
 
     return async_to_sync(summarise_all)()
 
@@ -121,11 +121,11 @@ def run_locate(
     Run ids do not say which agent they belong to; ask the hinted agent first, then the others (only
     those of ``agent_ids`` when given: the agents the user may see).
     """
-    agents = [a for a in get_runtime().agents if agent_ids is None or a.id in agent_ids]
-    agents.sort(key=lambda a: a.id != agent_hint)
+    candidates = [a for a in agents.all_agents() if agent_ids is None or a.id in agent_ids]
+    candidates.sort(key=lambda a: a.id != agent_hint)
 
     async def find() -> tuple[Agent, AgentRun] | None:
-        for agent in agents:
+        for agent in candidates:
             try:
                 return agent, await agent.get_suspended_run(run_id)
             except RunNotFound:
@@ -141,7 +141,7 @@ def run_continuing(run_id: str, *, agent_ids: list[str] | None = None) -> Stored
     Such a run is listed nowhere (it is not suspended), but its page should say what is going on
     rather than that it does not exist.
     """
-    run = get_runtime().storage.get_run(run_id)
+    run = agents.runtime().storage.get_run(run_id)
     if run is None or run.status != "running":
         return None
     if agent_ids is not None and run.agent_id not in agent_ids:

@@ -40,10 +40,10 @@ from agents_runtime import (
     RunResult,
     ToolCallNotSuspended,
 )
-from approvals import decision_records, live
-from approvals.access import REVIEWERS, agent_group_name, can_see_agent, visible_agent_ids
+from approvals import agents, decision_records, live
+from approvals.access import can_see_agent, visible_agent_ids
+from approvals.groups import REVIEWERS, agent_group_name
 from approvals.models.audit import AuditAction, AuditEntry, AuditOutcome
-from approvals.registry import get_runtime
 
 logger = logging.getLogger(__name__)
 
@@ -58,10 +58,6 @@ OutcomeStatus = Literal[
     "completed", "suspended_again", "continuing", "failed", "lost_race", "invalid", "not_found"
 ]
 User = AbstractBaseUser | AnonymousUser
-
-
-class UnknownAgent(LookupError):
-    """No agent with this id is registered in the runtime."""
 
 
 def groups_granting(permission: str) -> list[str]:
@@ -95,13 +91,6 @@ def require_agent_access(user: Any, agent_id: str) -> None:
             f"You are not a reviewer of the agent “{agent_id}”. Ask an administrator to add you to its "
             f"group “{agent_group_name(agent_id)}” (manage.py grant USER --review {agent_id})."
         )
-
-
-def agent_get(agent_id: str) -> Agent:
-    try:
-        return get_runtime().get_agent(agent_id)
-    except KeyError:
-        raise UnknownAgent(agent_id) from None
 
 
 @dataclass(frozen=True)
@@ -269,7 +258,7 @@ def _decide(
         # No agent has this run waiting (the caller looked): report who decided it, if anyone here did.
         attempt = _Attempt(error=RunNotFound(run_id), edited_args=edited_args)
     else:
-        agent = agent_get(agent_id)
+        agent = agents.get(agent_id)
         require_agent_access(user, agent_id)
         attempt = async_to_sync(_attempt)(
             agent,
@@ -513,7 +502,7 @@ def run_start(
 ) -> RunResult:
     """Start a run of ``agent_id`` and wait until it completes, fails or suspends."""
     require_permission(user, DECIDE_PERMISSION, to="start runs")
-    agent = agent_get(agent_id)
+    agent = agents.get(agent_id)
     require_agent_access(user, agent_id)
     logger.info("%s starts a run of %s (thread %s)", user.get_username(), agent_id, thread_id)
     return async_to_sync(agent.generate)(prompt, thread_id=thread_id or None, resource_id=resource_id or None)
@@ -524,8 +513,6 @@ __all__ = [
     "DECIDE_PERMISSION",
     "AuditOutcome",
     "DecisionOutcome",
-    "UnknownAgent",
-    "agent_get",
     "decision_approve",
     "decision_decline",
     "decision_resume",

@@ -7,9 +7,8 @@ from typing import Any
 
 from django.db import transaction
 
-from approvals import live
-from approvals.access import agent_group_name
-from approvals.registry import get_runtime
+from approvals import agents, live
+from approvals.groups import agent_group_name
 
 
 def close_live_sockets(sender: Any, request: Any = None, user: Any = None, **kwargs: Any) -> None:
@@ -23,5 +22,5 @@ def create_agent_groups(sender: Any, using: str = "default", **kwargs: Any) -> N
     """``post_migrate``: an ``agent:<id>`` group for every agent, to put its reviewers in."""
     from django.contrib.auth.models import Group
 
-    for agent in get_runtime().agents:
+    for agent in agents.all_agents():
         Group.objects.using(using).get_or_create(name=agent_group_name(agent.id))

@@ -14,13 +14,12 @@ from typing import Any, cast
 from django.tasks import TaskResultStatus, task
 
 from agents_runtime import AgentRunToolCall, Continuation, RunResult
-from approvals import live
-from approvals.registry import get_runtime
+from approvals import agents, live
 
 
 @task
 async def continue_run(agent_id: str, run_id: str, version: int) -> dict[str, Any]:
-    agent = get_runtime().get_agent(agent_id)
+    agent = agents.get(agent_id)
     stream = agent.continue_run(run_id, version=version)
     # Best effort: a page that misses output still refetches how the run ended from its events.
     async with live.RunOutput(agent_id) as output:

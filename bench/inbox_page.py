@@ -96,10 +96,10 @@ def _templates() -> dict[str, Any]:
     """Real parked calls of the demo agents (schemas, payload shapes) and a real snapshot to copy."""
     from asgiref.sync import async_to_sync
 
+    from approvals import agents
     from approvals.models import RunRecord
-    from approvals.registry import get_runtime
 
-    runtime = get_runtime()
+    runtime = agents.runtime()
     ops = runtime.get_agent(AGENT)
     store = ops.storage
     window = async_to_sync(ops.generate)("deploy billing-api to production", thread_id="bench-template")
@@ -266,11 +266,10 @@ def _parts(requests: int) -> dict[str, tuple[float, float]]:
     from django.template.loader import render_to_string
     from django.test import RequestFactory
 
-    from approvals import cards, queries
+    from approvals import agents, cards, queries
     from approvals.forms import InboxFilterForm
-    from approvals.registry import get_runtime
 
-    agent = get_runtime().get_agent(AGENT)
+    agent = agents.get(AGENT)
     request = RequestFactory().get(f"/agents/{AGENT}/", {"per_page": PER_PAGE})
     request.user = get_user_model().objects.get(username="bench-reviewer")
     form = InboxFilterForm(request.GET)

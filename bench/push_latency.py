@@ -56,14 +56,7 @@ DEFAULT_REDIS = "redis://127.0.0.1:6379/12"
 def suspender() -> None:
     import django
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    django.setup()
-    from asgiref.sync import async_to_sync
-    from django.contrib.auth import get_user_model
-    from django.test import Client
-
     from agents_runtime import RunEvent
-    from approvals.registry import get_runtime
     from demo.agents import runtime
 
     committed: dict[str, float] = {}
@@ -72,9 +65,17 @@ def suspender() -> None:
         if event.type == "run-suspended":
             committed[event.run_id] = time.monotonic()
 
-    # Ahead of the live publisher, which get_runtime() adds when it wires the runtime.
+    # Ahead of the live publisher, which the app adds when django.setup() composes the runtime.
     runtime.add_listener(stamp)
-    agent = get_runtime().get_agent("support")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    django.setup()
+    from asgiref.sync import async_to_sync
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from approvals import agents
+
+    agent = agents.get("support")
 
     for line in sys.stdin:
         command = line.strip()

@@ -1,8 +1,6 @@
 """ASGI entry point: HTTP through Django, websockets through Channels (served by Daphne)."""
 
 import os
-from importlib import import_module
-from importlib.util import find_spec
 
 from django.core.asgi import get_asgi_application
 
@@ -17,15 +15,12 @@ from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from approvals.origins import SameOriginValidator  # noqa: E402
+from approvals.routing import websocket_urlpatterns  # noqa: E402
 
 # Daphne, unlike `runserver`, does not serve /static/; in development (DEBUG) Django does it here.
 # In production put `collectstatic`'s output (var/static) behind the reverse proxy instead.
 http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.DEBUG else django_asgi_app
 
-# The live-updates consumers are being written alongside this module; route them once they exist.
-websocket_urlpatterns = (
-    import_module("approvals.routing").websocket_urlpatterns if find_spec("approvals.routing") else []
-)
 
 application = ProtocolTypeRouter(
     {

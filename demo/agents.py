@@ -108,18 +108,6 @@ coordinator = Agent(
 )
 
 
-def _storage() -> Any:
-    # The dashboard persists runs in its database; without Django the demo keeps them in memory.
-    try:
-        from django.conf import settings
-
-        if settings.configured:
-            from approvals.store import DjangoRunStore
-
-            return DjangoRunStore()
-    except ImportError:
-        pass
-    return None
-
-
-runtime = Runtime(agents=[support, ops, coordinator], storage=_storage())
+# No store here: the dashboard gives a runtime without one its database store (approvals.agents);
+# used on its own, the runtime keeps runs in memory.
+runtime = Runtime(agents=[support, ops, coordinator])

@@ -14,7 +14,8 @@ from django.contrib.auth.models import Group, User
 from django.db.backends.utils import CursorWrapper
 from django.test import Client
 
-from approvals.registry import get_runtime
+from approvals import agents as served
+from approvals.apps import compose
 from tests.approvals import runtime_fixtures
 from tests.approvals.runtime_fixtures import DashboardAgents
 
@@ -25,11 +26,12 @@ PASSWORD = "correct horse battery staple"
 def agents(settings: Any, transactional_db: None) -> Iterator[DashboardAgents]:
     """The test runtime, served by the dashboard (the runtime writes from worker threads: real commits)."""
     built = runtime_fixtures.build_runtime()
+    previous = served.runtime()
+    # What ApprovalsConfig.ready() does with AGENTS_RUNTIME (multi-process tests name this module).
     settings.AGENTS_RUNTIME = "tests.approvals.runtime_fixtures:runtime"
-    get_runtime.cache_clear()
-    assert get_runtime() is built.runtime
+    compose(built.runtime)
     yield built
-    get_runtime.cache_clear()
+    served.install(previous)
 
 
 def ensure_groups() -> None:

@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 
-from approvals.registry import get_runtime
+from approvals import agents as served
 from tests.approvals.conftest import ensure_groups
 from tests.approvals.runtime_fixtures import DashboardAgents
 
@@ -44,16 +44,12 @@ def test_run_agent_rejects_an_unknown_agent(agents: DashboardAgents) -> None:
 def test_demo_setup_creates_the_demo_login_and_seeds_once(settings: object) -> None:
     ensure_groups()
     settings.AGENTS_RUNTIME = "demo.agents:runtime"  # type: ignore[attr-defined]
-    get_runtime.cache_clear()
-    try:
-        first = run("demo_setup")
-        second = run("demo_setup")
-        waiting = sum(
-            len(__import__("asgiref.sync").sync.async_to_sync(a.list_suspended_runs)().runs)
-            for a in get_runtime().agents
-        )
-    finally:
-        get_runtime.cache_clear()
+    first = run("demo_setup")
+    second = run("demo_setup")
+    waiting = sum(
+        len(__import__("asgiref.sync").sync.async_to_sync(a.list_suspended_runs)().runs)
+        for a in served.all_agents()
+    )
 
     user = User.objects.get(username="reviewer")
     assert user.check_password("countersign-demo")

@@ -20,9 +20,9 @@ from django.contrib.auth.models import User
 from django.db import connection
 
 from agents_runtime import Chunk, Runtime
+from approvals import agents as served
 from approvals import live
 from approvals.models import LiveEvent
-from approvals.registry import get_runtime
 from tests.approvals.live_sockets import WAIT, Session, is_event, messages_until, next_message
 from tests.approvals.runtime_fixtures import DashboardAgents
 from tests.live import server
@@ -43,10 +43,12 @@ def in_process_layer(settings: Any) -> None:
 @pytest.fixture
 def demo_agents(settings: Any, transactional_db: None) -> Iterator[Runtime]:
     """The demo runtime (what a ``db_worker`` child serves by default), on the test database."""
+    from demo.agents import runtime as demo_runtime
+
     settings.AGENTS_RUNTIME = "demo.agents:runtime"
-    get_runtime.cache_clear()
-    yield get_runtime()
-    get_runtime.cache_clear()
+    # The demo runtime is the one ApprovalsConfig.ready() composed at start-up.
+    assert served.runtime() is demo_runtime
+    yield demo_runtime
 
 
 def _database_url() -> str:

@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
 
-from approvals.registry import get_runtime
+from approvals import agents
 
 DEMO_USERNAME = "reviewer"
 DEMO_PASSWORD = "countersign-demo"
@@ -42,7 +42,7 @@ class Command(BaseCommand):
             )
 
     def _seed(self) -> None:
-        runtime = get_runtime()
+        runtime = agents.runtime()
         try:
             from demo.seed import seed_demo_runs
         except ImportError:

@@ -15,8 +15,8 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from approvals.access import ADMINS, AGENT_GROUP_PREFIX, REVIEWERS, agent_group_name
-from approvals.registry import get_runtime
+from approvals import agents
+from approvals.groups import ADMINS, AGENT_GROUP_PREFIX, REVIEWERS, agent_group_name
 
 
 class Command(BaseCommand):
@@ -29,11 +29,11 @@ class Command(BaseCommand):
         parser.add_argument("--revoke", action="store_true", help="Take these rights away instead.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        agents: list[str] = options["review"]
-        if not agents and not options["admin"]:
+        reviewed: list[str] = options["review"]
+        if not reviewed and not options["admin"]:
             raise CommandError("Say what to grant: --review AGENT [AGENT ...] and/or --admin.")
-        known = [agent.id for agent in get_runtime().agents]
-        unknown = [a for a in agents if a not in known]
+        known = [agent.id for agent in agents.all_agents()]
+        unknown = [a for a in reviewed if a not in known]
         if unknown:
             raise CommandError(f"No agent {', '.join(map(repr, unknown))}. Agents: {', '.join(known)}.")
         User = get_user_model()
@@ -44,8 +44,8 @@ class Command(BaseCommand):
                 f"No user {options['username']!r} (create it with createsuperuser or the admin)."
             ) from None
 
-        names = [agent_group_name(a) for a in agents]
-        if agents and not options["revoke"]:
+        names = [agent_group_name(a) for a in reviewed]
+        if reviewed and not options["revoke"]:
             names.append(REVIEWERS)
         if options["admin"]:
             names.append(ADMINS)
@@ -54,7 +54,7 @@ class Command(BaseCommand):
             if options["revoke"]:
                 user.groups.remove(*groups)
                 designated = user.groups.filter(name__startswith=AGENT_GROUP_PREFIX).exists()
-                if agents and not designated:
+                if reviewed and not designated:
                     # Reviewers without an agent group see every agent: no longer a reviewer at all.
                     user.groups.remove(*Group.objects.filter(name=REVIEWERS))
                     names.append(REVIEWERS)

@@ -7,7 +7,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.core.management.base import BaseCommand, CommandError
 
-from approvals.registry import get_runtime
+from approvals import agents
 
 
 class Command(BaseCommand):
@@ -20,7 +20,7 @@ class Command(BaseCommand):
         parser.add_argument("--resource", default=None, help="Resource id (e.g. the end user).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        runtime = get_runtime()
+        runtime = agents.runtime()
         try:
             agent = runtime.get_agent(options["agent_id"])
         except KeyError:

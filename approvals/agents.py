@@ -1,0 +1,57 @@
+"""The runtime the dashboard serves, as the rest of the app reaches it.
+
+``ApprovalsConfig.ready()`` loads the runtime named by ``settings.AGENTS_RUNTIME`` and installs it
+here once, wired (``approvals.apps.compose``); views, services, queries, consumers, tasks and
+commands ask this module for it and for its agents. The only module that imports the run store.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+from agents_runtime import Agent, Runtime
+from approvals.store import DjangoRunStore
+
+_installed: Runtime | None = None
+
+
+class UnknownAgent(LookupError):
+    """No agent with this id is registered in the runtime."""
+
+
+def load(path: str) -> Runtime:
+    """Import the ``module:attribute`` that names a ``Runtime`` (the ``AGENTS_RUNTIME`` setting)."""
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"AGENTS_RUNTIME must look like 'module:attribute', not {path!r}")
+    runtime = getattr(import_module(module_name), attribute)
+    if not isinstance(runtime, Runtime):
+        raise TypeError(f"AGENTS_RUNTIME {path!r} is a {type(runtime).__name__}, not a Runtime")
+    return runtime
+
+
+def install(runtime: Runtime) -> Runtime:
+    """Serve ``runtime`` from now on; one that brought no store keeps its runs in the database."""
+    global _installed
+    if not runtime.has_storage:
+        runtime.storage = DjangoRunStore()
+    _installed = runtime
+    return runtime
+
+
+def runtime() -> Runtime:
+    if _installed is None:
+        raise RuntimeError("No runtime installed: ApprovalsConfig.ready() installs it at start-up")
+    return _installed
+
+
+def all_agents() -> list[Agent]:
+    """Every agent, sub-agents included, in the runtime's order."""
+    return runtime().agents
+
+
+def get(agent_id: str) -> Agent:
+    try:
+        return runtime().get_agent(agent_id)
+    except KeyError:
+        raise UnknownAgent(agent_id) from None

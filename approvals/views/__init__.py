@@ -1,0 +1,1 @@
+"""The dashboard views, by job: pages, decisions, audit (shared helpers in base)."""

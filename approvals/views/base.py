@@ -1,0 +1,78 @@
+"""What every dashboard view shares: the htmx request type, permission guards, partial rendering and
+agent lookup.
+
+Views are plain functions with a method guard each and thin bodies: reads come from
+``approvals.queries``, changes go through ``approvals.services``. An htmx request gets the named
+partial it swaps in; the same URL without htmx gets the whole page (decisions: a redirect back with a
+message), so everything works without JavaScript. htmx 2 does not swap 4xx responses, so errors meant
+to be shown in place are answered with 200 to htmx and with 400 otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.cache import patch_vary_headers
+from django_htmx.middleware import HtmxDetails
+
+from agents_runtime import Agent
+from approvals import agents, services
+from approvals.services import DECIDE_PERMISSION
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+def permission_required(permission: str, *, to: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Like Django's, but the 403 page says which permission is missing (and never redirects)."""
+
+    def decorator(view: Callable[..., Any]) -> Callable[..., Any]:
+        @wraps(view)
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+            services.require_permission(request.user, permission, to=to)
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorator
+
+
+def is_partial(request: HtmxHttpRequest) -> bool:
+    """An htmx request that swaps a fragment (a history restore needs the whole page)."""
+    return bool(request.htmx) and not request.htmx.history_restore_request
+
+
+def render_page(
+    request: HtmxHttpRequest,
+    page: str,
+    partial: str,
+    context: dict[str, Any],
+    *,
+    status: int = 200,
+) -> HttpResponse:
+    template = f"{page}#{partial}" if is_partial(request) else page
+    response = render(request, template, context, status=status)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+def agent_or_404(agent_id: str) -> Agent:
+    try:
+        return agents.get(agent_id)
+    except agents.UnknownAgent:
+        raise Http404(f"No agent “{agent_id}” is registered.") from None
+
+
+def visible_agent(request: HttpRequest, agent_id: str) -> Agent:
+    agent = agent_or_404(agent_id)
+    services.require_agent_access(request.user, agent.id)
+    return agent
+
+
+def can_decide(request: HttpRequest) -> bool:
+    return request.user.has_perm(DECIDE_PERMISSION)

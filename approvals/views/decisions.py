@@ -1,0 +1,217 @@
+"""Decision endpoints: approve (optionally with edited arguments), decline with a reason, answer a
+``suspend()``-ed call. Each posts to ``approvals.services`` and shows the outcome in place of the card
+(htmx) or redirects back with a message (no JavaScript)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils.cache import patch_vary_headers
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from approvals import agents, cards, dom_ids, queries, services
+from approvals.access import visible_agent_ids
+from approvals.forms import DeclineForm, EditedArgsForm
+from approvals.services import DECIDE_PERMISSION, DecisionOutcome
+from approvals.views.base import HtmxHttpRequest, is_partial, permission_required, visible_agent
+
+
+def _next_url(request: HttpRequest, run_id: str) -> str:
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return reverse("approvals:run", args=[run_id])
+
+
+def _agent_for_post(request: HttpRequest, run_id: str) -> str:
+    """The agent a decision is for: posted by the card, else whichever agent has the run waiting."""
+    posted = request.POST.get("agent", "")
+    if posted:
+        return visible_agent(request, posted).id
+    found = queries.run_locate(run_id, agent_ids=visible_agent_ids(request.user))
+    if found is None:
+        # No agent has it waiting: let the services say why (lost race or gone).
+        return ""
+    return found[0].id
+
+
+def _decided(request: HtmxHttpRequest, outcome: DecisionOutcome) -> HttpResponse:
+    """The outcome in place of the card (htmx), or back to the page with a message (no JavaScript)."""
+    next_url = _next_url(request, outcome.run_id)
+    if outcome.status in {"lost_race", "not_found"} and outcome.run is None:
+        # Show the run as it waits now, if it does (another call, or parked again).
+        found = queries.run_locate(
+            outcome.run_id, agent_hint=outcome.agent_id, agent_ids=visible_agent_ids(request.user)
+        )
+        if found is not None:
+            outcome = replace(outcome, run=found[1])
+    if is_partial(request):
+        agent_name = _agent_name(outcome.agent_id)
+        card = cards.outcome_card(outcome, agent_name=agent_name, next_url=next_url)
+        response = render(request, "approvals/run.html#run-card", {"card": card, "can_decide": True})
+        patch_vary_headers(response, ["HX-Request"])
+        return response
+    level = messages.SUCCESS if outcome.took_effect and outcome.status != "failed" else messages.ERROR
+    if outcome.status == "suspended_again":
+        level = messages.INFO
+    what = outcome.tool_name or outcome.tool_call_id
+    if outcome.edited:
+        what += " (approved with edited arguments)"
+    messages.add_message(request, level, f"{what}: {outcome.message}")
+    return HttpResponseRedirect(next_url)
+
+
+def _agent_name(agent_id: str) -> str:
+    try:
+        agent = agents.get(agent_id)
+    except agents.UnknownAgent:
+        return agent_id
+    return agent.name or agent.id
+
+
+def _card_with_errors(
+    request: HtmxHttpRequest,
+    *,
+    run_id: str,
+    agent_id: str,
+    tool_call_id: str,
+    resume_form: Any = None,
+    decline_form: DeclineForm | None = None,
+    edited_args_form: EditedArgsForm | None = None,
+    notice: str = "",
+) -> HttpResponse:
+    """The card again with the call's form errors: the run is unchanged."""
+    found = queries.run_locate(run_id, agent_hint=agent_id, agent_ids=visible_agent_ids(request.user))
+    if found is None:
+        raise Http404("This run is not waiting any more.")
+    agent, run = found
+    card = cards.run_card(
+        run,
+        agent_name=agent.name or agent.id,
+        next_url=_next_url(request, run_id),
+        resume_forms={tool_call_id: resume_form} if resume_form is not None else None,
+        decline_forms={tool_call_id: decline_form} if decline_form is not None else None,
+        edited_args_forms={tool_call_id: edited_args_form} if edited_args_form is not None else None,
+        notices={tool_call_id: notice} if notice else None,
+    )
+    context = {"card": card, "can_decide": True}
+    if is_partial(request):
+        response = render(request, "approvals/run.html#run-card", context)
+        patch_vary_headers(response, ["HX-Request"])
+        return response
+    # Without JavaScript: the run page with the errors next to the fields.
+    context |= {
+        "run_id": run_id,
+        "agent": agent,
+        "decisions": list(queries.run_decisions(run_id)),
+        "conversation": cards.conversation(queries.run_conversation(agent, run_id)),
+    }
+    return render(request, "approvals/run.html", context, status=400)
+
+
+@require_POST
+@login_required
+@permission_required(DECIDE_PERMISSION, to="approve tool calls")
+def call_approve(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpResponse:
+    agent_id = _agent_for_post(request, run_id)
+    form: EditedArgsForm | None = None
+    edited_args = None
+    if "edited_args" in request.POST:
+        # "Approve with these arguments": the card's other form.
+        form = EditedArgsForm(request.POST, auto_id=f"{dom_ids.call_block_id(run_id, tool_call_id)}-%s")
+        if not form.is_valid():
+            return _card_with_errors(
+                request, run_id=run_id, agent_id=agent_id, tool_call_id=tool_call_id, edited_args_form=form
+            )
+        edited_args = form.cleaned_data["edited_args"]
+    outcome = services.decision_approve(
+        user=request.user,
+        agent_id=agent_id,
+        run_id=run_id,
+        tool_call_id=tool_call_id,
+        edited_args=edited_args,
+    )
+    if form is not None and outcome.refused_args:
+        # Nothing was decided: the card again, the runtime's reasons next to what was typed.
+        form.add_argument_errors(outcome.field_errors)
+        if not form.errors:
+            form.add_error("edited_args", outcome.message)
+        return _card_with_errors(
+            request, run_id=run_id, agent_id=agent_id, tool_call_id=tool_call_id, edited_args_form=form
+        )
+    return _decided(request, outcome)
+
+
+@require_POST
+@login_required
+@permission_required(DECIDE_PERMISSION, to="decline tool calls")
+def call_decline(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpResponse:
+    agent_id = _agent_for_post(request, run_id)
+    form = DeclineForm(request.POST, auto_id=f"{dom_ids.call_block_id(run_id, tool_call_id)}-%s")
+    if not form.is_valid():
+        return _card_with_errors(
+            request, run_id=run_id, agent_id=agent_id, tool_call_id=tool_call_id, decline_form=form
+        )
+    outcome = services.decision_decline(
+        user=request.user,
+        agent_id=agent_id,
+        run_id=run_id,
+        tool_call_id=tool_call_id,
+        reason=form.cleaned_data["reason"],
+    )
+    return _decided(request, outcome)
+
+
+@require_POST
+@login_required
+@permission_required(DECIDE_PERMISSION, to="answer suspended tool calls")
+def call_resume(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpResponse:
+    posted = request.POST.get("agent") or None
+    if posted:
+        visible_agent(request, posted)
+    found = queries.run_locate(run_id, agent_hint=posted, agent_ids=visible_agent_ids(request.user))
+    call = (
+        None
+        if found is None
+        else next((c for c in found[1].tool_calls if c.tool_call_id == tool_call_id), None)
+    )
+    if found is None or call is None:
+        # Stale card: the services tell who decided it (or that it is gone); the runtime validates.
+        outcome = services.decision_resume(
+            user=request.user,
+            agent_id=found[0].id if found else (posted or ""),
+            run_id=run_id,
+            tool_call_id=tool_call_id,
+            resume_data=None,
+        )
+        return _decided(request, outcome)
+    agent = found[0]
+    form = cards.resume_form_for(call, run_id=run_id, data=request.POST)
+    if not form.is_valid():
+        return _card_with_errors(
+            request, run_id=run_id, agent_id=agent.id, tool_call_id=tool_call_id, resume_form=form
+        )
+    outcome = services.decision_resume(
+        user=request.user,
+        agent_id=agent.id,
+        run_id=run_id,
+        tool_call_id=tool_call_id,
+        resume_data=form.resume_data,
+    )
+    if outcome.status == "invalid":
+        form.add_field_errors(outcome.field_errors)
+        if not form.errors:
+            form.add_error(None, outcome.message)
+        return _card_with_errors(
+            request, run_id=run_id, agent_id=agent.id, tool_call_id=tool_call_id, resume_form=form
+        )
+    return _decided(request, outcome)

@@ -1,0 +1,124 @@
+"""The dashboard's pages: the overview, an agent's inbox, a run, and the form that starts a run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods
+
+from approvals import agents, cards, queries, services, tasks
+from approvals.access import visible_agent_ids
+from approvals.forms import InboxFilterForm, NewRunForm
+from approvals.models.audit import NO_EFFECT_OUTCOMES, AuditOutcome
+from approvals.services import DECIDE_PERMISSION
+from approvals.views.base import (
+    HtmxHttpRequest,
+    can_decide,
+    is_partial,
+    permission_required,
+    render_page,
+    visible_agent,
+)
+
+#: The run page's live partials (their element ids): htmx sends the one it refetches as HX-Target.
+RUN_DECISIONS_ID = "run-decisions"
+
+
+@require_GET
+@login_required
+def overview(request: HtmxHttpRequest) -> HttpResponse:
+    rows = queries.overview_rows(agent_ids=visible_agent_ids(request.user))
+    context = {"rows": rows, "now": timezone.now(), "total_pending": sum(r.pending for r in rows)}
+    return render_page(request, "approvals/overview.html", "agent-table", context)
+
+
+@require_GET
+@login_required
+def inbox(request: HtmxHttpRequest, agent_id: str) -> HttpResponse:
+    agent = visible_agent(request, agent_id)
+    form = InboxFilterForm(request.GET)
+    context: dict[str, Any] = {"agent": agent, "form": form, "can_decide": can_decide(request)}
+    if not form.is_valid():
+        # Shown in place of the list; htmx only swaps 2xx responses.
+        return render_page(
+            request, "approvals/inbox.html", "run-list", context, status=200 if is_partial(request) else 400
+        )
+    page = queries.inbox_page(agent, **form.filters())
+    next_url = request.get_full_path()
+    context["page"] = page
+    context["cards"] = [
+        cards.run_card(run, agent_name=agent.name or agent.id, next_url=next_url) for run in page.runs
+    ]
+    return render_page(request, "approvals/inbox.html", "run-list", context)
+
+
+@require_GET
+@login_required
+def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
+    visible = visible_agent_ids(request.user)
+    decisions = [d for d in queries.run_decisions(run_id) if d.agent_id in visible]
+    context: dict[str, Any] = {
+        "run_id": run_id,
+        "decisions": decisions,
+        "can_decide": can_decide(request),
+        "conversation": [],
+        "card": None,
+        "continuing": None,
+        "background": None,
+        # What the run came to: the last decision that took effect (lost races changed nothing).
+        "final": next((d for d in reversed(decisions) if d.outcome not in NO_EFFECT_OUTCOMES), None),
+    }
+    # The page's live partials refetch themselves; htmx names the one it swaps (HX-Target).
+    if is_partial(request) and request.htmx.target == RUN_DECISIONS_ID:
+        return render_page(request, "approvals/run.html", "run-decisions", context)
+    found = queries.run_locate(run_id, agent_hint=request.GET.get("agent"), agent_ids=visible)
+    if found is None:
+        continuing = queries.run_continuing(run_id, agent_ids=visible)
+        final = context["final"]
+        if continuing is not None:
+            context["continuing"] = cards.decided_calls(continuing)
+        elif final is not None and final.outcome == AuditOutcome.CONTINUING:
+            context["background"] = tasks.continuation_result(run_id)
+        # A live refetch of a run that vanished (decided outside the dashboard) still gets a 200:
+        # htmx would not swap a 404, and the page would keep showing the old card.
+        if not decisions and continuing is None and not is_partial(request):
+            raise Http404("No run with this id is waiting, and no decision on it is on record.")
+        return render_page(request, "approvals/run.html", "run-state", context)
+    agent, run = found
+    context["agent"] = agent
+    context["card"] = cards.run_card(run, agent_name=agent.name or agent.id, next_url=request.get_full_path())
+    context["conversation"] = cards.conversation(queries.run_conversation(agent, run_id))
+    return render_page(request, "approvals/run.html", "run-state", context)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+@permission_required(DECIDE_PERMISSION, to="start runs")
+def run_new(request: HtmxHttpRequest) -> HttpResponse:
+    visible = visible_agent_ids(request.user)
+    choices = [(a.id, a.name or a.id) for a in agents.all_agents() if a.id in visible]
+    form = NewRunForm(request.POST or None, agents=choices)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        result = services.run_start(
+            user=request.user,
+            agent_id=data["agent"],
+            prompt=data["prompt"],
+            thread_id=data["thread"] or None,
+            resource_id=data["resource"] or None,
+        )
+        if result.status == "suspended":
+            messages.success(request, f"Run {result.run_id} started and is waiting for a decision.")
+            return redirect("approvals:run", run_id=result.run_id)
+        if result.status == "success":
+            messages.success(request, f"Run {result.run_id} completed: {result.text or '(no text)'}")
+        else:
+            messages.error(request, f"Run {result.run_id} failed: {result.error or 'unknown error'}")
+        return redirect("approvals:run_new")
+    status = 400 if request.method == "POST" else 200
+    return render(request, "approvals/new_run.html", {"form": form}, status=status)
