@@ -207,7 +207,9 @@ async def test_relay_waits_for_an_outbox_row_that_commits_after_a_later_one(
 ) -> None:
     # Ids are handed out at insert, rows show up at commit: on PostgreSQL, row N+1 can be visible
     # before row N. Explicit ids play that out on any database.
-    monkeypatch.setattr(live, "OUTBOX_GAP_WAIT_SECONDS", 120.0)  # the gap here is filled, never skipped
+    monkeypatch.setattr(
+        live.outbox, "OUTBOX_GAP_WAIT_SECONDS", 120.0
+    )  # the gap here is filled, never skipped
     socket = await (await Session.of(reviewer)).socket()
     await _marker("helpdesk", "first")
     await messages_until(socket, is_event("test-marker", "first"))
@@ -233,7 +235,7 @@ async def test_relay_delivers_a_row_that_commits_after_a_later_one_on_postgresql
 ) -> None:
     import psycopg
 
-    monkeypatch.setattr(live, "OUTBOX_GAP_WAIT_SECONDS", 120.0)
+    monkeypatch.setattr(live.outbox, "OUTBOX_GAP_WAIT_SECONDS", 120.0)
     socket = await (await Session.of(reviewer)).socket()
     await _marker("helpdesk", "first")
     await messages_until(socket, is_event("test-marker", "first"))

@@ -1,0 +1,69 @@
+"""Run events, the dashboard's own events and sign-outs, on their way to every server process.
+
+With Redis the message goes to the channel layer at once; with the in-process layer it is written to
+the ``LiveEvent`` outbox, which ``approvals.live.outbox`` relays in every server process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+
+from agents_runtime import RunEvent
+from approvals.live.groups import agent_group, session_group, uses_outbox
+from approvals.models import LiveEvent
+
+
+async def deliver(event: dict[str, Any]) -> None:
+    """Send one event to the pages showing its agent (in reach of this layer: see ``Fanout``)."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    group = agent_group(event["agent_id"])
+    # Encoded once here rather than once per open page.
+    text = json.dumps({"type": "event", "event": event})
+    await layer.group_send(group, {"type": "run.event", "group": group, "event": event, "text": text})
+
+
+async def publish(event: RunEvent) -> None:
+    """The runtime listener: the store change is committed when this runs."""
+    payload = dataclasses.asdict(event)
+    if uses_outbox():
+        await database_sync_to_async(LiveEvent.objects.create)(
+            agent_id=event.agent_id, run_id=event.run_id, payload=payload
+        )
+    else:
+        await deliver(payload)
+
+
+def announce(event: dict[str, Any]) -> None:
+    """``publish`` for the dashboard's own events, from synchronous code (after its commit).
+
+    ``event`` is small and id-only like a run event: at least ``type``, ``agent_id`` and ``run_id``.
+    """
+    if uses_outbox():
+        LiveEvent.objects.create(agent_id=event["agent_id"], run_id=event["run_id"], payload=event)
+    else:
+        async_to_sync(deliver)(event)
+
+
+def end_session(session_key: str) -> None:
+    """Close the open sockets of a session that logged out, in every server process (synchronous)."""
+    group = session_group(session_key)
+    if uses_outbox():
+        LiveEvent.objects.create(
+            kind=LiveEvent.Kind.SIGN_OUT, agent_id="", run_id="", payload={"group": group}
+        )
+    else:
+        async_to_sync(send_sign_out)(group)
+
+
+async def send_sign_out(group: str) -> None:
+    layer = get_channel_layer()
+    if layer is not None:
+        await layer.group_send(group, {"type": "session.ended", "group": group})
