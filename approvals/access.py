@@ -16,9 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import Group
+from django.core.exceptions import PermissionDenied
 
 from approvals import agents
-from approvals.groups import AGENT_GROUP_PREFIX, ALL_AGENTS_GROUPS
+from approvals.groups import AGENT_GROUP_PREFIX, ALL_AGENTS_GROUPS, REVIEWERS, agent_group_name
 
 
 def visible_agent_ids(user: Any) -> list[str]:
@@ -41,3 +43,46 @@ def visible_agent_ids(user: Any) -> list[str]:
 
 def can_see_agent(user: Any, agent_id: str) -> bool:
     return agent_id in visible_agent_ids(user)
+
+
+# -- rights --------------------------------------------------------------------------------------
+
+DECIDE_PERMISSION = "approvals.decide_runs"
+AUDIT_PERMISSION = "approvals.view_audit_log"
+PERMISSION_LABELS = {
+    DECIDE_PERMISSION: "Can approve, decline and answer suspended runs",
+    AUDIT_PERMISSION: "Can view the audit log",
+}
+
+
+def groups_granting(permission: str) -> list[str]:
+    """The names of the groups that hold ``permission`` ("app_label.codename")."""
+    app_label, _, codename = permission.partition(".")
+    return list(
+        Group.objects.filter(permissions__codename=codename, permissions__content_type__app_label=app_label)
+        .order_by("name")
+        .values_list("name", flat=True)
+    )
+
+
+def require_permission(user: Any, permission: str, *, to: str) -> None:
+    """Raise ``PermissionDenied`` naming the missing permission and the group that grants it."""
+    if not user.has_perm(permission):
+        label = PERMISSION_LABELS.get(permission, permission)
+        groups = groups_granting(permission)
+        if groups:
+            names = " or ".join(f"“{g}”" for g in groups)
+            flag = "--review AGENT" if REVIEWERS in groups else "--admin"
+            ask = f"Ask an administrator to add you to the group {names} (manage.py grant USER {flag})."
+        else:
+            ask = "No group grants it yet: ask an administrator."
+        raise PermissionDenied(f"You need the permission “{label}” ({permission}) to {to}. {ask}")
+
+
+def require_agent_access(user: Any, agent_id: str) -> None:
+    """Designated reviewers (groups ``agent:<id>``) see and decide only their agents."""
+    if not can_see_agent(user, agent_id):
+        raise PermissionDenied(
+            f"You are not a reviewer of the agent “{agent_id}”. Ask an administrator to add you to its "
+            f"group “{agent_group_name(agent_id)}” (manage.py grant USER --review {agent_id})."
+        )

@@ -1,0 +1,262 @@
+"""State changes: decisions on parked tool calls and new runs, each with its audit record.
+
+Views, the JSON API and consumers call these; none of them talks to the runtime's write methods
+directly. Every function takes the acting user (the identity comes from the login, never from a form),
+checks the permission, calls the runtime's public API, waits for the run to go as far as it goes
+(completed, suspended again, failed) and records what happened in ``AuditEntry``.
+
+Audit policy: every decision that reached the runtime gets one row. A decision the runtime accepted
+is written by the run store in the very step that records it (``approvals.decision_records``), and
+settled there when the run goes on; this module writes the rows of attempts that changed nothing:
+lost races (``lost_race``: "already decided by X at T") and data the runtime refused (``invalid``).
+Answers that fail the form's own validation never reach the runtime and leave no row; neither does a
+decision on a run that no longer exists, or that the user may not see (``not_found``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from functools import partial
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.db import transaction
+from django.utils import timezone
+
+from agents_runtime import (
+    Agent,
+    InvalidResumeData,
+    RunAlreadyDecided,
+    RunNotFound,
+    ToolCallNotSuspended,
+)
+from approvals import agents, decision_records, live
+from approvals.access import DECIDE_PERMISSION, require_agent_access, require_permission, visible_agent_ids
+from approvals.models.audit import AuditAction, AuditEntry, AuditOutcome
+from approvals.services.outcomes import Attempt, DecisionOutcome, outcome_of, same_json
+
+logger = logging.getLogger(__name__)
+
+
+async def _attempt(
+    agent: Agent,
+    *,
+    action: str,
+    run_id: str,
+    tool_call_id: str,
+    actor: str,
+    reason: str | None,
+    resume_data: Any,
+    edited_args: dict[str, Any] | None = None,
+) -> Attempt:
+    attempt = Attempt(edited_args=edited_args)
+    try:
+        # What the reviewer decided on, for the record ("args as shown").
+        attempt.run_before = await agent.get_suspended_run(run_id)
+        attempt.call = next(
+            (c for c in attempt.run_before.tool_calls if c.tool_call_id == tool_call_id), None
+        )
+    except RunNotFound:
+        # Gone, or claimed by a continuation right now: the decision call below raises the precise
+        # error (``RunAlreadyDecided`` names the winner while the run is being continued).
+        pass
+    if (
+        attempt.edited_args is not None
+        and attempt.call is not None
+        and same_json(attempt.edited_args, attempt.call.args)
+    ):
+        # Nothing was changed: a plain approval (and recorded as one).
+        attempt.edited_args = None
+    try:
+        if action == AuditAction.APPROVE:
+            stream = await agent.approve_tool_call(
+                run_id=run_id, tool_call_id=tool_call_id, actor=actor, edited_args=attempt.edited_args
+            )
+        elif action == AuditAction.DECLINE:
+            stream = await agent.decline_tool_call(
+                run_id=run_id, tool_call_id=tool_call_id, reason=reason or None, actor=actor
+            )
+        else:
+            stream = await agent.resume_stream(
+                resume_data, run_id=run_id, tool_call_id=tool_call_id, actor=actor
+            )
+    except (RunNotFound, ToolCallNotSuspended, RunAlreadyDecided, InvalidResumeData) as exc:
+        attempt.error = exc
+        return attempt
+    try:
+        attempt.result = await stream.result()
+    except (RunNotFound, ToolCallNotSuspended, RunAlreadyDecided, InvalidResumeData) as exc:
+        attempt.error = exc
+        return attempt
+    except Exception as exc:
+        # The decision is on record in the runtime; the continuation broke. Report it, do not 500.
+        logger.exception("Run %s: continuation after %s failed", run_id, action)
+        attempt.crash = f"{type(exc).__name__}: {exc}"
+        return attempt
+    if attempt.result.status == "suspended":
+        try:
+            attempt.run_after = await agent.get_suspended_run(run_id)
+        except RunNotFound:
+            attempt.run_after = None
+    return attempt
+
+
+def _decide(
+    *,
+    user: Any,
+    agent_id: str,
+    run_id: str,
+    tool_call_id: str,
+    action: AuditAction,
+    reason: str = "",
+    resume_data: Any = None,
+    edited_args: dict[str, Any] | None = None,
+) -> DecisionOutcome:
+    require_permission(user, DECIDE_PERMISSION, to="decide on suspended runs")
+    actor = user.get_username()
+    if not agent_id:
+        # No agent has this run waiting (the caller looked): report who decided it, if anyone here did.
+        attempt = Attempt(error=RunNotFound(run_id), edited_args=edited_args)
+    else:
+        agent = agents.get(agent_id)
+        require_agent_access(user, agent_id)
+        attempt = async_to_sync(_attempt)(
+            agent,
+            action=action,
+            run_id=run_id,
+            tool_call_id=tool_call_id,
+            actor=actor,
+            reason=reason,
+            resume_data=resume_data,
+            edited_args=edited_args,
+        )
+    base: dict[str, Any] = {
+        "action": str(action),
+        "agent_id": agent_id,
+        "run_id": run_id,
+        "tool_call_id": tool_call_id,
+        "decided_by": actor,
+        "decided_at": timezone.now(),
+        "tool_name": attempt.call.tool_name if attempt.call else "",
+        "thread_id": attempt.run_before.thread_id if attempt.run_before else None,
+        "resource_id": attempt.run_before.resource_id if attempt.run_before else None,
+        "args": attempt.call.args if attempt.call else None,
+        "edited_args": attempt.edited_args,
+    }
+    outcome = outcome_of(
+        attempt, base, run_id=run_id, tool_call_id=tool_call_id, visible=visible_agent_ids(user)
+    )
+    if outcome.status == "not_found":
+        return outcome
+    if outcome.took_effect:
+        entry = (
+            AuditEntry.objects.for_call(run_id, tool_call_id)
+            .winning()
+            .filter(username=actor)
+            .order_by("-created_at", "-id")
+            .first()
+        )
+        if attempt.crash is not None:
+            # The continuation broke in this process before the run settled: say so on the record.
+            detail = decision_records.storable_text(outcome.message)
+            AuditEntry.objects.settle(run_id, AuditOutcome.FAILED, detail)
+    else:
+        entry = _refused_attempt_row(user, actor, outcome, attempt, action, reason, resume_data)
+    # Pages that show decisions (the run page) refetch once the record is there.
+    event = {
+        "type": "decision-recorded",
+        "agent_id": outcome.agent_id,
+        "run_id": run_id,
+        "tool_call_id": tool_call_id,
+        "action": str(action),
+        "actor": actor,
+    }
+    transaction.on_commit(partial(live.announce, event), robust=True)
+    return replace(outcome, audit_entry_id=entry.pk if entry is not None else None)
+
+
+def _refused_attempt_row(
+    user: Any,
+    actor: str,
+    outcome: DecisionOutcome,
+    attempt: Attempt,
+    action: AuditAction,
+    reason: str,
+    resume_data: Any,
+) -> AuditEntry:
+    """The row of an attempt that changed nothing (a lost race, or data the runtime refused)."""
+    run_id, tool_call_id = outcome.run_id, outcome.tool_call_id
+    text = decision_records.storable_text
+    return AuditEntry.objects.create(
+        created_at=outcome.decided_at,
+        user=user if getattr(user, "pk", None) else None,
+        username=actor,
+        agent_id=outcome.agent_id,
+        run_id=run_id,
+        thread_id=outcome.thread_id or "",
+        resource_id=outcome.resource_id or "",
+        tool_call_id=tool_call_id,
+        tool_name=outcome.tool_name,
+        args=attempt.call.args if attempt.call else None,
+        suspend_payload=attempt.call.suspend_payload if attempt.call else None,
+        action=action,
+        reason=text(reason or ""),
+        resume_data=resume_data if action == AuditAction.RESUME else None,
+        edited_args=attempt.edited_args if action == AuditAction.APPROVE else None,
+        outcome=outcome.status,
+        outcome_detail=text(outcome.message),
+    )
+
+
+def decision_approve(
+    *,
+    user: Any,
+    agent_id: str,
+    run_id: str,
+    tool_call_id: str,
+    edited_args: dict[str, Any] | None = None,
+) -> DecisionOutcome:
+    """Approve one parked call: the tool runs (once) when the run continues.
+
+    With ``edited_args`` the tool runs with these arguments (the whole object) instead of the
+    model's; the runtime checks them against the tool's parameters first, and refuses them
+    (``invalid``, ``refused_args``, field errors) without deciding anything. Arguments equal to the
+    model's are a plain approval.
+    """
+    return _decide(
+        user=user,
+        agent_id=agent_id,
+        run_id=run_id,
+        tool_call_id=tool_call_id,
+        action=AuditAction.APPROVE,
+        edited_args=edited_args,
+    )
+
+
+def decision_decline(
+    *, user: Any, agent_id: str, run_id: str, tool_call_id: str, reason: str = ""
+) -> DecisionOutcome:
+    """Decline one parked call; the model receives ``reason`` (or the runtime's default) as the result."""
+    return _decide(
+        user=user,
+        agent_id=agent_id,
+        run_id=run_id,
+        tool_call_id=tool_call_id,
+        action=AuditAction.DECLINE,
+        reason=reason.strip(),
+    )
+
+
+def decision_resume(
+    *, user: Any, agent_id: str, run_id: str, tool_call_id: str, resume_data: Any
+) -> DecisionOutcome:
+    """Answer a ``suspend()``-ed call with data already validated against its resume schema."""
+    return _decide(
+        user=user,
+        agent_id=agent_id,
+        run_id=run_id,
+        tool_call_id=tool_call_id,
+        action=AuditAction.RESUME,
+        resume_data=resume_data,
+    )

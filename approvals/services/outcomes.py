@@ -1,0 +1,214 @@
+"""What a decision did, as the page that took it shows it: ``DecisionOutcome`` and how it is told
+from the runtime's answer (or its refusal)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser
+from django.utils import timezone
+
+from agents_runtime import (
+    AgentRun,
+    AgentRunToolCall,
+    InvalidResumeData,
+    InvalidToolArgs,
+    RunAlreadyDecided,
+    RunNotFound,
+    RunResult,
+    ToolCallNotSuspended,
+)
+from approvals.models.audit import AuditEntry
+
+logger = logging.getLogger(__name__)
+
+OutcomeStatus = Literal[
+    "completed", "suspended_again", "continuing", "failed", "lost_race", "invalid", "not_found"
+]
+User = AbstractBaseUser | AnonymousUser
+
+
+@dataclass(frozen=True)
+class DecisionOutcome:
+    """What a decision did, for the page that took it."""
+
+    status: OutcomeStatus
+    action: str
+    agent_id: str
+    run_id: str
+    tool_call_id: str
+    #: Who took this decision (the user) and when.
+    decided_by: str
+    decided_at: datetime
+    tool_name: str = ""
+    thread_id: str | None = None
+    resource_id: str | None = None
+    #: One sentence for the reviewer (also the audit row's detail).
+    message: str = ""
+    #: The run's final answer (``completed``).
+    text: str | None = None
+    #: The error (``failed``).
+    error: str | None = None
+    #: The run as it waits now (``suspended_again``): render it as a card.
+    run: AgentRun | None = None
+    #: ``lost_race``: who won, and when, when known.
+    winner: str | None = None
+    winner_at: datetime | None = None
+    #: ``invalid``: ``[{"loc": (...), "msg": ...}]`` from the runtime.
+    field_errors: list[dict[str, Any]] = field(default_factory=list)
+    #: ``invalid``: what the runtime refused were the edited arguments (``field_errors`` are about
+    #: them, ``loc`` relative to the argument object), not the decision itself.
+    refused_args: bool = False
+    #: The call's arguments as the card showed them (the model's).
+    args: Any = None
+    #: Approved with edited arguments: what the tool runs with instead of ``args`` (None: as shown).
+    edited_args: dict[str, Any] | None = None
+    audit_entry_id: int | None = None
+
+    @property
+    def verb(self) -> str:
+        return {"approve": "approved", "decline": "declined", "resume": "answered"}.get(
+            self.action, self.action
+        )
+
+    @property
+    def status_label(self) -> str:
+        return {
+            "completed": "Completed",
+            "suspended_again": "Waiting again",
+            "continuing": "Continuing",
+            "failed": "Failed",
+            "lost_race": "Already decided",
+            "invalid": "Refused",
+            "not_found": "No longer waiting",
+        }[self.status]
+
+    @property
+    def took_effect(self) -> bool:
+        return self.status in {"completed", "suspended_again", "continuing", "failed"}
+
+    @property
+    def edited(self) -> bool:
+        """Approved (and taken) with the reviewer's arguments instead of the model's."""
+        return self.edited_args is not None and self.took_effect
+
+
+@dataclass
+class Attempt:
+    """What happened in the runtime (filled in by the async part, turned into an outcome after)."""
+
+    call: AgentRunToolCall | None = None
+    run_before: AgentRun | None = None
+    result: RunResult | None = None
+    run_after: AgentRun | None = None
+    error: Exception | None = None
+    crash: str | None = None
+    #: The edited arguments sent to the runtime (None: a plain approval, or the same as shown).
+    edited_args: dict[str, Any] | None = None
+
+
+def _at(when: datetime | None) -> str:
+    if when is None:
+        return ""
+    return timezone.localtime(when).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def outcome_of(
+    attempt: Attempt, base: dict[str, Any], *, run_id: str, tool_call_id: str, visible: list[str]
+) -> DecisionOutcome:
+    error = attempt.error
+    # Who decided a call is told only about agents the user may see: to anyone else, a call of a
+    # foreign run is as unknown as one that never existed.
+    decisions = AuditEntry.objects.for_call(run_id, tool_call_id).winning().filter(agent_id__in=visible)
+    if isinstance(error, RunAlreadyDecided):
+        winner, winner_at = error.decided_by, error.decided_at
+        if winner is None:
+            previous = decisions.chronological().first()
+            if previous is not None:
+                winner, winner_at = previous.username, previous.created_at
+        return lost_race(base, winner, winner_at)
+    if isinstance(error, RunNotFound | ToolCallNotSuspended):
+        # The card was stale. If someone decided this call, say who; otherwise nothing happened.
+        previous = decisions.chronological().first()
+        if previous is not None:
+            base = {
+                **base,
+                "agent_id": base["agent_id"] or previous.agent_id,
+                "tool_name": base["tool_name"] or previous.tool_name,
+                "thread_id": base["thread_id"] or previous.thread_id or None,
+                "resource_id": base["resource_id"] or previous.resource_id or None,
+            }
+            return lost_race(base, previous.username, previous.created_at)
+        if not base["agent_id"]:
+            logger.info(
+                "%s posted a decision on %s/%s: no run of an agent they may see has it",
+                base["decided_by"],
+                run_id,
+                tool_call_id,
+            )
+        message = (
+            str(error)
+            if isinstance(error, ToolCallNotSuspended)
+            else "This run is not waiting for a decision any more (it ended, or it does not exist)."
+        )
+        return DecisionOutcome(status="not_found", message=message, **base)
+    if isinstance(error, InvalidToolArgs):
+        return DecisionOutcome(
+            status="invalid",
+            message=str(error),
+            field_errors=list(error.errors),
+            refused_args=True,
+            **base,
+        )
+    if isinstance(error, InvalidResumeData):
+        return DecisionOutcome(status="invalid", message=str(error), field_errors=list(error.errors), **base)
+    if attempt.crash is not None:
+        return DecisionOutcome(
+            status="failed", message=f"Failed: {attempt.crash}", error=attempt.crash, **base
+        )
+    result = attempt.result
+    assert result is not None
+    if result.status == "success":
+        return DecisionOutcome(
+            status="completed", message=f"Completed: {result.text or '(no text)'}", text=result.text, **base
+        )
+    if result.status == "running":
+        return DecisionOutcome(
+            status="continuing",
+            message="Recorded; the run continues in the background. Its page shows how it ends.",
+            **base,
+        )
+    if result.status == "failed":
+        return DecisionOutcome(
+            status="failed", message=f"Failed: {result.error or 'unknown error'}", error=result.error, **base
+        )
+    waiting = attempt.run_after.tool_calls if attempt.run_after else result.tool_calls
+    before = {c.tool_call_id for c in attempt.run_before.tool_calls} if attempt.run_before else set()
+    names = ", ".join(c.tool_name for c in waiting) or "nothing"
+    if waiting and all(c.tool_call_id in before for c in waiting):
+        message = f"Recorded; the run still waits on {len(waiting)} other call(s): {names}."
+    else:
+        message = f"The run continued and suspended again, waiting on: {names}."
+    return DecisionOutcome(status="suspended_again", message=message, run=attempt.run_after, **base)
+
+
+def same_json(left: Any, right: Any) -> bool:
+    """Equal as JSON: ``1``, ``1.0`` and ``true`` differ (Python's ``==`` says they are equal)."""
+    return json.dumps(left, sort_keys=True, default=str) == json.dumps(right, sort_keys=True, default=str)
+
+
+def lost_race(base: dict[str, Any], winner: str | None, winner_at: datetime | None) -> DecisionOutcome:
+    who = f" by {winner}" if winner else ""
+    when = f" at {_at(winner_at)}" if winner_at else ""
+    return DecisionOutcome(
+        status="lost_race",
+        message=f"This call was already decided{who}{when}. Nothing ran twice.",
+        winner=winner,
+        winner_at=winner_at,
+        **base,
+    )
