@@ -6,7 +6,7 @@ checks the permission, calls the runtime's public API, waits for the run to go a
 (completed, suspended again, failed) and records what happened in ``AuditEntry``.
 
 Audit policy: every decision that reached the runtime gets one row. A decision the runtime accepted
-is written by the run store in the very step that records it (``approvals.decision_records``), and
+is written by the run store in the very step that records it (``approvals.runstore.audit``), and
 settled there when the run goes on; this module writes the rows of attempts that changed nothing:
 lost races (``lost_race``: "already decided by X at T") and data the runtime refused (``invalid``).
 Answers that fail the form's own validation never reach the runtime and leave no row; neither does a
@@ -31,10 +31,11 @@ from agents_runtime import (
     RunNotFound,
     ToolCallNotSuspended,
 )
-from approvals import agents, decision_records, live
+from approvals import agents, live
 from approvals.access import DECIDE_PERMISSION, require_agent_access, require_permission, visible_agent_ids
 from approvals.models.audit import AuditAction, AuditEntry, AuditOutcome
 from approvals.services.outcomes import Attempt, DecisionOutcome, outcome_of, same_json
+from approvals.text import storable_text
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +160,7 @@ def _decide(
         )
         if attempt.crash is not None:
             # The continuation broke in this process before the run settled: say so on the record.
-            detail = decision_records.storable_text(outcome.message)
+            detail = storable_text(outcome.message)
             AuditEntry.objects.settle(run_id, AuditOutcome.FAILED, detail)
     else:
         entry = _refused_attempt_row(user, actor, outcome, attempt, action, reason, resume_data)
@@ -187,7 +188,7 @@ def _refused_attempt_row(
 ) -> AuditEntry:
     """The row of an attempt that changed nothing (a lost race, or data the runtime refused)."""
     run_id, tool_call_id = outcome.run_id, outcome.tool_call_id
-    text = decision_records.storable_text
+    text = storable_text
     return AuditEntry.objects.create(
         created_at=outcome.decided_at,
         user=user if getattr(user, "pk", None) else None,

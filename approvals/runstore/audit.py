@@ -8,7 +8,6 @@ words the audit log and the dashboard use for how a run went on are spelled here
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,17 +15,8 @@ from django.contrib.auth import get_user_model
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from agents_runtime.store import Decision, ParkedCall, RunEnding, StoredRun
-
-from .models.audit import AuditEntry, AuditOutcome
-
-# Text PostgreSQL cannot store (NUL) or no UTF-8 codec can encode (lone surrogates).
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-
-
-def storable_text(text: str) -> str:
-    """``text`` with what a database cannot hold replaced by U+FFFD (it is shown, never dropped)."""
-    return _UNSTORABLE.sub("\ufffd", text)
-
+from approvals.models.audit import AuditEntry, AuditOutcome
+from approvals.text import storable_text
 
 # -- what the record says ------------------------------------------------------------------------
 

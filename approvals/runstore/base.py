@@ -1,0 +1,208 @@
+"""What the run store's steps share: its settings, reading one run (after lease reclaim), and
+giving back connections. ``DjangoRunStore`` (``store``) and its decisions (``decide``) build on it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connections, transaction
+
+from approvals.models import AuditEntry, ParkedCallRecord, RunRecord
+from approvals.models.audit import AuditOutcome
+from approvals.models.runs import ParkedCallRecordQuerySet, RunRecordQuerySet, RunStatus
+from approvals.runstore import audit as decision_records
+from approvals.runstore.records import (
+    _CALL_COLUMNS,
+    _JOINED_CALL_COLUMNS,
+    _LEASE_COLUMNS,
+    _RUN_COLUMNS,
+    Row,
+    _overturned,
+    _utc,
+)
+from approvals.runstore.sql import _EXPIRED_SQL
+
+logger = logging.getLogger(__name__)
+
+_DEFAULT_LEASE_SECONDS = 300
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class StoreBase:
+    """The run store on the default database (or ``using``); safe to share between threads.
+
+    ``lease`` defaults to ``settings.RUN_LEASE_SECONDS`` (300), read when first needed. Building a
+    store never touches the database, so it may be built at import time.
+    """
+
+    def __init__(
+        self,
+        lease: timedelta | None = None,
+        *,
+        using: str = "default",
+        clock: Callable[[], datetime] = _now,
+    ) -> None:
+        self._lease = lease
+        self.using = using
+        #: Where "now" comes from (lease expiry); tests move it instead of sleeping.
+        self.clock = clock
+
+    def __repr__(self) -> str:
+        return f"DjangoRunStore(lease={self._lease!r}, using={self.using!r})"
+
+    @property
+    def lease(self) -> timedelta:
+        if self._lease is not None:
+            return self._lease
+        return timedelta(seconds=getattr(settings, "RUN_LEASE_SECONDS", _DEFAULT_LEASE_SECONDS))
+
+    @lease.setter
+    def lease(self, value: timedelta) -> None:
+        self._lease = value
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    def _runs(self) -> RunRecordQuerySet:
+        return RunRecord.objects.using(self.using)
+
+    def _calls(self) -> ParkedCallRecordQuerySet:
+        return ParkedCallRecord.objects.using(self.using)
+
+    @contextmanager
+    def _connection_scope(self) -> Iterator[None]:
+        """Give a server connection back after each call made outside a transaction.
+
+        The runtime calls the store from worker threads that Django's request cycle never cleans up;
+        without this each such thread would keep a PostgreSQL connection (a pool slot) for its
+        lifetime. Only closed when ``CONN_MAX_AGE`` says so. SQLite connections are a file handle,
+        cheap to keep and slow to reopen (pragmas), so they stay with their thread.
+        """
+        try:
+            yield
+        finally:
+            connection = connections[self.using]
+            if connection.in_atomic_block:
+                pass
+            elif connection.vendor != "sqlite":
+                connection.close_if_unusable_or_obsolete()
+            elif connection.errors_occurred and not connection.is_usable():
+                connection.close()
+
+    def _one_run(
+        self, runs: RunRecordQuerySet, *, with_snapshot: bool, lock: bool = False
+    ) -> tuple[Row, list[Row]] | None:
+        """One run row and its call rows, in one query (a LEFT JOIN; the run row locked if asked)."""
+        if lock:
+            # OF: lock the run row only (PostgreSQL refuses to lock the nullable side of a join).
+            runs = runs.select_for_update(of=("self",))
+        columns = (
+            *_RUN_COLUMNS,
+            *_LEASE_COLUMNS,
+            *(("snapshot",) if with_snapshot else ()),
+            *_JOINED_CALL_COLUMNS,
+        )
+        rows = list(runs.order_by("calls__position").values(*columns))
+        if not rows:
+            return None
+        run = {name: rows[0][name] for name in columns if not name.startswith("calls__")}
+        calls: list[Row] = [
+            {name: row[f"calls__{name}"] for name in _CALL_COLUMNS if name != "run_id"}
+            | {"run_id": run["pk"]}
+            for row in rows
+            if row["calls__id"] is not None
+        ]
+        return run, calls
+
+    def _call_rows(self, run_pks: Sequence[int]) -> dict[int, list[Row]]:
+        """The parked calls of these runs, in their original order, by run primary key."""
+        by_run: dict[int, list[Row]] = {pk: [] for pk in run_pks}
+        if run_pks:
+            rows = self._calls().filter(run__in=run_pks).order_by("run", "position").values(*_CALL_COLUMNS)
+            for row in rows:
+                by_run[row["run_id"]].append(row)
+        return by_run
+
+    def _current_run(
+        self, runs: RunRecordQuerySet, *, with_snapshot: bool, lock: bool = False
+    ) -> tuple[Row, list[Row]] | None:
+        """``_one_run`` as of after lease reclaim: a run whose claim ran out comes back suspended.
+
+        Only this run is checked (its row says when its lease ends), not every claimed run: a
+        global sweep would cost a query on every decision. A sub-agent's run also changes when its
+        supervisor is reclaimed, so for those the sweep runs after all.
+        """
+        found = self._one_run(runs, with_snapshot=with_snapshot, lock=lock)
+        if found is None:
+            return None
+        row = found[0]
+        now = self.clock()
+        expires = row["lease_expires_at"]
+        if row["status"] == RunStatus.RUNNING and expires is not None and _utc(expires) < now:
+            self._reclaim(row["pk"], row["version"], now)
+        elif row["parent_run_id"] is None or not self._reclaim_expired():
+            return found
+        return self._one_run(runs, with_snapshot=with_snapshot, lock=lock)
+
+    # -- protocol ---------------------------------------------------------------------------------
+
+    # -- lease reclaim ----------------------------------------------------------------------------
+
+    def _reclaim_expired(self) -> bool:
+        """Suspend again every claimed run whose lease ran out (an indexed probe; usually empty).
+
+        True when it reclaimed any.
+        """
+        now = self.clock()
+        # Raw SQL: this runs before every listing, and the ORM would double its cost.
+        connection = connections[self.using]
+        with connection.cursor() as cursor:
+            cursor.execute(_EXPIRED_SQL, [connection.ops.adapt_datetimefield_value(now)])
+            expired = cursor.fetchall()
+        for pk, version in expired:
+            self._reclaim(pk, version, now)
+        return bool(expired)
+
+    def _reclaim(self, pk: int, version: int, now: datetime) -> None:
+        with transaction.atomic(using=self.using):
+            held = self._runs().select_for_update().filter(pk=pk, version=version, lease_expires_at__lt=now)
+            run = held.running().values("pk", "run_id", "version", "history").first()
+            if run is None:  # renewed, finished or reclaimed by someone else meanwhile
+                return
+            self._park_again(run, suspend=True)
+            AuditEntry.objects.using(self.using).settle(
+                run["run_id"], AuditOutcome.INTERRUPTED, decision_records.INTERRUPTED_DETAIL
+            )
+            inner_runs = self._runs().select_for_update().children_of(run["run_id"]).suspended()
+            for inner in inner_runs.values("pk", "run_id", "version", "history"):
+                self._park_again(inner, suspend=False)
+        logger.warning(
+            "Run %s: its continuation lost the lease; its calls wait for a decision again", run["run_id"]
+        )
+
+    def _park_again(self, run: Row, *, suspend: bool) -> None:
+        """Move the run's decisions to its history and clear them (inside a transaction)."""
+        decided = list(
+            self._calls().filter(run=run["pk"]).decided().order_by("position").values(*_CALL_COLUMNS)
+        )
+        if not decided and not suspend:
+            return
+        history = run["history"] if isinstance(run["history"], list) else []
+        self._calls().filter(pk__in=[row["id"] for row in decided]).update(
+            action=None, actor=None, decided_at=None, reason=None, resume_data=None, edited_args=None
+        )
+        changes: dict[str, Any] = {
+            "version": run["version"] + 1,
+            "interrupted": True,
+            "history": [*history, *(_overturned(row) for row in decided)],
+        }
+        if suspend:
+            changes.update(status=RunStatus.SUSPENDED, lease_expires_at=None)
+        self._runs().filter(pk=run["pk"], version=run["version"]).update(**changes)

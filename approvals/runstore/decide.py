@@ -1,0 +1,195 @@
+"""Deciding a call: the plan a decision makes on the run as read, and its conditional writes."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from django.db import connections, transaction
+
+from agents_runtime.errors import RunAlreadyDecided, RunNotFound
+from agents_runtime.store import (
+    Decision,
+    DecisionReceipt,
+    DecisionRule,
+    ParkedCall,
+    StoredRun,
+    decision_conflict,
+)
+from approvals.models import ParkedCallRecord
+from approvals.models.runs import RunStatus
+from approvals.runstore import audit as decision_records
+from approvals.runstore.base import StoreBase
+from approvals.runstore.records import (
+    _CALL_COLUMNS,
+    CorruptRow,
+    Row,
+    _decided,
+    _decision_columns,
+    _parked_call,
+    _parked_calls,
+    _stored_run,
+)
+from approvals.runstore.sql import _DECISION_COLUMN_ORDER, _OPTIMISTIC_ATTEMPTS, _decide_at_version_sql
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _DecisionPlan:
+    run: StoredRun
+    run_pk: int
+    call: ParkedCall
+    call_pk: int
+    decision: Decision
+    #: The run's calls once the decision is recorded.
+    calls: tuple[ParkedCall, ...]
+    version: int
+    #: Set when this decision claims the run.
+    lease_expires_at: datetime | None
+
+    @property
+    def claimed(self) -> bool:
+        return self.lease_expires_at is not None
+
+    def audit_values(self) -> dict[str, Any]:
+        return decision_records.decision_values(
+            self.run, self.call, self.decision, claims=self.claimed, calls_after=self.calls
+        )
+
+    def receipt(self) -> DecisionReceipt:
+        decided = next(c for c in self.calls if c.tool_call_id == self.call.tool_call_id)
+        after = replace(
+            self.run,
+            calls=self.calls,
+            version=self.version,
+            status="running" if self.claimed else "suspended",
+        )
+        return DecisionReceipt(
+            run=after, call=decided, claimed_version=self.version if self.claimed else None
+        )
+
+
+class DecisionSteps(StoreBase):
+    """``DjangoRunStore.decide`` and its steps (a mixin: it uses the store's queries)."""
+
+    def decide(
+        self,
+        *,
+        agent_id: str,
+        run_id: str,
+        rule: DecisionRule,
+        claim_when_complete: bool = True,
+    ) -> DecisionReceipt:
+        runs = self._runs().filter(run_id=run_id, agent_id=agent_id)
+        with self._connection_scope():
+            if connections[self.using].vendor != "postgresql":
+                with transaction.atomic(using=self.using):
+                    found = self._current_run(runs, with_snapshot=True, lock=True)
+                    plan = self._plan_decision(run_id, found, rule, claim_when_complete)
+                    if not self._write_decision_locked(plan):
+                        raise self._conflict(plan.run, plan.call_pk, plan.call.tool_call_id)
+                    decision_records.create_decision_row(self.using, plan.audit_values())
+                    return plan.receipt()
+            # PostgreSQL: read, then one conditional statement, no transaction around them (two
+            # round trips instead of five on every approval). Optimistic: when the run changed in
+            # between (another call of it was decided), read it again and decide on what is current.
+            for _ in range(_OPTIMISTIC_ATTEMPTS):
+                found = self._current_run(runs, with_snapshot=True)
+                plan = self._plan_decision(run_id, found, rule, claim_when_complete)
+                if self._write_decision_at_version(plan):
+                    return plan.receipt()
+            raise self._conflict(plan.run, plan.call_pk, plan.call.tool_call_id)
+
+    def _plan_decision(
+        self, run_id: str, found: tuple[Row, list[Row]] | None, rule: DecisionRule, claim_when_complete: bool
+    ) -> _DecisionPlan:
+        """What a decision will write on the run as read, or the error that refuses it."""
+        if found is None:
+            raise RunNotFound(run_id)
+        row, call_rows = found
+        try:
+            run = _stored_run(row, _parked_calls(call_rows), with_snapshot=True)
+        except CorruptRow as exc:
+            logger.warning("Run %s is unreadable and treated as missing: %s", run_id, exc)
+            raise RunNotFound(run_id) from exc
+        tool_call_id, decision = rule(run)
+        index = next((i for i, c in enumerate(run.calls) if c.tool_call_id == tool_call_id), None)
+        if index is None:
+            raise decision_conflict(run, None, tool_call_id)
+        call, call_pk = run.calls[index], call_rows[index]["id"]
+        if call.decision is not None or run.status != "suspended":
+            raise self._conflict(run, call_pk, tool_call_id)
+        decided = _decided(call, decision)
+        calls = tuple(c if i != index else decided for i, c in enumerate(run.calls))
+        claim = claim_when_complete and all(c.decision is not None for c in calls)
+        return _DecisionPlan(
+            run=run,
+            run_pk=row["pk"],
+            call=call,
+            call_pk=call_pk,
+            decision=decision,
+            calls=calls,
+            version=run.version + (2 if claim else 1),
+            lease_expires_at=self.clock() + self.lease if claim else None,
+        )
+
+    def _write_decision_locked(self, plan: _DecisionPlan) -> bool:
+        """Both writes, in the transaction that locked the run row."""
+        recorded = self._calls().filter(pk=plan.call_pk).undecided()
+        if recorded.update(**_decision_columns(plan.decision)) != 1:
+            return False
+        changes: dict[str, Any] = {"version": plan.version}
+        if plan.claimed:
+            changes.update(status=RunStatus.RUNNING, lease_expires_at=plan.lease_expires_at)
+        runs = self._runs().filter(pk=plan.run_pk, version=plan.run.version).suspended()
+        return runs.update(**changes) == 1
+
+    def _write_decision_at_version(self, plan: _DecisionPlan) -> bool:
+        """Both writes in one statement, if the run is still at the version the plan was made on.
+
+        The run row is updated first, so the statement holds its lock while it records the call.
+        Every writer of a run's calls locks its run row first and moves its version, so a run
+        still at that version has its calls as read: the call's update cannot miss.
+        """
+        connection = connections[self.using]
+        ops = connection.ops
+        columns = _decision_columns(plan.decision)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _decide_at_version_sql(),
+                [
+                    plan.version,
+                    (RunStatus.RUNNING if plan.claimed else RunStatus.SUSPENDED).value,
+                    ops.adapt_datetimefield_value(plan.lease_expires_at),
+                    plan.run_pk,
+                    plan.run.version,
+                    *(
+                        ParkedCallRecord._meta.get_field(name).get_db_prep_save(columns[name], connection)  # type: ignore[union-attr]
+                        for name in _DECISION_COLUMN_ORDER
+                    ),
+                    plan.call_pk,
+                    *decision_records.insert_params(plan.audit_values(), connection),
+                ],
+            )
+            runs_written, calls_written = cursor.fetchone()
+        if runs_written and not calls_written:
+            logger.error("Run %s: moved to version %s without its decision", plan.run.run_id, plan.version)
+        return bool(runs_written and calls_written)
+
+    def _conflict(self, run: StoredRun, call_pk: int, tool_call_id: str) -> Exception:
+        """The error for a call someone else decided, with who and when as committed.
+
+        Read again in a statement of its own: on PostgreSQL the locking query's joined call rows
+        may predate the decision that won (only the locked run row is re-read after the wait).
+        """
+        row = self._calls().filter(pk=call_pk).values(*_CALL_COLUMNS).first()
+        try:
+            call = None if row is None else _parked_call(row)
+        except CorruptRow:
+            call = None
+        if call is None or call.decision is None:
+            return RunAlreadyDecided(run_id=run.run_id, tool_call_id=tool_call_id)
+        return decision_conflict(run, call, tool_call_id)

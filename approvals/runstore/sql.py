@@ -1,0 +1,60 @@
+"""The run store's raw SQL: statements on the approval path, one round trip each."""
+
+from __future__ import annotations
+
+import logging
+from functools import cache
+
+from approvals.models import ParkedCallRecord, RunRecord, ThreadMessage
+from approvals.models.runs import RunStatus
+from approvals.runstore import audit as decision_records
+
+logger = logging.getLogger(__name__)
+
+
+# Uses the partial index run_running_lease_idx; the status is a literal so SQLite can prove that.
+_EXPIRED_SQL = (
+    f"SELECT id, version FROM {RunRecord._meta.db_table}"
+    f" WHERE status = '{RunStatus.RUNNING.value}' AND lease_expires_at < %s"
+)
+
+
+_FINISH_SQL = (
+    f"DELETE FROM {RunRecord._meta.db_table}"
+    f" WHERE run_id = %s AND version = %s AND status = '{RunStatus.RUNNING.value}' AND lease_expires_at >= %s"
+    " RETURNING agent_id, thread_id"
+)
+#: PostgreSQL: the same and the thread's new messages, in one statement.
+_FINISH_REMEMBERING_SQL = (
+    f"WITH ended AS ({_FINISH_SQL}), remembered AS ("
+    f" INSERT INTO {ThreadMessage._meta.db_table} (agent_id, thread_id, messages, created_at)"
+    " SELECT agent_id, thread_id, %s, now() FROM ended WHERE thread_id IS NOT NULL AND %s"
+    " RETURNING 1),"
+    f" settled AS ({decision_records.settle_sql(guard=' AND EXISTS (SELECT 1 FROM ended)')} RETURNING 1)"
+    " SELECT count(*) FROM ended"
+)
+
+
+_DECISION_COLUMN_ORDER = ("action", "actor", "decided_at", "reason", "resume_data", "edited_args")
+#: PostgreSQL: record a decision if the run is still at the version it was read at (see
+#: ``DjangoRunStore._write_decision_at_version``).
+_DECIDE_AT_VERSION_SQL = (
+    f"WITH run AS (UPDATE {RunRecord._meta.db_table} SET version = %s, status = %s, lease_expires_at = %s"
+    f" WHERE id = %s AND version = %s AND status = '{RunStatus.SUSPENDED.value}' RETURNING id),"
+    f" call AS (UPDATE {ParkedCallRecord._meta.db_table}"
+    f" SET {', '.join(f'{name} = %s' for name in _DECISION_COLUMN_ORDER)}"
+    " WHERE id = %s AND action IS NULL AND EXISTS (SELECT 1 FROM run) RETURNING id),"
+    # The decision's audit row, in the same statement: written exactly when the call's is.
+    " audit AS ({audit})"
+    " SELECT (SELECT count(*) FROM run), (SELECT count(*) FROM call)"
+)
+
+
+@cache
+def _decide_at_version_sql() -> str:
+    # Built on first use: naming the user table needs the app registry.
+    return _DECIDE_AT_VERSION_SQL.replace("{audit}", decision_records.insert_sql("call"))
+
+
+#: How often a decision is tried again on PostgreSQL when other decisions on the run come first.
+_OPTIMISTIC_ATTEMPTS = 16

@@ -1,0 +1,304 @@
+"""``DjangoRunStore``: the runtime's run store on the Django ORM (SQLite by default, PostgreSQL).
+
+Behaves exactly like ``agents_runtime.store.InMemoryRunStore`` (the reference), but the runs live in
+the database, so every process and server instance on it sees the same suspended runs.
+
+- Listings filter, order, count and page in SQL: one COUNT and one page query, snapshots never
+  loaded, the page's calls fetched in one more query.
+- Exactly once: claims, and decisions on SQLite, happen in a short transaction that locks the run
+  row (``SELECT ... FOR UPDATE`` on PostgreSQL; on SQLite ``BEGIN IMMEDIATE`` serializes writers),
+  then write with conditional UPDATEs (``action IS NULL``; ``status`` and ``version`` unchanged), so
+  a lost race changes nothing. On PostgreSQL a decision is one conditional statement at the version
+  read instead (the approval path's round trips), tried again when another decision came first.
+- No transaction outlives a store call, and no store call waits on a model or a tool.
+- Reads use plain rows (``values()``), not model instances: listings are on the dashboard's hot path.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from django.db import IntegrityError, connections, transaction
+
+from agents_runtime.store import (
+    Decision,
+    RunEnding,
+    RunQuery,
+    RunStore,
+    StoredRun,
+    Suspension,
+)
+from approvals.models import AuditEntry, ThreadMessage
+from approvals.models.audit import AuditOutcome
+from approvals.models.runs import RunStatus
+from approvals.runstore import audit as decision_records
+from approvals.runstore.decide import DecisionSteps
+from approvals.runstore.records import (
+    _RUN_COLUMNS,
+    CorruptRow,
+    _call_records,
+    _decided,
+    _decision_columns,
+    _parked_calls,
+    _stored_call,
+    _stored_run,
+    _utc,
+)
+from approvals.runstore.sql import _FINISH_REMEMBERING_SQL, _FINISH_SQL
+
+logger = logging.getLogger(__name__)
+
+
+class DjangoRunStore(DecisionSteps, RunStore):
+    """The run store on the default database (or ``using``); safe to share between threads.
+
+    ``lease`` defaults to ``settings.RUN_LEASE_SECONDS`` (300), read when first needed. Building a
+    store never touches the database, so it may be built at import time.
+    """
+
+    # -- protocol ---------------------------------------------------------------------------------
+
+    def insert_suspended(self, suspension: Suspension) -> StoredRun:
+        with self._connection_scope():
+            try:
+                with transaction.atomic(using=self.using):
+                    record = self._runs().create(
+                        run_id=suspension.run_id,
+                        agent_id=suspension.agent_id,
+                        thread_id=suspension.thread_id,
+                        resource_id=suspension.resource_id,
+                        parent_run_id=suspension.parent_run_id,
+                        created_at=_utc(suspension.created_at),
+                        suspended_at=_utc(suspension.suspended_at),
+                        status=RunStatus.SUSPENDED,
+                        version=1,
+                        interrupted=False,
+                        snapshot=suspension.snapshot,
+                        history=[],
+                    )
+                    self._calls().bulk_create(_call_records(record.pk, suspension.calls))
+            except IntegrityError as exc:
+                if self._runs().filter(run_id=suspension.run_id).exists():
+                    raise ValueError(f"Run {suspension.run_id!r} already exists") from exc
+                raise
+            return StoredRun(
+                run_id=suspension.run_id,
+                agent_id=suspension.agent_id,
+                thread_id=suspension.thread_id,
+                resource_id=suspension.resource_id,
+                parent_run_id=suspension.parent_run_id,
+                created_at=_utc(suspension.created_at),
+                suspended_at=_utc(suspension.suspended_at),
+                status="suspended",
+                version=1,
+                interrupted=False,
+                calls=tuple(_stored_call(c) for c in suspension.calls),
+                snapshot=suspension.snapshot,
+            )
+
+    def resuspend(self, suspension: Suspension, *, expected_version: int) -> StoredRun | None:
+        with self._connection_scope(), transaction.atomic(using=self.using):
+            found = self._current_run(
+                self._runs().filter(run_id=suspension.run_id), with_snapshot=False, lock=True
+            )
+            if found is None:
+                return None
+            row = found[0]
+            if row["status"] != RunStatus.RUNNING or row["version"] != expected_version:
+                return None
+            changes: dict[str, Any] = {
+                "status": RunStatus.SUSPENDED,
+                "version": expected_version + 1,
+                "interrupted": False,
+                "suspended_at": _utc(suspension.suspended_at),
+                "lease_expires_at": None,
+                "snapshot": suspension.snapshot,
+            }
+            self._runs().filter(pk=row["pk"]).update(**changes)
+            run = {**row, **changes}
+            # Replace, never append: repeated suspensions of one run keep the same row count.
+            self._calls().filter(run=run["pk"]).delete()
+            self._calls().bulk_create(_call_records(run["pk"], suspension.calls))
+            waiting = [c for c in suspension.calls if c.decision is None]
+            AuditEntry.objects.using(self.using).settle(
+                suspension.run_id,
+                AuditOutcome.SUSPENDED_AGAIN,
+                decision_records.suspended_again_detail(waiting),
+            )
+        return _stored_run(run, tuple(_stored_call(c) for c in suspension.calls), with_snapshot=True)
+
+    def get_run(self, run_id: str) -> StoredRun | None:
+        with self._connection_scope():
+            found = self._current_run(self._runs().filter(run_id=run_id), with_snapshot=True)
+            if found is None:
+                return None
+            run, call_rows = found
+            try:
+                return _stored_run(run, _parked_calls(call_rows), with_snapshot=True)
+            except CorruptRow as exc:
+                logger.warning("Run %s is unreadable and treated as missing: %s", run_id, exc)
+                return None
+
+    def list_suspended(self, query: RunQuery) -> tuple[list[StoredRun], int]:
+        with self._connection_scope():
+            self._reclaim_expired()
+            matches = (
+                self._runs()
+                .for_agent(query.agent_id)
+                .suspended()
+                .created_between(
+                    None if query.created_from is None else _utc(query.created_from),
+                    None if query.created_to is None else _utc(query.created_to),
+                )
+                .waiting_on(tool_name=query.tool_name, kind=query.kind)
+            )
+            if query.thread_id is not None:
+                matches = matches.filter(thread_id=query.thread_id)
+            if query.resource_id is not None:
+                matches = matches.filter(resource_id=query.resource_id)
+            total = matches.count()
+            if total == 0 or (query.limit is not None and (query.limit <= 0 or query.offset >= total)):
+                return [], total
+            ordered = matches.in_suspension_order(oldest_first=query.oldest_first)
+            page = ordered
+            if query.limit is not None:
+                window = slice(query.offset, query.offset + query.limit)
+                page = ordered[window]
+                if query.created_from is not None or query.created_to is not None:
+                    # Pick the page's ids first: from the creation-date index alone (it holds the
+                    # sort columns), without visiting the rows of every match in the range, which
+                    # is what SQLite's planner does otherwise (2-3x slower at 100k).
+                    page = self._runs().filter(pk__in=ordered.values("pk")[window])
+                    page = page.in_suspension_order(oldest_first=query.oldest_first)
+            runs = list(page.values(*_RUN_COLUMNS))
+            calls = self._call_rows([run["pk"] for run in runs])
+            listed = []
+            for run in runs:
+                try:
+                    listed.append(_stored_run(run, _parked_calls(calls[run["pk"]]), with_snapshot=False))
+                except CorruptRow as exc:
+                    logger.warning(
+                        "Suspended run %s is unreadable and left out of the listing: %s", run["run_id"], exc
+                    )
+            return listed, total
+
+    def claim(
+        self,
+        run_id: str,
+        *,
+        expected_version: int | None = None,
+        decisions: Mapping[str, Decision] | None = None,
+    ) -> StoredRun | None:
+        with self._connection_scope(), transaction.atomic(using=self.using):
+            found = self._current_run(self._runs().filter(run_id=run_id), with_snapshot=True, lock=True)
+            if found is None or found[0]["status"] != RunStatus.SUSPENDED:
+                return None
+            if expected_version is not None and found[0]["version"] != expected_version:
+                return None
+            row, call_rows = found
+            try:
+                run = _stored_run(row, _parked_calls(call_rows), with_snapshot=True)
+            except CorruptRow as exc:
+                logger.warning("Run %s is unreadable and cannot be continued: %s", run_id, exc)
+                return None
+            calls = list(run.calls)
+            for i, call in enumerate(calls):
+                decision = (decisions or {}).get(call.tool_call_id)
+                if call.decision is None and decision is not None:
+                    recorded = self._calls().filter(pk=call_rows[i]["id"]).undecided()
+                    if recorded.update(**_decision_columns(decision)) != 1:
+                        transaction.set_rollback(True, using=self.using)
+                        return None
+                    calls[i] = _decided(call, decision)
+            swapped = (
+                self._runs()
+                .filter(pk=row["pk"], version=run.version)
+                .suspended()
+                .update(
+                    status=RunStatus.RUNNING,
+                    version=run.version + 1,
+                    lease_expires_at=self.clock() + self.lease,
+                )
+            )
+            if swapped != 1:
+                transaction.set_rollback(True, using=self.using)
+                return None
+            return replace(run, status="running", version=run.version + 1, calls=tuple(calls))
+
+    def heartbeat(self, run_id: str, *, version: int) -> bool:
+        with self._connection_scope():
+            now = self.clock()
+            # A claim whose lease already ran out is given back (reclaimed), never renewed.
+            held = self._runs().filter(run_id=run_id, version=version, lease_expires_at__gte=now).running()
+            if held.update(lease_expires_at=now + self.lease) == 1:
+                return True
+            self._reclaim_expired()
+            return False
+
+    def finish(
+        self,
+        run_id: str,
+        *,
+        version: int,
+        thread_messages: Sequence[Any] = (),
+        ending: RunEnding | None = None,
+    ) -> bool:
+        # One conditional DELETE: the claim must be current and its lease not run out (an expired
+        # claim is reclaimed, never finished). The calls go with it (ON DELETE CASCADE). Raw SQL
+        # for RETURNING, which tells the run's thread without a read of its own.
+        connection = connections[self.using]
+        now = connection.ops.adapt_datetimefield_value(self.clock())
+        outcome, detail = decision_records.ending_outcome(ending)
+        with self._connection_scope():
+            if connection.vendor == "postgresql":
+                # One statement and no transaction around it: three round trips fewer on a path
+                # every approval takes.
+                messages = ThreadMessage._meta.get_field("messages").get_db_prep_value(
+                    list(thread_messages), connection
+                )
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        _FINISH_REMEMBERING_SQL,
+                        [run_id, version, now, messages, bool(thread_messages), outcome, detail, run_id],
+                    )
+                    (ended,) = cursor.fetchone()
+                return bool(ended)
+            with transaction.atomic(using=self.using), connection.cursor() as cursor:
+                cursor.execute(_FINISH_SQL, [run_id, version, now])
+                row = cursor.fetchone()
+                if row is None:
+                    return False
+                agent_id, thread_id = row
+                if thread_id is not None and thread_messages:
+                    ThreadMessage.objects.using(self.using).create(
+                        agent_id=agent_id, thread_id=thread_id, messages=list(thread_messages)
+                    )
+                AuditEntry.objects.using(self.using).settle(run_id, outcome, detail)
+                return True
+
+    def append_thread_messages(self, agent_id: str, thread_id: str, messages: Sequence[Any]) -> None:
+        if not messages:
+            return
+        with self._connection_scope():
+            ThreadMessage.objects.using(self.using).create(
+                agent_id=agent_id, thread_id=thread_id, messages=list(messages)
+            )
+
+    def thread_messages(self, agent_id: str, thread_id: str) -> list[Any]:
+        with self._connection_scope():
+            messages: list[Any] = []
+            rows = ThreadMessage.objects.using(self.using).for_thread(agent_id, thread_id)
+            for pk, chunk in rows.values_list("pk", "messages"):
+                if isinstance(chunk, list):
+                    messages.extend(chunk)
+                else:
+                    logger.warning(
+                        "Thread message row %s of %s/%s is not a JSON list; skipped", pk, agent_id, thread_id
+                    )
+            return messages
+
+
+# -- rows <-> records -----------------------------------------------------------------------------
