@@ -196,7 +196,7 @@ async def test_a_frame_that_is_not_json_gets_an_error_and_the_socket_stays_usabl
 async def test_a_socket_from_another_origin_is_refused(
     agents: DashboardAgents, reviewer: User, origin: bytes, host: bytes, scheme: str | None
 ) -> None:
-    communicator, connected, _ = await _connect(reviewer, origin=origin, host=host, scheme=scheme)
+    _communicator, connected, _ = await _connect(reviewer, origin=origin, host=host, scheme=scheme)
     assert not connected
 
 
