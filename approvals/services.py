@@ -40,6 +40,7 @@ from agents_runtime import (
     RunResult,
     ToolCallNotSuspended,
 )
+from agents_runtime.untrusted import clean_json
 from approvals import decision_records, live
 from approvals.access import REVIEWERS, agent_group_name, can_see_agent, visible_agent_ids
 from approvals.models.audit import AuditAction, AuditEntry, AuditOutcome
@@ -352,8 +353,9 @@ def _refused_attempt_row(
         suspend_payload=attempt.call.suspend_payload if attempt.call else None,
         action=action,
         reason=text(reason or ""),
-        resume_data=resume_data if action == AuditAction.RESUME else None,
-        edited_args=attempt.edited_args if action == AuditAction.APPROVE else None,
+        # Refused data is kept as sent, in the normal form a database can hold (NaN, NUL...).
+        resume_data=clean_json(resume_data) if action == AuditAction.RESUME else None,
+        edited_args=clean_json(attempt.edited_args) if action == AuditAction.APPROVE else None,
         outcome=outcome.status,
         outcome_detail=text(outcome.message),
     )
