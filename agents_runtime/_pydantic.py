@@ -4,25 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai import ApprovalRequired, DeferredToolRequests, RunContext
 from pydantic_ai import Tool as PydanticTool
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.conversation import Conversation, ConversationTypeAdapter
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import FunctionModel
 
 from .scripted import streaming
 from .tools import Tool, ToolContext, ToolSuspended, to_jsonable
+from .untrusted import SNAPSHOT_MAX_DEPTH, clean_id, clean_json, clean_text, parse_model_json
 
 if TYPE_CHECKING:
     from .agent import Agent
     from .types import RunResult
+
+logger = logging.getLogger("agents_runtime")
 
 # Keys of the metadata that travels with a parked call through pydantic-ai.
 KIND_KEY = "countersign"
@@ -160,6 +165,53 @@ def _present_as(
         wrapper.__module__ = original.__module__
 
 
+@dataclass
+class UntrustedOutput(AbstractCapability[RunDeps]):
+    """Puts each model response in the normal form (``untrusted``) as soon as it arrives.
+
+    Before pydantic-ai acts on it: the tools run with, the conversation keeps, the snapshot stores and
+    the dashboard shows the same tool call ids, arguments and text.
+    """
+
+    async def after_model_request(
+        self, ctx: RunContext[RunDeps], *, request_context: Any, response: ModelResponse
+    ) -> ModelResponse:
+        parts = [_clean_part(part, ctx.deps.run_id) for part in response.parts]
+        if all(new is old for new, old in zip(parts, response.parts, strict=True)):
+            return response
+        return replace(response, parts=parts)
+
+
+def _clean_part(part: Any, run_id: str) -> Any:
+    if isinstance(part, TextPart):
+        text = clean_text(part.content)
+        return part if text is part.content else replace(part, content=text)
+    if not isinstance(part, ToolCallPart):
+        return part
+    changes: dict[str, Any] = {}
+    tool_call_id = clean_id(part.tool_call_id)
+    if tool_call_id != part.tool_call_id:
+        changes["tool_call_id"] = tool_call_id
+    what = f"the arguments of {part.tool_name} in run {run_id}"
+    try:
+        args = part.args_as_dict(raise_if_invalid=True)
+    except (ValueError, AssertionError):
+        args = None
+    if args is not None:
+        cleaned = clean_json(args, what=what)
+        if cleaned is not args:
+            changes["args"] = cleaned
+    elif isinstance(part.args, str):
+        try:
+            parsed = parse_model_json(part.args)
+        except ValueError:
+            parsed = None  # not JSON: pydantic-ai asks the model again; the snapshot normalises the text
+        if isinstance(parsed, dict):
+            logger.warning("Normalised %s: JSON that pydantic cannot parse", what)
+            changes["args"] = parsed
+    return replace(part, **changes) if changes else part
+
+
 def build_pydantic_agent(agent: Agent) -> PydanticAgent[RunDeps, Any]:
     tools = [wrap_tool(t) for t in agent.tools] + [delegation_tool(a) for a in agent.agents]
     return PydanticAgent(
@@ -169,6 +221,7 @@ def build_pydantic_agent(agent: Agent) -> PydanticAgent[RunDeps, Any]:
         output_type=[str, DeferredToolRequests],
         tools=tools,
         name=agent.id,
+        capabilities=[UntrustedOutput()],
     )
 
 
@@ -186,12 +239,17 @@ class Snapshot:
     delegation_results: dict[str, dict[str, Any]]
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "format": SNAPSHOT_FORMAT,
-            "conversation": ConversationTypeAdapter.dump_python(self.conversation, mode="json"),
-            "history_len": self.history_len,
-            "delegation_results": self.delegation_results,
-        }
+        snapshot: dict[str, Any] = clean_json(
+            {
+                "format": SNAPSHOT_FORMAT,
+                "conversation": ConversationTypeAdapter.dump_python(self.conversation, mode="json"),
+                "history_len": self.history_len,
+                "delegation_results": self.delegation_results,
+            },
+            max_depth=SNAPSHOT_MAX_DEPTH,
+            what="a run's snapshot",
+        )
+        return snapshot
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Snapshot:
@@ -205,7 +263,8 @@ class Snapshot:
 
 
 def messages_to_json(messages: list[ModelMessage]) -> list[Any]:
-    return list(ModelMessagesTypeAdapter.dump_python(messages, mode="json"))
+    dumped = ModelMessagesTypeAdapter.dump_python(messages, mode="json")
+    return list(clean_json(dumped, max_depth=SNAPSHOT_MAX_DEPTH, what="a thread's messages"))
 
 
 def messages_from_json(data: list[Any]) -> list[ModelMessage]:

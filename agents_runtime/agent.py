@@ -56,6 +56,7 @@ from .store import (
 from .stream import Emit, RunStream
 from .tools import Tool, to_jsonable, tool
 from .types import AgentRun, AgentRunToolCall, Chunk, ListSuspendedRunsResult, RunResult
+from .untrusted import check_decision, checked_json, clean_call, clean_json, clean_text
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -302,11 +303,11 @@ class Agent:
                     else:
                         chunk = _chunk_for(run_id, event)
                         if chunk is not None:
-                            emit(chunk)
+                            emit(replace(chunk, payload=clean_json(chunk.payload)))
             if conversation is None:
                 raise RuntimeError("The model run ended without a result")
         except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
+            error = clean_text(f"{type(exc).__name__}: {exc}")
             logger.info("Run %s of agent %r failed: %s", run_id, self.id, error)
             if claimed_version is not None:
                 await self._store(
@@ -335,7 +336,7 @@ class Agent:
             )
             return await self._store_suspension(suspension, claimed_version, emit)
 
-        text = output if isinstance(output, str) else str(output)
+        text = clean_text(output if isinstance(output, str) else str(output))
         new_messages = (
             [] if thread_id is None else _pydantic.messages_to_json(conversation.messages[history_len:])
         )
@@ -426,7 +427,7 @@ class Agent:
                         args=part.args_as_dict(),
                     )
                 )
-        return calls
+        return [clean_call(call) for call in calls]
 
     async def _mirror_inner_calls(self, tool_call_id: str, inner_run_id: str) -> list[ParkedCall]:
         """The supervisor's view of a sub-agent's parked calls, under the delegation call's id."""
@@ -435,11 +436,13 @@ class Agent:
             raise RuntimeError(f"Inner run {inner_run_id!r} vanished before its supervisor suspended")
         waiting = inner.undecided
         return [
-            replace(
-                call,
-                tool_call_id=tool_call_id if len(waiting) == 1 else f"{tool_call_id}:{call.tool_call_id}",
-                delegation=Delegation(tool_call_id, inner_run_id, call.tool_call_id),
-                decision=None,
+            clean_call(
+                replace(
+                    call,
+                    tool_call_id=tool_call_id if len(waiting) == 1 else f"{tool_call_id}:{call.tool_call_id}",
+                    delegation=Delegation(tool_call_id, inner_run_id, call.tool_call_id),
+                    decision=None,
+                )
             )
             for call in waiting
         ]
@@ -622,6 +625,7 @@ class Agent:
     ) -> RunStream:
         if not isinstance(run_id, str) or not run_id:
             raise RunNotFound(str(run_id))
+        check_decision(action, reason=reason, resume_data=resume_data, edited_args=edited_args)
 
         def rule(run: StoredRun) -> tuple[str, Decision]:
             # Runs inside the store's atomic step: the checks still hold when the decision lands.
@@ -723,7 +727,7 @@ class Agent:
             from .tools import _validate
 
             validated = _validate(call.resume_schema, resume_data, "resume data")
-        return "resume", None, to_jsonable(validated)
+        return "resume", None, checked_json(validated, to_jsonable, "resume data")
 
     def _validated_edits(self, call: ParkedCall, edited_args: Any) -> dict[str, Any]:
         """Edited arguments of an approval, checked against the tool's parameters."""

@@ -13,6 +13,7 @@ import jsonschema
 import pydantic
 
 from .errors import InvalidResumeData, InvalidToolArgs
+from .schema_check import schema_problems
 
 ApprovalRule = bool | Callable[[dict[str, Any]], bool]
 SchemaSpec = type[pydantic.BaseModel] | Mapping[str, Any] | None
@@ -80,8 +81,17 @@ def _validate(spec: SchemaSpec, data: Any, what: str) -> Any:
         except pydantic.ValidationError as exc:
             errors = [{"loc": tuple(e["loc"]), "msg": e["msg"]} for e in exc.errors()]
             raise InvalidResumeData(f"Invalid {what}: {exc.error_count()} error(s)", errors=errors) from None
+    unusable = schema_problems(spec)
+    if unusable:
+        # Only a schema stored by an older version, or set past ``tool()``, gets here.
+        message = f"The tool's schema is invalid ({'; '.join(unusable)}): its {what} cannot be checked"
+        raise InvalidResumeData(message, errors=[{"loc": (), "msg": message}])
     validator = jsonschema.Draft202012Validator(dict(spec))
-    problems = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    try:
+        problems = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    except (RecursionError, ValueError, TypeError, LookupError, jsonschema.SchemaError) as exc:
+        message = f"The tool's schema cannot check this {what} ({type(exc).__name__})"
+        raise InvalidResumeData(message, errors=[{"loc": (), "msg": message}]) from None
     if problems:
         errors = [{"loc": tuple(p.absolute_path), "msg": p.message} for p in problems]
         raise InvalidResumeData(f"Invalid {what}: {len(errors)} error(s)", errors=errors)
@@ -117,6 +127,17 @@ class Tool:
     context_param: str | None
     #: The model-supplied parameters, with resolved annotations.
     parameters: tuple[inspect.Parameter, ...]
+
+    def __post_init__(self) -> None:
+        for field_name in ("suspend_schema", "resume_schema"):
+            spec = getattr(self, field_name)
+            if spec is None or (isinstance(spec, type) and issubclass(spec, pydantic.BaseModel)):
+                continue
+            unusable = schema_problems(spec)
+            if unusable:
+                raise ValueError(
+                    f"Tool {self.name!r}: {field_name} is not a valid JSON Schema: {'; '.join(unusable)}"
+                )
 
     def needs_approval(self, args: dict[str, Any]) -> bool:
         rule = self.requires_approval

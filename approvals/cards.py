@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
+import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,6 +25,7 @@ from django.utils.timezone import is_aware, localtime
 
 from agents_runtime import AgentRun, AgentRunToolCall
 from agents_runtime.store import StoredRun
+from agents_runtime.untrusted import clean_text
 from approvals import dom_ids
 from approvals.field_views import FieldView, bound_fields, unbound_fields
 from approvals.forms import DeclineForm, EditedArgsForm
@@ -36,14 +39,34 @@ LONG_JSON_CHARS = 600
 RESUME_PREFIX = "resume"
 
 
+logger = logging.getLogger(__name__)
+#: What a value that is not JSON (or too deep for it) is shown as: its escaped, shortened repr.
+_SHORT_REPR = reprlib.Repr(maxlevel=8, maxlist=20, maxdict=20, maxstring=200, maxother=200)
+NOT_JSON_NOTE = "[cannot be shown as JSON, shown escaped]"
+
+
+def _json_text(value: Any, **options: Any) -> str:
+    """JSON text that can always be sent as UTF-8; a value stored before values were normalised
+    (lone surrogates, NaN, deep nesting) is shown escaped with a note instead of failing the page."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str, **options)
+        if clean_text(text) is not text:
+            # Lone surrogates: written as JSON escapes (\ud800) they are shown as they are.
+            text = json.dumps(value, ensure_ascii=True, default=str, **options)
+        return text
+    except (ValueError, TypeError, RecursionError) as exc:
+        logger.warning("A stored value cannot be shown as JSON: %s", type(exc).__name__)
+        return f"{NOT_JSON_NOTE} {clean_text(_SHORT_REPR.repr(value))}"
+
+
 def pretty_json(value: Any) -> str:
     """Indented JSON text; the template escapes it (it is untrusted model output)."""
-    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    return _json_text(value, indent=2)
 
 
 def compact_json(value: Any) -> str:
     """One-line JSON for CSV cells; empty for None."""
-    return "" if value is None else json.dumps(value, ensure_ascii=False, default=str)
+    return "" if value is None else _json_text(value)
 
 
 def is_long(text: str) -> bool:
@@ -194,6 +217,7 @@ def call_view(
     elif not call.requires_approval:
         form_class = resume_form_class(call.resume_schema)
         resume_fields = unbound_fields(form_class, auto_id=auto_id, prefix=RESUME_PREFIX)
+        notice = notice or form_class.broken_notice()
     return CallView(
         call=call,
         run_id=run.run_id,
@@ -209,6 +233,20 @@ def call_view(
         resume_errors=resume_errors,
         notice=notice,
     )
+
+
+def _guarded_call_view(run: AgentRun, call: AgentRunToolCall, **forms: Any) -> CallView:
+    """``call_view``, or the call shown escaped without its forms (it can still be declined): one odd
+    call never fails the page, nor hides the other runs of an inbox."""
+    try:
+        return call_view(run, call, **forms)
+    except Exception:
+        logger.exception("Run %s: call %r cannot be shown", run.run_id, call.tool_call_id)
+    call_dom = dom_ids.call_block_id(run.run_id, call.tool_call_id)
+    text = f"{NOT_JSON_NOTE} {clean_text(_SHORT_REPR.repr(call.args or call.suspend_payload))}"
+    (reason,) = unbound_fields(DeclineForm, auto_id=f"{call_dom}-%s")
+    notice = "This call cannot be shown properly; it can still be declined."
+    return CallView(call, run.run_id, run.agent_id, call_dom, text, is_long(text), 1, reason, notice=notice)
 
 
 def resume_form_for(
@@ -247,7 +285,7 @@ def run_card(
         interrupted=run.interrupted,
         parent_run_id=run.parent_run_id,
         calls=[
-            call_view(
+            _guarded_call_view(
                 run,
                 call,
                 resume_form=resume_forms.get(call.tool_call_id),
@@ -332,16 +370,22 @@ def conversation(messages: list[dict[str, Any]]) -> list[MessageView]:
             when = datetime.fromisoformat(stamp) if isinstance(stamp, str) else stamp
         except ValueError:
             when = None
+        text_value = message.get("text")
         views.append(
             MessageView(
-                role=str(message.get("role") or ""),
+                role=clean_text(str(message.get("role") or "")),
                 kind=kind,
-                text=message.get("text"),
-                tool_name=message.get("tool_name"),
-                tool_call_id=message.get("tool_call_id"),
+                # Normalised when stored; a snapshot stored before that may hold lone surrogates.
+                text=clean_text(text_value) if isinstance(text_value, str) else text_value,
+                tool_name=_text_or_none(message.get("tool_name")),
+                tool_call_id=_text_or_none(message.get("tool_call_id")),
                 json=text,
                 json_is_long=is_long(text),
                 timestamp=when if isinstance(when, datetime) else None,
             )
         )
     return views
+
+
+def _text_or_none(value: Any) -> str | None:
+    return None if value is None else clean_text(str(value))

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time
 from typing import Any
 
 from django import forms
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
+from agents_runtime import untrusted
 from approvals.models.audit import AuditAction, AuditOutcome
 
 _DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -53,13 +54,15 @@ class IsoDateOrDateTimeField(forms.CharField):
             )
         if moment is None:
             assert isinstance(day, date)
-            if self.end_of_day:
-                moment = datetime.combine(day + timedelta(days=1), time.min) - timedelta(microseconds=1)
-            else:
-                moment = datetime.combine(day, time.min)
-        if timezone.is_naive(moment):
-            moment = timezone.make_aware(moment)
-        return moment
+            moment = datetime.combine(day, time.max if self.end_of_day else time.min)
+        try:
+            if timezone.is_naive(moment):
+                moment = timezone.make_aware(moment)
+            return moment.astimezone(UTC)
+        except OverflowError:
+            # Past the end (or before the start) of what a datetime holds once in UTC, e.g.
+            # 9999-12-31 in a time zone west of UTC: as a bound that is simply the end of time.
+            return datetime.max.replace(tzinfo=UTC) if moment.year > 1 else datetime.min.replace(tzinfo=UTC)
 
 
 class _CreatedRangeForm(forms.Form):
@@ -197,7 +200,7 @@ class EditedArgsForm(forms.Form):
                 params={"size": -(-size // 1024), "limit": EDITED_ARGS_MAX_BYTES // 1024},
             )
         try:
-            value = json.loads(text, parse_constant=_no_constant)
+            value = json.loads(text, parse_constant=_no_constant, parse_float=untrusted.finite_float)
         except RecursionError:
             raise forms.ValidationError("These arguments are nested too deeply.", code="too_deep") from None
         except ValueError as exc:
@@ -211,6 +214,10 @@ class EditedArgsForm(forms.Form):
                 code="not_object",
                 params={"kind": _json_kind(value)},
             )
+        # What the runtime could not store (NUL, lone surrogates, huge integers, deep nesting).
+        unstorable = untrusted.problems(value, max_bytes=None)
+        if unstorable:
+            raise forms.ValidationError(untrusted.describe(unstorable), code="unstorable")
         return value
 
     def add_argument_errors(self, errors: list[dict[str, Any]]) -> None:

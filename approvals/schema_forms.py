@@ -14,11 +14,18 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import jsonschema
 from django import forms
+from django.forms.fields import InvalidJSONInput, JSONString
+
+from agents_runtime import untrusted
+from agents_runtime.schema_check import schema_problems
+
+logger = logging.getLogger(__name__)
 
 #: The field name used when the whole answer is one JSON document.
 WHOLE_ANSWER = "__json__"
@@ -95,9 +102,9 @@ class _EnumField(forms.TypedChoiceField):
             return ""
         try:
             key = self._key(value)
+            return key if key in self._values else value
         except TypeError:
             return value
-        return key if key in self._values else value
 
 
 def _field_for(schema: _Schema, root: _Schema, *, name: str, required: bool) -> forms.Field:
@@ -147,10 +154,41 @@ def _field_for(schema: _Schema, root: _Schema, *, name: str, required: bool) -> 
     return _json_field(required=required, **common)
 
 
+class UntrustedJSONField(forms.JSONField):
+    """JSON a reviewer types: anything the runtime could not store is a field error, never a 500.
+
+    Django's ``JSONField`` takes ``NaN`` and ``1e999`` and fails on huge integers and deep nesting
+    with exceptions other than ``JSONDecodeError``; this one parses with ``untrusted.parse_json``.
+    """
+
+    def to_python(self, value: Any) -> Any:
+        if self.disabled:
+            return value
+        if value in self.empty_values:
+            return None
+        if isinstance(value, list | dict | int | float | JSONString):
+            return value
+        try:
+            converted = untrusted.parse_json(str(value))
+        except untrusted.UntrustedJSONError as exc:
+            raise forms.ValidationError(str(exc), code="invalid") from None
+        return JSONString(converted) if isinstance(converted, str) else converted
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        if self.disabled:
+            return initial
+        if data is None:
+            return None
+        try:
+            return untrusted.parse_json(str(data))
+        except untrusted.UntrustedJSONError:
+            return InvalidJSONInput(data)
+
+
 def _json_field(*, required: bool, **kwargs: Any) -> forms.JSONField:
     help_text = kwargs.pop("help_text", "") or ""
     hint = "Enter JSON."
-    return forms.JSONField(
+    return UntrustedJSONField(
         required=required,
         help_text=f"{help_text} {hint}".strip(),
         widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false", "class": "json"}),
@@ -200,6 +238,8 @@ class ResumeForm(forms.Form):
     schema: ClassVar[dict[str, Any]] = {}
     #: The answer is one JSON document (field ``WHOLE_ANSWER``), not one field per property.
     whole_json: ClassVar[bool] = True
+    #: Why the schema cannot be used (stored by an older version): the call cannot be answered here.
+    broken: ClassVar[str] = ""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -209,8 +249,21 @@ class ResumeForm(forms.Form):
     def is_json_fallback(self) -> bool:
         return self.whole_json
 
+    @classmethod
+    def broken_notice(cls) -> str:
+        """What a card says of a call whose resume schema cannot be used ("" when it can)."""
+        if not cls.broken:
+            return ""
+        return (
+            f"This tool's resume schema is invalid ({cls.broken}), so this call cannot be answered here. "
+            "Decline it, or fix the tool."
+        )
+
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
+        if self.broken:
+            self.add_error(None, self.broken_notice())
+            return cleaned
         if self.errors:
             return cleaned
         if self.whole_json:
@@ -223,6 +276,10 @@ class ResumeForm(forms.Form):
                     data[name] = bool(value)
                 elif value is not None and value != "":
                     data[name] = value
+        unstorable = untrusted.problems(data)
+        if unstorable:
+            self.add_field_errors(unstorable)
+            return cleaned
         if self.schema:
             self._check_schema(data)
         if not self.errors:
@@ -237,6 +294,9 @@ class ResumeForm(forms.Form):
             errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
         except jsonschema.SchemaError as exc:
             self.add_error(None, f"The tool's resume schema is invalid: {exc.message}")
+            return
+        except (RecursionError, ValueError, TypeError, LookupError) as exc:
+            self.add_error(None, f"The tool's resume schema cannot check this answer ({type(exc).__name__}).")
             return
         for error in errors:
             self.add_field_errors([{"loc": tuple(error.absolute_path), "msg": error.message}])
@@ -266,7 +326,7 @@ def resume_form_class(schema: _Schema | None) -> type[ResumeForm]:
     """
     try:
         key = json.dumps(schema or {}, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         # Not JSON (only a schema built in code could be): build it without caching.
         return _build_form_class(dict(schema or {}))
     return _cached_form_class(key)
@@ -278,13 +338,24 @@ def _cached_form_class(key: str) -> type[ResumeForm]:
 
 
 def _build_form_class(schema: dict[str, Any]) -> type[ResumeForm]:
-    fields, whole_json = _fields_for_schema(schema)
+    broken = "; ".join(schema_problems(schema)) if schema else ""
+    fields: dict[str, forms.Field] = {}
+    whole_json = True
+    if not broken:
+        try:
+            fields, whole_json = _fields_for_schema(schema)
+            for form_field in fields.values():
+                form_field.prepare_value(form_field.initial)  # what showing the empty form does
+        except Exception as exc:  # a schema the checks let through but the form cannot show
+            logger.warning("Resume schema cannot be shown as a form: %r", exc)
+            broken, fields = f"it cannot be shown as a form: {type(exc).__name__}", {}
 
     class SchemaResumeForm(ResumeForm):
         pass
 
-    SchemaResumeForm.schema = schema
+    SchemaResumeForm.schema = {} if broken else schema
     SchemaResumeForm.whole_json = whole_json
+    SchemaResumeForm.broken = untrusted.clean_text(broken)
     # Set on the class, not declared in its body: a property named "clean" must not hide the method.
     SchemaResumeForm.base_fields = fields
     SchemaResumeForm.declared_fields = dict(fields)

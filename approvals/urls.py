@@ -1,20 +1,24 @@
 """The dashboard's URLs (part of the stable surface: see the dashboard spec)."""
 
-from django.urls import path
+from django.urls import path, register_converter
 
+from approvals.converters import CallIdConverter, IdConverter
 from approvals.views import audit, decisions, pages
+
+register_converter(IdConverter, "id")
+register_converter(CallIdConverter, "call_id")
 
 app_name = "approvals"
 
 urlpatterns = [
     path("", pages.overview, name="overview"),
-    path("agents/<str:agent_id>/", pages.inbox, name="inbox"),
+    path("agents/<id:agent_id>/", pages.inbox, name="inbox"),
     path("runs/new/", pages.run_new, name="run_new"),
-    path("runs/<str:run_id>/", pages.run_detail, name="run"),
-    # ``str`` matches anything but "/": sub-agent call ids such as "call_1:call_2" included.
-    path("runs/<str:run_id>/calls/<str:tool_call_id>/approve", decisions.call_approve, name="approve"),
-    path("runs/<str:run_id>/calls/<str:tool_call_id>/decline", decisions.call_decline, name="decline"),
-    path("runs/<str:run_id>/calls/<str:tool_call_id>/resume", decisions.call_resume, name="resume"),
+    path("runs/<id:run_id>/", pages.run_detail, name="run"),
+    # Tool call ids are model output: ``call_id`` round-trips any of them (see approvals.converters).
+    path("runs/<id:run_id>/calls/<call_id:tool_call_id>/approve", decisions.call_approve, name="approve"),
+    path("runs/<id:run_id>/calls/<call_id:tool_call_id>/decline", decisions.call_decline, name="decline"),
+    path("runs/<id:run_id>/calls/<call_id:tool_call_id>/resume", decisions.call_resume, name="resume"),
     path("audit/", audit.audit_log, name="audit"),
     path("audit/export.csv", audit.audit_export, name="audit_export"),
 ]

@@ -15,8 +15,8 @@ from django.contrib.auth import get_user_model
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from agents_runtime.store import Decision, ParkedCall, RunEnding, StoredRun
+from agents_runtime.untrusted import clean_text
 from approvals.models.audit import AuditEntry, AuditOutcome
-from approvals.text import storable_text
 
 # -- what the record says ------------------------------------------------------------------------
 
@@ -42,8 +42,8 @@ def ending_outcome(ending: RunEnding | None) -> tuple[str, str]:
     """The outcome and detail of a run that ended (``finish``)."""
     if ending is None or ending.status == "failed":
         error = ending.detail if ending is not None and ending.detail else "unknown error"
-        return AuditOutcome.FAILED, storable_text(f"Failed: {error}")
-    return AuditOutcome.COMPLETED, storable_text(f"Completed: {ending.detail or '(no text)'}")
+        return AuditOutcome.FAILED, clean_text(f"Failed: {error}")
+    return AuditOutcome.COMPLETED, clean_text(f"Completed: {ending.detail or '(no text)'}")
 
 
 # -- the row -------------------------------------------------------------------------------------
@@ -82,7 +82,7 @@ def decision_values(
     return {
         "created_at": decision.decided_at,
         "user_id": None,
-        "username": storable_text(decision.actor or "")[:150],
+        "username": clean_text(decision.actor or "")[:150],
         "agent_id": run.agent_id,
         "run_id": run.run_id,
         "thread_id": run.thread_id or "",
@@ -92,7 +92,7 @@ def decision_values(
         "args": call.args if call.kind == "approval" else None,
         "suspend_payload": call.suspend_payload if call.kind == "suspend" else None,
         "action": decision.action,
-        "reason": storable_text(decision.reason or ""),
+        "reason": clean_text(decision.reason or ""),
         "resume_data": decision.resume_data if decision.action == "resume" else None,
         "edited_args": decision.edited_args if decision.action == "approve" else None,
         "outcome": outcome,

@@ -31,11 +31,11 @@ from agents_runtime import (
     RunNotFound,
     ToolCallNotSuspended,
 )
+from agents_runtime.untrusted import clean_json, clean_text
 from approvals import agents, live
 from approvals.access import DECIDE_PERMISSION, require_agent_access, require_permission, visible_agent_ids
 from approvals.models.audit import AuditAction, AuditEntry, AuditOutcome
 from approvals.services.outcomes import Attempt, DecisionOutcome, outcome_of, same_json
-from approvals.text import storable_text
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ def _decide(
         )
         if attempt.crash is not None:
             # The continuation broke in this process before the run settled: say so on the record.
-            detail = storable_text(outcome.message)
+            detail = clean_text(outcome.message)
             AuditEntry.objects.settle(run_id, AuditOutcome.FAILED, detail)
     else:
         entry = _refused_attempt_row(user, actor, outcome, attempt, action, reason, resume_data)
@@ -188,7 +188,7 @@ def _refused_attempt_row(
 ) -> AuditEntry:
     """The row of an attempt that changed nothing (a lost race, or data the runtime refused)."""
     run_id, tool_call_id = outcome.run_id, outcome.tool_call_id
-    text = storable_text
+    text = clean_text
     return AuditEntry.objects.create(
         created_at=outcome.decided_at,
         user=user if getattr(user, "pk", None) else None,
@@ -203,8 +203,9 @@ def _refused_attempt_row(
         suspend_payload=attempt.call.suspend_payload if attempt.call else None,
         action=action,
         reason=text(reason or ""),
-        resume_data=resume_data if action == AuditAction.RESUME else None,
-        edited_args=attempt.edited_args if action == AuditAction.APPROVE else None,
+        # Refused data is kept as sent, in the normal form a database can hold (NaN, NUL...).
+        resume_data=clean_json(resume_data) if action == AuditAction.RESUME else None,
+        edited_args=clean_json(attempt.edited_args) if action == AuditAction.APPROVE else None,
         outcome=outcome.status,
         outcome_detail=text(outcome.message),
     )

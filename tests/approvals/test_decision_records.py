@@ -9,7 +9,6 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import Group, User
 from django.test import Client
@@ -75,9 +74,6 @@ def test_the_record_names_the_user_account_of_the_actor(transactional_db: None) 
     assert entry.reason == "no"
 
 
-# pydantic-ai leaves an anyio stream unclosed when a tool raises mid-run; the garbage collector may
-# report it during this test (a dependency's leak, not this behaviour's).
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 async def test_a_run_that_fails_after_the_decision_is_recorded_as_failed(transactional_db: None) -> None:
     agent = _payments_runtime(DjangoRunStore(), [], fail=True)
     run = await agent.generate("pay")
