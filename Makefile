@@ -20,7 +20,7 @@ help:
 	@echo "make run        set up .venv, migrate, seed the demo, serve on http://127.0.0.1:$(PORT)/"
 	@echo "make test       set up .venv (and Chromium), lint, then run every test"
 	@echo "make test-fast  every test except the slow ones (multi-process, browser), no lint"
-	@echo "make lint       ruff check, ruff format --check, mypy"
+	@echo "make lint       ruff check, ruff format --check, mypy, import-linter contracts"
 	@echo "make bench      run the benchmarks in bench/ (figures under bench/results/)"
 	@echo "make lock       re-resolve pyproject.toml into requirements.lock (hash-pinned)"
 	@echo "make clean      remove .venv, var/ (local database) and caches"
@@ -77,6 +77,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 lock: install
 	$(VENV)/bin/uv pip compile pyproject.toml --group dev --python-version 3.12 --generate-hashes \
