@@ -1,4 +1,6 @@
-"""htmx requests of a session that has ended go to the login page, not into the page that sent them.
+"""Middleware of the dashboard: htmx after a session ended, and signed-in pages kept private.
+
+htmx requests of a session that has ended go to the login page, not into the page that sent them.
 
 ``login_required`` answers an anonymous request with a redirect to the login form. The browser follows
 it inside htmx's request, and htmx would swap the whole login page into the card that was clicked
@@ -19,6 +21,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from django.shortcuts import resolve_url
+from django.utils.cache import patch_cache_control
 from django.utils.decorators import sync_and_async_middleware
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.http import HttpResponseClientRedirect
@@ -67,3 +70,30 @@ def _page(request: HttpRequest) -> str:
     ):
         return current.path + (f"?{current.query}" if current.query else "")
     return request.get_full_path() if request.method == "GET" else "/"
+
+
+@sync_and_async_middleware
+def private_pages(get_response: Handler | AsyncHandler) -> Handler | AsyncHandler:
+    """A signed-in user's pages are never stored by the browser or a proxy (``private, no-store``).
+
+    They show customers' data and pending calls; a shared machine's back button or a caching proxy
+    must not bring them back after a logout.
+    """
+    if iscoroutinefunction(get_response):
+
+        async def async_middleware(request: HttpRequest) -> HttpResponseBase:
+            return _no_store(request, await get_response(request))
+
+        return async_middleware
+
+    def middleware(request: HttpRequest) -> HttpResponseBase:
+        return _no_store(request, get_response(request))  # type: ignore[arg-type]
+
+    return middleware
+
+
+def _no_store(request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:
+        patch_cache_control(response, private=True, no_store=True)
+    return response

@@ -60,3 +60,10 @@ def test_debug_is_off_unless_asked_for() -> None:
         [sys.executable, "-c", probe], env={**env, "DEBUG": "true"}, cwd=ROOT, capture_output=True, text=True
     )
     assert (off.stdout.strip(), on.stdout.strip()) == ("False", "True")
+
+
+def test_signed_in_pages_are_never_cached(agents: object, reviewer_client: Client) -> None:
+    for path in ("/", "/agents/helpdesk/", "/runs/new/"):
+        cache_control = reviewer_client.get(path)["Cache-Control"]
+        assert "no-store" in cache_control and "private" in cache_control, (path, cache_control)
+
