@@ -27,6 +27,7 @@ from agents_runtime import AgentRun, AgentRunToolCall
 from agents_runtime.store import StoredRun
 from agents_runtime.untrusted import clean_text
 from approvals import dom_ids
+from approvals.display import reveal_invisible
 from approvals.field_views import FieldView, bound_fields, unbound_fields
 from approvals.forms import DeclineForm, EditedArgsForm
 from approvals.schema_forms import ResumeForm, resume_form_class
@@ -153,14 +154,14 @@ class RunCard:
     @functools.cached_property
     def outcome_args_json(self) -> str:
         """The decided call's arguments as the card showed them (the model's), pretty JSON."""
-        return pretty_json(self.outcome.args) if self.outcome is not None else ""
+        return reveal_invisible(pretty_json(self.outcome.args)) if self.outcome is not None else ""
 
     @functools.cached_property
     def outcome_edited_json(self) -> str:
         """The arguments the reviewer approved instead (empty: none), pretty JSON."""
         if self.outcome is None or self.outcome.edited_args is None:
             return ""
-        return pretty_json(self.outcome.edited_args)
+        return reveal_invisible(pretty_json(self.outcome.edited_args))
 
     @property
     def decided_through_parent(self) -> bool:
@@ -223,7 +224,7 @@ def call_view(
         run_id=run.run_id,
         agent_id=run.agent_id,
         dom_id=call_dom,
-        json=text,
+        json=reveal_invisible(text),
         json_is_long=is_long(text),
         json_lines=text.count("\n") + 1,
         reason=reason,
@@ -376,10 +377,10 @@ def conversation(messages: list[dict[str, Any]]) -> list[MessageView]:
                 role=clean_text(str(message.get("role") or "")),
                 kind=kind,
                 # Normalised when stored; a snapshot stored before that may hold lone surrogates.
-                text=clean_text(text_value) if isinstance(text_value, str) else text_value,
+                text=reveal_invisible(clean_text(text_value)) if isinstance(text_value, str) else text_value,
                 tool_name=_text_or_none(message.get("tool_name")),
                 tool_call_id=_text_or_none(message.get("tool_call_id")),
-                json=text,
+                json=reveal_invisible(text),
                 json_is_long=is_long(text),
                 timestamp=when if isinstance(when, datetime) else None,
             )

@@ -6,6 +6,7 @@ from django import template
 
 from approvals import dom_ids
 from approvals.cards import compact_json
+from approvals.display import reveal_invisible
 
 register = template.Library()
 
@@ -24,7 +25,7 @@ def run_card_id(run_id: str) -> str:
 @register.filter
 def as_json(value: object) -> str:
     """Compact JSON text (escaped by the template like any other text: it may be model output)."""
-    return compact_json(value)
+    return reveal_invisible(compact_json(value))
 
 
 @register.simple_tag
