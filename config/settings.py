@@ -224,6 +224,24 @@ SECURE_CSP = {
 }
 X_FRAME_OPTIONS = "DENY"
 SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+
+# Behind a TLS-terminating proxy that sets this header (opt-in: only when the proxy always sets or
+# strips it), e.g. SECURE_PROXY_SSL_HEADER="HTTP_X_FORWARDED_PROTO=https".
+_proxy_header = _env("SECURE_PROXY_SSL_HEADER", "")
+if _proxy_header:
+    _name, _, _value = _proxy_header.partition("=")
+    SECURE_PROXY_SSL_HEADER = (_name.strip(), _value.strip() or "https")
+
+# Production (DEBUG off): cookies only over HTTPS, HSTS, and HTTP redirected to HTTPS. Each can be
+# turned off for a deployment that terminates TLS elsewhere and talks plain HTTP end to end.
+SESSION_COOKIE_SECURE = _env_bool("SECURE_COOKIES", default=not DEBUG)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SESSION_COOKIE_HTTPONLY = True
+SECURE_HSTS_SECONDS = int(_env("SECURE_HSTS_SECONDS", "0" if DEBUG else "31536000"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", default=False)
+SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", default=False)
 
 # --- Internationalisation, static files -------------------------------------------------------------
 
@@ -235,6 +253,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "var" / "static"
+
 
 # --- Logging ----------------------------------------------------------------------------------------
 

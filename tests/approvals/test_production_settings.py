@@ -1,0 +1,71 @@
+"""Running behind an HTTPS reverse proxy, with the documented production settings."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.test import Client
+
+from tests.approvals.conftest import PASSWORD
+
+ROOT = Path(__file__).resolve().parents[2]
+PROXIED = {
+    "HTTP_HOST": "desk.example.com",
+    "HTTP_X_FORWARDED_PROTO": "https",
+    "HTTP_ORIGIN": "https://desk.example.com",
+    "HTTP_REFERER": "https://desk.example.com/accounts/login/",
+}
+
+
+def _proxied_login(settings: Any) -> int:
+    settings.ALLOWED_HOSTS = ["desk.example.com"]
+    client = Client(enforce_csrf_checks=True)
+    form = client.get("/accounts/login/", **PROXIED)
+    token = form.cookies["csrftoken"].value
+    response = client.post(
+        "/accounts/login/",
+        {"username": "rita", "password": PASSWORD, "csrfmiddlewaretoken": token},
+        **PROXIED,
+    )
+    return response.status_code
+
+
+def test_login_through_an_https_proxy_works_once_the_proxy_header_is_trusted(
+    reviewer: User, settings: Any
+) -> None:
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    assert _proxied_login(settings) == 302
+
+
+def test_without_the_proxy_setting_the_https_origin_is_refused(reviewer: User, settings: Any) -> None:
+    settings.SECURE_PROXY_SSL_HEADER = None
+    assert _proxied_login(settings) == 403
+
+
+def test_check_deploy_passes_with_the_documented_production_settings() -> None:
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in {"DEBUG"}},
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DEBUG": "false",
+        "SECRET_KEY": secrets.token_urlsafe(60),
+        "ALLOWED_HOSTS": "desk.example.com",
+        "CSRF_TRUSTED_ORIGINS": "https://desk.example.com",
+        "SECURE_PROXY_SSL_HEADER": "HTTP_X_FORWARDED_PROTO=https",
+        "SECURE_SSL_REDIRECT": "true",
+        "SECURE_HSTS_INCLUDE_SUBDOMAINS": "true",
+        "SECURE_HSTS_PRELOAD": "true",
+    }
+    check = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
