@@ -6,9 +6,9 @@ import asyncio
 import inspect
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai import ApprovalRequired, DeferredToolRequests, RunContext
@@ -21,11 +21,8 @@ from pydantic_ai.models.function import FunctionModel
 
 from .scripted import streaming
 from .tools import Tool, ToolContext, ToolSuspended, to_jsonable
+from .types import RunResult
 from .untrusted import SNAPSHOT_MAX_DEPTH, clean_id, clean_json, clean_text, parse_model_json
-
-if TYPE_CHECKING:
-    from .agent import Agent
-    from .types import RunResult
 
 logger = logging.getLogger("agents_runtime")
 
@@ -45,18 +42,43 @@ class SubAgentFailed(Exception):
     """A sub-agent's run failed; the supervisor's run fails with it."""
 
 
+class AgentSpec(Protocol):
+    """What the bridge reads of an ``Agent`` to build its pydantic-ai agent and tools."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str | None: ...
+
+    @property
+    def instructions(self) -> str: ...
+
+    @property
+    def model(self) -> Any: ...
+
+    @property
+    def tools(self) -> Sequence[Tool]: ...
+
+    @property
+    def agents(self) -> Sequence[AgentSpec]: ...
+
+
 @dataclass
 class RunDeps:
     """What our tool wrappers need from the run they execute in."""
 
     run_id: str
-    agent: Agent
+    agent: AgentSpec
     thread_id: str | None
     resource_id: str | None
-    #: Runs a sub-agent's inner run for a delegation call.
-    delegate: Callable[[Agent, str, RunDeps], Awaitable[RunResult]]
-    #: The inner runs this run started (sub-agent, run id), to discard if this run never waits on them.
-    inner_runs: list[tuple[Agent, str]] = field(default_factory=list)
+    #: Runs a sub-agent's inner run for a delegation call: (sub-agent id, prompt, these deps).
+    delegate: Callable[[str, str, RunDeps], Awaitable[RunResult]]
+    #: The inner runs this run started (sub-agent id, run id), to discard if this run never waits on them.
+    inner_runs: list[tuple[str, str]] = field(default_factory=list)
 
 
 def delegation_tool_name(agent_id: str) -> str:
@@ -121,7 +143,7 @@ def wrap_tool(spec: Tool) -> PydanticTool[RunDeps]:
     return PydanticTool(invoke, name=spec.name, takes_ctx=True, description=spec.description)
 
 
-def delegation_tool(sub_agent: Agent) -> PydanticTool[RunDeps]:
+def delegation_tool(sub_agent: AgentSpec) -> PydanticTool[RunDeps]:
     """The ``agent_<id>`` tool through which a supervisor delegates to ``sub_agent``."""
 
     async def delegate(ctx: RunContext[RunDeps], prompt: str) -> Any:
@@ -130,7 +152,7 @@ def delegation_tool(sub_agent: Agent) -> PydanticTool[RunDeps]:
             return metadata[DELEGATION_RESULT_KEY]
         if DELEGATION_ERROR_KEY in metadata:
             raise SubAgentFailed(metadata[DELEGATION_ERROR_KEY])
-        result = await ctx.deps.delegate(sub_agent, prompt, ctx.deps)
+        result = await ctx.deps.delegate(sub_agent.id, prompt, ctx.deps)
         if result.status == "success":
             return result.text
         if result.status == "failed":
@@ -212,7 +234,7 @@ def _clean_part(part: Any, run_id: str) -> Any:
     return replace(part, **changes) if changes else part
 
 
-def build_pydantic_agent(agent: Agent) -> PydanticAgent[RunDeps, Any]:
+def build_pydantic_agent(agent: AgentSpec) -> PydanticAgent[RunDeps, Any]:
     tools = [wrap_tool(t) for t in agent.tools] + [delegation_tool(a) for a in agent.agents]
     return PydanticAgent(
         resolve_model(agent.model),

@@ -6,6 +6,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 
+from ._host import Scheduler
 from .agent import Agent
 from .events import Continuation, RunEvent
 from .store import InMemoryRunStore, RunStore
@@ -14,8 +15,7 @@ from .types import RunResult
 logger = logging.getLogger("agents_runtime")
 
 Listener = Callable[[RunEvent], Awaitable[None] | None]
-#: Returns the continuation's result when it ran before returning, else None (it runs later).
-Scheduler = Callable[[Continuation], Awaitable[RunResult | None] | RunResult | None]
+__all__ = ["Listener", "Runtime", "Scheduler"]
 
 
 class Runtime:

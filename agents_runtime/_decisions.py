@@ -1,0 +1,168 @@
+"""The decide path: approve, decline and resume checked against the parked call, recorded atomically."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic_ai import DeferredToolResults, ToolApproved, ToolDenied
+
+from . import _pydantic
+from ._convert import listed_call, now
+from ._host import RunAgent
+from .errors import InvalidResumeData, InvalidToolArgs, RunNotFound, ToolCallNotSuspended
+from .events import Continuation
+from .store import Decision, DecisionAction, DecisionReceipt, ParkedCall, StoredRun
+from .stream import Emit, RunStream
+from .tools import _validate, to_jsonable
+from .types import RunResult
+from .untrusted import check_decision, checked_json
+
+DEFAULT_DECLINE_REASON = "Tool call was not approved by the user"
+
+
+async def decide(
+    agent: RunAgent,
+    run_id: str,
+    tool_call_id: str | None,
+    *,
+    action: DecisionAction,
+    actor: str | None,
+    reason: str | None = None,
+    resume_data: Any = None,
+    edited_args: dict[str, Any] | None = None,
+) -> RunStream:
+    if not isinstance(run_id, str) or not run_id:
+        raise RunNotFound(str(run_id))
+    check_decision(action, reason=reason, resume_data=resume_data, edited_args=edited_args)
+
+    def rule(run: StoredRun) -> tuple[str, Decision]:
+        # Runs inside the store's atomic step: the checks still hold when the decision lands.
+        if run.parent_run_id is not None:
+            raise ToolCallNotSuspended(
+                f"Run {run_id!r} is a sub-agent run; decide it through its supervisor's run "
+                f"{run.parent_run_id!r}",
+                run_id=run_id,
+                tool_call_id=tool_call_id,
+            )
+        call = pick_call(run, tool_call_id)
+        checked, why, stored_resume = validated_decision(agent, call, action, reason, resume_data)
+        edits = None if edited_args is None else validated_edits(agent, call, edited_args)
+        return call.tool_call_id, Decision(
+            action=checked,
+            decided_at=now(),
+            actor=actor,
+            reason=why,
+            resume_data=stored_resume,
+            edited_args=edits,
+        )
+
+    receipt: DecisionReceipt = await agent._store(
+        agent.storage.decide, agent_id=agent.id, run_id=run_id, rule=rule
+    )
+    call, decision = receipt.call, receipt.call.decision
+    assert decision is not None
+    await agent._notify(
+        "call-decided",
+        run_id,
+        tool_call_id=call.tool_call_id,
+        action=decision.action,
+        actor=actor,
+        edited=decision.edited_args is not None,
+    )
+    if receipt.claimed_version is None:
+        remaining = [listed_call(c) for c in receipt.run.undecided]
+        return RunStream.finished(RunResult(run_id=run_id, status="suspended", tool_calls=remaining))
+    version: int = receipt.claimed_version
+    if agent._runtime is not None and agent._runtime.scheduler is not None:
+        # A worker continues the run; the claim's lease covers the wait in its queue.
+        done = await agent._runtime._schedule(Continuation(agent_id=agent.id, run_id=run_id, version=version))
+        return RunStream.finished(done or RunResult(run_id=run_id, status="running"))
+    claimed = receipt.run
+
+    async def produce(emit: Emit) -> RunResult:
+        return await agent._continue(run_id, version, emit, claimed)
+
+    return RunStream(run_id, produce)
+
+
+def validated_decision(
+    agent: RunAgent, call: ParkedCall, action: DecisionAction, reason: str | None, resume_data: Any
+) -> tuple[DecisionAction, str | None, Any]:
+    """Check a decision fits the call; nothing is recorded when it does not."""
+    if call.kind == "approval":
+        if action != "resume":
+            return action, reason, None
+        # On an approval, resume data is an approve/decline in disguise.
+        if (
+            isinstance(resume_data, dict)
+            and set(resume_data) in ({"approved"}, {"approved", "reason"})
+            and isinstance(resume_data["approved"], bool)
+            and isinstance(resume_data.get("reason", ""), str)
+        ):
+            if resume_data["approved"]:
+                return "approve", None, None
+            return "decline", resume_data.get("reason"), None
+        raise InvalidResumeData(
+            f"Tool call {call.tool_call_id!r} waits for approval: resume it with "
+            '{"approved": true|false} and optionally "reason"',
+            errors=[{"loc": (), "msg": 'expected {"approved": bool} or {"approved": bool, "reason": str}'}],
+        )
+    if action == "approve":
+        raise InvalidResumeData(
+            f"Tool call {call.tool_call_id!r} called suspend(): answer it with resume_stream, not approve"
+        )
+    if action == "decline":
+        return action, reason, None
+    spec = agent._find_tool(call.tool_name)
+    if spec is not None:
+        validated = spec.validate_resume_data(resume_data)
+    else:
+        validated = _validate(call.resume_schema, resume_data, "resume data")
+    return "resume", None, checked_json(validated, to_jsonable, "resume data")
+
+
+def validated_edits(agent: RunAgent, call: ParkedCall, edited_args: Any) -> dict[str, Any]:
+    """Edited arguments of an approval, checked against the tool's parameters."""
+    if call.kind != "approval":
+        raise InvalidResumeData(
+            f"Tool call {call.tool_call_id!r} called suspend(): it has no arguments to edit"
+        )
+    spec = agent._find_tool(call.tool_name)
+    if spec is None:
+        raise InvalidToolArgs(
+            f"Tool {call.tool_name!r} is not known to agent {agent.id!r}: its arguments cannot be checked",
+            errors=[{"loc": (), "msg": "unknown tool"}],
+        )
+    return spec.validate_args(edited_args)
+
+
+def pick_call(run: StoredRun, tool_call_id: str | None) -> ParkedCall:
+    if tool_call_id is None:
+        waiting = run.undecided
+        if len(waiting) != 1:
+            raise ToolCallNotSuspended(
+                f"Run {run.run_id!r} has {len(waiting)} parked calls; say which with tool_call_id",
+                run_id=run.run_id,
+                tool_call_id=None,
+            )
+        return waiting[0]
+    call = next((c for c in run.calls if c.tool_call_id == tool_call_id), None) if tool_call_id else None
+    if call is None:
+        raise ToolCallNotSuspended(
+            f"Tool call {tool_call_id!r} is not suspended on run {run.run_id!r}",
+            run_id=run.run_id,
+            tool_call_id=tool_call_id,
+        )
+    return call
+
+
+def add_result(results: DeferredToolResults, call: ParkedCall) -> None:
+    decision = call.decision
+    assert decision is not None, "continuing a run with an undecided call"
+    if decision.action == "approve":
+        results.approvals[call.tool_call_id] = ToolApproved(override_args=decision.edited_args)
+    elif decision.action == "decline":
+        results.approvals[call.tool_call_id] = ToolDenied(decision.reason or DEFAULT_DECLINE_REASON)
+    else:
+        results.approvals[call.tool_call_id] = ToolApproved()
+        results.metadata[call.tool_call_id] = {_pydantic.RESUME_KEY: decision.resume_data}

@@ -1,0 +1,348 @@
+"""The run loop: one pydantic-ai run and what it ended in, and continuing a claimed run."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.run import AgentRunResultEvent
+
+from . import _pydantic
+from ._convert import chunk_for, listed_call, now, showing_edits
+from ._decisions import add_result
+from ._delegation import continue_inner, delegate, discard_inner_runs, mirror_inner_calls
+from ._host import RunAgent
+from ._pydantic import RunDeps
+from .store import ParkedCall, RunEnding, StoredRun, Suspension
+from .stream import Emit
+from .types import Chunk, RunResult
+from .untrusted import clean_call, clean_json, clean_text
+
+logger = logging.getLogger("agents_runtime")
+
+
+async def start(
+    agent: RunAgent,
+    run_id: str,
+    prompt: str,
+    thread_id: str | None,
+    resource_id: str | None,
+    parent_run_id: str | None,
+    emit: Emit,
+) -> RunResult:
+    created_at = now()
+    history: list[ModelMessage] = []
+    if thread_id is not None:
+        stored = await agent._store(agent.storage.thread_messages, agent.id, thread_id)
+        try:
+            history = _pydantic.messages_from_json(stored)
+        except Exception:
+            logger.warning("Thread %r of agent %r has unreadable memory; starting fresh", thread_id, agent.id)
+    return await drive(
+        agent,
+        run_id=run_id,
+        thread_id=thread_id,
+        resource_id=resource_id,
+        parent_run_id=parent_run_id,
+        created_at=created_at,
+        history_len=len(history),
+        run_kwargs={"user_prompt": prompt, "message_history": history},
+        delegation_results={},
+        claimed_version=None,
+        emit=emit,
+    )
+
+
+async def drive(
+    agent: RunAgent,
+    *,
+    run_id: str,
+    thread_id: str | None,
+    resource_id: str | None,
+    parent_run_id: str | None,
+    created_at: datetime,
+    history_len: int,
+    run_kwargs: dict[str, Any],
+    delegation_results: dict[str, dict[str, Any]],
+    claimed_version: int | None,
+    emit: Emit,
+) -> RunResult:
+    """One pydantic-ai run, then store what it ended in: a suspension, an answer or a failure."""
+    deps = RunDeps(
+        run_id=run_id,
+        agent=agent,
+        thread_id=thread_id,
+        resource_id=resource_id,
+        delegate=functools.partial(delegate, agent),
+    )
+    result = await drive_once(
+        agent,
+        deps,
+        parent_run_id=parent_run_id,
+        created_at=created_at,
+        history_len=history_len,
+        run_kwargs=run_kwargs,
+        delegation_results=delegation_results,
+        claimed_version=claimed_version,
+        emit=emit,
+    )
+    if result.status != "suspended" and deps.inner_runs:
+        await discard_inner_runs(agent, deps)
+    return result
+
+
+async def drive_once(
+    agent: RunAgent,
+    deps: RunDeps,
+    *,
+    parent_run_id: str | None,
+    created_at: datetime,
+    history_len: int,
+    run_kwargs: dict[str, Any],
+    delegation_results: dict[str, dict[str, Any]],
+    claimed_version: int | None,
+    emit: Emit,
+) -> RunResult:
+    run_id, thread_id, resource_id = deps.run_id, deps.thread_id, deps.resource_id
+    output: Any = None
+    conversation: Conversation | None = None
+    try:
+        async with agent._pydantic().run_stream_events(deps=deps, **run_kwargs) as events:
+            async for event in events:
+                if isinstance(event, AgentRunResultEvent):
+                    output, conversation = event.result.output, event.result.conversation
+                else:
+                    chunk = chunk_for(run_id, event)
+                    if chunk is not None:
+                        emit(replace(chunk, payload=clean_json(chunk.payload)))
+        if conversation is None:
+            raise RuntimeError("The model run ended without a result")
+    except Exception as exc:
+        error = clean_text(f"{type(exc).__name__}: {exc}")
+        logger.info("Run %s of agent %r failed: %s", run_id, agent.id, error)
+        if claimed_version is not None:
+            await agent._store(
+                agent.storage.finish,
+                run_id,
+                version=claimed_version,
+                ending=RunEnding("failed", error),
+            )
+        emit(Chunk("error", run_id, {"error": error}))
+        emit(Chunk("finish", run_id, {"status": "failed", "error": error}))
+        await agent._notify("run-failed", run_id)
+        return RunResult(run_id=run_id, status="failed", error=error)
+
+    if isinstance(output, DeferredToolRequests):
+        calls = await parked_calls(agent, output)
+        suspension = Suspension(
+            run_id=run_id,
+            agent_id=agent.id,
+            thread_id=thread_id,
+            resource_id=resource_id,
+            parent_run_id=parent_run_id,
+            created_at=created_at,
+            suspended_at=now(),
+            calls=tuple(calls),
+            snapshot=_pydantic.Snapshot(conversation, history_len, delegation_results).to_json(),
+        )
+        return await store_suspension(agent, suspension, claimed_version, emit)
+
+    text = clean_text(output if isinstance(output, str) else str(output))
+    new_messages = (
+        [] if thread_id is None else _pydantic.messages_to_json(conversation.messages[history_len:])
+    )
+    if claimed_version is None:
+        if new_messages:
+            await agent._store(agent.storage.append_thread_messages, agent.id, thread_id, new_messages)
+    elif not await agent._store(
+        agent.storage.finish,
+        run_id,
+        version=claimed_version,
+        thread_messages=new_messages,
+        ending=RunEnding("completed", text),
+    ):
+        return lost_claim(agent, run_id, emit)
+    emit(Chunk("finish", run_id, {"status": "success", "text": text}))
+    await agent._notify("run-completed", run_id)
+    return RunResult(run_id=run_id, status="success", text=text)
+
+
+async def store_suspension(
+    agent: RunAgent, suspension: Suspension, claimed_version: int | None, emit: Emit
+) -> RunResult:
+    run_id = suspension.run_id
+    if claimed_version is None:
+        await agent._store(agent.storage.insert_suspended, suspension)
+    elif await agent._store(agent.storage.resuspend, suspension, expected_version=claimed_version) is None:
+        return lost_claim(agent, run_id, emit)
+    listed = [listed_call(c) for c in suspension.calls if c.decision is None]
+    for call in listed:
+        if call.requires_approval:
+            emit(
+                Chunk(
+                    "tool-call-approval",
+                    run_id,
+                    {"tool_call_id": call.tool_call_id, "tool_name": call.tool_name, "args": call.args},
+                )
+            )
+        else:
+            emit(
+                Chunk(
+                    "tool-call-suspended",
+                    run_id,
+                    {
+                        "tool_call_id": call.tool_call_id,
+                        "tool_name": call.tool_name,
+                        "suspend_payload": call.suspend_payload,
+                        "resume_schema": call.resume_schema,
+                    },
+                )
+            )
+    emit(Chunk("finish", run_id, {"status": "suspended"}))
+    await agent._notify("run-suspended", run_id)
+    return RunResult(run_id=run_id, status="suspended", tool_calls=listed)
+
+
+def lost_claim(agent: RunAgent, run_id: str, emit: Emit) -> RunResult:
+    # Our lease ran out and the run was parked again (and maybe decided again) meanwhile.
+    error = "The continuation lost its claim on the run (lease expired); the run was parked again"
+    logger.warning("Run %s of agent %r: %s", run_id, agent.id, error)
+    emit(Chunk("error", run_id, {"error": error}))
+    emit(Chunk("finish", run_id, {"status": "failed", "error": error}))
+    return RunResult(run_id=run_id, status="failed", error=error)
+
+
+async def parked_calls(agent: RunAgent, requests: DeferredToolRequests) -> list[ParkedCall]:
+    calls: list[ParkedCall] = []
+    for part in [*requests.approvals, *requests.calls]:
+        metadata = requests.metadata.get(part.tool_call_id) or {}
+        kind = metadata.get(_pydantic.KIND_KEY)
+        spec = agent._tools_by_name.get(part.tool_name)
+        if kind == "delegation":
+            calls.extend(await mirror_inner_calls(agent, part.tool_call_id, metadata["inner_run_id"]))
+        elif kind == "suspend":
+            calls.append(
+                ParkedCall(
+                    tool_call_id=part.tool_call_id,
+                    tool_name=part.tool_name,
+                    kind="suspend",
+                    args=part.args_as_dict(),
+                    suspend_payload=metadata.get("payload"),
+                    suspend_schema=spec.suspend_json_schema if spec else None,
+                    resume_schema=spec.resume_json_schema if spec else None,
+                )
+            )
+        else:
+            calls.append(
+                ParkedCall(
+                    tool_call_id=part.tool_call_id,
+                    tool_name=part.tool_name,
+                    kind="approval",
+                    args=part.args_as_dict(),
+                )
+            )
+    return [clean_call(call) for call in calls]
+
+
+async def continue_run(
+    agent: RunAgent, run_id: str, version: int, emit: Emit, known: StoredRun | None = None
+) -> RunResult:
+    """Continue a run this process has claimed at ``version``, renewing the claim meanwhile.
+
+    ``known`` is the claimed run with its snapshot when the caller has it (saves a read).
+    """
+    heartbeat = asyncio.ensure_future(_heartbeat(agent, run_id, version))
+    try:
+        return await _continue_claimed(agent, run_id, version, emit, known)
+    finally:
+        heartbeat.cancel()
+
+
+async def _heartbeat(agent: RunAgent, run_id: str, version: int) -> None:
+    store = agent.storage
+    interval = max(store.lease.total_seconds() / 3, 0.05)
+    while True:
+        await asyncio.sleep(interval)
+        if not await agent._store(store.heartbeat, run_id, version=version):
+            return
+
+
+async def _continue_claimed(
+    agent: RunAgent, run_id: str, version: int, emit: Emit, known: StoredRun | None
+) -> RunResult:
+    run: StoredRun | None = known
+    if run is None or run.version != version or run.snapshot is None:
+        run = await agent._store(agent.storage.get_run, run_id)
+    if run is None or run.status != "running" or run.version != version or run.snapshot is None:
+        return lost_claim(agent, run_id, emit)
+    try:
+        snapshot = _pydantic.Snapshot.from_json(run.snapshot)
+    except Exception as exc:
+        logger.warning("Run %s has a corrupt snapshot (%s); it cannot continue", run_id, exc)
+        error = f"Corrupt snapshot: {exc}"
+        await agent._store(agent.storage.finish, run_id, version=version, ending=RunEnding("failed", error))
+        emit(Chunk("error", run_id, {"error": error}))
+        return RunResult(run_id=run_id, status="failed", error=error)
+    await agent._notify("run-resumed", run_id)
+
+    results = DeferredToolResults()
+    delegated: dict[str, list[ParkedCall]] = {}
+    for call in run.calls:
+        if call.delegation is not None:
+            delegated.setdefault(call.delegation.tool_call_id, []).append(call)
+        else:
+            add_result(results, call)
+
+    delegation_results = dict(snapshot.delegation_results)
+    waiting_again: list[ParkedCall] = []
+    for tool_call_id, mirrors in delegated.items():
+        if tool_call_id in delegation_results:
+            continue
+        outcome = await continue_inner(agent, mirrors, emit)
+        if outcome.status == "suspended":
+            inner_run_id = mirrors[0].delegation.inner_run_id  # type: ignore[union-attr]
+            waiting_again.extend(await mirror_inner_calls(agent, tool_call_id, inner_run_id))
+        elif outcome.status == "success":
+            delegation_results[tool_call_id] = {_pydantic.DELEGATION_RESULT_KEY: outcome.text}
+        else:
+            delegation_results[tool_call_id] = {_pydantic.DELEGATION_ERROR_KEY: outcome.error}
+
+    if waiting_again:
+        # A sub-agent asks again: the supervisor keeps waiting, with the decisions it already has.
+        settled = [c for c in run.calls if c.delegation is None]
+        suspension = Suspension(
+            run_id=run.run_id,
+            agent_id=agent.id,
+            thread_id=run.thread_id,
+            resource_id=run.resource_id,
+            parent_run_id=run.parent_run_id,
+            created_at=run.created_at,
+            suspended_at=now(),
+            calls=(*settled, *waiting_again),
+            snapshot=replace(snapshot, delegation_results=delegation_results).to_json(),
+        )
+        return await store_suspension(agent, suspension, version, emit)
+
+    for tool_call_id, outcome_metadata in delegation_results.items():
+        results.approvals[tool_call_id] = ToolApproved()
+        results.metadata[tool_call_id] = outcome_metadata
+    return await drive(
+        agent,
+        run_id=run.run_id,
+        thread_id=run.thread_id,
+        resource_id=run.resource_id,
+        parent_run_id=run.parent_run_id,
+        created_at=run.created_at,
+        history_len=snapshot.history_len,
+        run_kwargs={"conversation": snapshot.conversation, "deferred_tool_results": results},
+        delegation_results={},
+        claimed_version=version,
+        emit=showing_edits(emit, run.calls),
+    )

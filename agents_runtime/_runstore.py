@@ -1,0 +1,116 @@
+"""The ``RunStore`` protocol: the storage the runtime needs (rules in ``agents_runtime.store``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any, Protocol, runtime_checkable
+
+from .records import (
+    Decision,
+    DecisionReceipt,
+    DecisionRule,
+    RunEnding,
+    RunQuery,
+    StoredRun,
+    Suspension,
+)
+
+
+@runtime_checkable
+class RunStore(Protocol):
+    """The storage the runtime needs. Implementations must be safe to share between threads."""
+
+    lease: timedelta
+
+    def insert_suspended(self, suspension: Suspension) -> StoredRun:
+        """Store a run that suspended for the first time (``version`` 1, ``status`` suspended)."""
+        ...
+
+    def resuspend(self, suspension: Suspension, *, expected_version: int) -> StoredRun | None:
+        """Replace a claimed run's calls and snapshot and suspend it again; ``None`` if the claim was lost."""
+        ...
+
+    def get_run(self, run_id: str) -> StoredRun | None:
+        """The run with its snapshot, or ``None`` when it does not exist (any owner)."""
+        ...
+
+    def list_suspended(self, query: RunQuery) -> tuple[list[StoredRun], int]:
+        """Suspended runs matching ``query`` (without snapshots) and the count before paging."""
+        ...
+
+    def decide(
+        self,
+        *,
+        agent_id: str,
+        run_id: str,
+        rule: DecisionRule,
+        claim_when_complete: bool = True,
+    ) -> DecisionReceipt:
+        """Record the decision ``rule`` makes on one undecided call, atomically; claim the run when
+        it was the last.
+
+        ``rule`` sees the run as stored (with its snapshot) while no one else can change it; what it
+        raises propagates and nothing is recorded. Then raises ``RunNotFound`` (no such run of
+        ``agent_id``), ``ToolCallNotSuspended`` (no such call on it), ``RunAlreadyDecided`` (the call
+        has a decision, or the run is being continued).
+        """
+        ...
+
+    def record_decision(
+        self,
+        *,
+        agent_id: str,
+        run_id: str,
+        tool_call_id: str,
+        decision: Decision,
+        claim_when_complete: bool = True,
+    ) -> DecisionReceipt:
+        """``decide`` with a fixed call and decision (stores that subclass the protocol inherit it)."""
+        return self.decide(
+            agent_id=agent_id,
+            run_id=run_id,
+            rule=lambda _run: (tool_call_id, decision),
+            claim_when_complete=claim_when_complete,
+        )
+
+    def claim(
+        self,
+        run_id: str,
+        *,
+        expected_version: int | None = None,
+        decisions: Mapping[str, Decision] | None = None,
+    ) -> StoredRun | None:
+        """Record ``decisions`` on undecided calls and claim a suspended run, atomically.
+
+        ``None`` when the run is gone, not suspended, or not at ``expected_version``.
+        """
+        ...
+
+    def heartbeat(self, run_id: str, *, version: int) -> bool:
+        """Renew a claim; False when it was lost (a claim whose lease already ran out counts as lost)."""
+        ...
+
+    def finish(
+        self,
+        run_id: str,
+        *,
+        version: int,
+        thread_messages: Sequence[Any] = (),
+        ending: RunEnding | None = None,
+    ) -> bool:
+        """Delete an ended run that this claim holds; False when the claim was lost.
+
+        ``thread_messages`` (the run's new JSON messages) are appended to the run's thread memory in
+        the same step, so a run never ends without its exchange being remembered, nor twice.
+        ``ending`` says how it ended, for stores that record their decisions' outcomes.
+        """
+        ...
+
+    def append_thread_messages(self, agent_id: str, thread_id: str, messages: Sequence[Any]) -> None:
+        """Append an ended run's new messages (JSON) to the agent's thread memory."""
+        ...
+
+    def thread_messages(self, agent_id: str, thread_id: str) -> list[Any]:
+        """The agent's thread memory, oldest first (JSON messages)."""
+        ...

@@ -1,0 +1,259 @@
+"""``InMemoryRunStore``: the reference run store, in this process's memory."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ._runstore import RunStore
+from .errors import RunNotFound
+from .records import (
+    DEFAULT_LEASE,
+    Decision,
+    DecisionReceipt,
+    DecisionRule,
+    RunEnding,
+    RunQuery,
+    StoredRun,
+    Suspension,
+    decision_conflict,
+    reclaimed_calls,
+)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class _Row:
+    run: StoredRun
+    lease_expires: datetime | None = None
+
+
+@dataclass
+class InMemoryRunStore(RunStore):
+    """Keeps runs in this process's memory: safe between threads, gone when the process ends."""
+
+    lease: timedelta = DEFAULT_LEASE
+    clock: Callable[[], datetime] = field(default=_now, repr=False)
+    _rows: dict[str, _Row] = field(default_factory=dict, init=False, repr=False)
+    _threads: dict[tuple[str, str], list[Any]] = field(default_factory=dict, init=False, repr=False)
+    _lock: threading.RLock = field(default_factory=threading.RLock, init=False, repr=False)
+
+    # -- helpers (call with the lock held) ------------------------------------------------------
+
+    def _reclaim_expired(self) -> None:
+        now = self.clock()
+        for row in list(self._rows.values()):
+            run = row.run
+            if run.status == "running" and row.lease_expires is not None and row.lease_expires < now:
+                calls, history = reclaimed_calls(run.calls, run.history)
+                row.run = replace(
+                    run,
+                    status="suspended",
+                    version=run.version + 1,
+                    interrupted=True,
+                    calls=calls,
+                    history=history,
+                )
+                row.lease_expires = None
+                for inner in self._rows.values():
+                    if inner.run.parent_run_id == run.run_id and inner.run.status == "suspended":
+                        calls, history = reclaimed_calls(inner.run.calls, inner.run.history)
+                        if calls != inner.run.calls:
+                            inner.run = replace(
+                                inner.run,
+                                version=inner.run.version + 1,
+                                interrupted=True,
+                                calls=calls,
+                                history=history,
+                            )
+
+    def _claim_row(self, row: _Row) -> StoredRun:
+        row.run = replace(row.run, status="running", version=row.run.version + 1)
+        row.lease_expires = self.clock() + self.lease
+        return row.run
+
+    @staticmethod
+    def _copy(run: StoredRun, *, with_snapshot: bool) -> StoredRun:
+        # Callers must not be able to mutate what the store holds.
+        return replace(run, snapshot=copy.deepcopy(run.snapshot) if with_snapshot else None)
+
+    # -- protocol --------------------------------------------------------------------------------
+
+    def insert_suspended(self, suspension: Suspension) -> StoredRun:
+        with self._lock:
+            if suspension.run_id in self._rows:
+                raise ValueError(f"Run {suspension.run_id!r} already exists")
+            run = StoredRun(
+                run_id=suspension.run_id,
+                agent_id=suspension.agent_id,
+                thread_id=suspension.thread_id,
+                resource_id=suspension.resource_id,
+                parent_run_id=suspension.parent_run_id,
+                created_at=suspension.created_at,
+                suspended_at=suspension.suspended_at,
+                status="suspended",
+                version=1,
+                interrupted=False,
+                calls=tuple(suspension.calls),
+                snapshot=copy.deepcopy(suspension.snapshot),
+            )
+            self._rows[run.run_id] = _Row(run)
+            return self._copy(run, with_snapshot=True)
+
+    def resuspend(self, suspension: Suspension, *, expected_version: int) -> StoredRun | None:
+        with self._lock:
+            self._reclaim_expired()
+            row = self._rows.get(suspension.run_id)
+            if row is None or row.run.status != "running" or row.run.version != expected_version:
+                return None
+            row.run = replace(
+                row.run,
+                status="suspended",
+                version=row.run.version + 1,
+                interrupted=False,
+                suspended_at=suspension.suspended_at,
+                calls=tuple(suspension.calls),
+                snapshot=copy.deepcopy(suspension.snapshot),
+            )
+            row.lease_expires = None
+            return self._copy(row.run, with_snapshot=True)
+
+    def get_run(self, run_id: str) -> StoredRun | None:
+        with self._lock:
+            self._reclaim_expired()
+            row = self._rows.get(run_id)
+            return None if row is None else self._copy(row.run, with_snapshot=True)
+
+    def list_suspended(self, query: RunQuery) -> tuple[list[StoredRun], int]:
+        with self._lock:
+            self._reclaim_expired()
+            matches = [
+                row.run
+                for row in self._rows.values()
+                if row.run.status == "suspended" and _matches(row.run, query)
+            ]
+        if query.oldest_first:
+            matches.sort(key=lambda r: r.run_id)
+            matches.sort(key=lambda r: r.suspended_at)
+        else:
+            matches.sort(key=lambda r: r.run_id)
+            matches.sort(key=lambda r: r.suspended_at, reverse=True)
+        total = len(matches)
+        if query.limit is not None:
+            matches = matches[query.offset : query.offset + query.limit]
+        return [self._copy(r, with_snapshot=False) for r in matches], total
+
+    def decide(
+        self,
+        *,
+        agent_id: str,
+        run_id: str,
+        rule: DecisionRule,
+        claim_when_complete: bool = True,
+    ) -> DecisionReceipt:
+        with self._lock:
+            self._reclaim_expired()
+            row = self._rows.get(run_id)
+            if row is None or row.run.agent_id != agent_id:
+                raise RunNotFound(run_id)
+            run = row.run
+            tool_call_id, decision = rule(self._copy(run, with_snapshot=True))
+            call = next((c for c in run.calls if c.tool_call_id == tool_call_id), None)
+            if call is None or call.decision is not None or run.status != "suspended":
+                raise decision_conflict(run, call, tool_call_id)
+            decided = replace(call, decision=decision)
+            calls = tuple(decided if c is call else c for c in run.calls)
+            row.run = replace(run, calls=calls, version=run.version + 1)
+            claimed: int | None = None
+            if claim_when_complete and all(c.decision is not None for c in calls):
+                claimed = self._claim_row(row).version
+            return DecisionReceipt(
+                run=self._copy(row.run, with_snapshot=True), call=decided, claimed_version=claimed
+            )
+
+    def claim(
+        self,
+        run_id: str,
+        *,
+        expected_version: int | None = None,
+        decisions: Mapping[str, Decision] | None = None,
+    ) -> StoredRun | None:
+        with self._lock:
+            self._reclaim_expired()
+            row = self._rows.get(run_id)
+            if row is None or row.run.status != "suspended":
+                return None
+            if expected_version is not None and row.run.version != expected_version:
+                return None
+            if decisions:
+                row.run = replace(
+                    row.run,
+                    calls=tuple(
+                        replace(c, decision=decisions[c.tool_call_id])
+                        if c.decision is None and c.tool_call_id in decisions
+                        else c
+                        for c in row.run.calls
+                    ),
+                )
+            return self._copy(self._claim_row(row), with_snapshot=True)
+
+    def heartbeat(self, run_id: str, *, version: int) -> bool:
+        with self._lock:
+            # A claim that already ran out is given back, not renewed: a continuation too slow to
+            # heartbeat in time must not keep (or later finish) a run others may now decide again.
+            self._reclaim_expired()
+            row = self._rows.get(run_id)
+            if row is None or row.run.status != "running" or row.run.version != version:
+                return False
+            row.lease_expires = self.clock() + self.lease
+            return True
+
+    def finish(
+        self,
+        run_id: str,
+        *,
+        version: int,
+        thread_messages: Sequence[Any] = (),
+        ending: RunEnding | None = None,
+    ) -> bool:
+        with self._lock:
+            self._reclaim_expired()
+            row = self._rows.get(run_id)
+            if row is None or row.run.status != "running" or row.run.version != version:
+                return False
+            del self._rows[run_id]
+            if row.run.thread_id is not None and thread_messages:
+                self.append_thread_messages(row.run.agent_id, row.run.thread_id, thread_messages)
+            return True
+
+    def append_thread_messages(self, agent_id: str, thread_id: str, messages: Sequence[Any]) -> None:
+        with self._lock:
+            self._threads.setdefault((agent_id, thread_id), []).extend(copy.deepcopy(list(messages)))
+
+    def thread_messages(self, agent_id: str, thread_id: str) -> list[Any]:
+        with self._lock:
+            return copy.deepcopy(self._threads.get((agent_id, thread_id), []))
+
+
+def _matches(run: StoredRun, query: RunQuery) -> bool:
+    if run.agent_id != query.agent_id:
+        return False
+    if query.thread_id is not None and run.thread_id != query.thread_id:
+        return False
+    if query.resource_id is not None and run.resource_id != query.resource_id:
+        return False
+    if query.created_from is not None and run.created_at < query.created_from:
+        return False
+    if query.created_to is not None and run.created_at > query.created_to:
+        return False
+    undecided = run.undecided
+    if query.tool_name is not None and not any(c.tool_name == query.tool_name for c in undecided):
+        return False
+    return query.kind is None or any(c.kind == query.kind for c in undecided)

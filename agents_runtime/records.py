@@ -1,0 +1,206 @@
+"""The run store's records: the values a store keeps and hands back, and the rules every store shares.
+
+``Decision``, ``Delegation`` and ``ParkedCall`` round-trip through JSON with pydantic
+(``to_json``/``from_json``); the shape is the one stored runs and their history already hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import PlainSerializer, PlainValidator, TypeAdapter
+
+from .errors import RunAlreadyDecided, ToolCallNotSuspended
+
+CallKind = Literal["approval", "suspend"]
+DecisionAction = Literal["approve", "decline", "resume"]
+RunState = Literal["suspended", "running"]
+DEFAULT_LEASE = timedelta(minutes=5)
+
+
+def _iso(value: datetime) -> str:
+    return value.isoformat()
+
+
+def _from_iso(value: Any) -> datetime:
+    return value if isinstance(value, datetime) else datetime.fromisoformat(value)
+
+
+#: A datetime stored as ``datetime.isoformat()`` (``+00:00``, not pydantic's ``Z``) and read back with
+#: ``datetime.fromisoformat``, as it always was.
+IsoDatetime = Annotated[datetime, PlainValidator(_from_iso), PlainSerializer(_iso, when_used="json")]
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: DecisionAction
+    decided_at: IsoDatetime
+    actor: str | None = None
+    reason: str | None = None
+    #: Validated resume data in JSON form (``action == "resume"``).
+    resume_data: Any = None
+    #: An approval with edited arguments: the validated arguments the tool runs with instead.
+    edited_args: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = _DECISION.dump_python(self, mode="json")
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Decision:
+        return _DECISION.validate_python(data)
+
+
+@dataclass(frozen=True)
+class Delegation:
+    """Where a supervisor's parked call really lives: a call of a sub-agent's inner run."""
+
+    #: The supervisor's own tool call (``agent_<id>``) that the inner run hangs under.
+    tool_call_id: str
+    inner_run_id: str
+    inner_tool_call_id: str
+
+
+@dataclass(frozen=True)
+class ParkedCall:
+    """One tool call a run waits on, as listed and decided on that run."""
+
+    tool_call_id: str
+    tool_name: str
+    kind: CallKind
+    args: dict[str, Any] | None = None
+    suspend_payload: Any = None
+    suspend_schema: dict[str, Any] | None = None
+    resume_schema: dict[str, Any] | None = None
+    #: Set on a supervisor's mirror of a sub-agent's call.
+    delegation: Delegation | None = None
+    decision: Decision | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = _PARKED_CALL.dump_python(self, mode="json")
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ParkedCall:
+        return _PARKED_CALL.validate_python(data)
+
+
+_DECISION: TypeAdapter[Decision] = TypeAdapter(Decision)
+_PARKED_CALL: TypeAdapter[ParkedCall] = TypeAdapter(ParkedCall)
+
+
+@dataclass(frozen=True)
+class Suspension:
+    """What the runtime writes when a run (first or again) waits for a human."""
+
+    run_id: str
+    agent_id: str
+    thread_id: str | None
+    resource_id: str | None
+    parent_run_id: str | None
+    created_at: datetime
+    suspended_at: datetime
+    calls: tuple[ParkedCall, ...]
+    #: Opaque, JSON-compatible: the runtime's continuation state.
+    snapshot: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    run_id: str
+    agent_id: str
+    thread_id: str | None
+    resource_id: str | None
+    parent_run_id: str | None
+    created_at: datetime
+    suspended_at: datetime
+    status: RunState
+    version: int
+    interrupted: bool
+    calls: tuple[ParkedCall, ...]
+    #: None in listings (never loaded for them).
+    snapshot: dict[str, Any] | None = None
+    #: Decisions overturned by an interrupted continuation, kept for the record (JSON dicts).
+    history: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def undecided(self) -> tuple[ParkedCall, ...]:
+        return tuple(c for c in self.calls if c.decision is None)
+
+
+@dataclass(frozen=True)
+class RunQuery:
+    """A listing: filters, order and page, all evaluated inside the store."""
+
+    agent_id: str
+    thread_id: str | None = None
+    resource_id: str | None = None
+    #: Inclusive bounds on ``created_at`` (aware datetimes).
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+    #: Only runs with an undecided call of this tool name.
+    tool_name: str | None = None
+    #: Only runs with an undecided call of this kind.
+    kind: CallKind | None = None
+    #: Default: most recently suspended first, ties by ``run_id`` ascending.
+    oldest_first: bool = False
+    limit: int | None = None
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class RunEnding:
+    """How a claimed run ended, handed to ``finish`` so a store that keeps a record of its
+    decisions (the Django store's audit log) settles them in the same step as the run ends."""
+
+    status: Literal["completed", "failed"]
+    #: The final answer (``completed``) or the error (``failed``).
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class DecisionReceipt:
+    #: The run after the decision, with its snapshot.
+    run: StoredRun
+    #: The call that was decided, with its decision.
+    call: ParkedCall
+    #: Set when this decision was the last one and claimed the run: the version to continue with.
+    claimed_version: int | None
+
+
+#: Picks the call to decide on a run and builds its decision, or raises to refuse (nothing changes).
+#: Stores call it with the run locked, so what it checks still holds when the decision is written.
+DecisionRule = Callable[[StoredRun], tuple[str, Decision]]
+
+
+def decision_conflict(run: StoredRun, call: ParkedCall | None, tool_call_id: str) -> Exception:
+    """The error for a decision that cannot be recorded on ``run`` (shared by every store)."""
+    if call is None:
+        return ToolCallNotSuspended(
+            f"Tool call {tool_call_id!r} is not suspended on run {run.run_id!r}",
+            run_id=run.run_id,
+            tool_call_id=tool_call_id,
+        )
+    if call.decision is not None:
+        return RunAlreadyDecided(
+            run_id=run.run_id,
+            tool_call_id=tool_call_id,
+            decided_by=call.decision.actor,
+            decided_at=call.decision.decided_at,
+        )
+    return RunAlreadyDecided(run_id=run.run_id, tool_call_id=tool_call_id)
+
+
+def reclaimed_calls(
+    calls: Sequence[ParkedCall], history: Sequence[dict[str, Any]]
+) -> tuple[tuple[ParkedCall, ...], tuple[dict[str, Any], ...]]:
+    """Calls parked again with their decisions moved to the history (interrupted continuation)."""
+    overturned = [
+        {"tool_call_id": c.tool_call_id, "tool_name": c.tool_name, **c.decision.to_json()}
+        for c in calls
+        if c.decision is not None
+    ]
+    return tuple(replace(c, decision=None) for c in calls), (*history, *overturned)
