@@ -53,6 +53,7 @@ from .store import (
     StoredRun,
     Suspension,
 )
+from .store_calls import call_store
 from .stream import Emit, RunStream
 from .tools import Tool, to_jsonable, tool
 from .types import AgentRun, AgentRunToolCall, Chunk, ListSuspendedRunsResult, RunResult
@@ -149,8 +150,9 @@ class Agent:
         return self._pydantic_agent
 
     async def _store(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        # Stores are synchronous (the Django one must not run on the event loop).
-        return await asyncio.to_thread(method, *args, **kwargs)
+        # Stores are synchronous (the Django one must not run on the event loop); the store that owns
+        # the method says which thread runs it (see store_calls).
+        return await call_store(getattr(method, "__self__", self.storage), method, *args, **kwargs)
 
     async def _notify(self, type_: str, run_id: str, **details: Any) -> None:
         if self._runtime is not None:

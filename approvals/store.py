@@ -44,7 +44,7 @@ from agents_runtime.store import (
     decision_conflict,
 )
 
-from . import decision_records
+from . import db_threads, decision_records
 from .models import AuditEntry, ParkedCallRecord, RunRecord, ThreadMessage
 from .models.audit import AuditOutcome
 from .models.runs import ParkedCallRecordQuerySet, RunRecordQuerySet, RunStatus
@@ -226,6 +226,10 @@ class DjangoRunStore(RunStore):
 
     # -- plumbing ---------------------------------------------------------------------------------
 
+    #: How the runtime calls this store from async code: on the thread that holds the caller's
+    #: database connection, so a request never needs a second one (see ``db_threads``).
+    run_sync = staticmethod(db_threads.run_sync)
+
     def _runs(self) -> RunRecordQuerySet:
         return RunRecord.objects.using(self.using)
 
@@ -236,10 +240,11 @@ class DjangoRunStore(RunStore):
     def _connection_scope(self) -> Iterator[None]:
         """Give a server connection back after each call made outside a transaction.
 
-        The runtime calls the store from worker threads that Django's request cycle never cleans up;
-        without this each such thread would keep a PostgreSQL connection (a pool slot) for its
-        lifetime. Only closed when ``CONN_MAX_AGE`` says so. SQLite connections are a file handle,
-        cheap to keep and slow to reopen (pragmas), so they stay with their thread.
+        From purely async code the runtime's calls run on asgiref's shared thread (``run_sync``),
+        which Django's request cycle never cleans up: without this it would keep a PostgreSQL
+        connection (a pool slot) for its lifetime. In a request, the connection is not held while the
+        run waits on a model. Only closed when ``CONN_MAX_AGE`` says so. SQLite connections are a
+        file handle, cheap to keep and slow to reopen (pragmas), so they stay with their thread.
         """
         try:
             yield

@@ -16,6 +16,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from approvals.db_threads import RequestThreads  # noqa: E402
 from approvals.origins import SameOriginValidator  # noqa: E402
 
 # Daphne, unlike `runserver`, does not serve /static/; in development (DEBUG) Django does it here.
@@ -29,7 +30,8 @@ websocket_urlpatterns = (
 
 application = ProtocolTypeRouter(
     {
-        "http": http_app,
+        # Each request's thread gives its database connections back, even when the request was cut off.
+        "http": RequestThreads(http_app),
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
