@@ -7,7 +7,6 @@ what it ends in, continuing claimed runs), ``_decisions`` (approve, decline, res
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from datetime import date, datetime
@@ -20,6 +19,7 @@ from ._host import Host
 from .errors import RunNotFound
 from .events import RunEvent
 from .store import InMemoryRunStore, RunQuery, RunStore, StoredRun
+from .store_calls import call_store
 from .stream import Emit, RunStream
 from .tools import Tool, tool
 from .types import AgentRun, ListSuspendedRunsResult, RunResult
@@ -101,8 +101,9 @@ class Agent:
         return self._pydantic_agent
 
     async def _store(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        # Stores are synchronous (the Django one must not run on the event loop).
-        return await asyncio.to_thread(method, *args, **kwargs)
+        # Stores are synchronous (the Django one must not run on the event loop); the store that owns
+        # the method says which thread runs it (see store_calls).
+        return await call_store(getattr(method, "__self__", self.storage), method, *args, **kwargs)
 
     async def _notify(self, type_: str, run_id: str, **details: Any) -> None:
         if self._runtime is not None:

@@ -2,7 +2,8 @@
 
 A store keeps one record per suspended run: who owns it, where it belongs (thread, resource, parent
 run), its parked tool calls with their decisions, and an opaque JSON snapshot the runtime continues
-from. Every method is synchronous and atomic on its own; the runtime calls them from a worker thread.
+from. Every method is synchronous and atomic on its own; the runtime calls them off the event loop,
+in a worker thread unless the store defines ``run_sync`` to say where (``store_calls.SyncRunner``).
 
 Rules every store follows (``InMemoryRunStore`` in ``memory`` is the reference, ``DjangoRunStore``
 the persistent one; ``tests/agents_runtime`` runs the same suite on both):

@@ -25,12 +25,16 @@ class ApprovalsConfig(AppConfig):
 
     def ready(self) -> None:
         from django.contrib.auth.signals import user_logged_out
+        from django.core.signals import got_request_exception, request_finished
         from django.db.models.signals import post_migrate
 
-        from approvals import agents, signals
+        from approvals import agents, db_pool, signals
 
         compose(agents.load(settings.AGENTS_RUNTIME))
         user_logged_out.connect(signals.close_live_sockets, dispatch_uid="countersign-close-live-sockets")
+        # The database pool's figures in the log: now and then, and when it ran dry.
+        request_finished.connect(db_pool.log_now_and_then, dispatch_uid="countersign-pool-stats")
+        got_request_exception.connect(db_pool.log_exhaustion, dispatch_uid="countersign-pool-exhausted")
         # So that the admin offers an ``agent:<id>`` group for every agent.
         post_migrate.connect(
             signals.create_agent_groups, sender=self, dispatch_uid="countersign-agent-groups"

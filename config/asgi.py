@@ -14,6 +14,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from approvals.db_threads import RequestThreads  # noqa: E402
 from approvals.origins import SameOriginValidator  # noqa: E402
 from approvals.routing import websocket_urlpatterns  # noqa: E402
 
@@ -24,7 +25,8 @@ http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.DEBUG else django
 
 application = ProtocolTypeRouter(
     {
-        "http": http_app,
+        # Each request's thread gives its database connections back, even when the request was cut off.
+        "http": RequestThreads(http_app),
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -110,11 +110,30 @@ if _database["ENGINE"] == "django.db.backends.sqlite3":
         **_database.get("OPTIONS", {}),
     }
 elif _database["ENGINE"] == "django.db.backends.postgresql":
-    # psycopg 3's pool replaces persistent connections; Django refuses both at once.
-    _database["OPTIONS"] = {"pool": {"min_size": 1, "max_size": 10}, **_database.get("OPTIONS", {})}
+    # psycopg 3's pool replaces persistent connections; Django refuses both at once. A request uses one
+    # connection at a time (approvals/db_threads.py), so max_size is how many of this process's requests
+    # reach the database at once; the others wait up to `timeout` seconds for a connection, then fail
+    # with a PoolTimeout that is logged with the pool's figures (approvals/db_pool.py). Size it so that
+    # every process's max_size together stays under the server's max_connections.
+    from config.database import check_connection
+
+    _pool_max = max(1, int(_env("DATABASE_POOL_MAX_SIZE", "10")))
+    _database["OPTIONS"] = {
+        "pool": {
+            "min_size": min(2, _pool_max),
+            "max_size": _pool_max,
+            "timeout": float(_env("DATABASE_POOL_TIMEOUT", "10")),
+            # Checked when handed out: a connection the server dropped (restart, failover) is replaced
+            # instead of failing the request that gets it.
+            "check": check_connection,
+        },
+        **_database.get("OPTIONS", {}),
+    }
     _database["CONN_MAX_AGE"] = 0
 
 DATABASES = {"default": _database}
+# How often the PostgreSQL pool's figures are logged (INFO, from the end of a request); 0: never.
+DATABASE_POOL_STATS_SECONDS = float(_env("DATABASE_POOL_STATS_SECONDS", "60"))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Channels (websockets) -------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connections, transaction
 
+from approvals import db_threads
 from approvals.models import AuditEntry, ParkedCallRecord, RunRecord
 from approvals.models.audit import AuditOutcome
 from approvals.models.runs import ParkedCallRecordQuerySet, RunRecordQuerySet, RunStatus
@@ -70,6 +71,10 @@ class StoreBase:
 
     # -- plumbing ---------------------------------------------------------------------------------
 
+    #: How the runtime calls this store from async code: on the thread that holds the caller's
+    #: database connection, so a request never needs a second one (see ``db_threads``).
+    run_sync = staticmethod(db_threads.run_sync)
+
     def _runs(self) -> RunRecordQuerySet:
         return RunRecord.objects.using(self.using)
 
@@ -80,10 +85,11 @@ class StoreBase:
     def _connection_scope(self) -> Iterator[None]:
         """Give a server connection back after each call made outside a transaction.
 
-        The runtime calls the store from worker threads that Django's request cycle never cleans up;
-        without this each such thread would keep a PostgreSQL connection (a pool slot) for its
-        lifetime. Only closed when ``CONN_MAX_AGE`` says so. SQLite connections are a file handle,
-        cheap to keep and slow to reopen (pragmas), so they stay with their thread.
+        From purely async code the runtime's calls run on asgiref's shared thread (``run_sync``),
+        which Django's request cycle never cleans up: without this it would keep a PostgreSQL
+        connection (a pool slot) for its lifetime. In a request, the connection is not held while the
+        run waits on a model. Only closed when ``CONN_MAX_AGE`` says so. SQLite connections are a
+        file handle, cheap to keep and slow to reopen (pragmas), so they stay with their thread.
         """
         try:
             yield

@@ -14,8 +14,9 @@ PostgreSQL)::
         "django": StoreKind(_django, marks=(pytest.mark.django_db(transaction=True),)),
     }
 
-``transaction=True`` because the runtime calls the store from worker threads, which must see committed
-rows. Which database that is follows ``DATABASE_URL`` (SQLite file by default, PostgreSQL in CI).
+``transaction=True`` because the runtime calls the store from other threads (asgiref's shared thread
+for the Django store, called from these async tests), which must see committed rows. Which database
+that is follows ``DATABASE_URL`` (SQLite file by default, PostgreSQL in CI).
 
 Tests never reach into a store's internals: they look at storage through the public API
 (``list_suspended_runs``) or the ``RunStore`` protocol (``get_run`` ...), always off the event loop

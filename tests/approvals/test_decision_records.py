@@ -66,9 +66,15 @@ def test_the_record_names_the_user_account_of_the_actor(transactional_db: None) 
     alice = User.objects.create_user(username="alice", password="x")
     agent = _payments_runtime(DjangoRunStore(), [])
     run = async_to_sync(agent.generate)("pay")
-    async_to_sync(agent.decline_tool_call)(
-        run_id=run.run_id, tool_call_id=run.tool_calls[0].tool_call_id, actor="alice", reason="no"
-    )
+
+    @async_to_sync
+    async def decline() -> None:
+        stream = await agent.decline_tool_call(
+            run_id=run.run_id, tool_call_id=run.tool_calls[0].tool_call_id, actor="alice", reason="no"
+        )
+        await stream.result()
+
+    decline()
     entry = AuditEntry.objects.get(run_id=run.run_id)
     assert entry.user_id == alice.pk
     assert entry.reason == "no"

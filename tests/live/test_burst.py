@@ -1,0 +1,110 @@
+"""Under a burst of concurrent requests a real server answers every one and decides every call once.
+
+A Daphne process on SQLite and on PostgreSQL (its connection pool as configured), 20 clients at once,
+400 requests: logins (each client logs in once and keeps its session), inbox and overview reads, and
+approvals and declines through the dashboard's own forms, each on a run of its own. No request may
+fail, and the database must show each decision exactly once. ``bench/burst.py`` runs the same burst
+at 2,000 requests and keeps the figures.
+
+Then PostgreSQL drops every connection of the server (a restart, a failover): the very next requests
+must succeed, not fail once per pooled connection that died.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests import services
+from tests.live import burst, server
+
+pytestmark = [pytest.mark.slow]
+
+REQUESTS = 400
+CLIENTS = 20
+#: Seconds a client waits for an answer. A server whose pool deadlocks answers after its pool timeout
+#: (or never): well under this when it works.
+TIMEOUT = 30.0
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[burst.Backend]:
+    if request.param == "sqlite":
+        yield burst.Backend("sqlite", f"sqlite:///{tmp_path}/burst.sqlite3")
+        return
+    with server.postgres_database(services.require_postgres()) as database_url:
+        yield burst.Backend("postgres", database_url)
+
+
+def test_a_burst_of_mixed_requests_gets_no_error_and_decides_every_call_once(
+    backend: burst.Backend, artifacts_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.prepare_database(backend.env)
+    runs = burst.seed_runs(backend.env, burst.decisions_needed(REQUESTS, CLIENTS))
+    with burst.served(backend.env, artifacts_dir / f"daphne-{backend.name}.log") as daphne:
+        result = burst.run_burst(daphne.url, runs, clients=CLIENTS, requests=REQUESTS, timeout=TIMEOUT)
+
+    summary = result.summary()
+    with capsys.disabled():
+        print(
+            f"\n[burst on {backend.name}] {summary['requests']} requests from {CLIENTS} clients in "
+            f"{summary['seconds']} s: p50 {summary['p50_ms']} ms, p95 {summary['p95_ms']} ms, "
+            f"{summary['throughput_rps']} requests/s, {summary['server_errors']} server errors"
+        )
+    assert result.requests == REQUESTS
+    assert not result.server_errors, result.describe_failures()
+    assert not result.failures, result.describe_failures()
+    assert len(result.decisions) == len(runs)
+    assert burst.decisions_on_record(backend.env, result.decisions) == []
+
+
+@pytest.mark.postgres
+def test_after_postgresql_drops_every_connection_the_next_requests_succeed(artifacts_dir: Path) -> None:
+    with server.postgres_database(services.require_postgres()) as database_url:
+        env = server.env_for(database_url)
+        server.prepare_database(env)
+        with burst.served(env, artifacts_dir / "daphne.log") as daphne:
+            browsers = [burst.Browser(daphne.url, timeout=TIMEOUT) for _ in range(8)]
+            for browser in browsers:
+                assert [s.status for s in browser.log_in(server.USERNAME, server.PASSWORD)] == [200, 302]
+            # Several requests at once: the server's pool now holds several connections.
+            assert _inbox_all_at_once(browsers) == [200] * len(browsers)
+
+            assert _terminate_sessions(database_url) >= 1
+
+            # The very next requests, one after the other, then all at once.
+            assert [browser.request("inbox", "GET", burst.INBOX)[0].status for browser in browsers] == [
+                200
+            ] * len(browsers)
+            assert _inbox_all_at_once(browsers) == [200] * len(browsers)
+            for browser in browsers:
+                browser.close()
+
+
+def _inbox_all_at_once(browsers: list[burst.Browser]) -> list[int]:
+    statuses = [0] * len(browsers)
+
+    def read(index: int) -> None:
+        statuses[index] = browsers[index].request("inbox", "GET", burst.INBOX)[0].status
+
+    threads = [threading.Thread(target=read, args=(i,)) for i in range(len(browsers))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return statuses
+
+
+def _terminate_sessions(database_url: str) -> int:
+    """Have PostgreSQL end every other session on this database; how many it ended."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])

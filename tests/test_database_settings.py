@@ -1,0 +1,93 @@
+"""The PostgreSQL pool's settings come from the environment, with health-checked connections."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import services
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_READ = (
+    "import json; from config import settings; db = settings.DATABASES['default']; "
+    "pool = db['OPTIONS'].get('pool'); check = pool and pool.pop('check'); "
+    "print(json.dumps({'pool': pool, 'check': check and f'{check.__module__}.{check.__name__}', "
+    "'max_age': db.get('CONN_MAX_AGE'), 'stats_seconds': settings.DATABASE_POOL_STATS_SECONDS}))"
+)
+
+
+def _database_settings(**env: str) -> dict[str, Any]:
+    names = ("DATABASE_URL", "DATABASE_POOL_MAX_SIZE", "DATABASE_POOL_TIMEOUT", "DATABASE_POOL_STATS_SECONDS")
+    clean = {k: v for k, v in os.environ.items() if k not in names}
+    done = subprocess.run(
+        [sys.executable, "-c", _READ],
+        cwd=ROOT,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    loaded: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return loaded
+
+
+def test_postgresql_gets_a_bounded_health_checked_pool_by_default() -> None:
+    found = _database_settings(DATABASE_URL="postgres://root@127.0.0.1:5432/countersign")
+    assert found == {
+        "pool": {"min_size": 2, "max_size": 10, "timeout": 10.0},
+        "check": "config.database.check_connection",
+        "max_age": 0,
+        "stats_seconds": 60.0,
+    }
+
+
+def test_the_pool_is_sized_and_timed_from_the_environment() -> None:
+    found = _database_settings(
+        DATABASE_URL="postgres://root@127.0.0.1:5432/countersign",
+        DATABASE_POOL_MAX_SIZE="25",
+        DATABASE_POOL_TIMEOUT="2.5",
+        DATABASE_POOL_STATS_SECONDS="0",
+    )
+    assert found["pool"] == {"min_size": 2, "max_size": 25, "timeout": 2.5}
+    assert found["stats_seconds"] == 0
+    assert _database_settings(
+        DATABASE_URL="postgres://root@127.0.0.1:5432/countersign", DATABASE_POOL_MAX_SIZE="1"
+    )["pool"] == {"min_size": 1, "max_size": 1, "timeout": 10.0}
+
+
+def test_sqlite_has_no_pool() -> None:
+    assert _database_settings(DATABASE_URL="sqlite:////tmp/countersign-settings-test.sqlite3")["pool"] is None
+
+
+@pytest.mark.postgres
+def test_a_pool_whose_connections_the_server_dropped_hands_out_a_live_one_at_once() -> None:
+    import psycopg
+    from psycopg_pool import ConnectionPool
+
+    from config.database import check_connection
+
+    url = services.require_postgres()
+    with ConnectionPool(url, min_size=4, max_size=4, timeout=5, check=check_connection, open=True) as pool:
+        pool.wait(timeout=10)
+        held = [pool.getconn() for _ in range(4)]
+        pids = [conn.info.backend_pid for conn in held]
+        for conn in held:
+            pool.putconn(conn)
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", [pids])
+
+        started = time.monotonic()
+        with pool.connection() as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        # psycopg's own check alone backs off 1 s, 2 s, 4 s... per dead connection: a timeout here.
+        assert time.monotonic() - started < 3
+        assert pool.get_stats()["connections_lost"] >= 3
