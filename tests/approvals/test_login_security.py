@@ -66,4 +66,3 @@ def test_signed_in_pages_are_never_cached(agents: object, reviewer_client: Clien
     for path in ("/", "/agents/helpdesk/", "/runs/new/"):
         cache_control = reviewer_client.get(path)["Cache-Control"]
         assert "no-store" in cache_control and "private" in cache_control, (path, cache_control)
-
