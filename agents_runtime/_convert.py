@@ -74,6 +74,7 @@ def listed_call(call: ParkedCall) -> AgentRunToolCall:
         suspend_payload=None if approval else call.suspend_payload,
         resume_schema=call.resume_schema,
         suspend_schema=call.suspend_schema,
+        tool_started_at=call.tool_started_at if call.decision is None else None,
     )
 
 

@@ -9,7 +9,13 @@ from pydantic_ai import DeferredToolResults, ToolApproved, ToolDenied
 from . import _pydantic
 from ._convert import listed_call, now
 from ._host import RunAgent
-from .errors import InvalidResumeData, InvalidToolArgs, RunNotFound, ToolCallNotSuspended
+from .errors import (
+    InvalidResumeData,
+    InvalidToolArgs,
+    RerunNotConfirmed,
+    RunNotFound,
+    ToolCallNotSuspended,
+)
 from .events import Continuation
 from .store import Decision, DecisionAction, DecisionReceipt, ParkedCall, StoredRun
 from .stream import Emit, RunStream
@@ -30,6 +36,7 @@ async def decide(
     reason: str | None = None,
     resume_data: Any = None,
     edited_args: dict[str, Any] | None = None,
+    confirm_rerun: bool = False,
 ) -> RunStream:
     if not isinstance(run_id, str) or not run_id:
         raise RunNotFound(str(run_id))
@@ -45,6 +52,10 @@ async def decide(
                 tool_call_id=tool_call_id,
             )
         call = pick_call(run, tool_call_id)
+        if call.tool_started_at is not None and action != "decline" and not confirm_rerun:
+            raise RerunNotConfirmed(
+                run_id=run_id, tool_call_id=call.tool_call_id, started_at=call.tool_started_at
+            )
         checked, why, stored_resume = validated_decision(agent, call, action, reason, resume_data)
         edits = None if edited_args is None else validated_edits(agent, call, edited_args)
         return call.tool_call_id, Decision(

@@ -19,7 +19,7 @@ from ._convert import chunk_for, listed_call, now, showing_edits
 from ._decisions import add_result
 from ._delegation import continue_inner, delegate, discard_inner_runs, mirror_inner_calls
 from ._host import RunAgent
-from ._pydantic import RunDeps
+from ._pydantic import ClaimLost, RunDeps
 from .store import ParkedCall, RunEnding, StoredRun, Suspension
 from .stream import Emit
 from .types import Chunk, RunResult
@@ -81,6 +81,9 @@ async def drive(
         thread_id=thread_id,
         resource_id=resource_id,
         delegate=functools.partial(delegate, agent),
+        tool_started=None
+        if claimed_version is None
+        else functools.partial(_mark_tool_started, agent, run_id, claimed_version),
     )
     result = await drive_once(
         agent,
@@ -124,6 +127,8 @@ async def drive_once(
                         emit(replace(chunk, payload=clean_json(chunk.payload)))
         if conversation is None:
             raise RuntimeError("The model run ended without a result")
+    except ClaimLost:
+        return lost_claim(agent, run_id, emit)
     except Exception as exc:
         error = clean_text(f"{type(exc).__name__}: {exc}")
         logger.info("Run %s of agent %r failed: %s", run_id, agent.id, error)
@@ -261,8 +266,36 @@ async def continue_run(
     heartbeat = asyncio.ensure_future(_heartbeat(agent, run_id, version))
     try:
         return await _continue_claimed(agent, run_id, version, emit, known)
+    except Exception as exc:
+        # Storing how the run ended failed (or something else broke after the model ran): end the
+        # run as failed with that error rather than leave it "running" until its lease runs out and
+        # its calls are offered again as if nothing had happened.
+        logger.exception("Run %s of agent %r: the continuation broke", run_id, agent.id)
+        return await _end_failed(agent, run_id, version, emit, f"{type(exc).__name__}: {exc}")
     finally:
         heartbeat.cancel()
+
+
+async def _end_failed(agent: RunAgent, run_id: str, version: int, emit: Emit, error: str) -> RunResult:
+    error = clean_text(error)
+    try:
+        ended = await agent._store(
+            agent.storage.finish, run_id, version=version, ending=RunEnding("failed", error)
+        )
+    except Exception:
+        # The store itself is failing: the lease runs out and recovery marks the calls interrupted.
+        logger.exception("Run %s of agent %r: could not record its failure either", run_id, agent.id)
+        raise
+    if not ended:
+        return lost_claim(agent, run_id, emit)
+    emit(Chunk("error", run_id, {"error": error}))
+    emit(Chunk("finish", run_id, {"status": "failed", "error": error}))
+    await agent._notify("run-failed", run_id)
+    return RunResult(run_id=run_id, status="failed", error=error)
+
+
+async def _mark_tool_started(agent: RunAgent, run_id: str, version: int, tool_call_id: str) -> bool:
+    return bool(await agent._store(agent.storage.mark_tool_started, run_id, tool_call_id, version=version))
 
 
 async def _heartbeat(agent: RunAgent, run_id: str, version: int) -> None:
@@ -286,10 +319,7 @@ async def _continue_claimed(
         snapshot = _pydantic.Snapshot.from_json(run.snapshot)
     except Exception as exc:
         logger.warning("Run %s has a corrupt snapshot (%s); it cannot continue", run_id, exc)
-        error = f"Corrupt snapshot: {exc}"
-        await agent._store(agent.storage.finish, run_id, version=version, ending=RunEnding("failed", error))
-        emit(Chunk("error", run_id, {"error": error}))
-        return RunResult(run_id=run_id, status="failed", error=error)
+        return await _end_failed(agent, run_id, version, emit, f"Corrupt snapshot: {exc}")
     await agent._notify("run-resumed", run_id)
 
     results = DeferredToolResults()

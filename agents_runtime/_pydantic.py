@@ -42,6 +42,10 @@ class SubAgentFailed(Exception):
     """A sub-agent's run failed; the supervisor's run fails with it."""
 
 
+class ClaimLost(Exception):
+    """The continuation's claim on its run was lost before a decided tool could start: it must not run."""
+
+
 class AgentSpec(Protocol):
     """What the bridge reads of an ``Agent`` to build its pydantic-ai agent and tools."""
 
@@ -79,6 +83,9 @@ class RunDeps:
     delegate: Callable[[str, str, RunDeps], Awaitable[RunResult]]
     #: The inner runs this run started (sub-agent id, run id), to discard if this run never waits on them.
     inner_runs: list[tuple[str, str]] = field(default_factory=list)
+    #: In a continuation: records durably that a decided call's tool starts (its tool call id);
+    #: False when the run's claim was lost.
+    tool_started: Callable[[str], Awaitable[bool]] | None = None
 
 
 def delegation_tool_name(agent_id: str) -> str:
@@ -125,6 +132,11 @@ def wrap_tool(spec: Tool) -> PydanticTool[RunDeps]:
                 resource_id=deps.resource_id,
                 resume_data=resume_data,
             )
+        # Write-ahead: if this process dies while the tool runs, the call is offered again marked
+        # "interrupted after the tool started", never as a plain pending call.
+        started = ctx.deps.tool_started
+        if ctx.tool_call_approved and started is not None and not await started(ctx.tool_call_id or ""):
+            raise ClaimLost(f"the claim on run {ctx.deps.run_id} was lost before {spec.name} started")
         try:
             if inspect.iscoroutinefunction(spec.function):
                 return await spec.function(**call_kwargs)

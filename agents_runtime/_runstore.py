@@ -87,6 +87,15 @@ class RunStore(Protocol):
         """
         ...
 
+    def mark_tool_started(self, run_id: str, tool_call_id: str, *, version: int) -> bool:
+        """Record, durably, that the claimed run at ``version`` is about to run this call's tool.
+
+        Written before the tool is called, so a continuation that dies afterwards leaves the call
+        marked: it is offered again as "interrupted after the tool started". False when the claim
+        was lost (then the tool must not run).
+        """
+        ...
+
     def heartbeat(self, run_id: str, *, version: int) -> bool:
         """Renew a claim; False when it was lost (a claim whose lease already ran out counts as lost)."""
         ...

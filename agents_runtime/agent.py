@@ -168,14 +168,23 @@ class Agent:
         tool_call_id: str,
         actor: str | None = None,
         edited_args: dict[str, Any] | None = None,
+        confirm_rerun: bool = False,
     ) -> RunStream:
         """Approve a parked call: the tool runs (once) when the run continues.
 
         Beyond Mastra: with ``edited_args`` it runs with those arguments instead of the model's,
-        once they pass the tool's own parameter checks (``InvalidToolArgs`` otherwise).
+        once they pass the tool's own parameter checks (``InvalidToolArgs`` otherwise). A call whose
+        tool started in a continuation that died (``AgentRunToolCall.tool_started_at``) may have
+        run already: approving it again needs ``confirm_rerun=True`` (``RerunNotConfirmed``).
         """
         return await _decisions.decide(
-            self, run_id, tool_call_id, action="approve", actor=actor, edited_args=edited_args
+            self,
+            run_id,
+            tool_call_id,
+            action="approve",
+            actor=actor,
+            edited_args=edited_args,
+            confirm_rerun=confirm_rerun,
         )
 
     async def decline_tool_call(
@@ -195,10 +204,20 @@ class Agent:
         run_id: str,
         tool_call_id: str | None = None,
         actor: str | None = None,
+        confirm_rerun: bool = False,
     ) -> RunStream:
-        """Answer a ``suspend()``-ed call with ``resume_data`` (validated against its resume schema)."""
+        """Answer a ``suspend()``-ed call with ``resume_data`` (validated against its resume schema).
+
+        ``confirm_rerun`` as for ``approve_tool_call``: the tool runs again on an answer too.
+        """
         return await _decisions.decide(
-            self, run_id, tool_call_id, action="resume", resume_data=resume_data, actor=actor
+            self,
+            run_id,
+            tool_call_id,
+            action="resume",
+            resume_data=resume_data,
+            actor=actor,
+            confirm_rerun=confirm_rerun,
         )
 
     def continue_run(self, run_id: str, *, version: int) -> RunStream:

@@ -47,6 +47,20 @@ class RunAlreadyDecided(AgentsRuntimeError):
         self.decided_at = decided_at
 
 
+class RerunNotConfirmed(AgentsRuntimeError):
+    """The call's tool started in a continuation that died: it may have run, so approving or
+    answering it again runs it a second time. Decide again with ``confirm_rerun=True``."""
+
+    def __init__(self, *, run_id: str, tool_call_id: str, started_at: datetime) -> None:
+        super().__init__(
+            f"Tool call {tool_call_id!r} of run {run_id!r} was interrupted after its tool started "
+            f"(at {started_at.isoformat()}); it may have run. Confirm to run it again."
+        )
+        self.run_id = run_id
+        self.tool_call_id = tool_call_id
+        self.started_at = started_at
+
+
 class InvalidResumeData(AgentsRuntimeError):
     """Resume data that breaks the tool's resume schema, or a decision of the wrong kind."""
 

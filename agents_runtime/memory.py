@@ -204,6 +204,22 @@ class InMemoryRunStore(RunStore):
                 )
             return self._copy(self._claim_row(row), with_snapshot=True)
 
+    def mark_tool_started(self, run_id: str, tool_call_id: str, *, version: int) -> bool:
+        with self._lock:
+            self._reclaim_expired()
+            row = self._rows.get(run_id)
+            if row is None or row.run.status != "running" or row.run.version != version:
+                return False
+            started = self.clock()
+            row.run = replace(
+                row.run,
+                calls=tuple(
+                    replace(c, tool_started_at=started) if c.tool_call_id == tool_call_id else c
+                    for c in row.run.calls
+                ),
+            )
+            return True
+
     def heartbeat(self, run_id: str, *, version: int) -> bool:
         with self._lock:
             # A claim that already ran out is given back, not renewed: a continuation too slow to

@@ -78,6 +78,9 @@ class ParkedCall:
     #: Set on a supervisor's mirror of a sub-agent's call.
     delegation: Delegation | None = None
     decision: Decision | None = None
+    #: When a continuation began running this call's tool (written before the tool is called). Kept
+    #: when the continuation dies and the call is parked again: the tool may have run.
+    tool_started_at: IsoDatetime | None = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = _PARKED_CALL.dump_python(self, mode="json")

@@ -31,7 +31,13 @@ class ToolSuspended(BaseException):
 
 
 class ToolContext:
-    """What a tool knows about the call it serves. Tools get it by annotating a parameter with it."""
+    """What a tool knows about the call it serves. Tools get it by annotating a parameter with it.
+
+    ``tool_call_id`` is the call's idempotency key: a tool with side effects should make them
+    idempotent on it (e.g. pass it as the payment provider's idempotency key). A process that dies
+    while the tool runs leaves the call offered again; if a reviewer confirms running it again, the
+    tool gets the same ``tool_call_id``.
+    """
 
     def __init__(
         self,

@@ -33,6 +33,15 @@ class AgentRunToolCall:
     suspend_payload: Any = None
     resume_schema: dict[str, Any] | None = None
     suspend_schema: dict[str, Any] | None = None
+    #: Beyond Mastra: set when a continuation started this call's tool and then died (a crash or a
+    #: lost lease) before the run ended, so the call is offered again although the tool may have
+    #: run. Approving or answering it again needs ``confirm_rerun=True``; the tool gets the same
+    #: ``tool_call_id`` (its idempotency key) both times.
+    tool_started_at: datetime | None = None
+
+    @property
+    def interrupted_after_start(self) -> bool:
+        return self.tool_started_at is not None
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ or late, changes nothing the second time.
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime
 from typing import Any, cast
 
 from django.tasks import TaskResultStatus, task
@@ -71,8 +72,22 @@ def result_to_json(result: RunResult) -> dict[str, Any]:
         "status": result.status,
         "text": result.text,
         "error": result.error,
-        "tool_calls": [dataclasses.asdict(call) for call in result.tool_calls],
+        "tool_calls": [_call_to_json(call) for call in result.tool_calls],
     }
+
+
+def _call_to_json(call: AgentRunToolCall) -> dict[str, Any]:
+    data = dataclasses.asdict(call)
+    started = call.tool_started_at
+    data["tool_started_at"] = None if started is None else started.isoformat()
+    return data
+
+
+def _call_from_json(data: dict[str, Any]) -> AgentRunToolCall:
+    started = data.get("tool_started_at")
+    return AgentRunToolCall(
+        **{**data, "tool_started_at": None if started is None else datetime.fromisoformat(started)}
+    )
 
 
 def result_from_json(data: dict[str, Any]) -> RunResult:
@@ -81,5 +96,5 @@ def result_from_json(data: dict[str, Any]) -> RunResult:
         status=data["status"],
         text=data.get("text"),
         error=data.get("error"),
-        tool_calls=[AgentRunToolCall(**call) for call in data.get("tool_calls") or []],
+        tool_calls=[_call_from_json(call) for call in data.get("tool_calls") or []],
     )

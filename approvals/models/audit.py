@@ -11,6 +11,7 @@ right after the account is renamed or deleted.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -60,11 +61,13 @@ class AuditEntryQuerySet(models.QuerySet["AuditEntry"]):
         """Decisions that took effect (not lost races, not refused ones)."""
         return self.exclude(outcome__in=NO_EFFECT_OUTCOMES)
 
-    def settle(self, run_id: str, outcome: str, detail: str) -> int:
-        """Give the run's ``continuing`` decisions how the run went on (the one change a row sees)."""
-        return self.filter(run_id=run_id, outcome=AuditOutcome.CONTINUING).update(
-            outcome=outcome, outcome_detail=detail
-        )
+    def settle(self, run_id: str, outcome: str, detail: str, *, tool_call_ids: Iterable[str] = ()) -> int:
+        """Give the run's ``continuing`` decisions (or only those of ``tool_call_ids``) how the run
+        went on (the one change a row sees)."""
+        rows = self.filter(run_id=run_id, outcome=AuditOutcome.CONTINUING)
+        if tool_call_ids:
+            rows = rows.filter(tool_call_id__in=list(tool_call_ids))
+        return rows.update(outcome=outcome, outcome_detail=detail)
 
     def chronological(self) -> AuditEntryQuerySet:
         return self.order_by("created_at", "id")

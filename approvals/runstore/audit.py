@@ -36,6 +36,11 @@ INTERRUPTED_DETAIL = (
     "The run's continuation stopped before the run settled (its process died or lost its lease); "
     "the call was offered for a decision again."
 )
+INTERRUPTED_AFTER_START_DETAIL = (
+    "Interrupted after the tool started — it may have run. The run's continuation stopped before "
+    "the run settled; the call was offered for a decision again, and running it again needs a "
+    "confirmation."
+)
 
 
 def ending_outcome(ending: RunEnding | None) -> tuple[str, str]:

@@ -182,10 +182,16 @@ class StoreBase:
             run = held.running().values("pk", "run_id", "version", "history").first()
             if run is None:  # renewed, finished or reclaimed by someone else meanwhile
                 return
-            self._park_again(run, suspend=True)
-            AuditEntry.objects.using(self.using).settle(
-                run["run_id"], AuditOutcome.INTERRUPTED, decision_records.INTERRUPTED_DETAIL
-            )
+            started = self._park_again(run, suspend=True)
+            audit = AuditEntry.objects.using(self.using)
+            if started:
+                audit.settle(
+                    run["run_id"],
+                    AuditOutcome.INTERRUPTED,
+                    decision_records.INTERRUPTED_AFTER_START_DETAIL,
+                    tool_call_ids=started,
+                )
+            audit.settle(run["run_id"], AuditOutcome.INTERRUPTED, decision_records.INTERRUPTED_DETAIL)
             inner_runs = self._runs().select_for_update().children_of(run["run_id"]).suspended()
             for inner in inner_runs.values("pk", "run_id", "version", "history"):
                 self._park_again(inner, suspend=False)
@@ -193,13 +199,16 @@ class StoreBase:
             "Run %s: its continuation lost the lease; its calls wait for a decision again", run["run_id"]
         )
 
-    def _park_again(self, run: Row, *, suspend: bool) -> None:
-        """Move the run's decisions to its history and clear them (inside a transaction)."""
+    def _park_again(self, run: Row, *, suspend: bool) -> list[str]:
+        """Move the run's decisions to its history and clear them (inside a transaction).
+
+        Returns the decided calls whose tool had started (they keep their ``tool_started_at``).
+        """
         decided = list(
             self._calls().filter(run=run["pk"]).decided().order_by("position").values(*_CALL_COLUMNS)
         )
         if not decided and not suspend:
-            return
+            return []
         history = run["history"] if isinstance(run["history"], list) else []
         self._calls().filter(pk__in=[row["id"] for row in decided]).update(
             action=None, actor=None, decided_at=None, reason=None, resume_data=None, edited_args=None
@@ -212,3 +221,4 @@ class StoreBase:
         if suspend:
             changes.update(status=RunStatus.SUSPENDED, lease_expires_at=None)
         self._runs().filter(pk=run["pk"], version=run["version"]).update(**changes)
+        return [row["tool_call_id"] for row in decided if row["tool_started_at"] is not None]

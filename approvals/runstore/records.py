@@ -51,6 +51,7 @@ _CALL_COLUMNS = (
     "reason",
     "resume_data",
     "edited_args",
+    "tool_started_at",
 )
 
 Row = Mapping[str, Any]
@@ -127,6 +128,7 @@ def _call_records(run_pk: int, calls: Iterable[ParkedCall]) -> list[ParkedCallRe
                     "inner_run_id": delegation.inner_run_id,
                     "inner_tool_call_id": delegation.inner_tool_call_id,
                 },
+                tool_started_at=None if call.tool_started_at is None else _utc(call.tool_started_at),
                 **({} if call.decision is None else _decision_columns(call.decision)),
             )
         )
@@ -181,6 +183,7 @@ def _parked_call(row: Row) -> ParkedCall:
         resume_schema=_optional_dict(row, "resume_schema"),
         delegation=parsed_delegation,
         decision=decision,
+        tool_started_at=None if row["tool_started_at"] is None else _utc(row["tool_started_at"]),
     )
 
 

@@ -228,6 +228,16 @@ class DjangoRunStore(DecisionSteps, RunStore):
                 return None
             return replace(run, status="running", version=run.version + 1, calls=tuple(calls))
 
+    def mark_tool_started(self, run_id: str, tool_call_id: str, *, version: int) -> bool:
+        with self._connection_scope():
+            now = self.clock()
+            # Only while this claim holds (current version, lease not run out): a continuation that
+            # lost its run must not run the tool. Committed before the tool is called.
+            held = self._runs().filter(run_id=run_id, version=version, lease_expires_at__gte=now).running()
+            return bool(
+                self._calls().filter(run__in=held, tool_call_id=tool_call_id).update(tool_started_at=now)
+            )
+
     def heartbeat(self, run_id: str, *, version: int) -> bool:
         with self._connection_scope():
             now = self.clock()

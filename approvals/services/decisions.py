@@ -27,6 +27,7 @@ from django.utils import timezone
 from agents_runtime import (
     Agent,
     InvalidResumeData,
+    RerunNotConfirmed,
     RunAlreadyDecided,
     RunNotFound,
     ToolCallNotSuspended,
@@ -50,6 +51,7 @@ async def _attempt(
     reason: str | None,
     resume_data: Any,
     edited_args: dict[str, Any] | None = None,
+    confirm_rerun: bool = False,
 ) -> Attempt:
     attempt = Attempt(edited_args=edited_args)
     try:
@@ -72,7 +74,11 @@ async def _attempt(
     try:
         if action == AuditAction.APPROVE:
             stream = await agent.approve_tool_call(
-                run_id=run_id, tool_call_id=tool_call_id, actor=actor, edited_args=attempt.edited_args
+                run_id=run_id,
+                tool_call_id=tool_call_id,
+                actor=actor,
+                edited_args=attempt.edited_args,
+                confirm_rerun=confirm_rerun,
             )
         elif action == AuditAction.DECLINE:
             stream = await agent.decline_tool_call(
@@ -80,9 +86,19 @@ async def _attempt(
             )
         else:
             stream = await agent.resume_stream(
-                resume_data, run_id=run_id, tool_call_id=tool_call_id, actor=actor
+                resume_data,
+                run_id=run_id,
+                tool_call_id=tool_call_id,
+                actor=actor,
+                confirm_rerun=confirm_rerun,
             )
-    except (RunNotFound, ToolCallNotSuspended, RunAlreadyDecided, InvalidResumeData) as exc:
+    except (
+        RunNotFound,
+        ToolCallNotSuspended,
+        RunAlreadyDecided,
+        InvalidResumeData,
+        RerunNotConfirmed,
+    ) as exc:
         attempt.error = exc
         return attempt
     try:
@@ -113,6 +129,7 @@ def _decide(
     reason: str = "",
     resume_data: Any = None,
     edited_args: dict[str, Any] | None = None,
+    confirm_rerun: bool = False,
 ) -> DecisionOutcome:
     require_permission(user, DECIDE_PERMISSION, to="decide on suspended runs")
     actor = user.get_username()
@@ -131,6 +148,7 @@ def _decide(
             reason=reason,
             resume_data=resume_data,
             edited_args=edited_args,
+            confirm_rerun=confirm_rerun,
         )
     base: dict[str, Any] = {
         "action": str(action),
@@ -148,7 +166,8 @@ def _decide(
     outcome = outcome_of(
         attempt, base, run_id=run_id, tool_call_id=tool_call_id, visible=visible_agent_ids(user)
     )
-    if outcome.status == "not_found":
+    if outcome.status in {"not_found", "unconfirmed"}:
+        # Nothing was decided and nothing of the run changed (as a form that fails validation).
         return outcome
     if outcome.took_effect:
         entry = (
@@ -218,8 +237,12 @@ def decision_approve(
     run_id: str,
     tool_call_id: str,
     edited_args: dict[str, Any] | None = None,
+    confirm_rerun: bool = False,
 ) -> DecisionOutcome:
     """Approve one parked call: the tool runs (once) when the run continues.
+
+    A call interrupted after its tool started may have run: approving it again needs
+    ``confirm_rerun`` (else ``unconfirmed``, nothing decided).
 
     With ``edited_args`` the tool runs with these arguments (the whole object) instead of the
     model's; the runtime checks them against the tool's parameters first, and refuses them
@@ -233,6 +256,7 @@ def decision_approve(
         tool_call_id=tool_call_id,
         action=AuditAction.APPROVE,
         edited_args=edited_args,
+        confirm_rerun=confirm_rerun,
     )
 
 
@@ -251,9 +275,16 @@ def decision_decline(
 
 
 def decision_resume(
-    *, user: Any, agent_id: str, run_id: str, tool_call_id: str, resume_data: Any
+    *,
+    user: Any,
+    agent_id: str,
+    run_id: str,
+    tool_call_id: str,
+    resume_data: Any,
+    confirm_rerun: bool = False,
 ) -> DecisionOutcome:
-    """Answer a ``suspend()``-ed call with data already validated against its resume schema."""
+    """Answer a ``suspend()``-ed call with data already validated against its resume schema
+    (``confirm_rerun`` as for ``decision_approve``)."""
     return _decide(
         user=user,
         agent_id=agent_id,
@@ -261,4 +292,5 @@ def decision_resume(
         tool_call_id=tool_call_id,
         action=AuditAction.RESUME,
         resume_data=resume_data,
+        confirm_rerun=confirm_rerun,
     )

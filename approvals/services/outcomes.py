@@ -18,6 +18,7 @@ from agents_runtime import (
     AgentRunToolCall,
     InvalidResumeData,
     InvalidToolArgs,
+    RerunNotConfirmed,
     RunAlreadyDecided,
     RunNotFound,
     RunResult,
@@ -28,7 +29,7 @@ from approvals.models.audit import AuditEntry
 logger = logging.getLogger(__name__)
 
 OutcomeStatus = Literal[
-    "completed", "suspended_again", "continuing", "failed", "lost_race", "invalid", "not_found"
+    "completed", "suspended_again", "continuing", "failed", "lost_race", "invalid", "not_found", "unconfirmed"
 ]
 User = AbstractBaseUser | AnonymousUser
 
@@ -86,6 +87,7 @@ class DecisionOutcome:
             "lost_race": "Already decided",
             "invalid": "Refused",
             "not_found": "No longer waiting",
+            "unconfirmed": "Needs confirmation",
         }[self.status]
 
     @property
@@ -157,6 +159,13 @@ def outcome_of(
             else "This run is not waiting for a decision any more (it ended, or it does not exist)."
         )
         return DecisionOutcome(status="not_found", message=message, **base)
+    if isinstance(error, RerunNotConfirmed):
+        return DecisionOutcome(
+            status="unconfirmed",
+            message="Interrupted after the tool started — it may have run. Nothing was decided: "
+            "tick “Run it again” to confirm.",
+            **base,
+        )
     if isinstance(error, InvalidToolArgs):
         return DecisionOutcome(
             status="invalid",

@@ -44,6 +44,11 @@ def _agent_for_post(request: HttpRequest, run_id: str) -> str:
     return found[0].id
 
 
+def _rerun_confirmed(request: HttpRequest) -> bool:
+    """The card's "Run it again" box, ticked (a call whose tool may have run already)."""
+    return request.POST.get("confirm_rerun", "") in {"yes", "on", "true", "1"}
+
+
 def _decided(request: HtmxHttpRequest, outcome: DecisionOutcome) -> HttpResponse:
     """The outcome in place of the card (htmx), or back to the page with a message (no JavaScript)."""
     next_url = _next_url(request, outcome.run_id)
@@ -139,7 +144,17 @@ def call_approve(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Ht
         run_id=run_id,
         tool_call_id=tool_call_id,
         edited_args=edited_args,
+        confirm_rerun=_rerun_confirmed(request),
     )
+    if outcome.status == "unconfirmed":
+        return _card_with_errors(
+            request,
+            run_id=run_id,
+            agent_id=agent_id,
+            tool_call_id=tool_call_id,
+            edited_args_form=form,
+            notice=outcome.message,
+        )
     if form is not None and outcome.refused_args:
         # Nothing was decided: the card again, the runtime's reasons next to what was typed.
         form.add_argument_errors(outcome.field_errors)
@@ -206,7 +221,17 @@ def call_resume(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Htt
         run_id=run_id,
         tool_call_id=tool_call_id,
         resume_data=form.resume_data,
+        confirm_rerun=_rerun_confirmed(request),
     )
+    if outcome.status == "unconfirmed":
+        return _card_with_errors(
+            request,
+            run_id=run_id,
+            agent_id=agent.id,
+            tool_call_id=tool_call_id,
+            resume_form=form,
+            notice=outcome.message,
+        )
     if outcome.status == "invalid":
         form.add_field_errors(outcome.field_errors)
         if not form.errors:

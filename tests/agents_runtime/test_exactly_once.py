@@ -15,6 +15,7 @@ from agents_runtime import (
     Agent,
     Call,
     Reply,
+    RerunNotConfirmed,
     RunAlreadyDecided,
     RunNotFound,
     RunResult,
@@ -349,17 +350,23 @@ async def test_slow_continuation_that_missed_its_lease_cannot_change_the_run(mak
         await agent.approve_tool_call(run_id=suspended.run_id, tool_call_id="call-1", actor="alice")
     ).result()
     relisted = only_run(await agent.list_suspended_runs())
-    again = await (
+    with pytest.raises(RerunNotConfirmed):
         await agent.approve_tool_call(run_id=suspended.run_id, tool_call_id="call-1", actor="bob")
+    again = await (
+        await agent.approve_tool_call(
+            run_id=suspended.run_id, tool_call_id="call-1", actor="bob", confirm_rerun=True
+        )
     ).result()
 
     assert late.status == "failed"
     assert relisted.run_id == suspended.run_id
     assert relisted.interrupted is True
     assert [c.tool_call_id for c in relisted.tool_calls] == ["call-1"]
-    # The interrupted continuation had already run the tool: hence ctx.tool_call_id as an idempotency key.
+    # The interrupted continuation had already run the tool: the call says so, and running it again
+    # took a confirmation (hence ctx.tool_call_id as an idempotency key).
+    assert relisted.tool_calls[0].interrupted_after_start
+    assert log.count == 1 + 1
     assert again.status == "success"
-    assert log.count == 2
     assert await stored_run(store, suspended.run_id) is None
 
 
