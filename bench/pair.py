@@ -1,0 +1,119 @@
+"""Before/after pairs: run one benchmark on an older commit and on this checkout, in turns, and
+print the ratios (after / before), so that the machine's noise cancels out of the comparison.
+
+The older commit is checked out in a temporary git worktree (sharing this checkout's ``.venv``); the
+benchmark runs there and here alternately (before, after, before, after...), each run writing its
+usual ``bench/results/<name>.json`` in its own tree, which is read after each run. For every figure
+(a row's p50 and p95) the median over the rounds is kept; the ratio is after / before.
+
+Prints a table and writes ``bench/results/pair_<name>.json``:
+``{"before": <commit>, "after": <commit>, "rounds": N, "command": [...], "rows": [...]}`` with each
+row's key fields, its before and after medians and their ratios.
+
+    .venv/bin/python bench/pair.py --before c08140a -- bench/inbox_page.py --backends postgres
+    .venv/bin/python bench/pair.py --before c08140a --rounds 3 -- bench/push_latency.py --clients 500
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+FIGURES = ("p50_ms", "p95_ms")
+
+
+def _commit(tree: Path, ref: str = "HEAD") -> str:
+    out = subprocess.run(["git", "rev-parse", "--short", ref], cwd=tree, capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def _run(tree: Path, command: list[str], result: Path) -> list[dict[str, Any]]:
+    """One run of the benchmark in ``tree``; the rows it wrote."""
+    result.unlink(missing_ok=True)
+    print(f"--- {tree} ({_commit(tree)}): {' '.join(command)}", flush=True)
+    subprocess.run([sys.executable, *command], cwd=tree, check=True, env=os.environ.copy())
+    rows: list[dict[str, Any]] = json.loads(result.read_text())
+    return rows
+
+
+def _key(row: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple((k, v) for k, v in row.items() if k not in FIGURES)
+
+
+def _medians(runs: list[list[dict[str, Any]]]) -> dict[tuple[tuple[str, Any], ...], dict[str, float]]:
+    collected: dict[tuple[tuple[str, Any], ...], dict[str, list[float]]] = {}
+    for rows in runs:
+        for row in rows:
+            figures = collected.setdefault(_key(row), {f: [] for f in FIGURES})
+            for figure in FIGURES:
+                if row.get(figure) is not None:
+                    figures[figure].append(float(row[figure]))
+    return {
+        key: {f: round(statistics.median(v), 2) for f, v in figures.items() if v}
+        for key, figures in collected.items()
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--before", required=True, help="the older commit (anything git rev-parse takes)")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each side, taken in turns")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- bench/<name>.py [its arguments]")
+    args = parser.parse_args()
+    command = [c for c in args.command if c != "--"]
+    if not command or not command[0].startswith("bench/"):
+        parser.error("give the benchmark after --, e.g. -- bench/inbox_page.py --backends postgres")
+    name = Path(command[0]).stem
+    with tempfile.TemporaryDirectory(prefix="bench-before-") as tmp:
+        before = Path(tmp) / "tree"
+        subprocess.run(["git", "worktree", "add", "--detach", str(before), args.before], cwd=ROOT, check=True)
+        try:
+            (before / ".venv").symlink_to(ROOT / ".venv")
+            runs: dict[str, list[list[dict[str, Any]]]] = {"before": [], "after": []}
+            for _ in range(args.rounds):
+                for side, tree in (("before", before), ("after", ROOT)):
+                    runs[side].append(_run(tree, command, tree / "bench" / "results" / f"{name}.json"))
+            before_commit = _commit(before)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(before)], cwd=ROOT, check=False)
+    old, new = _medians(runs["before"]), _medians(runs["after"])
+    rows = []
+    print(f"\n{name}: after {_commit(ROOT)} / before {before_commit}, median of {args.rounds} runs each")
+    for key, figures in new.items():
+        if key not in old:
+            continue
+        row: dict[str, Any] = dict(key)
+        label = " ".join(str(v) for _, v in key)
+        parts = []
+        for figure in FIGURES:
+            if figure in figures and figure in old[key] and old[key][figure] > 0:
+                ratio = round(figures[figure] / old[key][figure], 3)
+                row |= {f"before_{figure}": old[key][figure], f"after_{figure}": figures[figure]}
+                row[f"ratio_{figure.removesuffix('_ms')}"] = ratio
+                parts.append(f"{figure} {old[key][figure]:>8} -> {figures[figure]:>8} ({ratio:.2f}x)")
+        rows.append(row)
+        print(f"  {label:<45} " + "   ".join(parts))
+    out = ROOT / "bench" / "results" / f"pair_{name}.json"
+    report = {
+        "before": before_commit,
+        "after": _commit(ROOT),
+        "rounds": args.rounds,
+        "command": command,
+        "rows": rows,
+    }
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
