@@ -77,7 +77,7 @@ def worker() -> None:
         response = client.post(url, {"agent": "support"}, headers={"HX-Request": "true"})
     finally:
         sys.setprofile(None)
-        threading.setprofile(None)  # type: ignore[arg-type]
+        threading.setprofile(None)
     assert response.status_code == 200, response.status_code
     assert "Completed" in response.content.decode(), response.content[:400]
     names = sorted({t for t in templates if t})
