@@ -1,16 +1,19 @@
 """The app run the way docs/deploy.md says, on this machine, and used through its HTTPS proxy.
 
-DEBUG off with the production settings that pass ``check --deploy``, ``collectstatic`` into a fresh
-STATIC_ROOT, two Daphne processes behind a TLS-terminating reverse proxy (tests/deploy/proxy.py,
-standing in for the nginx of the guide: it serves the collected static files, passes websockets
-through and sets ``X-Forwarded-Proto: https``), a scratch PostgreSQL database, Redis, and a
-``db_worker``. A reviewer signs in through the proxy, watches a run on a page served by process A,
-approves the call through process B, and A's page shows how the run ended.
+DEBUG off with the production settings that pass ``check --deploy``; ``collectstatic`` into a fresh
+STATIC_ROOT; two web processes and a ``db_worker`` started with the Procfile's commands; a scratch
+PostgreSQL database and Redis; and in front, a TLS-terminating reverse proxy (tests/deploy/proxy.py,
+standing in for the guide's nginx: it serves the collected static files, passes websockets through
+and sets ``X-Forwarded-Proto: https``). A reviewer signs in through the proxy, watches a run on a
+page served by process A, approves the call through process B, and A's page shows how the run ended.
 """
 
 from __future__ import annotations
 
 import secrets
+import shlex
+import string
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +35,18 @@ WAIT = 20_000
 WORKER_ID = "production-way-worker"
 #: A Redis database no other test uses, so that another run on this machine cannot mix its events in.
 REDIS_DB = 12
+
+
+def procfile_command(kind: str, **variables: str) -> list[str]:
+    """The Procfile's command for ``kind``, as a runner would start it (with this test's virtualenv)."""
+    for line in (server.ROOT / "Procfile").read_text().splitlines():
+        name, colon, command = line.partition(":")
+        if colon and name.strip() == kind:
+            args = shlex.split(string.Template(command).substitute(variables))
+            if args[0].startswith(".venv/bin/"):
+                args[0] = str(Path(sys.executable).with_name(args[0].removeprefix(".venv/bin/")))
+            return args
+    raise AssertionError(f"The Procfile has no {kind!r} process")
 
 
 @dataclass
@@ -84,7 +99,14 @@ def deployment(artifacts_dir: Path, tmp_path: Path) -> Iterator[Deployment]:
             probe = {"X-Forwarded-Proto": "https"}
             a = server.Daphne(env, artifacts_dir / "daphne-a.log", a_port, probe_headers=probe)
             b = server.Daphne(env, artifacts_dir / "daphne-b.log", b_port, probe_headers=probe)
-            worker = server.db_worker(env, artifacts_dir / "worker.log", WORKER_ID)
+            a.command = procfile_command("web", PORT=str(a_port))
+            b.command = procfile_command("web", PORT=str(b_port))
+            worker = server.Process(
+                "worker",
+                [*procfile_command("worker"), "--worker-id", WORKER_ID, "--interval", "0.1"],
+                env,
+                artifacts_dir / "worker.log",
+            )
             with server.running(a, b, worker):
                 yield Deployment(proxy, env, database_url, a, b)
         finally:
