@@ -56,7 +56,8 @@ def test_the_figures_are_logged_at_most_once_per_interval(
     caplog: pytest.LogCaptureFixture, settings: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(db_pool, "pool_stats", lambda using="default": {"pool_size": 3, "pool_max": 10})
-    monkeypatch.setattr(db_pool, "_last_logged", 0.0)
+    # Long ago, whatever the clock: time.monotonic() may be under an hour on a freshly booted machine.
+    monkeypatch.setattr(db_pool, "_last_logged", float("-inf"))
     settings.DATABASE_POOL_STATS_SECONDS = 3600  # type: ignore[attr-defined]
     with caplog.at_level(logging.INFO, logger="approvals.db_pool"):
         for _ in range(5):
