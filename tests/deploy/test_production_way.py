@@ -135,7 +135,7 @@ def _watched(page: Page, problems: list[str]) -> Page:
 
 
 def test_a_decision_through_one_server_reaches_a_page_served_by_the_other(
-    deployment: Deployment, browser: Browser, artifacts_dir: Path
+    browser: Browser, deployment: Deployment, artifacts_dir: Path
 ) -> None:
     proxy = deployment.proxy
     run_id = server.start_run(deployment.env, "support", "Refund $300 on A-1042", thread="production-way")
