@@ -12,6 +12,7 @@ and who the client was (``X-Forwarded-For``), replacing whatever the client sent
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import datetime
 import ipaddress
 import itertools
@@ -124,16 +125,36 @@ class ReverseProxy:
         return f"https://127.0.0.1:{self.port}"
 
     def start(self) -> None:
+        """Listen (on a free port unless one was given) in a thread of its own with its own event loop.
+
+        Its own thread, not just its own loop: Playwright's sync API runs a loop in the test's thread.
+        """
         self._cycle = itertools.cycle(self.upstreams)
         tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         tls.load_cert_chain(*map(str, self.certificate))
-        self._loop = asyncio.new_event_loop()
-        self._server = self._loop.run_until_complete(
-            asyncio.start_server(self._serve, "127.0.0.1", self.port, ssl=tls, limit=HEAD_LIMIT)
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
-        self._thread = threading.Thread(target=self._loop.run_forever, name="reverse-proxy", daemon=True)
+        loop = asyncio.new_event_loop()
+        listening: concurrent.futures.Future[asyncio.Server] = concurrent.futures.Future()
+
+        def serve() -> None:
+            asyncio.set_event_loop(loop)
+            try:
+                server = loop.run_until_complete(
+                    asyncio.start_server(self._serve, "127.0.0.1", self.port, ssl=tls, limit=HEAD_LIMIT)
+                )
+            except BaseException as error:
+                listening.set_exception(error)
+                loop.close()
+                return
+            listening.set_result(server)
+            loop.run_forever()
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+        self._thread = threading.Thread(target=serve, name="reverse-proxy", daemon=True)
         self._thread.start()
+        self._server = listening.result(timeout=10)
+        self._loop = loop
+        self.port = self._server.sockets[0].getsockname()[1]
 
     def stop(self) -> None:
         if self._loop is None or self._server is None or self._thread is None:
@@ -142,14 +163,15 @@ class ReverseProxy:
 
         async def shut() -> None:
             server.close()
-            for task in asyncio.all_tasks():
-                if task is not asyncio.current_task():
-                    task.cancel()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await server.wait_closed()
 
         asyncio.run_coroutine_threadsafe(shut(), loop).result(timeout=10)
         loop.call_soon_threadsafe(loop.stop)
         self._thread.join(timeout=10)
-        loop.close()
         self._loop = self._server = self._thread = None
 
     def served_by(self, path: str, *, websocket: bool = False) -> set[str]:
