@@ -271,7 +271,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "var" / "static"
+# Where `manage.py collectstatic` puts the files the proxy (or the app) serves under STATIC_URL.
+STATIC_ROOT = Path(_env("STATIC_ROOT", str(BASE_DIR / "var" / "static")))
 
 
 # --- Logging ----------------------------------------------------------------------------------------

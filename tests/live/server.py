@@ -144,8 +144,17 @@ class Process:
 
 
 class Daphne(Process):
-    def __init__(self, env: dict[str, str], log_path: Path, port: int | None = None) -> None:
+    def __init__(
+        self,
+        env: dict[str, str],
+        log_path: Path,
+        port: int | None = None,
+        *,
+        probe_headers: dict[str, str] | None = None,
+    ) -> None:
         self.port = port or free_port()
+        # Headers for the readiness probe: behind a proxy with SECURE_SSL_REDIRECT, the proxy's own.
+        self.probe_headers = probe_headers or {}
         super().__init__(
             name=f"daphne:{self.port}",
             command=[
@@ -173,7 +182,8 @@ class Daphne(Process):
             if not self.running:
                 raise AssertionError(f"{self.name} exited at start:\n{self.log()}")
             try:
-                with urllib.request.urlopen(self.url + "/accounts/login/", timeout=2) as response:
+                probe = urllib.request.Request(self.url + "/accounts/login/", headers=self.probe_headers)
+                with urllib.request.urlopen(probe, timeout=2) as response:
                     if response.status == 200:
                         return
             except (urllib.error.URLError, ConnectionError, TimeoutError):
