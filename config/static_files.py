@@ -41,7 +41,7 @@ _REQUEST_HEADERS = {
 _EXTRA_HEADERS = [(b"x-content-type-options", b"nosniff")]
 
 
-class CollectedStaticStorage(CompressedManifestStaticFilesStorage):
+class CollectedStaticStorage(CompressedManifestStaticFilesStorage):  # type: ignore[misc]  # untyped
     """WhiteNoise's storage, using plain names until ``collectstatic`` has written a manifest.
 
     With a manifest, ``{% static %}`` gives the hashed name and a file missing from it is an error.
@@ -57,7 +57,7 @@ class CollectedStaticStorage(CompressedManifestStaticFilesStorage):
 
 
 def manifest_path() -> Path:
-    return Path(settings.STATIC_ROOT) / CollectedStaticStorage.manifest_name
+    return Path(settings.STATIC_ROOT) / str(CollectedStaticStorage.manifest_name)
 
 
 def require_collected_static() -> None:
