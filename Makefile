@@ -85,7 +85,8 @@ chromium:
 
 # ALLOWED_HOSTS (which the CSRF and websocket origin checks follow) gets the names a browser can use
 # to reach HOST (scripts/run-hosts), unless it is set. With DEBUG off the server serves only collected
-# static files, so they are collected first.
+# static files, so they are collected first; and since this server speaks plain HTTP, cookies are not
+# marked HTTPS-only (browsers would drop them, and logins with them, anywhere but on localhost).
 run: install-run
 	$(PY) manage.py migrate --noinput
 	@case "$$(echo '$(DEBUG)' | tr A-Z a-z)" in 1|true|yes|on) ;; \
@@ -95,6 +96,7 @@ run: install-run
 	urls=""; for host in $$hosts; do urls="$$urls http://$$host:$(PORT)/"; done; \
 	$(PY) manage.py demo_setup --banner $$urls || exit 1; \
 	DEBUG='$(DEBUG)' ALLOWED_HOSTS="$${ALLOWED_HOSTS:-$$(echo $$hosts | tr ' ' ,)}" \
+		SECURE_COOKIES="$${SECURE_COOKIES:-false}" \
 		exec $(VENV)/bin/daphne -b '$(HOST)' -p '$(PORT)' config.asgi:application
 
 test: install-dev chromium
