@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 
 import pytest
 from django.db import OperationalError, connections
@@ -56,13 +57,14 @@ def test_the_figures_are_logged_at_most_once_per_interval(
     caplog: pytest.LogCaptureFixture, settings: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(db_pool, "pool_stats", lambda using="default": {"pool_size": 3, "pool_max": 10})
-    monkeypatch.setattr(db_pool, "_last_logged", 0.0)
+    # Never logged: not 0.0, which the monotonic clock is within an hour of booting.
+    monkeypatch.setattr(db_pool, "_last_logged", -math.inf)
     settings.DATABASE_POOL_STATS_SECONDS = 3600  # type: ignore[attr-defined]
     with caplog.at_level(logging.INFO, logger="approvals.db_pool"):
         for _ in range(5):
             db_pool.log_now_and_then()
         settings.DATABASE_POOL_STATS_SECONDS = 0  # type: ignore[attr-defined]
-        monkeypatch.setattr(db_pool, "_last_logged", 0.0)
+        monkeypatch.setattr(db_pool, "_last_logged", -math.inf)
         db_pool.log_now_and_then()
 
     assert [r.getMessage() for r in caplog.records] == [
