@@ -1,32 +1,43 @@
 # The few commands people type. `make run` and `make test` are all a newcomer needs.
 #
 # Every target that runs project code first makes sure .venv exists, was made from a Python >= 3.12
-# (found by scripts/find-python) and has exactly what requirements.lock pins installed.
+# (found by scripts/find-python) and has what it needs installed, hash-pinned: `make run` only what the
+# app needs (requirements.lock), every other target the development tools too (requirements-dev.lock,
+# a superset with the same versions). A run-only .venv gains the tools at the first `make test`.
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
 # `make run PORT=9000` or `PORT=9000 make run`.
 PORT ?= 8000
+# `make run HOST=0.0.0.0` shows the demo to other machines (every address of this one).
+HOST ?= 127.0.0.1
+# `make run DEBUG=false` runs the way production does: collected static files, no debug pages.
+DEBUG ?= true
 # Extra pytest arguments, e.g. `make test-fast ARGS="-k decline -x"`.
 ARGS ?=
 
-.PHONY: help install venv-check chromium run test test-fast lint lock bench clean
+.PHONY: help install-run install-dev venv-check chromium run test test-fast lint lock bench clean
 
 help:
-	@echo "make run        set up .venv, migrate, seed the demo, serve on http://127.0.0.1:$(PORT)/"
-	@echo "make test       set up .venv (and Chromium), lint, then run every test"
+	@echo "make run        set up .venv (the app only), migrate, seed the demo, serve on http://$(HOST):$(PORT)/"
+	@echo "                (HOST=0.0.0.0 to show it on the network, PORT=9000, DEBUG=false)"
+	@echo "make test       set up .venv with the development tools (and Chromium), lint, run every test"
 	@echo "make test-fast  every test except the slow ones (multi-process, browser), no lint"
 	@echo "make lint       ruff check, ruff format --check, mypy, import-linter contracts"
 	@echo "make bench      run the benchmarks in bench/ (figures under bench/results/)"
-	@echo "make lock       re-resolve pyproject.toml into requirements.lock (hash-pinned)"
+	@echo "make lock       re-resolve pyproject.toml into requirements.lock and requirements-dev.lock"
 	@echo "make clean      remove .venv, var/ (local database) and caches"
 
-install: venv-check
-	@$(MAKE) --no-print-directory --silent $(STAMP)
+install-run: venv-check
+	@$(MAKE) --no-print-directory --silent $(RUN_STAMP)
+
+install-dev: venv-check
+	@$(MAKE) --no-print-directory --silent $(DEV_STAMP)
 
 # A .venv made from an older Python (or a broken one) is removed, so the stamp rule rebuilds it.
 venv-check:
@@ -35,15 +46,27 @@ venv-check:
 		rm -rf $(VENV); \
 	fi
 
-$(STAMP): requirements.lock
+define create_venv
 	@if [ ! -x $(PY) ]; then \
 		python="$$(scripts/find-python)" || exit 1; \
 		echo "Creating $(VENV) with $$python"; \
 		"$$python" -m venv $(VENV) || exit 1; \
 	fi
-	@echo "Installing requirements.lock into $(VENV)"
+endef
+
+$(RUN_STAMP): requirements.lock
+	$(create_venv)
+	@echo "Installing requirements.lock (what the app needs) into $(VENV)"
 	$(VENV)/bin/pip install --quiet --require-hashes -r requirements.lock
 	@touch $@
+
+# The development lock holds the app's packages at the same versions (`make lock` resolves it first
+# and the app's lock within it), so installing it brings the run set up to date as well.
+$(DEV_STAMP): requirements-dev.lock requirements.lock
+	$(create_venv)
+	@echo "Installing requirements-dev.lock (the app and the development tools) into $(VENV)"
+	$(VENV)/bin/pip install --quiet --require-hashes -r requirements-dev.lock
+	@touch $@ $(RUN_STAMP)
 
 # Browser tests drive Debian's Chromium (Playwright's own browser download is blocked here).
 chromium:
@@ -60,30 +83,44 @@ chromium:
 		echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"; \
 	fi
 
-run: install
+# ALLOWED_HOSTS (which the CSRF and websocket origin checks follow) gets the names a browser can use
+# to reach HOST (scripts/run-hosts), unless it is set. With DEBUG off the server serves only collected
+# static files, so they are collected first; and since this server speaks plain HTTP, cookies are not
+# marked HTTPS-only (browsers would drop them, and logins with them, anywhere but on localhost).
+run: install-run
 	$(PY) manage.py migrate --noinput
-	@if $(PY) manage.py help demo_setup >/dev/null 2>&1; then $(PY) manage.py demo_setup; fi
-	@echo "Serving Countersign on http://127.0.0.1:$(PORT)/ (Ctrl-C to stop)"
-	DEBUG=$${DEBUG:-true} $(VENV)/bin/daphne -b 127.0.0.1 -p $(PORT) config.asgi:application
+	@case "$$(echo '$(DEBUG)' | tr A-Z a-z)" in 1|true|yes|on) ;; \
+		*) echo "DEBUG is off: collecting static files"; $(PY) manage.py collectstatic --noinput -v 0 || exit 1;; \
+	esac
+	@hosts="$$($(PY) scripts/run-hosts '$(HOST)')" || exit 1; \
+	urls=""; for host in $$hosts; do urls="$$urls http://$$host:$(PORT)/"; done; \
+	$(PY) manage.py demo_setup --banner $$urls || exit 1; \
+	DEBUG='$(DEBUG)' ALLOWED_HOSTS="$${ALLOWED_HOSTS:-$$(echo $$hosts | tr ' ' ,)}" \
+		SECURE_COOKIES="$${SECURE_COOKIES:-false}" \
+		exec $(VENV)/bin/daphne -b '$(HOST)' -p '$(PORT)' config.asgi:application
 
-test: install chromium
+test: install-dev chromium
 	@$(MAKE) --no-print-directory lint
 	$(PY) -m pytest $(ARGS)
 
-test-fast: install
+test-fast: install-dev
 	$(PY) -m pytest -m "not slow" $(ARGS)
 
-lint: install
+lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 
-lock: install
+# The development lock first (everything), then the app's within it, so the two never disagree on a
+# version (tests/test_install.py checks it).
+lock: install-dev
 	$(VENV)/bin/uv pip compile pyproject.toml --group dev --python-version 3.12 --generate-hashes \
-		--quiet -o requirements.lock
+		--quiet -o requirements-dev.lock
+	$(VENV)/bin/uv pip compile pyproject.toml --python-version 3.12 --generate-hashes \
+		--quiet -c requirements-dev.lock -o requirements.lock
 
-bench: install
+bench: install-dev
 	@shopt -s nullglob; for script in bench/[!_]*.py; do \
 		echo "== $$script"; \
 		$(PY) "$$script" || exit 1; \

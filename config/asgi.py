@@ -1,6 +1,7 @@
 """ASGI entry point: HTTP through Django, websockets through Channels (served by Daphne)."""
 
 import os
+import sys
 
 from django.core.asgi import get_asgi_application
 
@@ -11,22 +12,25 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from django.conf import settings  # noqa: E402
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+from django.core.exceptions import ImproperlyConfigured  # noqa: E402
 
 from approvals.db_threads import RequestThreads  # noqa: E402
 from approvals.origins import SameOriginValidator  # noqa: E402
 from approvals.routing import websocket_urlpatterns  # noqa: E402
+from config.static_files import StaticFiles, require_collected_static  # noqa: E402
 
-# Daphne, unlike `runserver`, does not serve /static/; in development (DEBUG) Django does it here.
-# In production put `collectstatic`'s output (var/static) behind the reverse proxy instead.
-http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.DEBUG else django_asgi_app
-
+# With DEBUG off, a server without collected static files stops here with what to run, rather than
+# serve unstyled pages.
+try:
+    require_collected_static()
+except ImproperlyConfigured as error:
+    sys.exit(f"Countersign cannot start: {error}")
 
 application = ProtocolTypeRouter(
     {
         # Each request's thread gives its database connections back, even when the request was cut off.
-        "http": RequestThreads(http_app),
+        # Static files are answered first, on the event loop (config/static_files.py).
+        "http": StaticFiles(RequestThreads(django_asgi_app)),
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -271,8 +271,15 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-# Where `manage.py collectstatic` puts the files the proxy (or the app) serves under STATIC_URL.
+# Where `collectstatic` writes; the server serves it itself (config/static_files.py).
 STATIC_ROOT = Path(_env("STATIC_ROOT", str(BASE_DIR / "var" / "static")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Hashed names and gzip variants once collected; plain names before (see the class).
+    "staticfiles": {"BACKEND": "config.static_files.CollectedStaticStorage"},
+}
+# Only this site's pages load these files: no CORS header.
+WHITENOISE_ALLOW_ALL_ORIGINS = False
 
 
 # --- Logging ----------------------------------------------------------------------------------------

@@ -30,6 +30,19 @@ def django_db_modify_db_settings(
         test["NAME"] = str(tmp_path_factory.mktemp("sqlite") / "test_countersign.sqlite3")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _nothing_collected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Pages name the static files by their plain names, whatever var/static holds.
+
+    A manifest there (from `make run DEBUG=false`) would date from then, and a page naming a static
+    file added since would fail. Tests of collected files collect into a directory of their own.
+    """
+    from django.test import override_settings
+
+    with override_settings(STATIC_ROOT=tmp_path_factory.mktemp("static_root")):
+        yield
+
+
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup: None) -> Iterator[None]:
     """pytest-django's test databases, plus closing the connections async tests leave in asgiref's thread.

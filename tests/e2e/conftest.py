@@ -194,7 +194,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "AGENTS_MODEL": "",  # blank: the deterministic scripted model, never a real one
         "REDIS_URL": "",  # the in-process channel layer
         "TASKS_BACKEND": "immediate",
-        "DEBUG": "true",  # Daphne serves /static/ only in DEBUG
+        "DEBUG": "true",  # static files straight from static/, no collectstatic (config/static_files.py)
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "LOG_LEVEL": "INFO",
         "PYTHONUNBUFFERED": "1",

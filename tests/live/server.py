@@ -44,7 +44,7 @@ def env_for(
     env.update(
         DJANGO_SETTINGS_MODULE="config.settings",
         DATABASE_URL=database_url,
-        DEBUG="1",  # Daphne serves /static/ only with DEBUG (config/asgi.py)
+        DEBUG="1",  # static files straight from static/, no collectstatic (config/static_files.py)
         LOG_LEVEL="WARNING",
         PYTHONUNBUFFERED="1",
     )

@@ -20,11 +20,32 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--no-seed", action="store_true", help="Only create the demo login.")
+        parser.add_argument(
+            "--banner",
+            nargs="+",
+            metavar="URL",
+            help="End with a banner: where to open (these URLs, best first) and how to log in.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         self._demo_login()
         if not options["no_seed"]:
             self._seed()
+        if options["banner"]:
+            self._banner(options["banner"])
+
+    def _banner(self, urls: list[str]) -> None:
+        """What `make run` leaves on screen above the server's own lines: where to go, who to be."""
+        rule = "=" * 78
+        lines = [rule, f"  Countersign is starting. Open {urls[0]}"]
+        lines += [f"                           or {url}" for url in urls[1:]]
+        lines += [
+            f"  Log in as {DEMO_USERNAME!r} with password {DEMO_PASSWORD!r}",
+            "  (in Admins: sees and decides every agent's calls, reads the audit log, opens /admin/).",
+            "  Ctrl-C stops the server.",
+            rule,
+        ]
+        self.stdout.write(self.style.SUCCESS("\n".join(lines)))
 
     def _demo_login(self) -> None:
         User = get_user_model()
