@@ -16,6 +16,7 @@ from asgiref.sync import async_to_sync
 
 from agents_runtime import Agent, AgentRun, RunNotFound
 from agents_runtime.store import StoredRun
+from agents_runtime.vocabulary import CallKind
 from approvals import agents
 from approvals.models.audit import AuditEntry, AuditEntryQuerySet
 
@@ -93,7 +94,7 @@ def inbox_page(
     from_date: datetime | None = None,
     to_date: datetime | None = None,
     tool_name: str | None = None,
-    kind: Literal["approval", "input"] | None = None,
+    kind: CallKind | None = None,
     order: Literal["newest", "oldest"] = "newest",
     page: int = 1,
     per_page: int = 20,

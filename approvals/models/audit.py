@@ -19,34 +19,13 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.utils import timezone
 
+from agents_runtime.vocabulary import NO_EFFECT_OUTCOMES, RECORDED_OUTCOMES, DecisionAction, Outcome, choices
+
 from .fields import OrderedJSONField
 
 
 class AppendOnlyError(Exception):
     """Audit records are never changed or deleted."""
-
-
-class AuditAction(models.TextChoices):
-    APPROVE = "approve", "Approve"
-    DECLINE = "decline", "Decline"
-    RESUME = "resume", "Resume"
-
-
-class AuditOutcome(models.TextChoices):
-    COMPLETED = "completed", "Completed"
-    SUSPENDED_AGAIN = "suspended_again", "Suspended again"
-    #: The continuation was handed to a background worker; its end is in the run's later entries.
-    CONTINUING = "continuing", "Continuing in the background"
-    FAILED = "failed", "Failed"
-    #: The continuation stopped before the run settled (its process died, or lost its lease): the
-    #: call was offered for a decision again.
-    INTERRUPTED = "interrupted", "Interrupted"
-    LOST_RACE = "lost_race", "Lost a race"
-    INVALID = "invalid", "Refused as invalid"
-
-
-#: Outcomes that mean the decision did not take effect.
-NO_EFFECT_OUTCOMES = frozenset({AuditOutcome.LOST_RACE, AuditOutcome.INVALID})
 
 
 class AuditEntryQuerySet(models.QuerySet["AuditEntry"]):
@@ -62,7 +41,7 @@ class AuditEntryQuerySet(models.QuerySet["AuditEntry"]):
 
     def settle(self, run_id: str, outcome: str, detail: str) -> int:
         """Give the run's ``continuing`` decisions how the run went on (the one change a row sees)."""
-        return self.filter(run_id=run_id, outcome=AuditOutcome.CONTINUING).update(
+        return self.filter(run_id=run_id, outcome=Outcome.CONTINUING).update(
             outcome=outcome, outcome_detail=detail
         )
 
@@ -116,12 +95,12 @@ class AuditEntry(models.Model):
     args = OrderedJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     #: What a ``suspend()``-ed tool showed the reviewer (input calls).
     suspend_payload = OrderedJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
-    action = models.CharField(max_length=16, choices=AuditAction.choices)
+    action = models.CharField(max_length=16, choices=choices(DecisionAction))
     reason = models.TextField(blank=True)
     resume_data = OrderedJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     #: Approved with edited arguments: what the reviewer sent instead of ``args``.
     edited_args = OrderedJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
-    outcome = models.CharField(max_length=24, choices=AuditOutcome.choices)
+    outcome = models.CharField(max_length=24, choices=choices(RECORDED_OUTCOMES))
     #: The final answer, the error, or "already decided by X at T".
     outcome_detail = models.TextField(blank=True)
 
@@ -153,3 +132,8 @@ class AuditEntry(models.Model):
 
     def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
         raise AppendOnlyError("Audit entries cannot be deleted")
+
+    @property
+    def verb(self) -> str:
+        """As in "rita approved refund"."""
+        return DecisionAction(self.action).verb

@@ -6,7 +6,6 @@ user's rights (``approvals.access``) before it acts.
 """
 
 from approvals.access import AUDIT_PERMISSION, DECIDE_PERMISSION, require_agent_access, require_permission
-from approvals.models.audit import AuditOutcome
 from approvals.services.decisions import decision_approve, decision_decline, decision_resume
 from approvals.services.outcomes import DecisionOutcome
 from approvals.services.runs import run_start
@@ -14,7 +13,6 @@ from approvals.services.runs import run_start
 __all__ = [
     "AUDIT_PERMISSION",
     "DECIDE_PERMISSION",
-    "AuditOutcome",
     "DecisionOutcome",
     "decision_approve",
     "decision_decline",

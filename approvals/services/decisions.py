@@ -32,9 +32,10 @@ from agents_runtime import (
     ToolCallNotSuspended,
 )
 from agents_runtime.untrusted import clean_json, clean_text
+from agents_runtime.vocabulary import DecisionAction, Outcome
 from approvals import agents, live
 from approvals.access import DECIDE_PERMISSION, require_agent_access, require_permission, visible_agent_ids
-from approvals.models.audit import AuditAction, AuditEntry, AuditOutcome
+from approvals.models.audit import AuditEntry
 from approvals.services.outcomes import Attempt, DecisionOutcome, outcome_of, same_json
 
 logger = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ logger = logging.getLogger(__name__)
 async def _attempt(
     agent: Agent,
     *,
-    action: str,
+    action: DecisionAction,
     run_id: str,
     tool_call_id: str,
     actor: str,
@@ -70,11 +71,11 @@ async def _attempt(
         # Nothing was changed: a plain approval (and recorded as one).
         attempt.edited_args = None
     try:
-        if action == AuditAction.APPROVE:
+        if action == DecisionAction.APPROVE:
             stream = await agent.approve_tool_call(
                 run_id=run_id, tool_call_id=tool_call_id, actor=actor, edited_args=attempt.edited_args
             )
-        elif action == AuditAction.DECLINE:
+        elif action == DecisionAction.DECLINE:
             stream = await agent.decline_tool_call(
                 run_id=run_id, tool_call_id=tool_call_id, reason=reason or None, actor=actor
             )
@@ -109,7 +110,7 @@ def _decide(
     agent_id: str,
     run_id: str,
     tool_call_id: str,
-    action: AuditAction,
+    action: DecisionAction,
     reason: str = "",
     resume_data: Any = None,
     edited_args: dict[str, Any] | None = None,
@@ -133,7 +134,7 @@ def _decide(
             edited_args=edited_args,
         )
     base: dict[str, Any] = {
-        "action": str(action),
+        "action": action,
         "agent_id": agent_id,
         "run_id": run_id,
         "tool_call_id": tool_call_id,
@@ -148,7 +149,7 @@ def _decide(
     outcome = outcome_of(
         attempt, base, run_id=run_id, tool_call_id=tool_call_id, visible=visible_agent_ids(user)
     )
-    if outcome.status == "not_found":
+    if outcome.status == Outcome.NOT_FOUND:
         return outcome
     if outcome.took_effect:
         entry = (
@@ -161,7 +162,7 @@ def _decide(
         if attempt.crash is not None:
             # The continuation broke in this process before the run settled: say so on the record.
             detail = clean_text(outcome.message)
-            AuditEntry.objects.settle(run_id, AuditOutcome.FAILED, detail)
+            AuditEntry.objects.settle(run_id, Outcome.FAILED, detail)
     else:
         entry = _refused_attempt_row(user, actor, outcome, attempt, action, reason, resume_data)
     # Pages that show decisions (the run page) refetch once the record is there.
@@ -182,7 +183,7 @@ def _refused_attempt_row(
     actor: str,
     outcome: DecisionOutcome,
     attempt: Attempt,
-    action: AuditAction,
+    action: DecisionAction,
     reason: str,
     resume_data: Any,
 ) -> AuditEntry:
@@ -204,8 +205,8 @@ def _refused_attempt_row(
         action=action,
         reason=text(reason or ""),
         # Refused data is kept as sent, in the normal form a database can hold (NaN, NUL...).
-        resume_data=clean_json(resume_data) if action == AuditAction.RESUME else None,
-        edited_args=clean_json(attempt.edited_args) if action == AuditAction.APPROVE else None,
+        resume_data=clean_json(resume_data) if action == DecisionAction.RESUME else None,
+        edited_args=clean_json(attempt.edited_args) if action == DecisionAction.APPROVE else None,
         outcome=outcome.status,
         outcome_detail=text(outcome.message),
     )
@@ -231,7 +232,7 @@ def decision_approve(
         agent_id=agent_id,
         run_id=run_id,
         tool_call_id=tool_call_id,
-        action=AuditAction.APPROVE,
+        action=DecisionAction.APPROVE,
         edited_args=edited_args,
     )
 
@@ -245,7 +246,7 @@ def decision_decline(
         agent_id=agent_id,
         run_id=run_id,
         tool_call_id=tool_call_id,
-        action=AuditAction.DECLINE,
+        action=DecisionAction.DECLINE,
         reason=reason.strip(),
     )
 
@@ -259,6 +260,6 @@ def decision_resume(
         agent_id=agent_id,
         run_id=run_id,
         tool_call_id=tool_call_id,
-        action=AuditAction.RESUME,
+        action=DecisionAction.RESUME,
         resume_data=resume_data,
     )

@@ -11,10 +11,10 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
+from agents_runtime.vocabulary import NO_EFFECT_OUTCOMES, Outcome
 from approvals import agents, cards, queries, services, tasks
 from approvals.access import visible_agent_ids
 from approvals.forms import InboxFilterForm, NewRunForm
-from approvals.models.audit import NO_EFFECT_OUTCOMES, AuditOutcome
 from approvals.services import DECIDE_PERMISSION
 from approvals.views.base import (
     HtmxHttpRequest,
@@ -27,6 +27,12 @@ from approvals.views.base import (
 
 #: The run page's live partials (their element ids): htmx sends the one it refetches as HX-Target.
 RUN_DECISIONS_ID = "run-decisions"
+#: How a background continuation's result reads on the run page (``running``: none yet).
+_BACKGROUND_OUTCOMES = {
+    "success": Outcome.COMPLETED,
+    "failed": Outcome.FAILED,
+    "suspended": Outcome.SUSPENDED_AGAIN,
+}
 
 
 @require_GET
@@ -82,8 +88,11 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
         final = context["final"]
         if continuing is not None:
             context["continuing"] = cards.decided_calls(continuing)
-        elif final is not None and final.outcome == AuditOutcome.CONTINUING:
-            context["background"] = tasks.continuation_result(run_id)
+        elif final is not None and final.outcome == Outcome.CONTINUING:
+            background = tasks.continuation_result(run_id)
+            context["background"] = background
+            if background is not None:
+                context["background_outcome"] = _BACKGROUND_OUTCOMES.get(background.status)
         # A live refetch of a run that vanished (decided outside the dashboard) still gets a 200:
         # htmx would not swap a 404, and the page would keep showing the old card.
         if not decisions and continuing is None and not is_partial(request):
