@@ -1,8 +1,10 @@
 """State changes: decisions on parked tool calls and new runs, each with its audit record.
 
 Views, the JSON API and consumers call these; none of them talks to the runtime's write methods
-directly. Every function takes the acting user (the identity comes from the login, never from a form),
-checks the permission, calls the runtime's public API, waits for the run to go as far as it goes
+directly. Every function takes the acting user's rights as resolved for the request
+(``approvals.access.AgentAccess``: the agent and the user's right to it, checked when it was built;
+the identity comes from the login, never from a form), refuses a user who may not decide, calls the
+runtime's public API, waits for the run to go as far as it goes
 (completed, suspended again, failed) and records what happened in ``AuditEntry``.
 
 Audit policy: every decision that reached the runtime gets one row. A decision the runtime accepted
@@ -33,8 +35,8 @@ from agents_runtime import (
 )
 from agents_runtime.untrusted import clean_json, clean_text
 from agents_runtime.vocabulary import DecisionAction, Outcome
-from approvals import agents, live
-from approvals.access import DECIDE_PERMISSION, require_agent_access, require_permission, visible_agent_ids
+from approvals import live
+from approvals.access import DECIDE_PERMISSION, Access, AgentAccess
 from approvals.models.audit import AuditEntry
 from approvals.services.outcomes import Attempt, DecisionOutcome, outcome_of, same_json
 
@@ -105,9 +107,8 @@ async def _attempt(
 
 
 def _decide(
+    access: Access | AgentAccess,
     *,
-    user: Any,
-    agent_id: str,
     run_id: str,
     tool_call_id: str,
     action: DecisionAction,
@@ -115,16 +116,14 @@ def _decide(
     resume_data: Any = None,
     edited_args: dict[str, Any] | None = None,
 ) -> DecisionOutcome:
-    require_permission(user, DECIDE_PERMISSION, to="decide on suspended runs")
-    actor = user.get_username()
-    if not agent_id:
-        # No agent has this run waiting (the caller looked): report who decided it, if anyone here did.
-        attempt = Attempt(error=RunNotFound(run_id), edited_args=edited_args)
-    else:
-        agent = agents.get(agent_id)
-        require_agent_access(user, agent_id)
+    who = access.access if isinstance(access, AgentAccess) else access
+    who.require(DECIDE_PERMISSION, to="decide on suspended runs")
+    user, actor = who.user, who.username
+    agent_id = ""
+    if isinstance(access, AgentAccess):
+        agent_id = access.agent.id
         attempt = async_to_sync(_attempt)(
-            agent,
+            access.agent,
             action=action,
             run_id=run_id,
             tool_call_id=tool_call_id,
@@ -133,6 +132,10 @@ def _decide(
             resume_data=resume_data,
             edited_args=edited_args,
         )
+    else:
+        # No agent of the user's has this run waiting (the caller looked): report who decided it,
+        # if anyone here did.
+        attempt = Attempt(error=RunNotFound(run_id), edited_args=edited_args)
     base: dict[str, Any] = {
         "action": action,
         "agent_id": agent_id,
@@ -146,9 +149,7 @@ def _decide(
         "args": attempt.call.args if attempt.call else None,
         "edited_args": attempt.edited_args,
     }
-    outcome = outcome_of(
-        attempt, base, run_id=run_id, tool_call_id=tool_call_id, visible=visible_agent_ids(user)
-    )
+    outcome = outcome_of(attempt, base, run_id=run_id, tool_call_id=tool_call_id, visible=list(who.agent_ids))
     if outcome.status == Outcome.NOT_FOUND:
         return outcome
     if outcome.took_effect:
@@ -213,14 +214,16 @@ def _refused_attempt_row(
 
 
 def decision_approve(
+    access: Access | AgentAccess,
     *,
-    user: Any,
-    agent_id: str,
     run_id: str,
     tool_call_id: str,
     edited_args: dict[str, Any] | None = None,
 ) -> DecisionOutcome:
     """Approve one parked call: the tool runs (once) when the run continues.
+
+    ``access`` is the run's agent with the user's right to it, or just the user's rights when no
+    agent of theirs has the run waiting (the outcome then says who decided it, if anyone did).
 
     With ``edited_args`` the tool runs with these arguments (the whole object) instead of the
     model's; the runtime checks them against the tool's parameters first, and refuses them
@@ -228,8 +231,7 @@ def decision_approve(
     model's are a plain approval.
     """
     return _decide(
-        user=user,
-        agent_id=agent_id,
+        access,
         run_id=run_id,
         tool_call_id=tool_call_id,
         action=DecisionAction.APPROVE,
@@ -238,12 +240,11 @@ def decision_approve(
 
 
 def decision_decline(
-    *, user: Any, agent_id: str, run_id: str, tool_call_id: str, reason: str = ""
+    access: Access | AgentAccess, *, run_id: str, tool_call_id: str, reason: str = ""
 ) -> DecisionOutcome:
     """Decline one parked call; the model receives ``reason`` (or the runtime's default) as the result."""
     return _decide(
-        user=user,
-        agent_id=agent_id,
+        access,
         run_id=run_id,
         tool_call_id=tool_call_id,
         action=DecisionAction.DECLINE,
@@ -252,12 +253,11 @@ def decision_decline(
 
 
 def decision_resume(
-    *, user: Any, agent_id: str, run_id: str, tool_call_id: str, resume_data: Any
+    access: Access | AgentAccess, *, run_id: str, tool_call_id: str, resume_data: Any
 ) -> DecisionOutcome:
     """Answer a ``suspend()``-ed call with data already validated against its resume schema."""
     return _decide(
-        user=user,
-        agent_id=agent_id,
+        access,
         run_id=run_id,
         tool_call_id=tool_call_id,
         action=DecisionAction.RESUME,

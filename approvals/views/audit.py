@@ -14,11 +14,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from approvals import cards
-from approvals.access import visible_agent_ids
 from approvals.forms import AuditFilterForm
 from approvals.models.audit import AuditEntry
 from approvals.services import AUDIT_PERMISSION
-from approvals.views.base import HtmxHttpRequest, is_partial, permission_required, render_page
+from approvals.views.base import HtmxHttpRequest, access_of, is_partial, permission_required, render_page
 
 AUDIT_PER_PAGE = 50
 
@@ -28,7 +27,7 @@ AUDIT_PER_PAGE = 50
 @permission_required(AUDIT_PERMISSION, to="read the audit log")
 def audit_log(request: HtmxHttpRequest) -> HttpResponse:
     form = AuditFilterForm(request.GET)
-    visible = visible_agent_ids(request.user)
+    visible = access_of(request).agent_ids
     context: dict[str, Any] = {"form": form, "agents": visible}
     if not form.is_valid():
         return render_page(
@@ -86,7 +85,7 @@ def audit_export(request: HttpRequest) -> HttpResponseBase:
     form = AuditFilterForm(request.GET)
     if not form.is_valid():
         return render(request, "approvals/audit.html", {"form": form}, status=400)
-    visible = visible_agent_ids(request.user)
+    visible = access_of(request).agent_ids
     entries = (
         AuditEntry.objects.filter(agent_id__in=visible)
         .matching(**form.filters())
