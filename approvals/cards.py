@@ -1,8 +1,8 @@
 """What a run card shows, prepared for the template (which decides nothing).
 
 A card is built from a waiting run (``AgentRun``), from a decision's outcome, or from both (the run
-suspended again). The same ``run-card`` partial renders all of them, on the inbox, the run page and in
-answer to an htmx decision.
+suspended again). The same template (``approvals/partials/run_card.html``) renders all of them, on the
+inbox, the run page and in answer to an htmx decision.
 
 Its forms (decline reason, edited arguments, resume answer) are shown as plain markup from
 ``field_views.FieldView``s.

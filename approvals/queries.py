@@ -63,6 +63,11 @@ class InboxPage:
         return max(1, math.ceil(self.total / self.per_page))
 
     @property
+    def number(self) -> int:
+        """The page's number, as the shared pager (and Django's ``Page``) names it."""
+        return self.page
+
+    @property
     def has_previous(self) -> bool:
         return self.page > 1
 

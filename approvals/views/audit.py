@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
+from django.core.paginator import Page, Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -20,6 +20,27 @@ from approvals.services import AUDIT_PERMISSION
 from approvals.views.base import HtmxHttpRequest, access_of, is_partial, permission_required, render_page
 
 AUDIT_PER_PAGE = 50
+
+
+class _AuditPage(Page[AuditEntry]):
+    """Django's page, with the names the shared pager reads (``partials/pager.html``)."""
+
+    @property
+    def num_pages(self) -> int:
+        return self.paginator.num_pages
+
+    @property
+    def previous_page(self) -> int:
+        return self.number - 1
+
+    @property
+    def next_page(self) -> int:
+        return self.number + 1
+
+
+class _AuditPaginator(Paginator[AuditEntry]):
+    def _get_page(self, *args: Any, **kwargs: Any) -> Page[AuditEntry]:
+        return _AuditPage(*args, **kwargs)
 
 
 @require_GET
@@ -39,7 +60,7 @@ def audit_log(request: HtmxHttpRequest) -> HttpResponse:
         )
     # Only the agents this user may see: an admin designated for one agent audits that agent.
     entries = AuditEntry.objects.filter(agent_id__in=visible).matching(**form.filters()).select_related(None)
-    paginator = Paginator(entries, AUDIT_PER_PAGE)
+    paginator = _AuditPaginator(entries, AUDIT_PER_PAGE)
     context["page_obj"] = paginator.get_page(form.cleaned_data.get("page") or 1)
     return render_page(request, "approvals/audit.html", "audit-table", context)
 

@@ -23,6 +23,9 @@ from approvals.forms import DeclineForm, EditedArgsForm
 from approvals.services import DECIDE_PERMISSION, DecisionOutcome
 from approvals.views.base import HtmxHttpRequest, access_of, is_partial, permission_required, visible_agent
 
+#: One run card (the inbox and the run page include the same file).
+RUN_CARD = "approvals/partials/run_card.html"
+
 
 def _next_url(request: HttpRequest, run_id: str) -> str:
     target = request.POST.get("next", "")
@@ -64,7 +67,7 @@ def _decided(request: HtmxHttpRequest, outcome: DecisionOutcome) -> HttpResponse
         agent_name = _agent_name(outcome.agent_id)
         card = cards.outcome_card(outcome, agent_name=agent_name, next_url=next_url)
         context = {"card": card, "can_decide": access.can_decide}
-        response = render(request, "approvals/run.html#run-card", context)
+        response = render(request, RUN_CARD, context)
         patch_vary_headers(response, ["HX-Request"])
         return response
     level = messages.SUCCESS if outcome.took_effect and outcome.status != Outcome.FAILED else messages.ERROR
@@ -113,7 +116,7 @@ def _card_with_errors(
     )
     context = {"card": card, "can_decide": access.can_decide}
     if is_partial(request):
-        response = render(request, "approvals/run.html#run-card", context)
+        response = render(request, RUN_CARD, context)
         patch_vary_headers(response, ["HX-Request"])
         return response
     # Without JavaScript: the run page with the errors next to the fields.
