@@ -28,6 +28,27 @@ class AppendOnlyError(Exception):
     """Audit records are never changed or deleted."""
 
 
+#: What a record says, in order (the audit CSV's columns; the run store writes ``user_id`` besides).
+RECORD_FIELDS = (
+    "created_at",
+    "username",
+    "agent_id",
+    "run_id",
+    "thread_id",
+    "resource_id",
+    "tool_call_id",
+    "tool_name",
+    "args",
+    "suspend_payload",
+    "action",
+    "reason",
+    "resume_data",
+    "edited_args",
+    "outcome",
+    "outcome_detail",
+)
+
+
 class AuditEntryQuerySet(models.QuerySet["AuditEntry"]):
     def for_run(self, run_id: str) -> AuditEntryQuerySet:
         return self.filter(run_id=run_id)

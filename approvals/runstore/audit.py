@@ -17,7 +17,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from agents_runtime.store import Decision, ParkedCall, RunEnding, StoredRun
 from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import CallKind, DecisionAction, Outcome
-from approvals.models.audit import AuditEntry
+from approvals.models.audit import RECORD_FIELDS, AuditEntry
 
 # -- what the record says ------------------------------------------------------------------------
 
@@ -49,26 +49,8 @@ def ending_outcome(ending: RunEnding | None) -> tuple[str, str]:
 
 # -- the row -------------------------------------------------------------------------------------
 
-#: Columns of the decision row, in the order ``decision_values`` gives them.
-COLUMNS = (
-    "created_at",
-    "user_id",
-    "username",
-    "agent_id",
-    "run_id",
-    "thread_id",
-    "resource_id",
-    "tool_call_id",
-    "tool_name",
-    "args",
-    "suspend_payload",
-    "action",
-    "reason",
-    "resume_data",
-    "edited_args",
-    "outcome",
-    "outcome_detail",
-)
+#: Columns of the decision row: the record's fields and the user it links to.
+COLUMNS = ("user_id", *RECORD_FIELDS)
 
 
 def decision_values(

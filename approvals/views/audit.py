@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET
 
 from approvals import cards
 from approvals.forms import AuditFilterForm
-from approvals.models.audit import AuditEntry
+from approvals.models.audit import RECORD_FIELDS, AuditEntry
 from approvals.services import AUDIT_PERMISSION
 from approvals.views.base import HtmxHttpRequest, access_of, is_partial, permission_required, render_page
 
@@ -79,24 +79,21 @@ class _Echo:
         return value
 
 
-AUDIT_CSV_COLUMNS = [
-    "created_at",
-    "username",
-    "agent_id",
-    "run_id",
-    "thread_id",
-    "resource_id",
-    "tool_call_id",
-    "tool_name",
-    "args",
-    "suspend_payload",
-    "action",
-    "reason",
-    "resume_data",
-    "edited_args",
-    "outcome",
-    "outcome_detail",
-]
+#: The export's columns: the record's fields, in the record's order.
+AUDIT_CSV_COLUMNS = list(RECORD_FIELDS)
+_JSON_COLUMNS = frozenset({"args", "suspend_payload", "resume_data", "edited_args"})
+
+
+def _csv_values(entry: AuditEntry) -> list[Any]:
+    values: list[Any] = []
+    for name in AUDIT_CSV_COLUMNS:
+        value = getattr(entry, name)
+        if name in _JSON_COLUMNS:
+            value = cards.compact_json(value)
+        elif name == "created_at":
+            value = value.isoformat()
+        values.append(value)
+    return values
 
 
 @require_GET
@@ -117,25 +114,7 @@ def audit_export(request: HttpRequest) -> HttpResponseBase:
         writer = csv.writer(_Echo())
         yield writer.writerow(AUDIT_CSV_COLUMNS)
         for entry in entries.iterator(chunk_size=500):
-            values = [
-                entry.created_at.isoformat(),
-                entry.username,
-                entry.agent_id,
-                entry.run_id,
-                entry.thread_id,
-                entry.resource_id,
-                entry.tool_call_id,
-                entry.tool_name,
-                cards.compact_json(entry.args),
-                cards.compact_json(entry.suspend_payload),
-                entry.action,
-                entry.reason,
-                cards.compact_json(entry.resume_data),
-                cards.compact_json(entry.edited_args),
-                entry.outcome,
-                entry.outcome_detail,
-            ]
-            yield writer.writerow([_csv_cell(v) for v in values])
+            yield writer.writerow([_csv_cell(v) for v in _csv_values(entry)])
 
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     return StreamingHttpResponse(
