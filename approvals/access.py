@@ -18,7 +18,7 @@ an ``AgentAccess`` exists only once that check passed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -106,6 +106,10 @@ def agent_denied(agent_id: str) -> PermissionDenied:
 
 # -- one request's rights ------------------------------------------------------------------------
 
+# Only ``Access.of`` and ``Access.for_agent`` hold this: a value built any other way (which would
+# skip their checks) is refused.
+_CHECKED = object()
+
 
 @dataclass(frozen=True)
 class Access:
@@ -116,6 +120,11 @@ class Access:
     agent_ids: tuple[str, ...]
     can_decide: bool
     can_audit: bool
+    _checked: object = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self._checked is not _CHECKED:
+            raise TypeError("Build an Access with Access.of(user)")
 
     @classmethod
     def of(cls, user: Any) -> Access:
@@ -124,6 +133,7 @@ class Access:
             agent_ids=tuple(visible_agent_ids(user)),
             can_decide=bool(user.has_perm(DECIDE_PERMISSION)),
             can_audit=bool(user.has_perm(AUDIT_PERMISSION)),
+            _checked=_CHECKED,
         )
 
     @property
@@ -148,7 +158,7 @@ class Access:
         agent = agents.get(agent_id)
         if agent.id not in self.agent_ids:
             raise agent_denied(agent.id)
-        return AgentAccess(self, agent)
+        return AgentAccess(self, agent, _CHECKED)
 
 
 @dataclass(frozen=True)
@@ -157,6 +167,11 @@ class AgentAccess:
 
     access: Access
     agent: Agent
+    _checked: object = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self._checked is not _CHECKED:
+            raise TypeError("Build an AgentAccess with Access.for_agent(agent_id)")
 
     @property
     def user(self) -> Any:
