@@ -25,10 +25,11 @@ from pydantic_ai.messages import (
 )
 
 from .errors import InvalidPagination
-from .store import CallKind, ParkedCall, StoredRun
+from .store import ParkedCall, StoredRun
 from .stream import Emit
 from .tools import to_jsonable
 from .types import AgentRun, AgentRunToolCall, Chunk
+from .vocabulary import CallKind
 
 
 def now() -> datetime:
@@ -41,9 +42,6 @@ def new_run_id() -> str:
 
 def ignore(chunk: Chunk) -> None:
     pass
-
-
-STORE_KIND: dict[str, CallKind] = {"approval": "approval", "input": "suspend"}
 
 
 def check_pagination(per_page: object, page: object) -> None:
@@ -65,7 +63,7 @@ def as_utc(value: datetime | date | None, *, end_of_day: bool) -> datetime | Non
 
 
 def listed_call(call: ParkedCall) -> AgentRunToolCall:
-    approval = call.kind == "approval"
+    approval = call.kind == CallKind.APPROVAL
     return AgentRunToolCall(
         tool_call_id=call.tool_call_id,
         tool_name=call.tool_name,

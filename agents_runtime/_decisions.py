@@ -17,11 +17,12 @@ from .errors import (
     ToolCallNotSuspended,
 )
 from .events import Continuation
-from .store import Decision, DecisionAction, DecisionReceipt, ParkedCall, StoredRun
+from .store import Decision, DecisionReceipt, ParkedCall, StoredRun
 from .stream import Emit, RunStream
 from .tools import _validate, to_jsonable
 from .types import RunResult
 from .untrusted import check_decision, checked_json
+from .vocabulary import CallKind, DecisionAction
 
 DEFAULT_DECLINE_REASON = "Tool call was not approved by the user"
 
@@ -100,8 +101,8 @@ def validated_decision(
     agent: RunAgent, call: ParkedCall, action: DecisionAction, reason: str | None, resume_data: Any
 ) -> tuple[DecisionAction, str | None, Any]:
     """Check a decision fits the call; nothing is recorded when it does not."""
-    if call.kind == "approval":
-        if action != "resume":
+    if call.kind == CallKind.APPROVAL:
+        if action != DecisionAction.RESUME:
             return action, reason, None
         # On an approval, resume data is an approve/decline in disguise.
         if (
@@ -111,30 +112,30 @@ def validated_decision(
             and isinstance(resume_data.get("reason", ""), str)
         ):
             if resume_data["approved"]:
-                return "approve", None, None
-            return "decline", resume_data.get("reason"), None
+                return DecisionAction.APPROVE, None, None
+            return DecisionAction.DECLINE, resume_data.get("reason"), None
         raise InvalidResumeData(
             f"Tool call {call.tool_call_id!r} waits for approval: resume it with "
             '{"approved": true|false} and optionally "reason"',
             errors=[{"loc": (), "msg": 'expected {"approved": bool} or {"approved": bool, "reason": str}'}],
         )
-    if action == "approve":
+    if action == DecisionAction.APPROVE:
         raise InvalidResumeData(
             f"Tool call {call.tool_call_id!r} called suspend(): answer it with resume_stream, not approve"
         )
-    if action == "decline":
+    if action == DecisionAction.DECLINE:
         return action, reason, None
     spec = agent._find_tool(call.tool_name)
     if spec is not None:
         validated = spec.validate_resume_data(resume_data)
     else:
         validated = _validate(call.resume_schema, resume_data, "resume data")
-    return "resume", None, checked_json(validated, to_jsonable, "resume data")
+    return DecisionAction.RESUME, None, checked_json(validated, to_jsonable, "resume data")
 
 
 def validated_edits(agent: RunAgent, call: ParkedCall, edited_args: Any) -> dict[str, Any]:
     """Edited arguments of an approval, checked against the tool's parameters."""
-    if call.kind != "approval":
+    if call.kind != CallKind.APPROVAL:
         raise InvalidResumeData(
             f"Tool call {call.tool_call_id!r} called suspend(): it has no arguments to edit"
         )
@@ -170,9 +171,9 @@ def pick_call(run: StoredRun, tool_call_id: str | None) -> ParkedCall:
 def add_result(results: DeferredToolResults, call: ParkedCall) -> None:
     decision = call.decision
     assert decision is not None, "continuing a run with an undecided call"
-    if decision.action == "approve":
+    if decision.action == DecisionAction.APPROVE:
         results.approvals[call.tool_call_id] = ToolApproved(override_args=decision.edited_args)
-    elif decision.action == "decline":
+    elif decision.action == DecisionAction.DECLINE:
         results.approvals[call.tool_call_id] = ToolDenied(decision.reason or DEFAULT_DECLINE_REASON)
     else:
         results.approvals[call.tool_call_id] = ToolApproved()

@@ -24,6 +24,7 @@ from .store import ParkedCall, RunEnding, StoredRun, Suspension
 from .stream import Emit
 from .types import Chunk, RunResult
 from .untrusted import clean_call, clean_json, clean_text
+from .vocabulary import CallKind
 
 logger = logging.getLogger("agents_runtime")
 
@@ -232,12 +233,12 @@ async def parked_calls(agent: RunAgent, requests: DeferredToolRequests) -> list[
         spec = agent._tools_by_name.get(part.tool_name)
         if kind == "delegation":
             calls.extend(await mirror_inner_calls(agent, part.tool_call_id, metadata["inner_run_id"]))
-        elif kind == "suspend":
+        elif kind == CallKind.INPUT:
             calls.append(
                 ParkedCall(
                     tool_call_id=part.tool_call_id,
                     tool_name=part.tool_name,
-                    kind="suspend",
+                    kind=CallKind.INPUT,
                     args=part.args_as_dict(),
                     suspend_payload=metadata.get("payload"),
                     suspend_schema=spec.suspend_json_schema if spec else None,
@@ -249,7 +250,7 @@ async def parked_calls(agent: RunAgent, requests: DeferredToolRequests) -> list[
                 ParkedCall(
                     tool_call_id=part.tool_call_id,
                     tool_name=part.tool_name,
-                    kind="approval",
+                    kind=CallKind.APPROVAL,
                     args=part.args_as_dict(),
                 )
             )

@@ -23,6 +23,7 @@ from .scripted import streaming
 from .tools import Tool, ToolContext, ToolSuspended, to_jsonable
 from .types import RunResult
 from .untrusted import SNAPSHOT_MAX_DEPTH, clean_id, clean_json, clean_text, parse_model_json
+from .vocabulary import CallKind
 
 logger = logging.getLogger("agents_runtime")
 
@@ -120,7 +121,7 @@ def wrap_tool(spec: Tool) -> PydanticTool[RunDeps]:
         if RESUME_KEY in metadata:
             resume_data = spec.validate_resume_data(metadata[RESUME_KEY])
         elif not ctx.tool_call_approved and spec.needs_approval(kwargs):
-            raise ApprovalRequired(metadata={KIND_KEY: "approval"})
+            raise ApprovalRequired(metadata={KIND_KEY: CallKind.APPROVAL.value})
         call_kwargs = dict(kwargs)
         if spec.context_param is not None:
             deps = ctx.deps
@@ -149,7 +150,8 @@ def wrap_tool(spec: Tool) -> PydanticTool[RunDeps]:
                 payload = spec.validate_suspend_payload(suspended.payload)
             except Exception as exc:
                 raise ToolPayloadError(f"{spec.name} suspended with an invalid payload: {exc}") from None
-            raise ApprovalRequired(metadata={KIND_KEY: "suspend", "payload": to_jsonable(payload)}) from None
+            metadata = {KIND_KEY: CallKind.INPUT.value, "payload": to_jsonable(payload)}
+            raise ApprovalRequired(metadata=metadata) from None
 
     _present_as(invoke, spec.name, spec.description, spec.function, list(spec.parameters))
     return PydanticTool(invoke, name=spec.name, takes_ctx=True, description=spec.description)

@@ -13,7 +13,7 @@ from datetime import date, datetime
 from typing import Any, Literal
 
 from . import _decisions, _loop, _pydantic
-from ._convert import STORE_KIND, agent_run, as_utc, check_pagination, new_run_id, plain_messages
+from ._convert import agent_run, as_utc, check_pagination, new_run_id, plain_messages
 from ._decisions import DEFAULT_DECLINE_REASON
 from ._host import Host
 from .errors import RunNotFound
@@ -23,12 +23,14 @@ from .store_calls import call_store
 from .stream import Emit, RunStream
 from .tools import Tool, tool
 from .types import AgentRun, ListSuspendedRunsResult, RunResult
+from .vocabulary import CallKind, DecisionAction
 
 __all__ = ["DEFAULT_DECLINE_REASON", "Agent", "ListKind"]
 
 logger = logging.getLogger("agents_runtime")
 
-ListKind = Literal["approval", "input"]
+#: The kinds ``list_suspended_runs`` filters on (the stored call kinds).
+ListKind = CallKind
 
 
 class Agent:
@@ -181,7 +183,7 @@ class Agent:
             self,
             run_id,
             tool_call_id,
-            action="approve",
+            action=DecisionAction.APPROVE,
             actor=actor,
             edited_args=edited_args,
             confirm_rerun=confirm_rerun,
@@ -194,7 +196,7 @@ class Agent:
         if reason is not None and not isinstance(reason, str):
             raise TypeError("reason must be a string")
         return await _decisions.decide(
-            self, run_id, tool_call_id, action="decline", reason=reason, actor=actor
+            self, run_id, tool_call_id, action=DecisionAction.DECLINE, reason=reason, actor=actor
         )
 
     async def resume_stream(
@@ -214,7 +216,7 @@ class Agent:
             self,
             run_id,
             tool_call_id,
-            action="resume",
+            action=DecisionAction.RESUME,
             resume_data=resume_data,
             actor=actor,
             confirm_rerun=confirm_rerun,
@@ -244,7 +246,7 @@ class Agent:
         per_page: int | None = None,
         page: int | None = None,
         tool_name: str | None = None,
-        kind: ListKind | None = None,
+        kind: CallKind | str | None = None,
         order: Literal["newest", "oldest"] = "newest",
     ) -> ListSuspendedRunsResult:
         """This agent's suspended runs, most recently suspended first, from storage.
@@ -261,8 +263,8 @@ class Agent:
         ):
             if value is not None and not isinstance(value, str):
                 raise TypeError(f"{label} must be a string")
-        if kind not in (None, "approval", "input"):
-            raise ValueError("kind must be 'approval' or 'input'")
+        if kind not in (None, *CallKind):
+            raise ValueError(f"kind must be {' or '.join(repr(k.value) for k in CallKind)}")
         if order not in ("newest", "oldest"):
             raise ValueError("order must be 'newest' or 'oldest'")
         paged = per_page is not None and page is not None
@@ -273,7 +275,7 @@ class Agent:
             created_from=as_utc(from_date, end_of_day=False),
             created_to=as_utc(to_date, end_of_day=True),
             tool_name=tool_name,
-            kind=STORE_KIND.get(kind) if kind else None,
+            kind=CallKind(kind) if kind else None,
             oldest_first=order == "oldest",
             limit=per_page if paged else None,
             offset=(per_page * page) if paged and per_page is not None and page is not None else 0,

@@ -14,9 +14,8 @@ from typing import Annotated, Any, Literal
 from pydantic import PlainSerializer, PlainValidator, TypeAdapter
 
 from .errors import RunAlreadyDecided, ToolCallNotSuspended
+from .vocabulary import CallKind, DecisionAction
 
-CallKind = Literal["approval", "suspend"]
-DecisionAction = Literal["approve", "decline", "resume"]
 RunState = Literal["suspended", "running"]
 DEFAULT_LEASE = timedelta(minutes=5)
 
@@ -44,6 +43,11 @@ class Decision:
     resume_data: Any = None
     #: An approval with edited arguments: the validated arguments the tool runs with instead.
     edited_args: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        # Callers may spell the action as its string ("approve"); the record holds the word.
+        if type(self.action) is not DecisionAction:
+            object.__setattr__(self, "action", DecisionAction(self.action))
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = _DECISION.dump_python(self, mode="json")
@@ -81,6 +85,10 @@ class ParkedCall:
     #: When a continuation began running this call's tool (written before the tool is called). Kept
     #: when the continuation dies and the call is parked again: the tool may have run.
     tool_started_at: IsoDatetime | None = None
+
+    def __post_init__(self) -> None:
+        if type(self.kind) is not CallKind:
+            object.__setattr__(self, "kind", CallKind(self.kind))
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = _PARKED_CALL.dump_python(self, mode="json")

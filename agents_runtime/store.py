@@ -27,9 +27,7 @@ from ._runstore import RunStore
 from .memory import InMemoryRunStore
 from .records import (
     DEFAULT_LEASE,
-    CallKind,
     Decision,
-    DecisionAction,
     DecisionReceipt,
     DecisionRule,
     Delegation,
@@ -42,6 +40,7 @@ from .records import (
     decision_conflict,
     reclaimed_calls,
 )
+from .vocabulary import CallKind, DecisionAction
 
 __all__ = [
     "DEFAULT_LEASE",

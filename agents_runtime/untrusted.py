@@ -39,6 +39,7 @@ from typing import Any
 
 from .errors import InvalidResumeData, InvalidToolArgs
 from .store import ParkedCall
+from .vocabulary import DecisionAction
 
 logger = logging.getLogger("agents_runtime")
 
@@ -302,7 +303,7 @@ def check_decision(
         found = problems(edited_args, only_json=False)
         if found:
             raise InvalidToolArgs(f"Edited arguments cannot be taken: {describe(found)}", errors=found)
-    if action == "resume":
+    if action == DecisionAction.RESUME:
         found = problems(resume_data, only_json=False)
         if found:
             raise InvalidResumeData(f"Invalid resume data: {describe(found)}", errors=found)

@@ -1,8 +1,8 @@
 """What a run card shows, prepared for the template (which decides nothing).
 
 A card is built from a waiting run (``AgentRun``), from a decision's outcome, or from both (the run
-suspended again). The same ``run-card`` partial renders all of them, on the inbox, the run page and in
-answer to an htmx decision.
+suspended again). The same template (``approvals/partials/run_card.html``) renders all of them, on the
+inbox, the run page and in answer to an htmx decision.
 
 Its forms (decline reason, edited arguments, resume answer) are shown as plain markup from
 ``field_views.FieldView``s.
@@ -26,6 +26,7 @@ from django.utils.timezone import is_aware, localtime
 from agents_runtime import AgentRun, AgentRunToolCall
 from agents_runtime.store import StoredRun
 from agents_runtime.untrusted import clean_text
+from agents_runtime.vocabulary import CallKind, DecisionAction
 from approvals import dom_ids
 from approvals.display import reveal_invisible
 from approvals.field_views import FieldView, bound_fields, unbound_fields
@@ -112,8 +113,12 @@ class CallView:
         return self.call.requires_approval
 
     @property
+    def kind(self) -> CallKind:
+        return CallKind.APPROVAL if self.call.requires_approval else CallKind.INPUT
+
+    @property
     def kind_label(self) -> str:
-        return "Needs approval" if self.call.requires_approval else "Waiting for input"
+        return self.kind.label
 
     # Reversed when the card shows them, once each (an inbox page has 50 cards).
     @functools.cached_property
@@ -329,14 +334,11 @@ class DecidedCallView:
     edited: bool = False
 
 
-_VERBS = {"approve": "approved", "decline": "declined", "resume": "answered"}
-
-
 def decided_calls(run: StoredRun) -> list[DecidedCallView]:
     return [
         DecidedCallView(
             tool_name=call.tool_name,
-            verb=_VERBS.get(call.decision.action, call.decision.action),
+            verb=DecisionAction(call.decision.action).verb,
             actor=call.decision.actor,
             decided_at=call.decision.decided_at,
             edited=call.decision.edited_args is not None,

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from agents_runtime import untrusted
-from approvals.models.audit import AuditAction, AuditOutcome
+from agents_runtime.vocabulary import RECORDED_OUTCOMES, CallKind, DecisionAction, choices
 
 _DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
 DEFAULT_PER_PAGE = 20
@@ -96,7 +96,7 @@ class InboxFilterForm(_CreatedRangeForm):
     kind = forms.ChoiceField(
         required=False,
         label="Kind",
-        choices=[("", "Any"), ("approval", "Needs approval"), ("input", "Waiting for input")],
+        choices=[("", "Any"), *choices(CallKind)],
     )
     sort = forms.ChoiceField(
         required=False,
@@ -118,7 +118,7 @@ class InboxFilterForm(_CreatedRangeForm):
             "from_date": data.get("from"),
             "to_date": data.get("to"),
             "tool_name": data.get("tool") or None,
-            "kind": data.get("kind") or None,
+            "kind": CallKind(data["kind"]) if data.get("kind") else None,
             "order": data.get("sort") or "newest",
             "page": data.get("page") or 1,
             "per_page": data.get("per_page") or DEFAULT_PER_PAGE,
@@ -128,8 +128,12 @@ class InboxFilterForm(_CreatedRangeForm):
 class AuditFilterForm(_CreatedRangeForm):
     agent = forms.CharField(required=False, max_length=255, label="Agent")
     user = forms.CharField(required=False, max_length=150, label="User")
-    action = forms.ChoiceField(required=False, choices=[("", "Any"), *AuditAction.choices], label="Action")
-    outcome = forms.ChoiceField(required=False, choices=[("", "Any"), *AuditOutcome.choices], label="Outcome")
+    action = forms.ChoiceField(
+        required=False, choices=[("", "Any"), *choices(DecisionAction)], label="Action"
+    )
+    outcome = forms.ChoiceField(
+        required=False, choices=[("", "Any"), *choices(RECORDED_OUTCOMES)], label="Outcome"
+    )
     page = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
 
     field_order_names = ["agent", "user", "action", "outcome", "from", "to", "page"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -16,6 +17,7 @@ from asgiref.sync import async_to_sync
 
 from agents_runtime import Agent, AgentRun, RunNotFound
 from agents_runtime.store import StoredRun
+from agents_runtime.vocabulary import CallKind
 from approvals import agents
 from approvals.models.audit import AuditEntry, AuditEntryQuerySet
 
@@ -29,7 +31,7 @@ class AgentSummary:
     oldest_suspended_at: datetime | None
 
 
-def overview_rows(*, agent_ids: list[str] | None = None) -> list[AgentSummary]:
+def overview_rows(*, agent_ids: Collection[str] | None = None) -> list[AgentSummary]:
     """Every registered agent (or those of ``agent_ids``), with its pending count and oldest waiting run."""
     listed = [a for a in agents.all_agents() if agent_ids is None or a.id in agent_ids]
 
@@ -59,6 +61,11 @@ class InboxPage:
     @property
     def num_pages(self) -> int:
         return max(1, math.ceil(self.total / self.per_page))
+
+    @property
+    def number(self) -> int:
+        """The page's number, as the shared pager (and Django's ``Page``) names it."""
+        return self.page
 
     @property
     def has_previous(self) -> bool:
@@ -93,7 +100,7 @@ def inbox_page(
     from_date: datetime | None = None,
     to_date: datetime | None = None,
     tool_name: str | None = None,
-    kind: Literal["approval", "input"] | None = None,
+    kind: CallKind | None = None,
     order: Literal["newest", "oldest"] = "newest",
     page: int = 1,
     per_page: int = 20,
@@ -114,7 +121,7 @@ def inbox_page(
 
 
 def run_locate(
-    run_id: str, *, agent_hint: str | None = None, agent_ids: list[str] | None = None
+    run_id: str, *, agent_hint: str | None = None, agent_ids: Collection[str] | None = None
 ) -> tuple[Agent, AgentRun] | None:
     """The suspended run ``run_id`` and the agent that owns it, or None when no agent has it waiting.
 
@@ -135,7 +142,7 @@ def run_locate(
     return async_to_sync(find)()
 
 
-def run_continuing(run_id: str, *, agent_ids: list[str] | None = None) -> StoredRun | None:
+def run_continuing(run_id: str, *, agent_ids: Collection[str] | None = None) -> StoredRun | None:
     """The run while a continuation works on it (its decisions are all in), else None.
 
     Such a run is listed nowhere (it is not suspended), but its page should say what is going on

@@ -287,7 +287,7 @@ def _parts(requests: int) -> dict[str, tuple[float, float]]:
     # partial) is timed.
     fields = [f for card in build() for call in card.calls for f in [call.reason, *call.resume_fields]]
     field_list = engines["django"].from_string(
-        '{% for f in fields %}{% include "approvals/run.html#form-field" %}{% endfor %}'
+        '{% for f in fields %}{% include "approvals/partials/run_card.html#form-field" %}{% endfor %}'
     )
 
     def form_fields() -> None:

@@ -163,7 +163,7 @@ def _reset_and_seed(n: int) -> None:
                             position=1,
                             tool_call_id=f"ask-{run.run_id[:12]}",
                             tool_name="ask_environment",
-                            kind="suspend",
+                            kind="input",
                             suspend_payload={"question": "Which environment?"},
                             resume_schema={
                                 "type": "object",

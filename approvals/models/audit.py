@@ -20,6 +20,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.utils import timezone
 
+from agents_runtime.vocabulary import NO_EFFECT_OUTCOMES, RECORDED_OUTCOMES, DecisionAction, Outcome, choices
+
 from .fields import OrderedJSONField
 
 
@@ -27,27 +29,25 @@ class AppendOnlyError(Exception):
     """Audit records are never changed or deleted."""
 
 
-class AuditAction(models.TextChoices):
-    APPROVE = "approve", "Approve"
-    DECLINE = "decline", "Decline"
-    RESUME = "resume", "Resume"
-
-
-class AuditOutcome(models.TextChoices):
-    COMPLETED = "completed", "Completed"
-    SUSPENDED_AGAIN = "suspended_again", "Suspended again"
-    #: The continuation was handed to a background worker; its end is in the run's later entries.
-    CONTINUING = "continuing", "Continuing in the background"
-    FAILED = "failed", "Failed"
-    #: The continuation stopped before the run settled (its process died, or lost its lease): the
-    #: call was offered for a decision again.
-    INTERRUPTED = "interrupted", "Interrupted"
-    LOST_RACE = "lost_race", "Lost a race"
-    INVALID = "invalid", "Refused as invalid"
-
-
-#: Outcomes that mean the decision did not take effect.
-NO_EFFECT_OUTCOMES = frozenset({AuditOutcome.LOST_RACE, AuditOutcome.INVALID})
+#: What a record says, in order (the audit CSV's columns; the run store writes ``user_id`` besides).
+RECORD_FIELDS = (
+    "created_at",
+    "username",
+    "agent_id",
+    "run_id",
+    "thread_id",
+    "resource_id",
+    "tool_call_id",
+    "tool_name",
+    "args",
+    "suspend_payload",
+    "action",
+    "reason",
+    "resume_data",
+    "edited_args",
+    "outcome",
+    "outcome_detail",
+)
 
 
 class AuditEntryQuerySet(models.QuerySet["AuditEntry"]):
@@ -64,7 +64,7 @@ class AuditEntryQuerySet(models.QuerySet["AuditEntry"]):
     def settle(self, run_id: str, outcome: str, detail: str, *, tool_call_ids: Iterable[str] = ()) -> int:
         """Give the run's ``continuing`` decisions (or only those of ``tool_call_ids``) how the run
         went on (the one change a row sees)."""
-        rows = self.filter(run_id=run_id, outcome=AuditOutcome.CONTINUING)
+        rows = self.filter(run_id=run_id, outcome=Outcome.CONTINUING)
         if tool_call_ids:
             rows = rows.filter(tool_call_id__in=list(tool_call_ids))
         return rows.update(outcome=outcome, outcome_detail=detail)
@@ -119,12 +119,12 @@ class AuditEntry(models.Model):
     args = OrderedJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     #: What a ``suspend()``-ed tool showed the reviewer (input calls).
     suspend_payload = OrderedJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
-    action = models.CharField(max_length=16, choices=AuditAction.choices)
+    action = models.CharField(max_length=16, choices=choices(DecisionAction))
     reason = models.TextField(blank=True)
     resume_data = OrderedJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     #: Approved with edited arguments: what the reviewer sent instead of ``args``.
     edited_args = OrderedJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
-    outcome = models.CharField(max_length=24, choices=AuditOutcome.choices)
+    outcome = models.CharField(max_length=24, choices=choices(RECORDED_OUTCOMES))
     #: The final answer, the error, or "already decided by X at T".
     outcome_detail = models.TextField(blank=True)
 
@@ -156,3 +156,8 @@ class AuditEntry(models.Model):
 
     def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
         raise AppendOnlyError("Audit entries cannot be deleted")
+
+    @property
+    def verb(self) -> str:
+        """As in "rita approved refund"."""
+        return DecisionAction(self.action).verb

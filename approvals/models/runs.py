@@ -13,23 +13,14 @@ from typing import ClassVar
 from django.db import models
 from django.db.models import Exists, OuterRef, Q
 
+from agents_runtime.vocabulary import CallKind, DecisionAction, choices
+
 from .fields import OrderedJSONField
 
 
 class RunStatus(models.TextChoices):
     SUSPENDED = "suspended", "Suspended"
     RUNNING = "running", "Running"
-
-
-class CallKind(models.TextChoices):
-    APPROVAL = "approval", "Approval"
-    SUSPEND = "suspend", "Suspend"
-
-
-class DecisionAction(models.TextChoices):
-    APPROVE = "approve", "Approve"
-    DECLINE = "decline", "Decline"
-    RESUME = "resume", "Resume"
 
 
 class RunRecordQuerySet(models.QuerySet["RunRecord"]):
@@ -167,7 +158,7 @@ class ParkedCallRecord(models.Model):
     position = models.PositiveSmallIntegerField()
     tool_call_id = models.CharField(max_length=255)
     tool_name = models.CharField(max_length=255)
-    kind = models.CharField(max_length=16, choices=CallKind.choices)
+    kind = models.CharField(max_length=16, choices=choices(CallKind))
     args = OrderedJSONField(null=True, blank=True)
     suspend_payload = OrderedJSONField(null=True, blank=True)
     suspend_schema = OrderedJSONField(null=True, blank=True)
@@ -176,7 +167,7 @@ class ParkedCallRecord(models.Model):
     delegation = models.JSONField(null=True, blank=True)
     #: NULL while undecided; set once by a conditional UPDATE (exactly once).
     action = models.CharField(  # noqa: DJ001
-        max_length=16, choices=DecisionAction.choices, null=True, blank=True
+        max_length=16, choices=choices(DecisionAction), null=True, blank=True
     )
     actor = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     decided_at = models.DateTimeField(null=True, blank=True)

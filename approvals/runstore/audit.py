@@ -16,7 +16,8 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from agents_runtime.store import Decision, ParkedCall, RunEnding, StoredRun
 from agents_runtime.untrusted import clean_text
-from approvals.models.audit import AuditEntry, AuditOutcome
+from agents_runtime.vocabulary import CallKind, DecisionAction, Outcome
+from approvals.models.audit import RECORD_FIELDS, AuditEntry
 
 # -- what the record says ------------------------------------------------------------------------
 
@@ -47,32 +48,14 @@ def ending_outcome(ending: RunEnding | None) -> tuple[str, str]:
     """The outcome and detail of a run that ended (``finish``)."""
     if ending is None or ending.status == "failed":
         error = ending.detail if ending is not None and ending.detail else "unknown error"
-        return AuditOutcome.FAILED, clean_text(f"Failed: {error}")
-    return AuditOutcome.COMPLETED, clean_text(f"Completed: {ending.detail or '(no text)'}")
+        return Outcome.FAILED, clean_text(f"Failed: {error}")
+    return Outcome.COMPLETED, clean_text(f"Completed: {ending.detail or '(no text)'}")
 
 
 # -- the row -------------------------------------------------------------------------------------
 
-#: Columns of the decision row, in the order ``decision_values`` gives them.
-COLUMNS = (
-    "created_at",
-    "user_id",
-    "username",
-    "agent_id",
-    "run_id",
-    "thread_id",
-    "resource_id",
-    "tool_call_id",
-    "tool_name",
-    "args",
-    "suspend_payload",
-    "action",
-    "reason",
-    "resume_data",
-    "edited_args",
-    "outcome",
-    "outcome_detail",
-)
+#: Columns of the decision row: the record's fields and the user it links to.
+COLUMNS = ("user_id", *RECORD_FIELDS)
 
 
 def decision_values(
@@ -80,10 +63,10 @@ def decision_values(
 ) -> dict[str, Any]:
     """The audit row of ``decision`` on ``call`` (``user_id`` is looked up from the username)."""
     if claims:
-        outcome, detail = AuditOutcome.CONTINUING, CONTINUING_DETAIL
+        outcome, detail = Outcome.CONTINUING, CONTINUING_DETAIL
     else:
         waiting = [c for c in calls_after if c.decision is None]
-        outcome, detail = AuditOutcome.SUSPENDED_AGAIN, waiting_detail(waiting)
+        outcome, detail = Outcome.SUSPENDED_AGAIN, waiting_detail(waiting)
     return {
         "created_at": decision.decided_at,
         "user_id": None,
@@ -94,12 +77,12 @@ def decision_values(
         "resource_id": run.resource_id or "",
         "tool_call_id": call.tool_call_id,
         "tool_name": call.tool_name,
-        "args": call.args if call.kind == "approval" else None,
-        "suspend_payload": call.suspend_payload if call.kind == "suspend" else None,
+        "args": call.args if call.kind == CallKind.APPROVAL else None,
+        "suspend_payload": call.suspend_payload if call.kind == CallKind.INPUT else None,
         "action": decision.action,
         "reason": clean_text(decision.reason or ""),
-        "resume_data": decision.resume_data if decision.action == "resume" else None,
-        "edited_args": decision.edited_args if decision.action == "approve" else None,
+        "resume_data": decision.resume_data if decision.action == DecisionAction.RESUME else None,
+        "edited_args": decision.edited_args if decision.action == DecisionAction.APPROVE else None,
         "outcome": outcome,
         "outcome_detail": detail,
     }
@@ -156,7 +139,7 @@ def settle_sql(run_id_param: str = "%s", *, guard: str = "") -> str:
     table = AuditEntry._meta.db_table
     return (
         f"UPDATE {table} SET outcome = %s, outcome_detail = %s"
-        f" WHERE run_id = {run_id_param} AND outcome = '{AuditOutcome.CONTINUING.value}'{guard}"
+        f" WHERE run_id = {run_id_param} AND outcome = '{Outcome.CONTINUING.value}'{guard}"
     )
 
 

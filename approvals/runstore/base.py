@@ -12,9 +12,9 @@ from typing import Any
 from django.conf import settings
 from django.db import connections, transaction
 
+from agents_runtime.vocabulary import Outcome
 from approvals import db_threads
 from approvals.models import AuditEntry, ParkedCallRecord, RunRecord
-from approvals.models.audit import AuditOutcome
 from approvals.models.runs import ParkedCallRecordQuerySet, RunRecordQuerySet, RunStatus
 from approvals.runstore import audit as decision_records
 from approvals.runstore.records import (
@@ -187,11 +187,11 @@ class StoreBase:
             if started:
                 audit.settle(
                     run["run_id"],
-                    AuditOutcome.INTERRUPTED,
+                    Outcome.INTERRUPTED,
                     decision_records.INTERRUPTED_AFTER_START_DETAIL,
                     tool_call_ids=started,
                 )
-            audit.settle(run["run_id"], AuditOutcome.INTERRUPTED, decision_records.INTERRUPTED_DETAIL)
+            audit.settle(run["run_id"], Outcome.INTERRUPTED, decision_records.INTERRUPTED_DETAIL)
             inner_runs = self._runs().select_for_update().children_of(run["run_id"]).suspended()
             for inner in inner_runs.values("pk", "run_id", "version", "history"):
                 self._park_again(inner, suspend=False)

@@ -6,16 +6,18 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, cast, get_args
+from typing import Any, cast
 
-from agents_runtime.store import CallKind, Decision, DecisionAction, Delegation, ParkedCall, StoredRun
+from agents_runtime.store import Decision, Delegation, ParkedCall, StoredRun
+from agents_runtime.vocabulary import CallKind, DecisionAction
 from approvals.models import ParkedCallRecord
 
 logger = logging.getLogger(__name__)
 
 
-_CALL_KINDS = frozenset(get_args(CallKind))
-_ACTIONS = frozenset(get_args(DecisionAction))
+# Stored value -> word; a dict lookup per row is cheaper than calling the enum.
+_CALL_KINDS = {kind.value: kind for kind in CallKind}
+_ACTIONS = {action.value: action for action in DecisionAction}
 
 #: Columns a StoredRun is built from (the snapshot is added only where it is handed out).
 _RUN_COLUMNS = (
@@ -143,11 +145,12 @@ def _optional_dict(row: Row, name: str) -> dict[str, Any] | None:
 
 
 def _parked_call(row: Row) -> ParkedCall:
-    tool_call_id, tool_name, kind = row["tool_call_id"], row["tool_name"], row["kind"]
+    tool_call_id, tool_name = row["tool_call_id"], row["tool_name"]
+    kind = _CALL_KINDS.get(row["kind"])
     if not isinstance(tool_call_id, str) or not tool_call_id or not isinstance(tool_name, str):
         raise CorruptRow(f"call row {row['id']} has no tool call id or tool name")
-    if kind not in _CALL_KINDS:
-        raise CorruptRow(f"call {tool_call_id!r} has an unknown kind {kind!r}")
+    if kind is None:
+        raise CorruptRow(f"call {tool_call_id!r} has an unknown kind {row['kind']!r}")
     delegation = _optional_dict(row, "delegation")
     try:
         parsed_delegation = (
@@ -163,10 +166,11 @@ def _parked_call(row: Row) -> ParkedCall:
         raise CorruptRow(f"call {tool_call_id!r}: delegation lacks {exc}") from exc
     decision = None
     if row["action"] is not None:
-        if row["action"] not in _ACTIONS or row["decided_at"] is None:
+        action = _ACTIONS.get(row["action"])
+        if action is None or row["decided_at"] is None:
             raise CorruptRow(f"call {tool_call_id!r} has an invalid decision ({row['action']!r})")
         decision = Decision(
-            action=cast(DecisionAction, row["action"]),
+            action=action,
             decided_at=_utc(row["decided_at"]),
             actor=row["actor"],
             reason=row["reason"],
@@ -176,7 +180,7 @@ def _parked_call(row: Row) -> ParkedCall:
     return ParkedCall(
         tool_call_id=tool_call_id,
         tool_name=tool_name,
-        kind=cast(CallKind, kind),
+        kind=kind,
         args=_optional_dict(row, "args"),
         suspend_payload=row["suspend_payload"],
         suspend_schema=_optional_dict(row, "suspend_schema"),

@@ -31,8 +31,8 @@ from agents_runtime.store import (
     StoredRun,
     Suspension,
 )
+from agents_runtime.vocabulary import Outcome
 from approvals.models import AuditEntry, ThreadMessage
-from approvals.models.audit import AuditOutcome
 from approvals.models.runs import RunStatus
 from approvals.runstore import audit as decision_records
 from approvals.runstore.decide import DecisionSteps
@@ -125,7 +125,7 @@ class DjangoRunStore(DecisionSteps, RunStore):
             waiting = [c for c in suspension.calls if c.decision is None]
             AuditEntry.objects.using(self.using).settle(
                 suspension.run_id,
-                AuditOutcome.SUSPENDED_AGAIN,
+                Outcome.SUSPENDED_AGAIN,
                 decision_records.suspended_again_detail(waiting),
             )
         return _stored_run(run, tuple(_stored_call(c) for c in suspension.calls), with_snapshot=True)

@@ -1,12 +1,12 @@
 """State changes: decisions on parked tool calls (``decisions``) and new runs (``runs``).
 
 Views, consumers and commands call these; none of them talks to the runtime's write methods
-directly. Every function takes the acting user (from the login, never from a form) and checks the
-user's rights (``approvals.access``) before it acts.
+directly. Every function takes the acting user's rights as the request resolved them once
+(``approvals.access.Access`` / ``AgentAccess``, from the login, never from a form) and refuses a
+user who may not act.
 """
 
-from approvals.access import AUDIT_PERMISSION, DECIDE_PERMISSION, require_agent_access, require_permission
-from approvals.models.audit import AuditOutcome
+from approvals.access import AUDIT_PERMISSION, DECIDE_PERMISSION, Access, AgentAccess
 from approvals.services.decisions import decision_approve, decision_decline, decision_resume
 from approvals.services.outcomes import DecisionOutcome
 from approvals.services.runs import run_start
@@ -14,12 +14,11 @@ from approvals.services.runs import run_start
 __all__ = [
     "AUDIT_PERMISSION",
     "DECIDE_PERMISSION",
-    "AuditOutcome",
+    "Access",
+    "AgentAccess",
     "DecisionOutcome",
     "decision_approve",
     "decision_decline",
     "decision_resume",
-    "require_agent_access",
-    "require_permission",
     "run_start",
 ]

@@ -1,8 +1,10 @@
 """State changes: decisions on parked tool calls and new runs, each with its audit record.
 
 Views, the JSON API and consumers call these; none of them talks to the runtime's write methods
-directly. Every function takes the acting user (the identity comes from the login, never from a form),
-checks the permission, calls the runtime's public API, waits for the run to go as far as it goes
+directly. Every function takes the acting user's rights as resolved for the request
+(``approvals.access.AgentAccess``: the agent and the user's right to it, checked when it was built;
+the identity comes from the login, never from a form), refuses a user who may not decide, calls the
+runtime's public API, waits for the run to go as far as it goes
 (completed, suspended again, failed) and records what happened in ``AuditEntry``.
 
 Audit policy: every decision that reached the runtime gets one row. A decision the runtime accepted
@@ -33,9 +35,10 @@ from agents_runtime import (
     ToolCallNotSuspended,
 )
 from agents_runtime.untrusted import clean_json, clean_text
-from approvals import agents, live
-from approvals.access import DECIDE_PERMISSION, require_agent_access, require_permission, visible_agent_ids
-from approvals.models.audit import AuditAction, AuditEntry, AuditOutcome
+from agents_runtime.vocabulary import DecisionAction, Outcome
+from approvals import live
+from approvals.access import DECIDE_PERMISSION, Access, AgentAccess
+from approvals.models.audit import AuditEntry
 from approvals.services.outcomes import Attempt, DecisionOutcome, outcome_of, same_json
 
 logger = logging.getLogger(__name__)
@@ -44,7 +47,7 @@ logger = logging.getLogger(__name__)
 async def _attempt(
     agent: Agent,
     *,
-    action: str,
+    action: DecisionAction,
     run_id: str,
     tool_call_id: str,
     actor: str,
@@ -72,7 +75,7 @@ async def _attempt(
         # Nothing was changed: a plain approval (and recorded as one).
         attempt.edited_args = None
     try:
-        if action == AuditAction.APPROVE:
+        if action == DecisionAction.APPROVE:
             stream = await agent.approve_tool_call(
                 run_id=run_id,
                 tool_call_id=tool_call_id,
@@ -80,7 +83,7 @@ async def _attempt(
                 edited_args=attempt.edited_args,
                 confirm_rerun=confirm_rerun,
             )
-        elif action == AuditAction.DECLINE:
+        elif action == DecisionAction.DECLINE:
             stream = await agent.decline_tool_call(
                 run_id=run_id, tool_call_id=tool_call_id, reason=reason or None, actor=actor
             )
@@ -120,27 +123,24 @@ async def _attempt(
 
 
 def _decide(
+    access: Access | AgentAccess,
     *,
-    user: Any,
-    agent_id: str,
     run_id: str,
     tool_call_id: str,
-    action: AuditAction,
+    action: DecisionAction,
     reason: str = "",
     resume_data: Any = None,
     edited_args: dict[str, Any] | None = None,
     confirm_rerun: bool = False,
 ) -> DecisionOutcome:
-    require_permission(user, DECIDE_PERMISSION, to="decide on suspended runs")
-    actor = user.get_username()
-    if not agent_id:
-        # No agent has this run waiting (the caller looked): report who decided it, if anyone here did.
-        attempt = Attempt(error=RunNotFound(run_id), edited_args=edited_args)
-    else:
-        agent = agents.get(agent_id)
-        require_agent_access(user, agent_id)
+    who = access.access if isinstance(access, AgentAccess) else access
+    who.require(DECIDE_PERMISSION, to="decide on suspended runs")
+    user, actor = who.user, who.username
+    agent_id = ""
+    if isinstance(access, AgentAccess):
+        agent_id = access.agent.id
         attempt = async_to_sync(_attempt)(
-            agent,
+            access.agent,
             action=action,
             run_id=run_id,
             tool_call_id=tool_call_id,
@@ -150,8 +150,12 @@ def _decide(
             edited_args=edited_args,
             confirm_rerun=confirm_rerun,
         )
+    else:
+        # No agent of the user's has this run waiting (the caller looked): report who decided it,
+        # if anyone here did.
+        attempt = Attempt(error=RunNotFound(run_id), edited_args=edited_args)
     base: dict[str, Any] = {
-        "action": str(action),
+        "action": action,
         "agent_id": agent_id,
         "run_id": run_id,
         "tool_call_id": tool_call_id,
@@ -163,10 +167,8 @@ def _decide(
         "args": attempt.call.args if attempt.call else None,
         "edited_args": attempt.edited_args,
     }
-    outcome = outcome_of(
-        attempt, base, run_id=run_id, tool_call_id=tool_call_id, visible=visible_agent_ids(user)
-    )
-    if outcome.status in {"not_found", "unconfirmed"}:
+    outcome = outcome_of(attempt, base, run_id=run_id, tool_call_id=tool_call_id, visible=list(who.agent_ids))
+    if outcome.status in {Outcome.NOT_FOUND, Outcome.UNCONFIRMED}:
         # Nothing was decided and nothing of the run changed (as a form that fails validation).
         return outcome
     if outcome.took_effect:
@@ -180,7 +182,7 @@ def _decide(
         if attempt.crash is not None:
             # The continuation broke in this process before the run settled: say so on the record.
             detail = clean_text(outcome.message)
-            AuditEntry.objects.settle(run_id, AuditOutcome.FAILED, detail)
+            AuditEntry.objects.settle(run_id, Outcome.FAILED, detail)
     else:
         entry = _refused_attempt_row(user, actor, outcome, attempt, action, reason, resume_data)
     # Pages that show decisions (the run page) refetch once the record is there.
@@ -201,7 +203,7 @@ def _refused_attempt_row(
     actor: str,
     outcome: DecisionOutcome,
     attempt: Attempt,
-    action: AuditAction,
+    action: DecisionAction,
     reason: str,
     resume_data: Any,
 ) -> AuditEntry:
@@ -223,23 +225,25 @@ def _refused_attempt_row(
         action=action,
         reason=text(reason or ""),
         # Refused data is kept as sent, in the normal form a database can hold (NaN, NUL...).
-        resume_data=clean_json(resume_data) if action == AuditAction.RESUME else None,
-        edited_args=clean_json(attempt.edited_args) if action == AuditAction.APPROVE else None,
+        resume_data=clean_json(resume_data) if action == DecisionAction.RESUME else None,
+        edited_args=clean_json(attempt.edited_args) if action == DecisionAction.APPROVE else None,
         outcome=outcome.status,
         outcome_detail=text(outcome.message),
     )
 
 
 def decision_approve(
+    access: Access | AgentAccess,
     *,
-    user: Any,
-    agent_id: str,
     run_id: str,
     tool_call_id: str,
     edited_args: dict[str, Any] | None = None,
     confirm_rerun: bool = False,
 ) -> DecisionOutcome:
     """Approve one parked call: the tool runs (once) when the run continues.
+
+    ``access`` is the run's agent with the user's right to it, or just the user's rights when no
+    agent of theirs has the run waiting (the outcome then says who decided it, if anyone did).
 
     A call interrupted after its tool started may have run: approving it again needs
     ``confirm_rerun`` (else ``unconfirmed``, nothing decided).
@@ -250,34 +254,31 @@ def decision_approve(
     model's are a plain approval.
     """
     return _decide(
-        user=user,
-        agent_id=agent_id,
+        access,
         run_id=run_id,
         tool_call_id=tool_call_id,
-        action=AuditAction.APPROVE,
+        action=DecisionAction.APPROVE,
         edited_args=edited_args,
         confirm_rerun=confirm_rerun,
     )
 
 
 def decision_decline(
-    *, user: Any, agent_id: str, run_id: str, tool_call_id: str, reason: str = ""
+    access: Access | AgentAccess, *, run_id: str, tool_call_id: str, reason: str = ""
 ) -> DecisionOutcome:
     """Decline one parked call; the model receives ``reason`` (or the runtime's default) as the result."""
     return _decide(
-        user=user,
-        agent_id=agent_id,
+        access,
         run_id=run_id,
         tool_call_id=tool_call_id,
-        action=AuditAction.DECLINE,
+        action=DecisionAction.DECLINE,
         reason=reason.strip(),
     )
 
 
 def decision_resume(
+    access: Access | AgentAccess,
     *,
-    user: Any,
-    agent_id: str,
     run_id: str,
     tool_call_id: str,
     resume_data: Any,
@@ -286,11 +287,10 @@ def decision_resume(
     """Answer a ``suspend()``-ed call with data already validated against its resume schema
     (``confirm_rerun`` as for ``decision_approve``)."""
     return _decide(
-        user=user,
-        agent_id=agent_id,
+        access,
         run_id=run_id,
         tool_call_id=tool_call_id,
-        action=AuditAction.RESUME,
+        action=DecisionAction.RESUME,
         resume_data=resume_data,
         confirm_rerun=confirm_rerun,
     )

@@ -7,7 +7,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser
@@ -24,13 +24,11 @@ from agents_runtime import (
     RunResult,
     ToolCallNotSuspended,
 )
+from agents_runtime.vocabulary import EFFECTIVE_OUTCOMES, DecisionAction, Outcome
 from approvals.models.audit import AuditEntry
 
 logger = logging.getLogger(__name__)
 
-OutcomeStatus = Literal[
-    "completed", "suspended_again", "continuing", "failed", "lost_race", "invalid", "not_found", "unconfirmed"
-]
 User = AbstractBaseUser | AnonymousUser
 
 
@@ -38,8 +36,8 @@ User = AbstractBaseUser | AnonymousUser
 class DecisionOutcome:
     """What a decision did, for the page that took it."""
 
-    status: OutcomeStatus
-    action: str
+    status: Outcome
+    action: DecisionAction
     agent_id: str
     run_id: str
     tool_call_id: str
@@ -73,26 +71,15 @@ class DecisionOutcome:
 
     @property
     def verb(self) -> str:
-        return {"approve": "approved", "decline": "declined", "resume": "answered"}.get(
-            self.action, self.action
-        )
+        return DecisionAction(self.action).verb
 
     @property
     def status_label(self) -> str:
-        return {
-            "completed": "Completed",
-            "suspended_again": "Waiting again",
-            "continuing": "Continuing",
-            "failed": "Failed",
-            "lost_race": "Already decided",
-            "invalid": "Refused",
-            "not_found": "No longer waiting",
-            "unconfirmed": "Needs confirmation",
-        }[self.status]
+        return Outcome(self.status).status_label
 
     @property
     def took_effect(self) -> bool:
-        return self.status in {"completed", "suspended_again", "continuing", "failed"}
+        return self.status in EFFECTIVE_OUTCOMES
 
     @property
     def edited(self) -> bool:
@@ -158,43 +145,51 @@ def outcome_of(
             if isinstance(error, ToolCallNotSuspended)
             else "This run is not waiting for a decision any more (it ended, or it does not exist)."
         )
-        return DecisionOutcome(status="not_found", message=message, **base)
+        return DecisionOutcome(status=Outcome.NOT_FOUND, message=message, **base)
     if isinstance(error, RerunNotConfirmed):
         return DecisionOutcome(
-            status="unconfirmed",
+            status=Outcome.UNCONFIRMED,
             message="Interrupted after the tool started — it may have run. Nothing was decided: "
             "tick “Run it again” to confirm.",
             **base,
         )
     if isinstance(error, InvalidToolArgs):
         return DecisionOutcome(
-            status="invalid",
+            status=Outcome.INVALID,
             message=str(error),
             field_errors=list(error.errors),
             refused_args=True,
             **base,
         )
     if isinstance(error, InvalidResumeData):
-        return DecisionOutcome(status="invalid", message=str(error), field_errors=list(error.errors), **base)
+        return DecisionOutcome(
+            status=Outcome.INVALID, message=str(error), field_errors=list(error.errors), **base
+        )
     if attempt.crash is not None:
         return DecisionOutcome(
-            status="failed", message=f"Failed: {attempt.crash}", error=attempt.crash, **base
+            status=Outcome.FAILED, message=f"Failed: {attempt.crash}", error=attempt.crash, **base
         )
     result = attempt.result
     assert result is not None
     if result.status == "success":
         return DecisionOutcome(
-            status="completed", message=f"Completed: {result.text or '(no text)'}", text=result.text, **base
+            status=Outcome.COMPLETED,
+            message=f"Completed: {result.text or '(no text)'}",
+            text=result.text,
+            **base,
         )
     if result.status == "running":
         return DecisionOutcome(
-            status="continuing",
+            status=Outcome.CONTINUING,
             message="Recorded; the run continues in the background. Its page shows how it ends.",
             **base,
         )
     if result.status == "failed":
         return DecisionOutcome(
-            status="failed", message=f"Failed: {result.error or 'unknown error'}", error=result.error, **base
+            status=Outcome.FAILED,
+            message=f"Failed: {result.error or 'unknown error'}",
+            error=result.error,
+            **base,
         )
     waiting = attempt.run_after.tool_calls if attempt.run_after else result.tool_calls
     before = {c.tool_call_id for c in attempt.run_before.tool_calls} if attempt.run_before else set()
@@ -203,7 +198,7 @@ def outcome_of(
         message = f"Recorded; the run still waits on {len(waiting)} other call(s): {names}."
     else:
         message = f"The run continued and suspended again, waiting on: {names}."
-    return DecisionOutcome(status="suspended_again", message=message, run=attempt.run_after, **base)
+    return DecisionOutcome(status=Outcome.SUSPENDED_AGAIN, message=message, run=attempt.run_after, **base)
 
 
 def same_json(left: Any, right: Any) -> bool:
@@ -215,7 +210,7 @@ def lost_race(base: dict[str, Any], winner: str | None, winner_at: datetime | No
     who = f" by {winner}" if winner else ""
     when = f" at {_at(winner_at)}" if winner_at else ""
     return DecisionOutcome(
-        status="lost_race",
+        status=Outcome.LOST_RACE,
         message=f"This call was already decided{who}{when}. Nothing ran twice.",
         winner=winner,
         winner_at=winner_at,

@@ -7,20 +7,40 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
+from django.core.paginator import Page, Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from approvals import cards
-from approvals.access import visible_agent_ids
 from approvals.forms import AuditFilterForm
-from approvals.models.audit import AuditEntry
+from approvals.models.audit import RECORD_FIELDS, AuditEntry
 from approvals.services import AUDIT_PERMISSION
-from approvals.views.base import HtmxHttpRequest, is_partial, permission_required, render_page
+from approvals.views.base import HtmxHttpRequest, access_of, is_partial, permission_required, render_page
 
 AUDIT_PER_PAGE = 50
+
+
+class _AuditPage(Page[AuditEntry]):
+    """Django's page, with the names the shared pager reads (``partials/pager.html``)."""
+
+    @property
+    def num_pages(self) -> int:
+        return self.paginator.num_pages
+
+    @property
+    def previous_page(self) -> int:
+        return self.number - 1
+
+    @property
+    def next_page(self) -> int:
+        return self.number + 1
+
+
+class _AuditPaginator(Paginator[AuditEntry]):
+    def _get_page(self, *args: Any, **kwargs: Any) -> Page[AuditEntry]:
+        return _AuditPage(*args, **kwargs)
 
 
 @require_GET
@@ -28,7 +48,7 @@ AUDIT_PER_PAGE = 50
 @permission_required(AUDIT_PERMISSION, to="read the audit log")
 def audit_log(request: HtmxHttpRequest) -> HttpResponse:
     form = AuditFilterForm(request.GET)
-    visible = visible_agent_ids(request.user)
+    visible = access_of(request).agent_ids
     context: dict[str, Any] = {"form": form, "agents": visible}
     if not form.is_valid():
         return render_page(
@@ -40,7 +60,7 @@ def audit_log(request: HtmxHttpRequest) -> HttpResponse:
         )
     # Only the agents this user may see: an admin designated for one agent audits that agent.
     entries = AuditEntry.objects.filter(agent_id__in=visible).matching(**form.filters()).select_related(None)
-    paginator = Paginator(entries, AUDIT_PER_PAGE)
+    paginator = _AuditPaginator(entries, AUDIT_PER_PAGE)
     context["page_obj"] = paginator.get_page(form.cleaned_data.get("page") or 1)
     return render_page(request, "approvals/audit.html", "audit-table", context)
 
@@ -59,24 +79,21 @@ class _Echo:
         return value
 
 
-AUDIT_CSV_COLUMNS = [
-    "created_at",
-    "username",
-    "agent_id",
-    "run_id",
-    "thread_id",
-    "resource_id",
-    "tool_call_id",
-    "tool_name",
-    "args",
-    "suspend_payload",
-    "action",
-    "reason",
-    "resume_data",
-    "edited_args",
-    "outcome",
-    "outcome_detail",
-]
+#: The export's columns: the record's fields, in the record's order.
+AUDIT_CSV_COLUMNS = list(RECORD_FIELDS)
+_JSON_COLUMNS = frozenset({"args", "suspend_payload", "resume_data", "edited_args"})
+
+
+def _csv_values(entry: AuditEntry) -> list[Any]:
+    values: list[Any] = []
+    for name in AUDIT_CSV_COLUMNS:
+        value = getattr(entry, name)
+        if name in _JSON_COLUMNS:
+            value = cards.compact_json(value)
+        elif name == "created_at":
+            value = value.isoformat()
+        values.append(value)
+    return values
 
 
 @require_GET
@@ -86,7 +103,7 @@ def audit_export(request: HttpRequest) -> HttpResponseBase:
     form = AuditFilterForm(request.GET)
     if not form.is_valid():
         return render(request, "approvals/audit.html", {"form": form}, status=400)
-    visible = visible_agent_ids(request.user)
+    visible = access_of(request).agent_ids
     entries = (
         AuditEntry.objects.filter(agent_id__in=visible)
         .matching(**form.filters())
@@ -97,25 +114,7 @@ def audit_export(request: HttpRequest) -> HttpResponseBase:
         writer = csv.writer(_Echo())
         yield writer.writerow(AUDIT_CSV_COLUMNS)
         for entry in entries.iterator(chunk_size=500):
-            values = [
-                entry.created_at.isoformat(),
-                entry.username,
-                entry.agent_id,
-                entry.run_id,
-                entry.thread_id,
-                entry.resource_id,
-                entry.tool_call_id,
-                entry.tool_name,
-                cards.compact_json(entry.args),
-                cards.compact_json(entry.suspend_payload),
-                entry.action,
-                entry.reason,
-                cards.compact_json(entry.resume_data),
-                cards.compact_json(entry.edited_args),
-                entry.outcome,
-                entry.outcome_detail,
-            ]
-            yield writer.writerow([_csv_cell(v) for v in values])
+            yield writer.writerow([_csv_cell(v) for v in _csv_values(entry)])
 
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     return StreamingHttpResponse(

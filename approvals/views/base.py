@@ -4,8 +4,9 @@ agent lookup.
 Views are plain functions with a method guard each and thin bodies: reads come from
 ``approvals.queries``, changes go through ``approvals.services``. An htmx request gets the named
 partial it swaps in; the same URL without htmx gets the whole page (decisions: a redirect back with a
-message), so everything works without JavaScript. htmx 2 does not swap 4xx responses, so errors meant
-to be shown in place are answered with 200 to htmx and with 400 otherwise.
+message), so everything works without JavaScript. htmx 2 does not swap 4xx responses, so errors
+meant to be shown in place are answered with 200 to htmx and with 400 otherwise. What the user may
+see and do is resolved once per request (``access_of``) and handed to the services and templates.
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 from django_htmx.middleware import HtmxDetails
 
-from agents_runtime import Agent
-from approvals import agents, services
-from approvals.services import DECIDE_PERMISSION
+from approvals import agents
+from approvals.access import Access, AgentAccess
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -34,7 +34,7 @@ def permission_required(permission: str, *, to: str) -> Callable[[Callable[..., 
     def decorator(view: Callable[..., Any]) -> Callable[..., Any]:
         @wraps(view)
         def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
-            services.require_permission(request.user, permission, to=to)
+            access_of(request).require(permission, to=to)
             return view(request, *args, **kwargs)
 
         return wrapped
@@ -61,18 +61,21 @@ def render_page(
     return response
 
 
-def agent_or_404(agent_id: str) -> Agent:
+_ACCESS_ATTRIBUTE = "countersign_access"
+
+
+def access_of(request: HttpRequest) -> Access:
+    """The user's rights, resolved on first use and kept for the rest of the request."""
+    access: Access | None = getattr(request, _ACCESS_ATTRIBUTE, None)
+    if access is None or access.user is not request.user:
+        access = Access.of(request.user)
+        setattr(request, _ACCESS_ATTRIBUTE, access)
+    return access
+
+
+def visible_agent(request: HttpRequest, agent_id: str) -> AgentAccess:
+    """The agent ``agent_id`` with the user's right to it: 404 when unknown, 403 when not theirs."""
     try:
-        return agents.get(agent_id)
+        return access_of(request).for_agent(agent_id)
     except agents.UnknownAgent:
         raise Http404(f"No agent “{agent_id}” is registered.") from None
-
-
-def visible_agent(request: HttpRequest, agent_id: str) -> Agent:
-    agent = agent_or_404(agent_id)
-    services.require_agent_access(request.user, agent.id)
-    return agent
-
-
-def can_decide(request: HttpRequest) -> bool:
-    return request.user.has_perm(DECIDE_PERMISSION)

@@ -16,11 +16,15 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from agents_runtime.vocabulary import Outcome
 from approvals import agents, cards, dom_ids, queries, services
-from approvals.access import visible_agent_ids
+from approvals.access import Access, AgentAccess
 from approvals.forms import DeclineForm, EditedArgsForm
 from approvals.services import DECIDE_PERMISSION, DecisionOutcome
-from approvals.views.base import HtmxHttpRequest, is_partial, permission_required, visible_agent
+from approvals.views.base import HtmxHttpRequest, access_of, is_partial, permission_required, visible_agent
+
+#: One run card (the inbox and the run page include the same file).
+RUN_CARD = "approvals/partials/run_card.html"
 
 
 def _next_url(request: HttpRequest, run_id: str) -> str:
@@ -32,16 +36,22 @@ def _next_url(request: HttpRequest, run_id: str) -> str:
     return reverse("approvals:run", args=[run_id])
 
 
-def _agent_for_post(request: HttpRequest, run_id: str) -> str:
-    """The agent a decision is for: posted by the card, else whichever agent has the run waiting."""
+def _agent_for_post(request: HttpRequest, run_id: str) -> Access | AgentAccess:
+    """The agent a decision is for (posted by the card, else whichever agent of the user's has the
+    run waiting) with the user's right to it; just the user's rights when no agent has it waiting."""
     posted = request.POST.get("agent", "")
     if posted:
-        return visible_agent(request, posted).id
-    found = queries.run_locate(run_id, agent_ids=visible_agent_ids(request.user))
+        return visible_agent(request, posted)
+    access = access_of(request)
+    found = queries.run_locate(run_id, agent_ids=access.agent_ids)
     if found is None:
         # No agent has it waiting: let the services say why (lost race or gone).
-        return ""
-    return found[0].id
+        return access
+    return access.for_agent(found[0].id)
+
+
+def _agent_id(target: Access | AgentAccess) -> str:
+    return target.agent.id if isinstance(target, AgentAccess) else ""
 
 
 def _rerun_confirmed(request: HttpRequest) -> bool:
@@ -52,21 +62,21 @@ def _rerun_confirmed(request: HttpRequest) -> bool:
 def _decided(request: HtmxHttpRequest, outcome: DecisionOutcome) -> HttpResponse:
     """The outcome in place of the card (htmx), or back to the page with a message (no JavaScript)."""
     next_url = _next_url(request, outcome.run_id)
-    if outcome.status in {"lost_race", "not_found"} and outcome.run is None:
+    access = access_of(request)
+    if outcome.status in {Outcome.LOST_RACE, Outcome.NOT_FOUND} and outcome.run is None:
         # Show the run as it waits now, if it does (another call, or parked again).
-        found = queries.run_locate(
-            outcome.run_id, agent_hint=outcome.agent_id, agent_ids=visible_agent_ids(request.user)
-        )
+        found = queries.run_locate(outcome.run_id, agent_hint=outcome.agent_id, agent_ids=access.agent_ids)
         if found is not None:
             outcome = replace(outcome, run=found[1])
     if is_partial(request):
         agent_name = _agent_name(outcome.agent_id)
         card = cards.outcome_card(outcome, agent_name=agent_name, next_url=next_url)
-        response = render(request, "approvals/run.html#run-card", {"card": card, "can_decide": True})
+        context = {"card": card, "can_decide": access.can_decide}
+        response = render(request, RUN_CARD, context)
         patch_vary_headers(response, ["HX-Request"])
         return response
-    level = messages.SUCCESS if outcome.took_effect and outcome.status != "failed" else messages.ERROR
-    if outcome.status == "suspended_again":
+    level = messages.SUCCESS if outcome.took_effect and outcome.status != Outcome.FAILED else messages.ERROR
+    if outcome.status == Outcome.SUSPENDED_AGAIN:
         level = messages.INFO
     what = outcome.tool_name or outcome.tool_call_id
     if outcome.edited:
@@ -95,7 +105,8 @@ def _card_with_errors(
     notice: str = "",
 ) -> HttpResponse:
     """The card again with the call's form errors: the run is unchanged."""
-    found = queries.run_locate(run_id, agent_hint=agent_id, agent_ids=visible_agent_ids(request.user))
+    access = access_of(request)
+    found = queries.run_locate(run_id, agent_hint=agent_id, agent_ids=access.agent_ids)
     if found is None:
         raise Http404("This run is not waiting any more.")
     agent, run = found
@@ -108,9 +119,9 @@ def _card_with_errors(
         edited_args_forms={tool_call_id: edited_args_form} if edited_args_form is not None else None,
         notices={tool_call_id: notice} if notice else None,
     )
-    context = {"card": card, "can_decide": True}
+    context = {"card": card, "can_decide": access.can_decide}
     if is_partial(request):
-        response = render(request, "approvals/run.html#run-card", context)
+        response = render(request, RUN_CARD, context)
         patch_vary_headers(response, ["HX-Request"])
         return response
     # Without JavaScript: the run page with the errors next to the fields.
@@ -127,7 +138,8 @@ def _card_with_errors(
 @login_required
 @permission_required(DECIDE_PERMISSION, to="approve tool calls")
 def call_approve(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpResponse:
-    agent_id = _agent_for_post(request, run_id)
+    target = _agent_for_post(request, run_id)
+    agent_id = _agent_id(target)
     form: EditedArgsForm | None = None
     edited_args = None
     if "edited_args" in request.POST:
@@ -139,14 +151,13 @@ def call_approve(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Ht
             )
         edited_args = form.cleaned_data["edited_args"]
     outcome = services.decision_approve(
-        user=request.user,
-        agent_id=agent_id,
+        target,
         run_id=run_id,
         tool_call_id=tool_call_id,
         edited_args=edited_args,
         confirm_rerun=_rerun_confirmed(request),
     )
-    if outcome.status == "unconfirmed":
+    if outcome.status == Outcome.UNCONFIRMED:
         return _card_with_errors(
             request,
             run_id=run_id,
@@ -170,15 +181,15 @@ def call_approve(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Ht
 @login_required
 @permission_required(DECIDE_PERMISSION, to="decline tool calls")
 def call_decline(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpResponse:
-    agent_id = _agent_for_post(request, run_id)
+    target = _agent_for_post(request, run_id)
+    agent_id = _agent_id(target)
     form = DeclineForm(request.POST, auto_id=f"{dom_ids.call_block_id(run_id, tool_call_id)}-%s")
     if not form.is_valid():
         return _card_with_errors(
             request, run_id=run_id, agent_id=agent_id, tool_call_id=tool_call_id, decline_form=form
         )
     outcome = services.decision_decline(
-        user=request.user,
-        agent_id=agent_id,
+        target,
         run_id=run_id,
         tool_call_id=tool_call_id,
         reason=form.cleaned_data["reason"],
@@ -191,52 +202,48 @@ def call_decline(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Ht
 @permission_required(DECIDE_PERMISSION, to="answer suspended tool calls")
 def call_resume(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpResponse:
     posted = request.POST.get("agent") or None
-    if posted:
-        visible_agent(request, posted)
-    found = queries.run_locate(run_id, agent_hint=posted, agent_ids=visible_agent_ids(request.user))
+    access = access_of(request)
+    # The posted agent is checked first (404 / 403), even when another agent has the run.
+    target: Access | AgentAccess = visible_agent(request, posted) if posted else access
+    found = queries.run_locate(run_id, agent_hint=posted, agent_ids=access.agent_ids)
+    if found is not None:
+        target = access.for_agent(found[0].id)
     call = (
         None
         if found is None
         else next((c for c in found[1].tool_calls if c.tool_call_id == tool_call_id), None)
     )
-    if found is None or call is None:
+    if call is None or not isinstance(target, AgentAccess):
         # Stale card: the services tell who decided it (or that it is gone); the runtime validates.
-        outcome = services.decision_resume(
-            user=request.user,
-            agent_id=found[0].id if found else (posted or ""),
-            run_id=run_id,
-            tool_call_id=tool_call_id,
-            resume_data=None,
-        )
+        outcome = services.decision_resume(target, run_id=run_id, tool_call_id=tool_call_id, resume_data=None)
         return _decided(request, outcome)
-    agent = found[0]
+    agent_id = target.agent.id
     form = cards.resume_form_for(call, run_id=run_id, data=request.POST)
     if not form.is_valid():
         return _card_with_errors(
-            request, run_id=run_id, agent_id=agent.id, tool_call_id=tool_call_id, resume_form=form
+            request, run_id=run_id, agent_id=agent_id, tool_call_id=tool_call_id, resume_form=form
         )
     outcome = services.decision_resume(
-        user=request.user,
-        agent_id=agent.id,
+        target,
         run_id=run_id,
         tool_call_id=tool_call_id,
         resume_data=form.resume_data,
         confirm_rerun=_rerun_confirmed(request),
     )
-    if outcome.status == "unconfirmed":
+    if outcome.status == Outcome.UNCONFIRMED:
         return _card_with_errors(
             request,
             run_id=run_id,
-            agent_id=agent.id,
+            agent_id=agent_id,
             tool_call_id=tool_call_id,
             resume_form=form,
             notice=outcome.message,
         )
-    if outcome.status == "invalid":
+    if outcome.status == Outcome.INVALID:
         form.add_field_errors(outcome.field_errors)
         if not form.errors:
             form.add_error(None, outcome.message)
         return _card_with_errors(
-            request, run_id=run_id, agent_id=agent.id, tool_call_id=tool_call_id, resume_form=form
+            request, run_id=run_id, agent_id=agent_id, tool_call_id=tool_call_id, resume_form=form
         )
     return _decided(request, outcome)

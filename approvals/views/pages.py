@@ -11,14 +11,13 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
+from agents_runtime.vocabulary import NO_EFFECT_OUTCOMES, Outcome
 from approvals import agents, cards, queries, services, tasks
-from approvals.access import visible_agent_ids
 from approvals.forms import InboxFilterForm, NewRunForm
-from approvals.models.audit import NO_EFFECT_OUTCOMES, AuditOutcome
 from approvals.services import DECIDE_PERMISSION
 from approvals.views.base import (
     HtmxHttpRequest,
-    can_decide,
+    access_of,
     is_partial,
     permission_required,
     render_page,
@@ -27,12 +26,18 @@ from approvals.views.base import (
 
 #: The run page's live partials (their element ids): htmx sends the one it refetches as HX-Target.
 RUN_DECISIONS_ID = "run-decisions"
+#: How a background continuation's result reads on the run page (``running``: none yet).
+_BACKGROUND_OUTCOMES = {
+    "success": Outcome.COMPLETED,
+    "failed": Outcome.FAILED,
+    "suspended": Outcome.SUSPENDED_AGAIN,
+}
 
 
 @require_GET
 @login_required
 def overview(request: HtmxHttpRequest) -> HttpResponse:
-    rows = queries.overview_rows(agent_ids=visible_agent_ids(request.user))
+    rows = queries.overview_rows(agent_ids=access_of(request).agent_ids)
     context = {"rows": rows, "now": timezone.now(), "total_pending": sum(r.pending for r in rows)}
     return render_page(request, "approvals/overview.html", "agent-table", context)
 
@@ -40,9 +45,10 @@ def overview(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 def inbox(request: HtmxHttpRequest, agent_id: str) -> HttpResponse:
-    agent = visible_agent(request, agent_id)
+    access = visible_agent(request, agent_id)
+    agent = access.agent
     form = InboxFilterForm(request.GET)
-    context: dict[str, Any] = {"agent": agent, "form": form, "can_decide": can_decide(request)}
+    context: dict[str, Any] = {"agent": agent, "form": form, "can_decide": access.can_decide}
     if not form.is_valid():
         # Shown in place of the list; htmx only swaps 2xx responses.
         return render_page(
@@ -60,12 +66,13 @@ def inbox(request: HtmxHttpRequest, agent_id: str) -> HttpResponse:
 @require_GET
 @login_required
 def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
-    visible = visible_agent_ids(request.user)
+    access = access_of(request)
+    visible = access.agent_ids
     decisions = [d for d in queries.run_decisions(run_id) if d.agent_id in visible]
     context: dict[str, Any] = {
         "run_id": run_id,
         "decisions": decisions,
-        "can_decide": can_decide(request),
+        "can_decide": access.can_decide,
         "conversation": [],
         "card": None,
         "continuing": None,
@@ -82,8 +89,12 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
         final = context["final"]
         if continuing is not None:
             context["continuing"] = cards.decided_calls(continuing)
-        elif final is not None and final.outcome == AuditOutcome.CONTINUING:
-            context["background"] = tasks.continuation_result(run_id)
+        elif final is not None and final.outcome == Outcome.CONTINUING:
+            background = tasks.continuation_result(run_id)
+            context["background"] = background
+            context["background_outcome"] = (
+                _BACKGROUND_OUTCOMES.get(background.status) if background else None
+            )
         # A live refetch of a run that vanished (decided outside the dashboard) still gets a 200:
         # htmx would not swap a 404, and the page would keep showing the old card.
         if not decisions and continuing is None and not is_partial(request):
@@ -100,14 +111,13 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
 @login_required
 @permission_required(DECIDE_PERMISSION, to="start runs")
 def run_new(request: HtmxHttpRequest) -> HttpResponse:
-    visible = visible_agent_ids(request.user)
+    visible = access_of(request).agent_ids
     choices = [(a.id, a.name or a.id) for a in agents.all_agents() if a.id in visible]
     form = NewRunForm(request.POST or None, agents=choices)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         result = services.run_start(
-            user=request.user,
-            agent_id=data["agent"],
+            visible_agent(request, data["agent"]),
             prompt=data["prompt"],
             thread_id=data["thread"] or None,
             resource_id=data["resource"] or None,

@@ -77,7 +77,7 @@ def suspend_call(tool_call_id: str = "call-s", tool_name: str = "ask_details") -
     return ParkedCall(
         tool_call_id=tool_call_id,
         tool_name=tool_name,
-        kind="suspend",
+        kind="input",
         suspend_payload={"question": "Which environment?", "options": ["staging", "production"]},
         suspend_schema={"type": "object", "properties": {"question": {"type": "string"}}},
         resume_schema={

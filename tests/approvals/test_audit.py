@@ -14,6 +14,8 @@ from django.utils import timezone
 
 from approvals.models import AuditEntry
 from approvals.models.audit import AppendOnlyError
+from approvals.runstore import audit as decision_records
+from approvals.views.audit import AUDIT_CSV_COLUMNS
 from tests.approvals.runtime_fixtures import DashboardAgents
 
 
@@ -117,6 +119,38 @@ def test_audit_csv_export_follows_the_filters_and_defuses_formulas(
     all_rows = list(csv.DictReader(io.StringIO(b"".join(everything.streaming_content).decode())))  # type: ignore[attr-defined]
     assert len(all_rows) == 2
     assert all_rows[0]["args"] == '{"note": "=HYPERLINK(\\"http://evil\\")"}'  # JSON starts with {: kept
+
+
+def test_audit_csv_columns_and_cells_are_exactly_as_exported_before(
+    agents: DashboardAgents, admin_member_client: Client
+) -> None:
+    when = timezone.now()
+    entry(
+        created_at=when,
+        thread_id="t-1",
+        resource_id="",
+        args={"amount": 5},
+        edited_args={"amount": 4},
+        reason="ok",
+        outcome_detail="Completed: done",
+    )
+
+    body = b"".join(admin_member_client.get("/audit/export.csv").streaming_content).decode()  # type: ignore[attr-defined]
+
+    header, row, end = body.split("\r\n")
+    assert header == (
+        "created_at,username,agent_id,run_id,thread_id,resource_id,tool_call_id,tool_name,args,"
+        "suspend_payload,action,reason,resume_data,edited_args,outcome,outcome_detail"
+    )
+    assert row == (
+        f'{when.isoformat()},rita,helpdesk,run-1,t-1,,call-1,refund,"{{""amount"": 5}}",'
+        ',approve,ok,,"{""amount"": 4}",completed,Completed: done'
+    )
+    assert end == ""
+
+
+def test_the_store_writes_every_field_the_log_exports() -> None:
+    assert sorted(decision_records.COLUMNS) == sorted(["user_id", *AUDIT_CSV_COLUMNS])
 
 
 def test_decisions_taken_in_the_dashboard_land_in_the_audit_log(

@@ -83,7 +83,7 @@ def by_id(html: str, element_id: str) -> tuple[str, dict[str, str | None], str]:
 
 
 def render_fields(fields: list[field_views.FieldView]) -> str:
-    return "".join(render_to_string("approvals/run.html#form-field", {"f": f}) for f in fields)
+    return "".join(render_to_string("approvals/partials/run_card.html#form-field", {"f": f}) for f in fields)
 
 
 def empty_resume_fields(schema: dict[str, Any] | None) -> list[field_views.FieldView]:

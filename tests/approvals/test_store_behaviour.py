@@ -144,7 +144,7 @@ def test_tool_name_and_kind_filters_only_see_undecided_calls(store: RunStore) ->
     )
 
     assert sorted(listed_ids(store, tool_name="refund")) == ["refund-only"]
-    assert sorted(listed_ids(store, kind="suspend")) == ["ask-only", "both"]
+    assert sorted(listed_ids(store, kind="input")) == ["ask-only", "both"]
     assert sorted(listed_ids(store, kind="approval")) == ["refund-only"]
     assert listed_ids(store, tool_name="ask_details", kind="approval") == []
 

@@ -7,8 +7,10 @@ import threading
 import time
 from dataclasses import replace
 from datetime import datetime, timedelta
+from importlib import import_module
 
 import pytest
+from django.apps import apps as django_apps
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
@@ -84,7 +86,7 @@ def test_listing_filters_are_sql_with_limit_and_offset(store: DjangoRunStore) ->
 
     with CaptureQueriesContext(connection) as queries:
         runs, total = store.list_suspended(
-            RunQuery(agent_id="support", resource_id="customer-1", kind="suspend", limit=2, offset=2)
+            RunQuery(agent_id="support", resource_id="customer-1", kind="input", limit=2, offset=2)
         )
 
     assert [r.run_id for r in runs] == ["run-0002", "run-0001"] and total == 5
@@ -200,6 +202,24 @@ def test_a_corrupt_call_row_skips_its_run_with_a_warning(
     assert total == 3  # counted in SQL, like every other match; the page is just shorter
     warnings = " ".join(r.getMessage() for r in caplog.records)
     assert "run-0001" in warnings and "run-0002" in warnings
+
+
+def test_migration_0011_renames_stored_suspend_calls_to_input_and_back(store: DjangoRunStore) -> None:
+    seed(store, 2)
+    # Rows as stored before 0011: the input kind was spelled "suspend".
+    ParkedCallRecord.objects.filter(kind="input").update(kind="suspend")
+    migration = import_module("approvals.migrations.0011_call_kind_input")
+
+    migration.to_input(django_apps, None)
+
+    run = store.get_run("run-0000")
+    assert run is not None and [c.kind for c in run.calls] == ["approval", "input"]
+    runs, total = store.list_suspended(RunQuery(agent_id="support", kind="input"))
+    assert total == 2 and sorted(r.run_id for r in runs) == ["run-0000", "run-0001"]
+    migration.to_suspend(django_apps, None)
+    assert (
+        sorted(ParkedCallRecord.objects.values_list("kind", flat=True)) == ["approval"] * 2 + ["suspend"] * 2
+    )
 
 
 def test_a_corrupt_thread_message_row_is_skipped_with_a_warning(

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.core.exceptions import PermissionDenied
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
+from approvals import services
+from approvals.access import Access, AgentAccess
 from approvals.models import AuditEntry
 from tests.approvals.runtime_fixtures import DashboardAgents
 
@@ -162,3 +167,40 @@ def test_designated_reviewers_see_and_decide_only_their_agents(
     assert approve.status_code == 403
     assert client.get(f"/runs/{helpdesk_run.run_id}/").status_code == 404
     assert agents.executed["refund"].count == 0
+
+
+def test_a_decision_resolves_the_users_agents_and_rights_once(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    run = agents.start("helpdesk", "refund x")
+    call = run.tool_calls[0]
+
+    with CaptureQueriesContext(connection) as queries:
+        response = reviewer_client.post(
+            f"/runs/{run.run_id}/calls/{call.tool_call_id}/approve",
+            {"agent": "helpdesk"},
+            HTTP_HX_REQUEST="true",
+        )
+
+    assert response.status_code == 200 and agents.executed["refund"].count == 1
+    # The user's groups (which agents they see) and their group permissions: one query each.
+    group_reads = [q["sql"] for q in queries.captured_queries if '"auth_user_groups"' in q["sql"]]
+    assert len(group_reads) == 2, group_reads
+
+
+def test_services_refuse_who_may_not_decide_and_rights_cannot_be_made_up(
+    agents: DashboardAgents, viewer: User
+) -> None:
+    run = agents.start("helpdesk", "refund x")
+    access = Access.of(viewer)
+    target = access.for_agent("helpdesk")
+
+    with pytest.raises(PermissionDenied, match=r"approvals\.decide_runs"):
+        services.decision_approve(target, run_id=run.run_id, tool_call_id=run.tool_calls[0].tool_call_id)
+    with pytest.raises(PermissionDenied, match="not a reviewer of the agent “boss”"):
+        access.for_agent("boss")
+    with pytest.raises(TypeError):
+        AgentAccess(access, target.agent)
+    with pytest.raises(TypeError):
+        Access(viewer, ("helpdesk",), True, True)
+    assert agents.executed["refund"].count == 0 and len(agents.suspended("helpdesk")) == 1

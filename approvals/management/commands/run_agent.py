@@ -7,6 +7,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.core.management.base import BaseCommand, CommandError
 
+from agents_runtime.vocabulary import CallKind
 from approvals import agents
 
 
@@ -33,7 +34,7 @@ class Command(BaseCommand):
         self.stdout.write(f"status: {result.status}")
         if result.status == "suspended":
             for call in result.tool_calls:
-                kind = "approval" if call.requires_approval else "input"
+                kind = CallKind.APPROVAL if call.requires_approval else CallKind.INPUT
                 self.stdout.write(f"waiting: {call.tool_name} ({kind}) tool_call_id={call.tool_call_id}")
         elif result.status == "success" and result.text:
             self.stdout.write(f"text: {result.text}")

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('approvals', '0010_admins_manage_users'),
+        ('approvals', '0011_call_kind_input'),
     ]
 
     operations = [

@@ -1,0 +1,101 @@
+"""The words of a decision, spelled once: what a parked call waits for, what a reviewer decides, and
+what came of it.
+
+The runtime's records, the app's models and choices, its services, cards and templates all use these
+(values and labels); nothing else spells them. The values are what is stored, exported (the audit
+CSV) and put in URLs (the inbox's ``kind`` filter), so they never change; the labels are what people
+read.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class CallKind(StrEnum):
+    """What a parked call waits for: approve/decline (``approval``) or an answer to ``suspend()``."""
+
+    APPROVAL = "approval"
+    INPUT = "input"
+
+    @property
+    def label(self) -> str:
+        return _CALL_KIND_LABELS[self]
+
+
+class DecisionAction(StrEnum):
+    APPROVE = "approve"
+    DECLINE = "decline"
+    RESUME = "resume"
+
+    @property
+    def label(self) -> str:
+        return _ACTION_LABELS[self][0]
+
+    @property
+    def verb(self) -> str:
+        """As in "rita approved refund"."""
+        return _ACTION_LABELS[self][1]
+
+
+class Outcome(StrEnum):
+    """What a decision did. All but ``NOT_FOUND`` and ``UNCONFIRMED`` are recorded in the audit log."""
+
+    COMPLETED = "completed"
+    SUSPENDED_AGAIN = "suspended_again"
+    #: The decision is in; the run continues (in the background, or until the store settles it).
+    CONTINUING = "continuing"
+    FAILED = "failed"
+    #: The continuation stopped before the run settled (its process died, or lost its lease): the
+    #: call was offered for a decision again.
+    INTERRUPTED = "interrupted"
+    LOST_RACE = "lost_race"
+    INVALID = "invalid"
+    #: The run was not waiting (ended, or never existed): nothing to record.
+    NOT_FOUND = "not_found"
+    #: The call's tool may have run already (interrupted after it started) and running it again was
+    #: not confirmed: nothing decided, nothing to record.
+    UNCONFIRMED = "unconfirmed"
+
+    @property
+    def label(self) -> str:
+        """The audit log's word for it."""
+        return _OUTCOME_LABELS[self][0]
+
+    @property
+    def status_label(self) -> str:
+        """The word on the card of the reviewer who just decided."""
+        return _OUTCOME_LABELS[self][1]
+
+
+_CALL_KIND_LABELS = {CallKind.APPROVAL: "Needs approval", CallKind.INPUT: "Waiting for input"}
+_ACTION_LABELS = {
+    DecisionAction.APPROVE: ("Approve", "approved"),
+    DecisionAction.DECLINE: ("Decline", "declined"),
+    DecisionAction.RESUME: ("Resume", "answered"),
+}
+_OUTCOME_LABELS = {
+    Outcome.COMPLETED: ("Completed", "Completed"),
+    Outcome.SUSPENDED_AGAIN: ("Suspended again", "Waiting again"),
+    Outcome.CONTINUING: ("Continuing in the background", "Continuing"),
+    Outcome.FAILED: ("Failed", "Failed"),
+    Outcome.INTERRUPTED: ("Interrupted", "Interrupted"),
+    Outcome.LOST_RACE: ("Lost a race", "Already decided"),
+    Outcome.INVALID: ("Refused as invalid", "Refused"),
+    Outcome.NOT_FOUND: ("Not waiting", "No longer waiting"),
+    Outcome.UNCONFIRMED: ("Not confirmed", "Needs confirmation"),
+}
+
+#: Outcomes the audit log records (its column's choices).
+RECORDED_OUTCOMES = tuple(o for o in Outcome if o not in {Outcome.NOT_FOUND, Outcome.UNCONFIRMED})
+#: Outcomes of a decision that took effect.
+EFFECTIVE_OUTCOMES = frozenset(
+    {Outcome.COMPLETED, Outcome.SUSPENDED_AGAIN, Outcome.CONTINUING, Outcome.FAILED}
+)
+#: Recorded outcomes that mean the decision did not take effect.
+NO_EFFECT_OUTCOMES = frozenset({Outcome.LOST_RACE, Outcome.INVALID})
+
+
+def choices(words: type[CallKind] | type[DecisionAction] | tuple[Outcome, ...]) -> list[tuple[str, str]]:
+    """``(value, label)`` pairs, for Django model and form choices."""
+    return [(word.value, word.label) for word in words]
