@@ -113,7 +113,6 @@
     return typing || live.querySelector(".htmx-request") !== null;
   }
 
-
   // --- Refetching ----------------------------------------------------------------------------------
 
   const timers = {}; // partial id -> the refetch pending for this burst of events
@@ -132,7 +131,7 @@
     if (busy(el)) {
       el.setAttribute("data-stale", "");
     } else if (refetching[el.id]) {
-      refetching[el.id] = "again";
+      refetching[el.id] = "again"; // (htmx would queue it on the element its answer replaces)
     } else if (el.classList.contains("htmx-added")) {
       schedule(el); // just swapped in: htmx listens for cs:refresh on it once it has settled
     } else {
