@@ -19,6 +19,7 @@ indexed once at start-up; without its manifest the server refuses to start
 from __future__ import annotations
 
 import asyncio
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,11 @@ class StaticFiles:
     def __init__(self, app: Any) -> None:
         self.app = app
         # Configured from settings exactly as the middleware would be (WHITENOISE_* settings apply).
-        self.whitenoise = WhiteNoiseMiddleware(get_response=None)
+        with warnings.catch_warnings():
+            # STATIC_ROOT does not exist before the first collectstatic: fine with DEBUG on (files
+            # come from the finders); with DEBUG off require_collected_static stops the server.
+            warnings.filterwarnings("ignore", message="No directory at", category=UserWarning)
+            self.whitenoise = WhiteNoiseMiddleware(get_response=None)
         self.prefix: str = self.whitenoise.static_prefix
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:

@@ -1,413 +1,290 @@
-// Live updates: a websocket says "something changed"; the partials on this page refetch themselves
-// over HTTP (htmx), so each page keeps its own filters and pagination. No inline script anywhere.
+// Live updates: the socket says what changed, by id (an agent, a run); each element that shows it
+// refetches itself over HTTP through htmx, keeping its page's filters and pagination.
 //
-// Markup contract (see templates/base.html and approvals/templates):
-//   <body data-live-url="/ws/live/">          the socket to open (only on logged-in pages)
-//   <span id="live-status" role="status" hidden>
-//                                             the connection badge; data-state = connecting|live|offline|signed-out
-//                                             (signed out: the server closed the socket with 4401; a
-//                                             "Sign in again" link follows the badge, nothing reconnects)
-//   <el id="..." hx-get="..." hx-trigger="cs:refresh" hx-swap="outerHTML"
-//       data-live="all" | data-live-agent="ID" | data-live-run="ID">
-//                                             refetched when an event concerns it, and on (re)connect
-//   <ol data-live-output="RUN_ID">            receives the run's streamed output (text, tool results);
-//                                             its closest [hidden] section is shown on the first chunk
-//   <button class="new-pill" hidden>          in a list: counts the runs held back (see below); a click
-//                                             shows them
+// Markup (templates/base.html, approvals/templates):
+//   body[data-live-url]          the socket to open (logged-in pages only)
+//   #live-status, #live-sign-in  the badge (data-state: connecting|live|offline|signed-out) and, once
+//                                signed out (the socket closed with 4401, or a refetch was sent to the
+//                                login page), the way back; nothing reconnects then
+//   [id][hx-trigger="cs:refresh"][data-live="all" | data-live-agent=ID | data-live-run=ID]
+//                                refetched when an event names it, and on every (re)connect
+//   ol[data-live-output=RUN_ID]  the run's streamed output (its [hidden] section shows on the first)
+//   .new-pill, .gone-note        (hidden) a list's count of the runs held back; a card's note while
+//                                it is held as it was (.is-gone)
 //
-// A refetch must never get in the reviewer's way:
-//   - it waits while a request from inside the partial is in flight (a decision: its answer swaps into
-//     the card it came from, which must still be in the page) and while a field in it has focus;
-//   - a card showing the outcome of a decision taken on this page stays (until the run it shows has
-//     moved on), and so does a card with a form the reviewer has started to fill in or that came
-//     back with errors (while the run still waits);
-//     open <details> stay open, and focus stays on what it was on;
-//   - a card whose run was decided elsewhere goes away (inbox) or shows how it ended (run page).
-// Nothing at or above the reviewer's pointer or focus moves, and no card there changes the calls it
-// shows (a click must decide the call it was aimed at):
-//   - new runs wait behind the list's "N new runs — show" pill until the reviewer asks for them;
-//   - a card there stays as it is; one decided or changed elsewhere stays too, marked "is-gone" (its
-//     buttons would only say "already decided"), until the pointer and focus have moved on.
-// Signed out (the socket closed with 4401, or a refetch was sent to the login page): the badge says
-// so and the page's buttons are disabled; nothing is decided by a session that has ended.
-(function () {
+// A refetch never gets in the reviewer's way. It waits (data-stale) while a request from inside the
+// partial is in flight (a decision, whose answer swaps into its card) and while a field in it has
+// focus. A card showing the outcome of a decision taken here stays until its run moves on, and so
+// does a form the reviewer started or that came back with errors; <details> stay open. Nothing at or
+// above the pointer or focus moves, and no card there changes the calls it shows (a click decides the
+// call it was aimed at): new runs wait behind the pill, and a card there decided elsewhere stays,
+// .is-gone, until the reviewer moves on. Signed out, the page's buttons are disabled.
+//
+// Not used from htmx: hx-preserve keeps an element whole, buttons that must change included; hx-sync
+// queues on the element an outerHTML swap replaces, dropping the queue (hence `refetching`);
+// hx-trigger's `throttle:` drops the end of a burst and `delay:` waits as long as events keep coming,
+// where schedule's fixed window does neither. The ws extension (vendored by django-htmx, CSP-safe)
+// swaps server-rendered HTML where these events carry ids, and its socket can neither be closed on
+// sign-out nor retried early when the network comes back.
+(() => {
   "use strict";
 
-  var body = document.body;
-  var url = body && body.getAttribute("data-live-url");
-  if (!url || !window.WebSocket) return;
+  const url = document.body.getAttribute("data-live-url");
+  const badge = document.getElementById("live-status");
+  if (!url || !badge || !window.WebSocket || !window.htmx) return;
 
-  var LIVE = "[data-live],[data-live-agent],[data-live-run]";
-  var CARD = ".run-card[id]";
-  var COALESCE_MS = 40;
-  var badge = document.getElementById("live-status");
-  var labels = {
-    connecting: "Connecting…",
-    live: "Live",
-    offline: "Reconnecting…",
-    "signed-out": "Signed out",
+  const LIVE = "[data-live],[data-live-agent],[data-live-run]";
+  const CARD = ".run-card[id]";
+  const COALESCE_MS = 40;
+  const STATES = {
+    connecting: ["Connecting…", "Opening the live connection"],
+    live: ["Live", "Changes made elsewhere appear here as they happen"],
+    offline: ["Reconnecting…", "Live updates are paused; retrying. The page refreshes itself once it is back."],
+    "signed-out": ["Signed out", "Your session ended (logged out, expired or revoked): sign in again to see live changes"],
   };
-  var titles = {
-    connecting: "Opening the live connection",
-    live: "Changes made elsewhere appear here as they happen",
-    offline: "Live updates are paused; retrying. The page refreshes itself once it is back.",
-    "signed-out": "Your session ended (logged out, expired or revoked): sign in again to see live changes",
-  };
-
-  var socket = null;
-  var attempts = 0;
-  var retryTimer = null;
+  const byId = (id) => document.getElementById(id);
+  const all = (root, selector) => Array.from(root.querySelectorAll(selector));
+  let socket = null;
+  let attempts = 0;
+  let retryTimer = null;
 
   function setState(state) {
-    if (!badge) return;
     badge.hidden = false;
     badge.setAttribute("data-state", state);
-    badge.textContent = labels[state] || state;
-    badge.title = titles[state] || "";
+    [badge.textContent, badge.title] = STATES[state];
   }
 
-  // The session is over: say so, and offer the way back. The link reloads this page, which sends the
-  // reviewer through the login form (every page requires it) and back here.
   function signedOut() {
-    var ws = socket;
-    socket = null; // (its close event is then ignored: nothing reconnects)
+    const ws = socket;
+    socket = null; // its close event is then ignored: nothing reconnects
     if (ws) ws.close();
+    window.clearTimeout(retryTimer);
     setState("signed-out");
-    document.querySelectorAll("#main button").forEach(function (button) {
-      button.disabled = true;
-    });
-    if (!badge || document.getElementById("live-sign-in")) return;
-    var link = document.createElement("a");
-    link.id = "live-sign-in";
-    link.className = "live-sign-in";
-    link.href = window.location.pathname + window.location.search;
-    link.textContent = "Sign in again";
-    badge.after(link);
-  }
-
-  // --- Which requests are in flight --------------------------------------------------------------
-
-  var userRequests = new Map(); // xhr -> the live partial a request from inside it belongs to
-  var refreshing = {}; // live partial id -> true while its own refetch is in flight
-  var again = {}; // live partial id -> an event arrived during that refetch
-
-  function liveOf(el) {
-    return el && el.closest ? el.closest(LIVE) : null;
-  }
-
-  function hasUserRequest(live) {
-    var found = false;
-    userRequests.forEach(function (owner) {
-      if (owner === live || (owner.id && owner.id === live.id)) found = true;
-    });
-    return found;
-  }
-
-  function typingIn(live) {
-    var active = document.activeElement;
-    return !!(active && live.contains(active) && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName));
-  }
-
-  function busy(live) {
-    return hasUserRequest(live) || typingIn(live);
-  }
-
-  // --- Where the reviewer is ---------------------------------------------------------------------
-
-  var pointer = null; // where the pointer rests (viewport coordinates); null: unknown, or off the page
-  var moved = null; // a pending look at what was held back while the pointer was there
-  // (Until the pointer moves on a page, where it is is unknown: a page just loaded holds nothing back.)
-
-  function track(e) {
-    if (e.type !== "pointerout") pointer = { x: e.clientX, y: e.clientY };
-    else if (!e.relatedTarget) pointer = null; // left the window (or a touch ended)
-    if (moved === null && document.querySelector("[data-stale]")) {
-      moved = window.setTimeout(function () {
-        moved = null;
-        flushStale();
-      }, 150);
-    }
-  }
-  ["pointermove", "pointerover", "pointerout"].forEach(function (type) {
-    document.addEventListener(type, track, { passive: true });
-  });
-
-  // How far down a partial the reviewer is: the pointer's height when it rests on the partial, and
-  // the bottom of what has focus in it. Null: neither. What starts at or above it must not move.
-  function holdLine(live) {
-    var line = null;
-    var under = pointer && document.elementFromPoint(pointer.x, pointer.y);
-    if (under && live.contains(under)) line = pointer.y;
-    var active = document.activeElement;
-    if (active && active !== body && live.contains(active)) {
-      line = Math.max(line === null ? -Infinity : line, active.getBoundingClientRect().bottom);
-    }
-    return line;
-  }
-
-  function above(el, line) {
-    return line !== null && el.getBoundingClientRect().top <= line;
-  }
-
-  // A card held as it was (decided or changed elsewhere) is still where the reviewer is.
-  function pinned(live) {
-    var line = holdLine(live);
-    return Array.prototype.some.call(live.querySelectorAll(".is-gone"), function (card) {
-      return above(card, line);
-    });
+    for (const button of all(document, "#main button")) button.disabled = true;
+    // Reloading this page goes through the login form (every page requires it) and back here.
+    const link = byId("live-sign-in");
+    link.href = location.pathname + location.search;
+    link.hidden = false;
   }
 
   // The server sends an htmx request of an ended session to the login page (HX-Redirect). A refetch
   // nobody asked for must not leave the page (and what the reviewer was doing): say signed out.
-  document.addEventListener("htmx:beforeOnLoad", function (e) {
-    var elt = e.detail.elt;
-    if (elt && elt.matches && elt.matches(LIVE) && e.detail.xhr.getResponseHeader("HX-Redirect")) {
+  document.addEventListener("htmx:beforeOnLoad", (e) => {
+    if (e.detail.requestConfig.elt.matches(LIVE) && e.detail.xhr.getResponseHeader("HX-Redirect")) {
       e.preventDefault();
       signedOut();
     }
   });
 
-  document.addEventListener("htmx:beforeRequest", function (e) {
-    var elt = e.detail.elt;
-    var xhr = e.detail.xhr;
-    var live = liveOf(elt);
-    if (!live || !xhr) return;
-    if (live === elt) {
-      // The partial's own refetch.
-      var id = live.id;
-      if (!id) return;
-      refreshing[id] = true;
-      xhr.addEventListener("loadend", function () {
-        delete refreshing[id];
-        if (again[id]) {
-          delete again[id];
-          schedule(document.getElementById(id));
-        }
-      });
-      return;
+  // --- Where the reviewer is ---------------------------------------------------------------------
+
+  let pointer = null; // viewport coordinates; null until it moves on this page, or once it has left
+  let looking = null; // a pending look at what was held back while the pointer was there
+
+  function track(e) {
+    if (e.type !== "pointerout") pointer = { x: e.clientX, y: e.clientY };
+    else if (!e.relatedTarget) pointer = null; // left the window (or a touch ended)
+    if (looking === null && document.querySelector("[data-stale]")) {
+      looking = window.setTimeout(() => {
+        looking = null;
+        flushStale();
+      }, 150);
     }
-    userRequests.set(xhr, live);
-    xhr.addEventListener("loadend", function () {
-      userRequests.delete(xhr);
-      // htmx has swapped the answer by now (load runs before loadend): catch up on what waited.
-      window.setTimeout(flushStale, 0);
-    });
-  });
+  }
+  for (const type of ["pointermove", "pointerover", "pointerout"]) {
+    document.addEventListener(type, track, { passive: true });
+  }
 
-  // --- Refetching ---------------------------------------------------------------------------------
+  // How far down a partial the reviewer is: the pointer's height when it rests on the partial, and
+  // the bottom of what has focus in it (-Infinity: neither). What starts at or above must not move.
+  function holdLine(live) {
+    const under = pointer && document.elementFromPoint(pointer.x, pointer.y);
+    const active = document.activeElement;
+    const line = under && live.contains(under) ? pointer.y : -Infinity;
+    return active && live.contains(active) ? Math.max(line, active.getBoundingClientRect().bottom) : line;
+  }
 
-  var timers = new Map(); // live partial (or its id) -> pending coalesced refresh
+  const above = (el, line) => el.getBoundingClientRect().top <= line;
 
-  // Events come in bursts (decided, resumed, completed): one refetch per partial per burst.
+  // A decision from inside the partial is on its way (htmx marks its form), or the reviewer types.
+  function busy(live) {
+    const active = document.activeElement;
+    const typing = live.contains(active) && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName);
+    return typing || live.querySelector(".htmx-request") !== null;
+  }
+
+  // --- Refetching ----------------------------------------------------------------------------------
+
+  const timers = {}; // partial id -> the refetch pending for this burst of events
+  const refetching = {}; // partial id -> true while its refetch is on its way; "again": asked meanwhile
+
   function schedule(el) {
-    if (!el) return;
-    var key = el.id || el;
-    if (timers.has(key)) return;
-    timers.set(
-      key,
-      window.setTimeout(function () {
-        timers.delete(key);
-        // The partial may have been swapped meanwhile: refresh whatever now carries its id.
-        refresh(el.isConnected || !el.id ? el : document.getElementById(el.id));
-      }, COALESCE_MS)
-    );
+    const id = el.id;
+    timers[id] ??= window.setTimeout(() => {
+      delete timers[id];
+      refresh(byId(id)); // (the partial may have been swapped meanwhile)
+    }, COALESCE_MS);
   }
 
   function refresh(el) {
-    if (!el || !el.isConnected || !window.htmx) return;
+    if (!el) return;
     if (busy(el)) {
       el.setAttribute("data-stale", "");
-      return;
+    } else if (refetching[el.id]) {
+      refetching[el.id] = "again"; // (htmx would queue it on the element its answer replaces)
+    } else if (el.classList.contains("htmx-added")) {
+      schedule(el); // just swapped in: htmx listens for cs:refresh on it once it has settled
+    } else {
+      el.removeAttribute("data-stale");
+      window.htmx.trigger(el, "cs:refresh");
     }
-    if (el.id && refreshing[el.id]) {
-      // htmx would queue this on the element its answer replaces, and drop it: ask again after.
-      again[el.id] = true;
-      return;
-    }
-    el.removeAttribute("data-stale");
-    window.htmx.trigger(el, "cs:refresh");
   }
 
+  // What waited, unless a card held as it was (.is-gone) is still where the reviewer is.
   function flushStale() {
-    document.querySelectorAll("[data-stale]").forEach(function (el) {
-      if (!busy(el) && !pinned(el)) refresh(el);
-    });
+    for (const el of all(document, "[data-stale]")) {
+      const line = holdLine(el);
+      if (!all(el, ".is-gone").some((card) => above(card, line))) refresh(el);
+    }
   }
 
-  document.addEventListener("focusout", function () {
-    // After focus settles, refresh what was held back and is no longer busy.
-    window.setTimeout(flushStale, 0);
+  document.addEventListener("htmx:beforeRequest", (e) => {
+    if (e.detail.elt.matches(LIVE)) refetching[e.detail.elt.id] = true;
   });
 
-  // Forms the reviewer has started to fill in survive refetches (see keepAcrossSwap).
-  document.addEventListener("input", function (e) {
-    var form = e.target.closest && e.target.closest("form");
-    if (form) form.setAttribute("data-dirty", "");
+  document.addEventListener("htmx:afterRequest", (e) => {
+    const elt = e.detail.requestConfig.elt; // (detail.elt: where the event fired, once elt is gone)
+    if (!elt.matches(LIVE)) {
+      window.setTimeout(flushStale, 0); // a decision's answer is in: catch up on what waited for it
+      return;
+    }
+    const again = refetching[elt.id] === "again";
+    delete refetching[elt.id];
+    if (again) schedule(elt);
   });
-  document.addEventListener("submit", function (e) {
-    e.target.removeAttribute("data-dirty");
-  });
+
+  document.addEventListener("focusout", () => window.setTimeout(flushStale, 0)); // once focus settled
+
+  // Forms the reviewer has started to fill in survive refetches (see keep).
+  document.addEventListener("input", (e) => e.target.closest("form")?.setAttribute("data-dirty", ""));
+  document.addEventListener("submit", (e) => e.target.removeAttribute("data-dirty"));
 
   // --- Keeping what the reviewer is looking at across a refetch ----------------------------------
 
-  var swaps = new WeakMap(); // xhr -> what the old partial held
+  const swaps = new WeakMap(); // xhr -> where the reviewer was in the partial it replaces
+  const held = new Set(); // ids of the new cards held back behind the pill
+  let revealing = false; // the pill was clicked: the next refetch shows them
 
-  // Which calls a card shows as waiting: the same calls mean the same state of the run.
-  function callIds(card) {
-    return Array.prototype.map
-      .call(card.querySelectorAll(".call[id]"), function (c) {
-        return c.id;
-      })
-      .sort()
-      .join(" ");
-  }
-
-  function openDetails(card) {
-    var open = [];
-    card.querySelectorAll("details").forEach(function (d, i) {
-      if (d.open) open.push(i);
-    });
-    return open;
-  }
-
-  document.addEventListener("htmx:beforeSwap", function (e) {
-    var old = e.detail.target;
-    var config = e.detail.requestConfig;
-    if (!old || !old.matches || !old.matches(LIVE) || !config || config.elt !== old) return;
-    if (!e.detail.shouldSwap) return;
+  document.addEventListener("htmx:beforeSwap", (e) => {
+    const old = e.detail.target;
+    if (!e.detail.shouldSwap || e.detail.requestConfig.elt !== old || !old.matches(LIVE)) return;
     if (busy(old)) {
       // A decision started (or the reviewer clicked into a field) while this refetch was on its way.
       e.detail.shouldSwap = false;
       old.setAttribute("data-stale", "");
       return;
     }
-    var cards = Array.prototype.slice.call(old.querySelectorAll(CARD));
-    var active = document.activeElement;
-    var line = holdLine(old);
-    var first = old.querySelector(CARD + ", .empty");
-    var reveal = revealing;
-    revealing = false;
+    const line = holdLine(old);
+    const first = old.querySelector(CARD + ", .empty");
+    const cards = all(old, CARD);
     swaps.set(e.detail.xhr, {
       id: old.id,
       // New runs would go in above the reviewer (newest first), or some already wait: hold them back.
-      hold: !reveal && (held.size > 0 || (first !== null && above(first, line))),
-      reveal: reveal,
-      focused: active && active !== document.body && old.contains(active) ? active : null,
-      order: cards.map(function (c) {
-        return c.id;
-      }),
-      cards: cards.map(function (c) {
-        return {
-          node: c,
-          // Told by content, not by the card's class: htmx gives a swapped-in element with a known id
-          // its predecessor's attributes until it settles, and this refetch may come before that.
-          outcome: c.querySelector(".outcome") !== null,
-          continuing: c.querySelector(".outcome-continuing") !== null,
-          // Half-filled, or sent back with errors next to the fields: the reviewer's work.
-          dirty: c.querySelector("form[data-dirty], .field-errors, .form-errors, .notice") !== null,
-          calls: callIds(c),
-          open: openDetails(c),
-          above: above(c, line),
-        };
-      }),
+      hold: !revealing && (held.size > 0 || (first !== null && above(first, line))),
+      reveal: revealing,
+      focused: old.contains(document.activeElement) ? document.activeElement : null,
+      order: cards.map((card) => card.id),
+      // At or above the reviewer: these must not move, nor change the calls they show.
+      cards: cards.map((card) => ({ node: card, pinned: above(card, line) })),
     });
+    revealing = false;
   });
 
-  document.addEventListener("htmx:afterSwap", function (e) {
-    var saved = e.detail.xhr && swaps.get(e.detail.xhr);
+  document.addEventListener("htmx:afterSwap", (e) => {
+    const saved = swaps.get(e.detail.xhr);
     if (!saved) {
       // A list swapped some other way (filters, another page) shows all there is.
-      if (e.target.querySelector && e.target.querySelector(".new-pill")) held.clear();
+      if (e.target.querySelector?.(".new-pill")) held.clear();
       return;
     }
     swaps.delete(e.detail.xhr);
-    var fresh = (saved.id && document.getElementById(saved.id)) || e.target;
-    if (!fresh || !fresh.isConnected) return;
-    keepAcrossSwap(fresh, saved);
+    const fresh = byId(saved.id);
+    if (!fresh) return;
+    keep(fresh, saved);
     holdNew(fresh, saved);
-    // A card held as it was: look again once the reviewer has moved on.
-    if (fresh.querySelector(".is-gone")) fresh.setAttribute("data-stale", "");
+    if (fresh.querySelector(".is-gone")) fresh.setAttribute("data-stale", ""); // look again later
     // Focus was on something kept (the outcome a decision just focused, say): put it back.
-    if (saved.focused && saved.focused.isConnected) saved.focused.focus({ preventScroll: true });
+    if (saved.focused?.isConnected) saved.focused.focus({ preventScroll: true });
   });
 
-  function inside(root, id) {
-    var el = document.getElementById(id);
-    return el && root.contains(el) ? el : null;
-  }
+  // Which calls a card shows as waiting: the same calls mean the same state of the run.
+  const callIds = (card) => all(card, ".call[id]").map((call) => call.id).sort().join(" ");
 
-  function keepAcrossSwap(fresh, saved) {
-    saved.cards.forEach(function (kept) {
-      var node = kept.node;
-      var now = inside(fresh, node.id);
+  const inside = (root, id) => root.querySelector(`#${CSS.escape(id)}`);
+
+  // The old cards are read as they were swapped out, by content rather than class: htmx gives a new
+  // element with a known id its predecessor's classes until it settles.
+  function keep(fresh, { order, cards }) {
+    for (const { node, pinned } of cards) {
+      const now = inside(fresh, node.id);
+      const calls = callIds(node);
+      const outcome = node.querySelector(".outcome") !== null;
+      const ended = outcome && calls === ""; // the run waits here no more (it ended, or continues)
       if (now) {
-        var waiting = now.matches(CARD) && now.querySelector(".outcome") === null;
-        var same = callIds(now) === kept.calls;
-        var keep = waiting
-          ? kept.dirty || (kept.outcome && same) || kept.above
-          : ended(kept) && !kept.continuing;
-        if (keep) {
-          // Waiting still: keep the half-filled form rather than the fresh copy, the outcome of
-          // this page's decision while the run waits on the very calls it shows ("suspended again"),
-          // and whatever is at or above the reviewer's pointer or focus (marked if its calls changed).
-          // Ended: keep that outcome rather than the summary (it says the same, and more), unless it
-          // only said "continuing in the background": the summary then says how it ended.
+        const waiting = now.matches(CARD) && now.querySelector(".outcome") === null;
+        const same = callIds(now) === calls;
+        // Half-filled, or sent back with errors next to the fields: the reviewer's work.
+        const dirty = node.querySelector("form[data-dirty], .field-errors, .form-errors, .notice") !== null;
+        // Waiting still: keep the half-filled form, the outcome of this page's decision while the run
+        // waits on the very calls it shows ("suspended again"), and what is at or above the reviewer
+        // (marked if its calls changed). Ended: keep that outcome rather than the summary (it says
+        // more), unless it only said "continuing in the background": the summary says how it ended.
+        if (waiting ? dirty || (outcome && same) || pinned : ended && !node.querySelector(".outcome-continuing")) {
           now.replaceWith(node);
-          markGone(node, waiting && !same);
-          window.htmx.process(node); // htmx cleaned the old subtree up when it swapped it out
+          restore(node, waiting && !same);
         } else {
-          now.querySelectorAll("details").forEach(function (d, i) {
-            if (kept.open.indexOf(i) !== -1) d.open = true;
-          });
+          const was = all(node, "details");
+          all(now, "details").forEach((d, i) => (d.open ||= Boolean(was[i]?.open)));
         }
-      } else if (ended(kept)) {
-        // The outcome of a decision taken on this page: the run is not listed any more, but the
-        // reviewer should still see what their decision did. (An outcome that shows the run waiting
-        // again is stale once the run is gone: someone decided it elsewhere.)
-        place(fresh, node, saved.order);
-        window.htmx.process(node);
-      } else if (kept.above && followed(fresh, saved.order, node.id)) {
+      } else if (ended) {
+        // The run is not listed any more, but the reviewer should still see what their decision did.
+        place(fresh, node, order);
+        restore(node, false);
+      } else if (pinned && order.slice(order.indexOf(node.id) + 1).some((id) => inside(fresh, id))) {
         // Gone at or above the reviewer: the cards after it would move up under the pointer.
-        place(fresh, node, saved.order);
-        markGone(node, true);
-        window.htmx.process(node);
+        place(fresh, node, order);
+        restore(node, true);
       }
       // Otherwise the run was decided elsewhere (or left this page's filters): it goes.
-    });
-  }
-
-  function followed(fresh, order, id) {
-    return order.slice(order.indexOf(id) + 1).some(function (other) {
-      return inside(fresh, other) !== null;
-    });
-  }
-
-  function markGone(card, gone) {
-    card.classList.toggle("is-gone", gone);
-    var note = card.querySelector(":scope > .gone-note");
-    if (gone && !note) {
-      note = document.createElement("p");
-      note.className = "gone-note";
-      note.setAttribute("role", "status");
-      note.textContent = "Decided or changed elsewhere: this card updates once you move on";
-      card.prepend(note);
-    } else if (!gone && note) {
-      note.remove();
     }
   }
 
-  // --- New runs wait behind the pill ---------------------------------------------------------------
+  function restore(card, gone) {
+    card.classList.toggle("is-gone", gone);
+    card.querySelector(":scope > .gone-note").hidden = !gone;
+    window.htmx.process(card); // htmx cleaned the old subtree up when it swapped it out
+  }
 
-  var held = new Set(); // ids of the cards held back
-  var revealing = false; // the pill was clicked: the next refetch shows them
+  // Back where it was among the cards still listed.
+  function place(fresh, node, order) {
+    const i = order.indexOf(node.id);
+    const present = (ids) => ids.map((id) => inside(fresh, id)).find(Boolean);
+    const next = present(order.slice(i + 1));
+    const previous = present(order.slice(0, i).reverse());
+    const anchor = fresh.querySelector(".run-card, .empty, .list-foot");
+    if (next) next.before(node);
+    else if (previous) previous.after(node);
+    else if (anchor) anchor.before(node);
+    else fresh.append(node);
+  }
 
   function holdNew(fresh, saved) {
-    var pill = fresh.querySelector(".new-pill");
+    const pill = fresh.querySelector(".new-pill");
     if (!pill) return;
-    var present = new Set();
-    fresh.querySelectorAll(CARD).forEach(function (card) {
+    const present = new Set();
+    for (const card of all(fresh, CARD)) {
       present.add(card.id);
-      if (saved.order.indexOf(card.id) !== -1) return;
+      if (saved.order.includes(card.id)) continue;
       if (saved.hold) {
         held.add(card.id);
         card.remove();
@@ -415,190 +292,128 @@
         card.setAttribute("tabindex", "-1");
         if (!fresh.contains(document.activeElement)) card.focus(); // the first one shown
       }
-    });
-    held.forEach(function (id) {
-      if (!present.has(id)) held.delete(id); // decided elsewhere meanwhile
-    });
+    }
+    for (const id of held) if (!present.has(id)) held.delete(id); // decided elsewhere meanwhile
     if (held.size) {
-      pill.textContent = held.size + (held.size === 1 ? " new run" : " new runs") + " — show";
+      pill.textContent = `${held.size} new run${held.size === 1 ? "" : "s"} — show`;
       pill.hidden = false;
     }
   }
 
-  document.addEventListener("click", function (e) {
-    var pill = e.target.closest && e.target.closest(".new-pill");
+  document.addEventListener("click", (e) => {
+    const pill = e.target.closest?.(".new-pill");
     if (!pill) return;
     held.clear();
     revealing = true;
-    refresh(liveOf(pill));
+    refresh(pill.closest(LIVE));
   });
 
-  // The outcome of a decision after which the run no longer waits here (it ended, or it continues in
-  // the background), as opposed to one that still shows it waiting on other calls.
-  function ended(kept) {
-    return kept.outcome && kept.calls === "";
-  }
+  // --- Run output (textContent throughout: model output is never parsed as HTML) --------------------
 
-  function place(fresh, node, order) {
-    var i = order.indexOf(node.id);
-    var j, other;
-    for (j = i + 1; j < order.length; j++) {
-      other = inside(fresh, order[j]);
-      if (other) return other.before(node);
-    }
-    for (j = i - 1; j >= 0; j--) {
-      other = inside(fresh, order[j]);
-      if (other) return other.after(node);
-    }
-    var anchor = fresh.querySelector(".run-card, .empty, .list-foot");
-    if (anchor) anchor.before(node);
-    else fresh.appendChild(node);
-  }
+  const SAY = {
+    "tool-call": (p) => `→ ${p.tool_name} ${JSON.stringify(p.args)}`,
+    "tool-result": (p) => `← ${p.tool_name}: ${JSON.stringify(p.result)}`,
+    "tool-call-approval": (p) => `⏸ ${p.tool_name} needs approval`,
+    "tool-call-suspended": (p) => `⏸ ${p.tool_name} waits for input`,
+    finish: (p) => (p.status === "suspended" ? "The run waits for a decision again." : `Run ${p.status}.`),
+    error: (p) => `Error: ${p.error}`,
+  };
 
-  // --- Events and run output ----------------------------------------------------------------------
-
-  function targetsFor(event) {
-    var selectors = ["[data-live='all']"];
-    if (event.agent_id) selectors.push("[data-live-agent='" + CSS.escape(event.agent_id) + "']");
-    if (event.run_id) selectors.push("[data-live-run='" + CSS.escape(event.run_id) + "']");
-    return document.querySelectorAll(selectors.join(","));
-  }
-
-  function refreshAll() {
-    document.querySelectorAll(LIVE).forEach(schedule);
-  }
-
-  function describe(chunk) {
-    var payload = chunk.payload || {};
-    switch (chunk.type) {
-      case "tool-call":
-        return "→ " + payload.tool_name + " " + JSON.stringify(payload.args);
-      case "tool-result":
-        return "← " + payload.tool_name + ": " + JSON.stringify(payload.result);
-      case "tool-call-approval":
-        return "⏸ " + payload.tool_name + " needs approval";
-      case "tool-call-suspended":
-        return "⏸ " + payload.tool_name + " waits for input";
-      case "finish":
-        return payload.status === "suspended" ? "The run waits for a decision again." : "Run " + payload.status + ".";
-      case "error":
-        return "Error: " + payload.error;
-      default:
-        return chunk.type;
-    }
-  }
-
-  // Approved with edited arguments: the line shows those the tool ran with; say who, show the model's.
-  function edited(item, payload) {
-    var who = document.createElement("span");
-    who.className = "edited-by";
-    who.textContent = "edited by " + (payload.edited_by || "a reviewer");
-    var model = document.createElement("span");
-    model.className = "model-args";
-    model.textContent = "the model's: " + JSON.stringify(payload.model_args);
-    item.append(" ", who, " ", model);
-  }
+  const span = (className, textContent) => Object.assign(document.createElement("span"), { className, textContent });
 
   function appendOutput(chunk) {
-    var list = document.querySelector("[data-live-output='" + CSS.escape(chunk.run_id) + "']");
+    const list = document.querySelector(`[data-live-output='${CSS.escape(chunk.run_id)}']`);
     if (!list) return;
-    var section = list.closest("[hidden]");
+    const section = list.closest("[hidden]");
     if (section) section.hidden = false;
-    var last = list.lastElementChild;
-    if (last && last.getAttribute("data-kind") === "finish" && chunk.type !== "finish") {
-      // A new continuation of the same run: start over.
-      list.textContent = "";
+    const kind = chunk.type === "text-delta" ? "text" : chunk.type;
+    const payload = chunk.payload || {};
+    let last = list.lastElementChild;
+    if (last?.getAttribute("data-kind") === "finish" && kind !== "finish") {
+      list.textContent = ""; // a new continuation of the same run: start over
       last = null;
     }
-    if (chunk.type === "text-delta") {
-      if (!last || last.getAttribute("data-kind") !== "text") {
-        last = document.createElement("li");
-        last.setAttribute("data-kind", "text");
-        list.appendChild(last);
-      }
-      last.textContent += (chunk.payload && chunk.payload.text) || "";
-      return;
+    if (kind !== "text" || last?.getAttribute("data-kind") !== "text") {
+      last = list.appendChild(document.createElement("li"));
+      last.setAttribute("data-kind", kind);
     }
-    var item = document.createElement("li");
-    item.setAttribute("data-kind", chunk.type);
-    item.textContent = describe(chunk); // textContent: model output is never parsed as HTML
-    if (chunk.type === "tool-call" && chunk.payload && "model_args" in chunk.payload) {
-      edited(item, chunk.payload);
+    if (kind === "text") {
+      last.textContent += payload.text || "";
+    } else {
+      last.textContent = SAY[kind] ? SAY[kind](payload) : kind;
     }
-    list.appendChild(item);
+    if (kind === "tool-call" && "model_args" in payload) {
+      // Approved with edited arguments: the line shows those the tool ran with; say who, show the model's.
+      const who = span("edited-by", `edited by ${payload.edited_by || "a reviewer"}`);
+      last.append(" ", who, " ", span("model-args", `the model's: ${JSON.stringify(payload.model_args)}`));
+    }
   }
+
+  // --- The socket ----------------------------------------------------------------------------------
 
   function subscribeRuns() {
-    document.querySelectorAll("[data-live-output]").forEach(function (el) {
+    for (const el of all(document, "[data-live-output]")) {
       socket.send(JSON.stringify({ subscribe_run: el.getAttribute("data-live-output") }));
-    });
+    }
   }
 
-  // --- The socket ---------------------------------------------------------------------------------
+  // Whatever changed while this socket did not listen (the page loading, the connection away, the
+  // agents this reviewer may see changing): every live partial refetches once.
+  const refreshAll = () => all(document, LIVE).forEach(schedule);
+
+  function receive(message) {
+    let data;
+    try {
+      data = JSON.parse(message.data);
+    } catch {
+      return;
+    }
+    if (data.type === "event" && data.event) {
+      const { agent_id: agent, run_id: run } = data.event;
+      const selectors = ["[data-live='all']"];
+      if (agent) selectors.push(`[data-live-agent='${CSS.escape(agent)}']`);
+      if (run) selectors.push(`[data-live-run='${CSS.escape(run)}']`);
+      all(document, selectors.join(",")).forEach(schedule);
+    } else if (data.type === "chunk" && data.chunk) {
+      appendOutput(data.chunk);
+    } else if (data.type === "agents") {
+      subscribeRuns(); // a run's output this page lost, or may see again
+      refreshAll();
+    }
+  }
 
   function connect() {
     retryTimer = null;
     setState(attempts === 0 && !socket ? "connecting" : "offline");
-    var scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
-    var ws = new WebSocket(scheme + window.location.host + url);
+    const ws = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}${url}`);
     socket = ws;
-    ws.addEventListener("open", function () {
+    ws.addEventListener("open", () => {
       attempts = 0;
       setState("live");
       subscribeRuns();
-      // Whatever changed before this socket listened (while the page loaded, or while it was away):
-      // refetch every live partial once.
       refreshAll();
     });
-    ws.addEventListener("message", function (message) {
-      var data;
-      try {
-        data = JSON.parse(message.data);
-      } catch (err) {
-        return;
-      }
-      if (data.type === "event" && data.event) {
-        targetsFor(data.event).forEach(schedule);
-        body.dispatchEvent(new CustomEvent("cs:run-event", { detail: data.event }));
-      } else if (data.type === "chunk" && data.chunk) {
-        appendOutput(data.chunk);
-      } else if (data.type === "agents") {
-        // Which agents this reviewer may see changed: every partial may show something else now,
-        // and a run's output this page lost (or may see again) follows.
-        subscribeRuns();
-        refreshAll();
-      }
-    });
-    ws.addEventListener("close", function (e) {
+    ws.addEventListener("message", receive);
+    ws.addEventListener("close", (e) => {
       if (socket !== ws) return;
-      if (e.code === 4401) {
-        signedOut();
-        return; // the session is gone: reconnecting would not help
-      }
+      if (e.code === 4401) return signedOut(); // the session is gone: reconnecting would not help
       setState("offline");
-      retry();
+      if (retryTimer !== null) return;
+      attempts += 1;
+      const delay = Math.min(15000, 500 * 2 ** (attempts - 1));
+      retryTimer = window.setTimeout(connect, delay / 2 + Math.random() * (delay / 2));
     });
-  }
-
-  function retry() {
-    if (retryTimer !== null) return;
-    attempts += 1;
-    var delay = Math.min(15000, 500 * Math.pow(2, attempts - 1));
-    retryTimer = window.setTimeout(connect, delay / 2 + Math.random() * (delay / 2));
   }
 
   // Back online (network, or the tab woke up): try now rather than at the end of the backoff.
   function retryNow() {
-    if (!socket || socket.readyState !== WebSocket.CLOSED || retryTimer === null) return;
+    if (socket?.readyState !== WebSocket.CLOSED || retryTimer === null) return;
     window.clearTimeout(retryTimer);
-    retryTimer = null;
     attempts = 0;
     connect();
   }
   window.addEventListener("online", retryNow);
-  document.addEventListener("visibilitychange", function () {
-    if (document.visibilityState === "visible") retryNow();
-  });
+  document.addEventListener("visibilitychange", () => document.visibilityState === "visible" && retryNow());
 
   connect();
 })();
