@@ -1,7 +1,6 @@
 """ASGI entry point: HTTP through Django, websockets through Channels (served by Daphne)."""
 
 import os
-import sys
 
 from django.core.asgi import get_asgi_application
 
@@ -12,21 +11,11 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from django.core.exceptions import ImproperlyConfigured  # noqa: E402
 
 from approvals.db_threads import RequestThreads  # noqa: E402
 from approvals.origins import SameOriginValidator  # noqa: E402
 from approvals.routing import websocket_urlpatterns  # noqa: E402
-from config.static_files import StaticFiles, require_collected_static  # noqa: E402
-
-# With DEBUG off, a server without collected static files stops here with what to run, rather than
-# serve unstyled pages. A test session imports the app to drive it in-process (its pages name the
-# plain files), not to serve it: it is not stopped.
-if "pytest" not in sys.modules:
-    try:
-        require_collected_static()
-    except ImproperlyConfigured as error:
-        sys.exit(f"Countersign cannot start: {error}")
+from config.static_files import StaticFiles  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

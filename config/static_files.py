@@ -12,13 +12,14 @@ and every other request goes to Django untouched (and without a request thread o
 
 ``DEBUG`` on (``make run``): files come from the finders (``static/``, the apps'), looked up at each
 request, under plain names. ``DEBUG`` off: only what ``collectstatic`` wrote to ``STATIC_ROOT``,
-indexed once at start-up; without its manifest the server refuses to start
+indexed once at start-up; without its manifest every request is answered 503 with what to run
 (``require_collected_static``) rather than serve pages whose styles and scripts all 404.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import warnings
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,8 @@ _REQUEST_HEADERS = {
     b"range": "HTTP_RANGE",
 }
 # Django's SecurityMiddleware never sees these responses; the header that matters for a file is this.
+logger = logging.getLogger(__name__)
+
 _EXTRA_HEADERS = [(b"x-content-type-options", b"nosniff")]
 
 
@@ -69,7 +72,7 @@ def require_collected_static() -> None:
     if not manifest.is_file():
         raise ImproperlyConfigured(
             f"DEBUG is off and there are no collected static files ({manifest} is missing). "
-            "Run `python manage.py collectstatic --noinput` first (STATIC_ROOT sets where they go), "
+            "Run `python manage.py collectstatic --noinput` (STATIC_ROOT sets where they go) and restart, "
             "or set DEBUG=true for development."
         )
 
@@ -82,18 +85,39 @@ class StaticFiles:
         # Configured from settings exactly as the middleware would be (WHITENOISE_* settings apply).
         with warnings.catch_warnings():
             # STATIC_ROOT does not exist before the first collectstatic: fine with DEBUG on (files
-            # come from the finders); with DEBUG off require_collected_static stops the server.
+            # come from the finders); with DEBUG off requests are answered 503 until collectstatic has run.
             warnings.filterwarnings("ignore", message="No directory at", category=UserWarning)
             self.whitenoise = WhiteNoiseMiddleware(get_response=None)
         self.prefix: str = self.whitenoise.static_prefix
+        self.ready = False
+        self.missing: str | None = None
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and not self._collected():
+            await _send_text(send, 503, f"Countersign cannot serve: {self.missing}")
+            return
         if scope["type"] == "http" and scope["path"].startswith(self.prefix):
             static_file = self._find(scope["path"])
             if static_file is not None:
                 await self._serve(static_file, scope, send)
                 return
         await self.app(scope, receive, send)
+
+    def _collected(self) -> bool:
+        """With ``DEBUG`` off, whether ``collectstatic`` has run: every page would be unstyled (and
+        name files that do not exist) otherwise, so the server answers what to run instead.
+        Checked on requests, not at import: importing the app has no side effects."""
+        if self.ready:
+            return True
+        try:
+            require_collected_static()
+        except ImproperlyConfigured as error:
+            if self.missing is None:
+                logger.error("Countersign cannot serve: %s", error)
+            self.missing = str(error)
+            return False
+        self.ready = not settings.DEBUG  # in DEBUG, look again once it is turned off (tests)
+        return True
 
     def _find(self, path: str) -> Any:
         if self.whitenoise.autorefresh:
@@ -123,3 +147,9 @@ class StaticFiles:
             while chunk := await asyncio.to_thread(file.read, CHUNK_SIZE):
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
+
+
+async def _send_text(send: Any, status: int, text: str) -> None:
+    headers = [(b"content-type", b"text/plain; charset=utf-8"), *_EXTRA_HEADERS]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": text.encode()})
