@@ -53,7 +53,10 @@ async def decide(
                 tool_call_id=tool_call_id,
             )
         call = pick_call(run, tool_call_id)
-        if call.tool_started_at is not None and action != "decline" and not confirm_rerun:
+        # Only an undecided call is offered again; a decided one (whose tool may be running right
+        # now) is the store's "already decided", never a confirmation to ask for.
+        rerun = call.decision is None and call.tool_started_at is not None
+        if rerun and action != "decline" and not confirm_rerun:
             raise RerunNotConfirmed(
                 run_id=run_id, tool_call_id=call.tool_call_id, started_at=call.tool_started_at
             )

@@ -143,7 +143,12 @@ async def _listing(agent: Agent, thread_id: str | None) -> list[dict[str, Any]]:
             "interrupted": run.interrupted,
             "suspended_at": run.suspended_at.isoformat(),
             "tool_calls": [
-                {"tool_call_id": c.tool_call_id, "tool_name": c.tool_name, "args": c.args}
+                {
+                    "tool_call_id": c.tool_call_id,
+                    "tool_name": c.tool_name,
+                    "args": c.args,
+                    "interrupted_after_start": c.interrupted_after_start,
+                }
                 for c in run.tool_calls
             ],
         }
@@ -163,6 +168,7 @@ async def main(argv: list[str]) -> dict[str, Any]:
     parser.add_argument("--data")
     parser.add_argument("--ready")
     parser.add_argument("--go")
+    parser.add_argument("--confirm-rerun", action="store_true")
     args = parser.parse_args(argv)
     agent = build_agent()
 
@@ -191,7 +197,9 @@ async def main(argv: list[str]) -> dict[str, Any]:
     _wait_for_go(args.ready, args.go)
     try:
         if args.command == "approve":
-            stream = await agent.approve_tool_call(run_id=args.run, tool_call_id=args.call, actor=args.actor)
+            stream = await agent.approve_tool_call(
+                run_id=args.run, tool_call_id=args.call, actor=args.actor, confirm_rerun=args.confirm_rerun
+            )
         elif args.command == "decline":
             stream = await agent.decline_tool_call(
                 run_id=args.run, tool_call_id=args.call, reason=args.reason, actor=args.actor

@@ -13,7 +13,7 @@ from django.db import DataError
 from django.test import Client
 from django.utils import timezone
 
-from agents_runtime import Agent, Call, Reply, RerunNotConfirmed, Runtime, tool
+from agents_runtime import Agent, Call, Reply, RerunNotConfirmed, RunAlreadyDecided, Runtime, tool
 from agents_runtime.store import Decision
 from approvals.models import RunRecord
 from approvals.models.audit import AuditEntry
@@ -123,6 +123,26 @@ def test_the_runtime_refuses_an_unconfirmed_rerun_whoever_decides(agents: Dashbo
 
     assert decline().status == "success"
     assert agents.executed["refund"].count == 0
+
+
+def test_a_racing_decision_while_the_tool_runs_loses_the_race(agents: DashboardAgents) -> None:
+    run = agents.start("helpdesk", "refund parcel")
+    call_id = run.tool_calls[0].tool_call_id
+    store = DjangoRunStore()
+    decision = Decision(action="approve", decided_at=timezone.now(), actor="rita")
+    receipt = store.record_decision(
+        agent_id="helpdesk", run_id=run.run_id, tool_call_id=call_id, decision=decision
+    )
+    assert receipt.claimed_version is not None
+    # The winner's continuation is running the tool right now (its lease is current).
+    assert store.mark_tool_started(run.run_id, call_id, version=receipt.claimed_version)
+
+    with pytest.raises(RunAlreadyDecided) as lost:
+        async_to_sync(agents.agent("helpdesk").approve_tool_call)(
+            run_id=run.run_id, tool_call_id=call_id, actor="bob"
+        )
+
+    assert lost.value.decided_by == "rita"
 
 
 def test_a_continuation_whose_claim_is_gone_does_not_start_the_tool(agents: DashboardAgents) -> None:

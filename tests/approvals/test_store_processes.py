@@ -236,7 +236,13 @@ def test_a_run_claimed_by_a_killed_process_is_offered_again_after_the_lease(proc
         ("rf-crash-1", "approve", "doomed")
     ]
 
-    again = procs.run("approve", "--run", run_id, "--call", "rf-crash-1", "--actor", "second")
+    # The tool had started: the call says so, and running it again must be confirmed.
+    assert listed["tool_calls"][0]["interrupted_after_start"] is True
+    refused = procs.run("approve", "--run", run_id, "--call", "rf-crash-1", "--actor", "second")
+    assert refused["outcome"] == "RerunNotConfirmed"
+    again = procs.run(
+        "approve", "--run", run_id, "--call", "rf-crash-1", "--actor", "second", "--confirm-rerun"
+    )
 
     assert (again["status"], again["text"]) == ("success", "done: refunded 42 for crash-1")
     assert len(procs.tool_lines("ran refund")) == 1  # the killed attempt never finished its tool
