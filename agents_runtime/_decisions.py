@@ -55,11 +55,9 @@ async def decide(
         call = pick_call(run, tool_call_id)
         # Only an undecided call is offered again; a decided one (whose tool may be running right
         # now) is the store's "already decided", never a confirmation to ask for.
-        rerun = call.decision is None and call.tool_started_at is not None
-        if rerun and action != "decline" and not confirm_rerun:
-            raise RerunNotConfirmed(
-                run_id=run_id, tool_call_id=call.tool_call_id, started_at=call.tool_started_at
-            )
+        started = call.tool_started_at
+        if started is not None and call.decision is None and action != "decline" and not confirm_rerun:
+            raise RerunNotConfirmed(run_id=run_id, tool_call_id=call.tool_call_id, started_at=started)
         checked, why, stored_resume = validated_decision(agent, call, action, reason, resume_data)
         edits = None if edited_args is None else validated_edits(agent, call, edited_args)
         return call.tool_call_id, Decision(
