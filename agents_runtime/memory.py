@@ -204,11 +204,18 @@ class InMemoryRunStore(RunStore):
                 )
             return self._copy(self._claim_row(row), with_snapshot=True)
 
+    def _held(self, run_id: str, version: int) -> _Row | None:
+        """The run while the claim at ``version`` still holds (lock held); reclaims expired ones first."""
+        self._reclaim_expired()
+        row = self._rows.get(run_id)
+        if row is None or row.run.status != "running" or row.run.version != version:
+            return None
+        return row
+
     def mark_tool_started(self, run_id: str, tool_call_id: str, *, version: int) -> bool:
         with self._lock:
-            self._reclaim_expired()
-            row = self._rows.get(run_id)
-            if row is None or row.run.status != "running" or row.run.version != version:
+            row = self._held(run_id, version)
+            if row is None:
                 return False
             started = self.clock()
             row.run = replace(
@@ -224,9 +231,8 @@ class InMemoryRunStore(RunStore):
         with self._lock:
             # A claim that already ran out is given back, not renewed: a continuation too slow to
             # heartbeat in time must not keep (or later finish) a run others may now decide again.
-            self._reclaim_expired()
-            row = self._rows.get(run_id)
-            if row is None or row.run.status != "running" or row.run.version != version:
+            row = self._held(run_id, version)
+            if row is None:
                 return False
             row.lease_expires = self.clock() + self.lease
             return True
@@ -240,9 +246,8 @@ class InMemoryRunStore(RunStore):
         ending: RunEnding | None = None,
     ) -> bool:
         with self._lock:
-            self._reclaim_expired()
-            row = self._rows.get(run_id)
-            if row is None or row.run.status != "running" or row.run.version != version:
+            row = self._held(run_id, version)
+            if row is None:
                 return False
             del self._rows[run_id]
             if row.run.thread_id is not None and thread_messages:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
@@ -33,7 +34,7 @@ from agents_runtime.store import (
 )
 from agents_runtime.vocabulary import Outcome
 from approvals.models import AuditEntry, ThreadMessage
-from approvals.models.runs import RunStatus
+from approvals.models.runs import RunRecordQuerySet, RunStatus
 from approvals.runstore import audit as decision_records
 from approvals.runstore.decide import DecisionSteps
 from approvals.runstore.records import (
@@ -228,12 +229,16 @@ class DjangoRunStore(DecisionSteps, RunStore):
                 return None
             return replace(run, status="running", version=run.version + 1, calls=tuple(calls))
 
+    def _held_claim(self, run_id: str, version: int, now: datetime) -> RunRecordQuerySet:
+        """The run while the claim at ``version`` holds: current version, lease not run out."""
+        return self._runs().filter(run_id=run_id, version=version, lease_expires_at__gte=now).running()
+
     def mark_tool_started(self, run_id: str, tool_call_id: str, *, version: int) -> bool:
         with self._connection_scope():
             now = self.clock()
             # Only while this claim holds (current version, lease not run out): a continuation that
             # lost its run must not run the tool. Committed before the tool is called.
-            held = self._runs().filter(run_id=run_id, version=version, lease_expires_at__gte=now).running()
+            held = self._held_claim(run_id, version, now)
             return bool(
                 self._calls().filter(run__in=held, tool_call_id=tool_call_id).update(tool_started_at=now)
             )
@@ -242,7 +247,7 @@ class DjangoRunStore(DecisionSteps, RunStore):
         with self._connection_scope():
             now = self.clock()
             # A claim whose lease already ran out is given back (reclaimed), never renewed.
-            held = self._runs().filter(run_id=run_id, version=version, lease_expires_at__gte=now).running()
+            held = self._held_claim(run_id, version, now)
             if held.update(lease_expires_at=now + self.lease) == 1:
                 return True
             self._reclaim_expired()
