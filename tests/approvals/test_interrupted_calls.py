@@ -24,17 +24,27 @@ from tests.approvals.runtime_fixtures import DashboardAgents
 HX = {"HTTP_HX_REQUEST": "true"}
 
 
-def _die_after_approval(run_id: str, tool_call_id: str, *, tool_started: bool) -> None:
-    """A process approves, claims the run, maybe starts the tool, and dies (its lease runs out)."""
+def _approved_and_claimed(run_id: str, tool_call_id: str) -> tuple[DjangoRunStore, int]:
+    """rita's approval, recorded the way a deciding process records it: the run is claimed."""
     store = DjangoRunStore()
     decision = Decision(action="approve", decided_at=timezone.now(), actor="rita")
     receipt = store.record_decision(
         agent_id="helpdesk", run_id=run_id, tool_call_id=tool_call_id, decision=decision
     )
     assert receipt.claimed_version is not None
-    if tool_started:
-        assert store.mark_tool_started(run_id, tool_call_id, version=receipt.claimed_version)
+    return store, receipt.claimed_version
+
+
+def _lease_runs_out(run_id: str) -> None:
     RunRecord.objects.filter(run_id=run_id).update(lease_expires_at=timezone.now() - timedelta(minutes=1))
+
+
+def _die_after_approval(run_id: str, tool_call_id: str, *, tool_started: bool) -> None:
+    """A process approves, claims the run, maybe starts the tool, and dies (its lease runs out)."""
+    store, version = _approved_and_claimed(run_id, tool_call_id)
+    if tool_started:
+        assert store.mark_tool_started(run_id, tool_call_id, version=version)
+    _lease_runs_out(run_id)
 
 
 def _refund_run(agents: DashboardAgents, *, tool_started: bool) -> tuple[str, str]:
@@ -128,14 +138,9 @@ def test_the_runtime_refuses_an_unconfirmed_rerun_whoever_decides(agents: Dashbo
 def test_a_racing_decision_while_the_tool_runs_loses_the_race(agents: DashboardAgents) -> None:
     run = agents.start("helpdesk", "refund parcel")
     call_id = run.tool_calls[0].tool_call_id
-    store = DjangoRunStore()
-    decision = Decision(action="approve", decided_at=timezone.now(), actor="rita")
-    receipt = store.record_decision(
-        agent_id="helpdesk", run_id=run.run_id, tool_call_id=call_id, decision=decision
-    )
-    assert receipt.claimed_version is not None
+    store, version = _approved_and_claimed(run.run_id, call_id)
     # The winner's continuation is running the tool right now (its lease is current).
-    assert store.mark_tool_started(run.run_id, call_id, version=receipt.claimed_version)
+    assert store.mark_tool_started(run.run_id, call_id, version=version)
 
     with pytest.raises(RunAlreadyDecided) as lost:
         async_to_sync(agents.agent("helpdesk").approve_tool_call)(
@@ -148,15 +153,10 @@ def test_a_racing_decision_while_the_tool_runs_loses_the_race(agents: DashboardA
 def test_a_continuation_whose_claim_is_gone_does_not_start_the_tool(agents: DashboardAgents) -> None:
     run = agents.start("helpdesk", "refund parcel")
     call_id = run.tool_calls[0].tool_call_id
-    store = DjangoRunStore()
-    decision = Decision(action="approve", decided_at=timezone.now(), actor="rita")
-    receipt = store.record_decision(
-        agent_id="helpdesk", run_id=run.run_id, tool_call_id=call_id, decision=decision
-    )
-    assert receipt.claimed_version is not None
-    RunRecord.objects.filter(run_id=run.run_id).update(lease_expires_at=timezone.now() - timedelta(minutes=1))
+    store, version = _approved_and_claimed(run.run_id, call_id)
+    _lease_runs_out(run.run_id)
 
-    assert store.mark_tool_started(run.run_id, call_id, version=receipt.claimed_version) is False
+    assert store.mark_tool_started(run.run_id, call_id, version=version) is False
 
 
 class _FinishBreaks(DjangoRunStore):
