@@ -60,7 +60,8 @@ class Api:
     def __init__(self, token: str | None, **headers: str) -> None:
         from django.test import AsyncClient
 
-        self.client = AsyncClient()
+        # As a browser's request would be checked: a Bearer request must not need a CSRF token.
+        self.client = AsyncClient(enforce_csrf_checks=True)
         self.headers = dict(headers)
         if token is not None:
             self.headers["Authorization"] = f"Bearer {token}"
