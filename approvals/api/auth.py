@@ -24,7 +24,10 @@ def _access(request: HttpRequest, agent_id: str) -> AgentAccess:
     scheme, _, raw = header.partition(" ")
     if scheme.lower() != "bearer" or not raw.strip():
         raise ApiError(
-            401, "Authentication required: send Authorization: Bearer <token>", "unauthenticated", headers=_CHALLENGE
+            401,
+            "Authentication required: send Authorization: Bearer <token>",
+            "unauthenticated",
+            headers=_CHALLENGE,
         )
     try:
         user = authenticate(raw.strip())

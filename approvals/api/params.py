@@ -72,11 +72,11 @@ def list_query(query: QueryDict) -> ListQuery:
             values[attr] = query[name]
     for name, attr in (("fromDate", "from_date"), ("toDate", "to_date")):
         if name in query:
-            values[attr] = _date(query[name], name, issues)
+            values[attr] = _date(str(query[name]), name, issues)
     if "perPage" in query:
-        values["per_page"] = _number(query["perPage"], "perPage", minimum=1, issues=issues)
+        values["per_page"] = _number(str(query["perPage"]), "perPage", minimum=1, issues=issues)
     if "page" in query:
-        values["page"] = _number(query["page"], "page", minimum=0, issues=issues)
+        values["page"] = _number(str(query["page"]), "page", minimum=0, issues=issues)
     if "kind" in query:
         if query["kind"] not in ("approval", "input"):
             issues.append(issue("kind", 'Invalid option: expected one of "approval"|"input"'))
@@ -152,7 +152,9 @@ def decision_body(body: dict[str, Any], action: Action) -> Decision:
         issues.append(issue("editedArgs", f"Invalid input: expected object, received {_type_name(edited)}"))
     confirm = body.get("confirmRerun", False)
     if not isinstance(confirm, bool):
-        issues.append(issue("confirmRerun", f"Invalid input: expected boolean, received {_type_name(confirm)}"))
+        issues.append(
+            issue("confirmRerun", f"Invalid input: expected boolean, received {_type_name(confirm)}")
+        )
     if action == "resume" and body.get("resumeData") is None:
         issues.append(issue("resumeData", "resumeData is required"))
     if issues:
@@ -210,5 +212,7 @@ def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
+        return " ".join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text"
+        )
     return ""

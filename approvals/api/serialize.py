@@ -111,17 +111,24 @@ class MastraEvents:
         run_id: str,
         *,
         calls: list[AgentRunToolCall] | None = None,
+        args: dict[str, Any] | None = None,
         declined: dict[str, str] | None = None,
     ) -> None:
         self.run_id = run_id
         self.message_id = str(uuid.uuid4())
-        self.args = {c.tool_call_id: c.args for c in calls or []}
+        #: Each call's arguments: a ``suspend()``-ed call's come from the run's conversation.
+        self.args: dict[str, Any] = {
+            **(args or {}),
+            **{c.tool_call_id: c.args for c in calls or [] if c.args is not None},
+        }
         #: The calls the client saw in the stream that parked them: a continuation re-announces them.
-        self.announced = set(self.args)
+        self.announced = {c.tool_call_id for c in calls or []}
         self.declined = declined or {}
         self.text_open = False
         self.text = ""
         self.step_calls: list[dict[str, Any]] = []
+        #: Tool results came: the step that called the tools ends before the model's next output.
+        self.results_pending = False
 
     def _event(self, type_: str, payload: dict[str, Any]) -> dict[str, Any]:
         return {"type": type_, "runId": self.run_id, "from": "AGENT", "payload": payload}
@@ -153,6 +160,15 @@ class MastraEvents:
 
     def events(self, chunk: Chunk) -> Iterator[dict[str, Any]]:
         p = chunk.payload
+        if chunk.type == "tool-call" and p["tool_call_id"] in self.announced:
+            return
+        if self.results_pending and chunk.type != "tool-result":
+            # The model's next step starts once all the tool results are in.
+            self.results_pending = False
+            yield self._step_finish("tool-calls")
+            self.step_calls = []
+            self.text = ""
+            yield self.step_start()
         if chunk.type == "text-delta":
             if not self.text_open:
                 self.text_open = True
@@ -160,8 +176,6 @@ class MastraEvents:
             self.text += str(p.get("text", ""))
             yield self._event("text-delta", {"id": "t1", "text": p.get("text", "")})
         elif chunk.type == "tool-call":
-            if p["tool_call_id"] in self.announced:
-                return
             yield from self._close_text()
             call = {"toolCallId": p["tool_call_id"], "toolName": p["tool_name"], "args": p.get("args") or {}}
             self.args[p["tool_call_id"]] = call["args"]
@@ -197,17 +211,21 @@ class MastraEvents:
     def _tool_result(self, p: dict[str, Any]) -> Iterator[dict[str, Any]]:
         call_id = p["tool_call_id"]
         args = self.args.get(call_id) or {}
+        if not any(c["toolCallId"] == call_id for c in self.step_calls):
+            self.step_calls.append({"toolCallId": call_id, "toolName": p["tool_name"], "args": args})
+        self.results_pending = True
         if call_id in self.declined:
             approval = {"id": call_id, "approved": False, "reason": self.declined[call_id]}
             payload = {"toolCallId": call_id, "toolName": p["tool_name"], "args": args, "approval": approval}
             yield self._event("tool-output-denied", payload)
         else:
-            payload = {"args": args, "toolCallId": call_id, "toolName": p["tool_name"], "result": p.get("result")}
+            payload = {
+                "args": args,
+                "toolCallId": call_id,
+                "toolName": p["tool_name"],
+                "result": p.get("result"),
+            }
             yield self._event("tool-result", payload)
-        # The model's next step starts once the tool results are in.
-        yield self._step_finish("tool-calls")
-        self.step_calls = []
-        yield self.step_start()
 
     def _finish(self, p: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from self._close_text()

@@ -60,7 +60,11 @@ def outcome_error(outcome: DecisionOutcome, calls: list[AgentRunToolCall]) -> Ap
     if status == Outcome.NOT_FOUND:
         if calls:
             return ApiError(
-                404, outcome.message, "tool_call_not_found", runId=outcome.run_id, toolCallId=outcome.tool_call_id
+                404,
+                outcome.message,
+                "tool_call_not_found",
+                runId=outcome.run_id,
+                toolCallId=outcome.tool_call_id,
             )
         return not_found(outcome.run_id, outcome.tool_call_id)
     if status == Outcome.LOST_RACE:
@@ -88,7 +92,9 @@ def outcome_error(outcome: DecisionOutcome, calls: list[AgentRunToolCall]) -> Ap
             {"field": ".".join([root, *(str(p) for p in e.get("loc", ()))]), "message": str(e.get("msg", ""))}
             for e in outcome.field_errors
         ] or [{"field": root, "message": outcome.message}]
-        return ApiError(400, "Invalid request body", "invalid_decision", issues=issues, detail=outcome.message)
+        return ApiError(
+            400, "Invalid request body", "invalid_decision", issues=issues, detail=outcome.message
+        )
     return None
 
 
@@ -97,8 +103,9 @@ async def decision_response(
     run_id: str,
     *,
     calls: list[AgentRunToolCall],
+    args: dict[str, Any],
     declined: dict[str, str],
-) -> StreamingHttpResponse | Any:
+) -> StreamingHttpResponse:
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[Chunk | None] = asyncio.Queue()
 
@@ -125,7 +132,7 @@ async def decision_response(
             raise error
 
     async def body() -> AsyncIterator[bytes]:
-        events = MastraEvents(run_id, calls=calls, declined=declined)
+        events = MastraEvents(run_id, calls=calls, args=args, declined=declined)
         item = first
         while item is not None:
             for event in events.events(item):

@@ -26,10 +26,11 @@ from approvals.services import decisions, runs
 View = Callable[..., Awaitable[HttpResponseBase]]
 
 
-def api_view(*methods: str) -> Callable[[View], View]:
+def api_view(*methods: str) -> Callable[[View], Any]:
     """Bearer-only, CSRF-exempt, one method list; ``ApiError`` becomes its JSON answer."""
 
-    def decorator(view: View) -> View:
+    # Typed ``Any`` outward: Django's ``path`` stubs know only synchronous views.
+    def decorator(view: View) -> Any:
         @wraps(view)
         async def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             if request.method not in methods:
@@ -64,7 +65,12 @@ async def suspended_runs(request: HttpRequest, agent_id: str) -> HttpResponseBas
             order=query.order,
         )
     except InvalidPagination as exc:
-        raise ApiError(400, "Invalid query parameters", "invalid_query", issues=[{"field": "perPage", "message": str(exc)}]) from None
+        raise ApiError(
+            400,
+            "Invalid query parameters",
+            "invalid_query",
+            issues=[{"field": "perPage", "message": str(exc)}],
+        ) from None
     body = {"runs": [run_json(r) for r in result.runs], "total": result.total}
     return JsonResponse(body, json_dumps_params={"separators": (",", ":")})
 
@@ -74,23 +80,31 @@ async def stream(request: HttpRequest, agent_id: str) -> HttpResponseBase:
     access = await agent_access(request, agent_id)
     start = params.start_body(params.json_body(request))
     await require(access, DECIDE_PERMISSION, to="start runs")
-    run = await runs.run_stream(access, prompt=start.prompt, thread_id=start.thread_id, resource_id=start.resource_id)
+    run = await runs.run_stream(
+        access, prompt=start.prompt, thread_id=start.thread_id, resource_id=start.resource_id
+    )
     return streams.run_response(run, agent_id)
 
 
-async def _parked(access: Any, run_id: str) -> list[Any]:
+async def _parked(access: Any, run_id: str) -> tuple[list[Any], dict[str, Any]]:
+    """The run's parked calls, and the arguments of each call in its conversation (a ``suspend()``-ed
+    call's are only there), for the stream that answers the decision."""
     try:
         run = await access.agent.get_suspended_run(run_id)
+        messages = await access.agent.run_messages(run_id)
     except RunNotFound:
-        return []
-    return list(run.tool_calls)
+        return [], {}
+    args = {
+        m["tool_call_id"]: m["args"] for m in messages if m["kind"] == "tool-call" and m["args"] is not None
+    }
+    return list(run.tool_calls), args
 
 
 async def _decision(request: HttpRequest, agent_id: str, action: params.Action) -> HttpResponseBase:
     access = await agent_access(request, agent_id)
     body = params.decision_body(params.json_body(request), action)
     await require(access, DECIDE_PERMISSION, to="decide on suspended runs")
-    calls = await _parked(access, body.run_id)
+    calls, args = await _parked(access, body.run_id)
     tool_call_id = body.tool_call_id
     if tool_call_id is None:
         # Mastra's resume picks the run's only parked call; several need a toolCallId.
@@ -101,7 +115,9 @@ async def _decision(request: HttpRequest, agent_id: str, action: params.Action) 
                 400,
                 "Invalid request body",
                 "invalid_body",
-                issues=[{"field": "toolCallId", "message": f"The run waits on {len(calls)} calls: say which"}],
+                issues=[
+                    {"field": "toolCallId", "message": f"The run waits on {len(calls)} calls: say which"}
+                ],
             )
         tool_call_id = calls[0].tool_call_id
     if action == "approve":
@@ -114,7 +130,13 @@ async def _decision(request: HttpRequest, agent_id: str, action: params.Action) 
             confirm_rerun=body.confirm_rerun,
         )
     elif action == "decline":
-        decide = partial(decisions.decision_decline, access, run_id=body.run_id, tool_call_id=tool_call_id, reason=body.reason)
+        decide = partial(
+            decisions.decision_decline,
+            access,
+            run_id=body.run_id,
+            tool_call_id=tool_call_id,
+            reason=body.reason,
+        )
     else:
         decide = partial(
             decisions.decision_resume,
@@ -131,7 +153,7 @@ async def _decision(request: HttpRequest, agent_id: str, action: params.Action) 
     elif action == "resume" and isinstance(data, dict) and data.get("approved") is False:
         # An approval answered through resume-stream with {"approved": false}: a decline.
         declined[tool_call_id] = str(data.get("reason") or DEFAULT_DECLINE_REASON)
-    return await streams.decision_response(decide, body.run_id, calls=calls, declined=declined)
+    return await streams.decision_response(decide, body.run_id, calls=calls, args=args, declined=declined)
 
 
 @api_view("POST")

@@ -24,7 +24,6 @@ from agents_runtime.vocabulary import NO_EFFECT_OUTCOMES, RECORDED_OUTCOMES, Dec
 
 from .fields import OrderedJSONField
 
-
 #: ``AuditEntry.channel``: where a decision came from (``approvals.audit_channel`` sets it).
 CHANNEL_CHOICES = [("dashboard", "dashboard"), ("api", "via API"), ("cli", "command line")]
 

@@ -46,7 +46,12 @@ def create_token(user: Any, *, name: str, expires_at: datetime | None = None) ->
     secret = secrets.token_urlsafe(32)
     salt = secrets.token_hex(16)
     token = ApiToken.objects.create(
-        user=user, name=name[:100], key_id=key_id, salt=salt, digest=_digest(salt, secret), expires_at=expires_at
+        user=user,
+        name=name[:100],
+        key_id=key_id,
+        salt=salt,
+        digest=_digest(salt, secret),
+        expires_at=expires_at,
     )
     return NewToken(token, f"{PREFIX}{key_id}_{secret}")
 

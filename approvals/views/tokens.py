@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from django import forms
 from django.contrib import messages
@@ -27,10 +28,13 @@ class NewTokenForm(forms.Form):
     )
 
 
-def _page(request: HttpRequest, form: NewTokenForm, *, plaintext: str | None = None, status: int = 200) -> HttpResponse:
+def _page(
+    request: HttpRequest, form: NewTokenForm, *, plaintext: str | None = None, status: int = 200
+) -> HttpResponse:
+    user: Any = request.user  # login_required: a User
     context = {
         "form": form,
-        "tokens": ApiToken.objects.filter(user=request.user),
+        "tokens": ApiToken.objects.filter(user=user),
         "plaintext": plaintext,
     }
     return render(request, "approvals/api_tokens.html", context, status=status)

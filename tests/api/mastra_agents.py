@@ -67,7 +67,9 @@ def _model(agent_id: str, tool_name: str, args: Any) -> Any:
             }
             for name, value in ctx.results.items()
         ]
-        return Reply(f"[scripted-{agent_id}] MODEL_SAW_TOOL_RESULTS " + json.dumps(seen, separators=(",", ":")))
+        return Reply(
+            f"[scripted-{agent_id}] MODEL_SAW_TOOL_RESULTS " + json.dumps(seen, separators=(",", ":"))
+        )
 
     return scripted_model(first, second, name=f"scripted-{agent_id}")
 

@@ -34,7 +34,9 @@ def test_a_token_is_stored_as_a_salted_hash_only(reviewer: User) -> None:
     assert create_token(reviewer, name="other").token.salt != row.salt
 
 
-async def test_a_valid_token_authenticates_and_records_its_last_use(mastra: Runtime, reviewer_token: str) -> None:
+async def test_a_valid_token_authenticates_and_records_its_last_use(
+    mastra: Runtime, reviewer_token: str
+) -> None:
     response = await Api(reviewer_token).get(LIST)
     assert response.status_code == 200
     assert (await ApiToken.objects.aget()).last_used_at is not None
@@ -42,9 +44,18 @@ async def test_a_valid_token_authenticates_and_records_its_last_use(mastra: Runt
 
 @pytest.mark.parametrize(
     "header",
-    [None, "Bearer", "Basic cnRpdGE6eA==", "Bearer cs_nope", "Bearer cs_000000000000_wrongsecret", "Token abc"],
+    [
+        None,
+        "Bearer",
+        "Basic cnRpdGE6eA==",
+        "Bearer cs_nope",
+        "Bearer cs_000000000000_wrongsecret",
+        "Token abc",
+    ],
 )
-async def test_requests_without_a_valid_token_are_401(mastra: Runtime, reviewer_token: str, header: str | None) -> None:
+async def test_requests_without_a_valid_token_are_401(
+    mastra: Runtime, reviewer_token: str, header: str | None
+) -> None:
     api = Api(None, **({"Authorization": header} if header else {}))
     response = await api.get(LIST)
     assert response.status_code == 401
@@ -59,8 +70,12 @@ async def test_a_token_with_a_wrong_secret_is_refused(mastra: Runtime, reviewer_
 
 
 async def test_an_expired_token_is_refused(mastra: Runtime, reviewer: User) -> None:
-    created = await sync_to_async(create_token)(reviewer, name="short", expires_at=timezone.now() + timedelta(hours=1))
-    await ApiToken.objects.filter(pk=created.token.pk).aupdate(expires_at=timezone.now() - timedelta(seconds=1))
+    created = await sync_to_async(create_token)(
+        reviewer, name="short", expires_at=timezone.now() + timedelta(hours=1)
+    )
+    await ApiToken.objects.filter(pk=created.token.pk).aupdate(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
     response = await Api(created.plaintext).get(LIST)
     assert response.status_code == 401
     assert b"expired" in await read(response)
@@ -76,7 +91,9 @@ async def test_a_revoked_token_is_refused(mastra: Runtime, reviewer: User) -> No
     assert b"revoked" in await read(response)
 
 
-async def test_a_token_of_a_deactivated_user_is_refused(mastra: Runtime, reviewer: User, reviewer_token: str) -> None:
+async def test_a_token_of_a_deactivated_user_is_refused(
+    mastra: Runtime, reviewer: User, reviewer_token: str
+) -> None:
     await User.objects.filter(pk=reviewer.pk).aupdate(is_active=False)
     assert (await Api(reviewer_token).get(LIST)).status_code == 401
 
@@ -94,7 +111,9 @@ async def test_a_token_sees_only_its_users_agents(mastra: Runtime, designated: U
     assert not await AuditEntry.objects.aexists()
 
 
-async def test_a_token_of_a_user_who_may_not_decide_cannot_decide(mastra: Runtime, transactional_db: None) -> None:
+async def test_a_token_of_a_user_who_may_not_decide_cannot_decide(
+    mastra: Runtime, transactional_db: None
+) -> None:
     from tests.approvals.conftest import _user
 
     viewer = await sync_to_async(_user)("vic")
@@ -104,7 +123,8 @@ async def test_a_token_of_a_user_who_may_not_decide_cannot_decide(mastra: Runtim
     api = Api(token)
     assert (await api.get(LIST)).status_code == 200
     response = await api.post(
-        "/api/agents/approver/approve-tool-call", {"runId": run.run_id, "toolCallId": run.tool_calls[0].tool_call_id}
+        "/api/agents/approver/approve-tool-call",
+        {"runId": run.run_id, "toolCallId": run.tool_calls[0].tool_call_id},
     )
     assert response.status_code == 403
     assert b"Reviewers" in await read(response)
@@ -134,7 +154,8 @@ async def test_bearer_posts_need_no_csrf_token(mastra: Runtime, reviewer_token: 
     run = await mastra.get_agent("approver").generate("Please delete /tmp/s")
     # ``Api`` enforces CSRF checks like a browser's request.
     response = await Api(reviewer_token).post(
-        "/api/agents/approver/decline-tool-call", {"runId": run.run_id, "toolCallId": run.tool_calls[0].tool_call_id}
+        "/api/agents/approver/decline-tool-call",
+        {"runId": run.run_id, "toolCallId": run.tool_calls[0].tool_call_id},
     )
     assert response.status_code == 200
     assert b"tool-output-denied" in await read(response)
@@ -181,7 +202,17 @@ def test_a_user_cannot_revoke_someone_elses_token(reviewer: User) -> None:
 
 def test_the_api_token_command_creates_lists_and_revokes(reviewer: User) -> None:
     out = io.StringIO()
-    call_command("api_token", "create", "rita", "--name", "deploy bot", "--expires-days", "7", stdout=out, stderr=io.StringIO())
+    call_command(
+        "api_token",
+        "create",
+        "rita",
+        "--name",
+        "deploy bot",
+        "--expires-days",
+        "7",
+        stdout=out,
+        stderr=io.StringIO(),
+    )
     plaintext = out.getvalue().strip()
     token = ApiToken.objects.get()
     assert plaintext.startswith(f"cs_{token.key_id}_") and token.expires_at is not None

@@ -25,7 +25,9 @@ class Command(BaseCommand):
         create = actions.add_parser("create", help="A new token for USER, printed once.")
         create.add_argument("username")
         create.add_argument("--name", required=True, help="What uses it.")
-        create.add_argument("--expires-days", type=int, default=None, help="Days until it expires (default: never).")
+        create.add_argument(
+            "--expires-days", type=int, default=None, help="Days until it expires (default: never)."
+        )
         listing = actions.add_parser("list", help="Tokens (of USER), without their secrets.")
         listing.add_argument("username", nargs="?")
         revoke = actions.add_parser("revoke", help="Revoke the token with this key id (cs_<key id>_...).")
