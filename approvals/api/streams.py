@@ -45,10 +45,10 @@ def run_response(run: RunStream, agent_id: str) -> StreamingHttpResponse:
     return _sse(body())
 
 
-def not_found(run_id: str, tool_call_id: str | None, message: str = "") -> ApiError:
+def not_found(run_id: str) -> ApiError:
     return ApiError(
         404,
-        message or f"No suspended run {run_id} of this agent (it ended, or it does not exist)",
+        f"No suspended run {run_id} of this agent (it ended, or it does not exist)",
         "run_not_found",
         runId=run_id,
     )
@@ -66,7 +66,7 @@ def outcome_error(outcome: DecisionOutcome, calls: list[AgentRunToolCall]) -> Ap
                 runId=outcome.run_id,
                 toolCallId=outcome.tool_call_id,
             )
-        return not_found(outcome.run_id, outcome.tool_call_id)
+        return not_found(outcome.run_id)
     if status == Outcome.LOST_RACE:
         return ApiError(
             409,

@@ -110,7 +110,7 @@ async def _decision(request: HttpRequest, agent_id: str, action: params.Action) 
         # Mastra's resume picks the run's only parked call; several need a toolCallId.
         if len(calls) != 1:
             if not calls:
-                raise streams.not_found(body.run_id, None)
+                raise streams.not_found(body.run_id)
             raise ApiError(
                 400,
                 "Invalid request body",
