@@ -388,7 +388,9 @@ async def test_a_lost_race_is_409_naming_who_decided_and_when(
     ]
 
 
-def test_the_audit_log_says_via_api_and_the_csv_ends_with_the_channel(mastra: Runtime, reviewer: User) -> None:
+def test_the_audit_log_says_via_api_and_the_csv_ends_with_the_channel(
+    mastra: Runtime, reviewer: User
+) -> None:
     from tests.approvals.conftest import _user
 
     AuditEntry.objects.create(
@@ -407,4 +409,4 @@ def test_the_audit_log_says_via_api_and_the_csv_ends_with_the_channel(mastra: Ru
     rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
     assert rows[0][-1] == "channel"
     assert rows[1][-1] == "api"
-    assert "rita <span class=\"muted\">via API</span>" in client.get("/audit/").content.decode()
+    assert 'rita <span class="muted">via API</span>' in client.get("/audit/").content.decode()
