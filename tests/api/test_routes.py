@@ -412,12 +412,16 @@ def test_the_audit_log_says_via_api_and_the_csv_ends_with_the_channel(
     assert 'rita <span class="muted">via API</span>' in client.get("/audit/").content.decode()
 
 
-async def test_with_a_db_worker_an_approval_streams_only_its_end(mastra: Runtime, reviewer_token: str, settings: Any) -> None:
+async def test_with_a_db_worker_an_approval_streams_only_its_end(
+    mastra: Runtime, reviewer_token: str, settings: Any
+) -> None:
     """The continuation waits for a ``db_worker``: the decision is on record, the stream ends at once."""
     settings.TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
     api = Api(reviewer_token)
     run = await start(api, "approver", "Please delete /tmp/later.txt")
-    response = await api.post(f"{A}/approve-tool-call", {"runId": run["runId"], "toolCallId": run["toolCallId"]})
+    response = await api.post(
+        f"{A}/approve-tool-call", {"runId": run["runId"], "toolCallId": run["toolCallId"]}
+    )
     assert response.status_code == 200
     assert events(await read(response)) == ["[DONE]"]
     assert await audit_rows() == [("rita", "approve", "continuing", "api")]
