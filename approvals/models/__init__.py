@@ -1,8 +1,10 @@
 from .audit import AuditEntry
 from .live import LiveEvent
 from .runs import ParkedCallRecord, RunRecord, ThreadMessage
+from .tokens import ApiToken
 
 __all__ = [
+    "ApiToken",
     "AuditEntry",
     "LiveEvent",
     "ParkedCallRecord",
