@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from agents_runtime import ToolContext, tool
+from agents_runtime.presentation import ApprovalRule, Money
 
 REFUND_APPROVAL_LIMIT_CENTS = 5_000
 
@@ -17,7 +18,7 @@ ORDERS = {
 }
 
 
-@tool
+@tool(key_results=("status", "total_cents"), fields={"total_cents": Money(cents=True, currency="USD")})
 def lookup_order(order_id: str) -> dict[str, object]:
     """Look up an order by its id (e.g. A-1042)."""
     order = ORDERS.get(order_id)
@@ -26,7 +27,14 @@ def lookup_order(order_id: str) -> dict[str, object]:
     return {"order_id": order_id, "found": True, **order}
 
 
-@tool(requires_approval=lambda args: args["amount_cents"] > REFUND_APPROVAL_LIMIT_CENTS)
+@tool(
+    requires_approval=ApprovalRule(
+        lambda args: args["amount_cents"] > REFUND_APPROVAL_LIMIT_CENTS,
+        because="Refunds over $50.00 need a human's approval",
+    ),
+    title="Refund {amount_cents|money} · {order_id}",
+    fields={"amount_cents": Money(cents=True, currency="USD")},
+)
 def issue_refund(ctx: ToolContext, order_id: str, amount_cents: int, reason: str) -> str:
     """Refund part or all of an order. Refunds over $50.00 need a human's approval.
 
@@ -39,13 +47,20 @@ def issue_refund(ctx: ToolContext, order_id: str, amount_cents: int, reason: str
     return f"Refunded ${amount_cents / 100:.2f} on {order_id} (ref {ctx.tool_call_id[-8:]})"
 
 
-@tool(requires_approval=True)
+@tool(
+    requires_approval=ApprovalRule(because="Every email to a customer is reviewed"),
+    title="Email {to} · {subject}",
+)
 def send_customer_email(to: str, subject: str, body: str) -> str:
     """Send an email to a customer. Always reviewed by a human first."""
     return f"Email to {to} queued: {subject!r}"
 
 
-@tool(requires_approval=True)
+@tool(
+    requires_approval=ApprovalRule(because="Every deploy is approved by a human"),
+    title="Deploy {service} {version} to {environment}",
+    risky={"environment": ["production"]},
+)
 def deploy_service(service: str, version: str, environment: Literal["staging", "production"]) -> str:
     """Deploy a version of a service to an environment."""
     return f"{service} {version} is live on {environment}"

@@ -178,6 +178,8 @@ class ParkedCallRecord(models.Model):
     #: Written before a continuation calls the tool; kept when the continuation dies and the call is
     #: parked again (the tool may have run: a new approval must be confirmed).
     tool_started_at = models.DateTimeField(null=True, blank=True)
+    #: Why the call waits, gathered when it parked (``ParkedCall.context``): the card's "why".
+    context = OrderedJSONField(null=True, blank=True)
 
     objects: ClassVar[ParkedCallRecordQuerySet] = ParkedCallRecordQuerySet.as_manager()  # type: ignore[assignment]
 

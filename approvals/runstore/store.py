@@ -160,6 +160,8 @@ class DjangoRunStore(DecisionSteps, RunStore):
                 matches = matches.filter(thread_id=query.thread_id)
             if query.resource_id is not None:
                 matches = matches.filter(resource_id=query.resource_id)
+            if query.delegated is not None:
+                matches = matches.filter(parent_run_id__isnull=not query.delegated)
             total = matches.count()
             if total == 0 or (query.limit is not None and (query.limit <= 0 or query.offset >= total)):
                 return [], total
