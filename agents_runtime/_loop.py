@@ -265,7 +265,7 @@ async def parked_calls(
                     kind=CallKind.APPROVAL,
                     args=part.args_as_dict(),
                     context=call_context(
-                        shared, approval_reason=spec.approval_reason(part.args_as_dict()) if spec else ""
+                        shared, approval_reason=str(metadata.get(_pydantic.REASON_KEY) or "")
                     ),
                 )
             )

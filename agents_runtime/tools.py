@@ -163,9 +163,9 @@ class Tool:
         # A rule that cannot decide must not let the call through (``approval_reason`` says True).
         return approval_reason(self.requires_approval, args)[0]
 
-    def approval_reason(self, args: dict[str, Any]) -> str:
-        """Why a call with ``args`` needs approval, as the rule explains it ("" when it does not)."""
-        return approval_reason(self.requires_approval, args)[1]
+    def approval(self, args: dict[str, Any]) -> tuple[bool, str]:
+        """Whether a call with ``args`` needs approval, and why as the rule explains it ("" if not)."""
+        return approval_reason(self.requires_approval, args)
 
     def title_for(self, args: Mapping[str, Any] | None) -> str:
         """The call's title for a reviewer (escaped by whoever shows it: the values are model output)."""
