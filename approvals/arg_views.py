@@ -79,7 +79,9 @@ def arg_view(
 ) -> ArgView:
     """One argument by type; ``json_text(value)`` writes nested values (the card's JSON writer)."""
     schema = schema or {}
-    label = str(schema.get("title") or humanise(name))
+    title = schema.get("title")
+    # pydantic's own title ("Amount Cents") reads as the name does elsewhere ("Amount cents").
+    label = str(title) if title and title != name.replace("_", " ").title() else humanise(name)
     risky = bool(risky_values) and _is_in(value, risky_values)
     if value is None:
         return ArgView(name, label, "empty", "—", risky=risky)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -74,7 +75,7 @@ class ChangeWindowRequest(BaseModel):
 class ChangeWindow(BaseModel):
     """When and how the change may happen."""
 
-    start: str = Field(title="Start time", description="When the window opens, e.g. 2026-12-01 22:00 UTC")
+    start: datetime = Field(title="Start time", description="When the window opens")
     duration_minutes: int = Field(default=30, ge=5, le=480, title="Duration (minutes)")
     notify_oncall: bool = Field(default=True, title="Notify on-call", description="Page the on-call engineer")
     risk: Literal["low", "medium", "high"] = Field(title="Risk", description="Your estimate of the risk")
@@ -87,8 +88,9 @@ def request_change_window(ctx: ToolContext, service: str) -> str:
     if ctx.resume_data is None:
         ctx.suspend({"service": service, "question": f"When may we deploy {service} to production?"})
     window: ChangeWindow = ctx.resume_data
+    start = window.start.isoformat(timespec="minutes")
     oncall = "on-call notified" if window.notify_oncall else "on-call not notified"
     return (
-        f"Window for {service}: {window.start}, {window.duration_minutes} min, risk {window.risk}, "
+        f"Window for {service}: {start}, {window.duration_minutes} min, risk {window.risk}, "
         f"{oncall}, version {window.version}"
     )

@@ -156,7 +156,7 @@ def test_resume_form_refuses_an_invalid_value_then_resumes_the_run(pages: Pages,
     expect(form.get_by_label("Risk")).to_have_value("")  # an enum is a select, nothing chosen yet
     expect(form.get_by_label("Notify on-call")).to_be_checked()  # the schema's default
 
-    form.get_by_label("Start time").fill("2026-12-01 22:00 UTC")
+    form.get_by_label("Start time").fill("2026-12-01T22:00")
     form.get_by_label("Duration (minutes)").fill("3")  # the schema says at least 5
     form.get_by_label("Risk").select_option("medium")
     form.get_by_label("Version to deploy").fill("v3.0.0")
@@ -168,7 +168,7 @@ def test_resume_form_refuses_an_invalid_value_then_resumes_the_run(pages: Pages,
     expect(duration).to_have_attribute("aria-invalid", "true")
     expect(form.locator(".outcome")).to_have_count(0)
     # What was typed is kept, so only the wrong field needs fixing.
-    expect(form.get_by_label("Start time")).to_have_value("2026-12-01 22:00 UTC")
+    expect(form.get_by_label("Start time")).to_have_value("2026-12-01T22:00")
     expect(form.get_by_label("Risk")).to_have_value("medium")
 
     # The run is untouched: still listed, still waiting for the same answer.
@@ -176,7 +176,7 @@ def test_resume_form_refuses_an_invalid_value_then_resumes_the_run(pages: Pages,
     expect(cards(page)).to_have_count(1)
     expect(card(page, run_id).get_by_role("button", name="Resume")).to_be_visible()
 
-    form.get_by_label("Start time").fill("2026-12-01 22:00 UTC")
+    form.get_by_label("Start time").fill("2026-12-01T22:00")
     form.get_by_label("Duration (minutes)").fill("45")
     form.get_by_label("Risk").select_option("medium")
     form.get_by_label("Version to deploy").fill("v3.0.0")
@@ -205,7 +205,7 @@ def test_resume_form_error_is_the_fields_accessible_description(pages: Pages, se
     page = pages.open()
     visit(page, f"/agents/ops/?thread={thread}")
     form = card(page, run_id)
-    form.get_by_label("Start time").fill("2026-12-01 22:00 UTC")
+    form.get_by_label("Start time").fill("2026-12-01T22:00")
     form.get_by_label("Duration (minutes)").fill("3")
     form.get_by_label("Risk").select_option("low")
     form.get_by_role("button", name="Resume").click()
@@ -245,7 +245,7 @@ def test_validation_errors_survive_a_live_refetch(pages: Pages, server: Server) 
     page = pages.open()
     visit(page, f"/agents/ops/?thread={thread}")
     form = card(page, run_id)
-    form.get_by_label("Start time").fill("2026-12-01 22:00 UTC")
+    form.get_by_label("Start time").fill("2026-12-01T22:00")
     form.get_by_label("Duration (minutes)").fill("3")
     form.get_by_label("Risk").select_option("high")
     form.get_by_role("button", name="Resume").click()
@@ -258,7 +258,7 @@ def test_validation_errors_survive_a_live_refetch(pages: Pages, server: Server) 
     page.wait_for_timeout(300)
 
     expect(error).to_contain_text("greater than or equal to 5", timeout=1_000)
-    expect(form.get_by_label("Start time")).to_have_value("2026-12-01 22:00 UTC", timeout=1_000)
+    expect(form.get_by_label("Start time")).to_have_value("2026-12-01T22:00", timeout=1_000)
 
 
 def test_focus_moves_to_the_outcome_after_a_decision(pages: Pages, server: Server) -> None:
