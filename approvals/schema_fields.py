@@ -9,6 +9,7 @@ from typing import Any
 
 from django import forms
 from django.forms.fields import InvalidJSONInput, JSONString
+from django.forms.widgets import DateTimeBaseInput
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -60,7 +61,7 @@ class _TimeInput(forms.TimeInput):
 
 
 #: JSON Schema string formats that get the browser's own date / time inputs.
-TEMPORAL_INPUTS: dict[str, type[forms.Input]] = {
+TEMPORAL_INPUTS: dict[str, type[DateTimeBaseInput]] = {
     "date": _DateInput,
     "date-time": _DateTimeInput,
     "time": _TimeInput,

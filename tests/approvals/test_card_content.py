@@ -38,7 +38,7 @@ def open_link(url: str, who: str, note: str) -> str:
 def _hostile_step(ctx: Any) -> Any:
     return Call(
         "open_link",
-        {"url": "https://pаypal.com/login?x=<script>", "who": XSS, "note": f"line 1\nline 2 {XSS}"},
+        {"url": "https://p\u0430ypal.com/login?x=<script>", "who": XSS, "note": f"line 1\nline 2 {XSS}"},
         say=f"I will {XSS}",
     )
 
@@ -134,7 +134,8 @@ def test_risky_values_and_enums_are_chips(desk: Runtime, reviewer_client: Client
 
     assert '<span class="chip chip-risky">Environment: production</span>' in page  # in the row itself
     assert re.search(
-        r'<div class="arg arg-enum is-risky"><dt>Environment</dt><dd><span class="chip chip-risky">production',
+        r'<div class="arg arg-enum is-risky"><dt>Environment</dt><dd>'
+        r'<span class="chip chip-risky">production',
         page,
     )
     assert re.search(r'<div class="arg arg-enum"><dt>Environment</dt><dd><span class="chip">staging', page)
@@ -142,7 +143,7 @@ def test_risky_values_and_enums_are_chips(desk: Runtime, reviewer_client: Client
 
 
 def test_urls_show_their_host_apart_and_never_as_links() -> None:
-    look_alike = arg_view("url", "https://pаypal.com/login")
+    look_alike = arg_view("url", "https://p\u0430ypal.com/login")
     plain = arg_view("url", "http://example.com:8080/a?b=c")
 
     assert (look_alike.kind, look_alike.host) == ("url", "xn--pypal-4ve.com")
@@ -161,7 +162,7 @@ def test_hostile_model_output_is_escaped_in_title_arguments_and_why(
     assert "<script>alert(1)</script>" not in page and "<img src=x" not in page and "<b>bold</b>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     [title] = text_of(page, "call-title")
-    assert title.startswith("Open https://pаypal.com/login?x=<script> for <script>")
+    assert title.startswith("Open https://p\u0430ypal.com/login?x=<script> for <script>")
     assert '<span class="url-host">xn--pypal-4ve.com</span>' in page
     assert 'href="https://p' not in page  # a model's URL is never a link
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from tests.card_rows import declining, expanded
 from tests.live import server
 from tests.live.conftest import log_in
 
@@ -46,7 +47,7 @@ def site(tmp_path: Path, artifacts_dir: Path) -> Iterator[Site]:
 
 
 def card(page: Any, run_id: str) -> Any:
-    return page.locator(f"#run-{run_id}")
+    return expanded(page.locator(f"#run-{run_id}"))
 
 
 def wait_until(condition: Callable[[], bool], page: Any, timeout_ms: int = WAIT) -> None:
@@ -145,7 +146,7 @@ def test_refetch_keeps_what_the_reviewer_is_typing_and_waits_while_a_field_has_f
     first = site.start_run(thread="first")
     inbox = log_in(browser, site.daphne.url, server.USERNAME, server.PASSWORD, next_path="/agents/support/")
     expect_live(inbox)
-    reason = card(inbox, first).get_by_label("Reason")
+    reason = declining(card(inbox, first)).get_by_label("Reason")
     reason.fill("Checking with finance first")
     inbox.locator("h1").click()  # focus leaves the field; the text stays typed, not sent
 
@@ -210,7 +211,7 @@ def test_outcome_that_parks_the_run_again_stays_until_the_run_moves_on_elsewhere
     )
 
     form = card(inbox, run_id)
-    form.get_by_label("Start time").fill("2026-12-01 22:00 UTC")
+    form.get_by_label("Start time").fill("2026-12-01T22:00")
     form.get_by_label("Risk").select_option("low")
     refetches.clear()
     form.get_by_role("button", name="Resume").click()
