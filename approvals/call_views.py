@@ -150,6 +150,13 @@ def _question(payload: Any) -> str:
     return ""
 
 
+def _without_question(payload: Any, question: str) -> Any:
+    """A suspend payload without the question its card already shows as its heading."""
+    if not question or not isinstance(payload, Mapping):
+        return payload
+    return {k: v for k, v in payload.items() if k not in ("question", "title") or not isinstance(v, str)}
+
+
 def why_view(call: AgentRunToolCall, tool: Tool | None, agent: Agent | None) -> WhyView:
     context = call.context
     description = _first_paragraph(tool.description if tool is not None else None)
@@ -178,12 +185,23 @@ def why_view(call: AgentRunToolCall, tool: Tool | None, agent: Agent | None) -> 
     )
 
 
+#: Each tool's edit form class, once per tool (a page shows fifty calls of a handful of tools). Keyed
+#: by ``id``, the tool kept alongside so the id stays its own (tools live as long as their runtime).
+_ARGS_FORMS: dict[int, tuple[Tool, type[ResumeForm] | None]] = {}
+
+
 def args_form_class(tool: Tool | None) -> type[ResumeForm] | None:
     """The edit form of a tool's arguments, from its parameters schema (None: JSON only)."""
     if tool is None:
         return None
-    form_class = resume_form_class(tool.parameters_json_schema)
-    return None if form_class.broken or form_class.whole_json else form_class
+    known = _ARGS_FORMS.get(id(tool))
+    if known is not None and known[0] is tool:
+        return known[1]
+    form_class: type[ResumeForm] | None = resume_form_class(tool.parameters_json_schema)
+    if form_class is not None and (form_class.broken or form_class.whole_json):
+        form_class = None
+    _ARGS_FORMS[id(tool)] = (tool, form_class)
+    return form_class
 
 
 def args_form_for(
@@ -276,7 +294,11 @@ def call_view(
         resume_errors=resume_errors,
         notice=notice,
         title=reveal_invisible(clean_text(title)),
-        args=arg_views(shown_args, tool if call.requires_approval else None, json_text=compact_json),
+        args=arg_views(
+            _without_question(shown_args, question),
+            tool if call.requires_approval else None,
+            json_text=compact_json,
+        ),
         why=why_view(call, tool, agent),
         question=question,
         args_fields=args_fields,
