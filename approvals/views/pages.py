@@ -66,7 +66,8 @@ def inbox(request: HtmxHttpRequest, agent_id: str) -> HttpResponse:
         cards.run_card(run, agent=agent, agent_name=name, next_url=next_url) for run in page.runs
     ]
     if sub_agent:
-        inner = queries.inbox_page(agent, per_page=DELEGATED_SHOWN, delegated=True)
+        shown = {**form.filters(), "page": 1, "per_page": DELEGATED_SHOWN}
+        inner = queries.inbox_page(agent, **shown, delegated=True)
         context["delegated_total"] = inner.total
         context["delegated_cards"] = [
             cards.run_card(run, agent=agent, agent_name=name, next_url=next_url) for run in inner.runs

@@ -204,6 +204,8 @@ def test_resume_form_refuses_an_invalid_value_then_resumes_the_run(pages: Pages,
     expect(deploy).to_contain_text('"environment": "production"')
     expect(deploy).to_contain_text('"version": "v3.0.0"')
 
+    # A production deploy is marked risky: approving it needs "I checked this" ticked.
+    deploy.get_by_label("I checked this").first.check()
     deploy.get_by_role("button", name=APPROVE).click()
     final = card(page, run_id).locator(".outcome")
     expect(final).to_contain_text("Completed")
@@ -373,7 +375,7 @@ def test_pages_have_no_console_errors_or_csp_violations(
     for agent_id in ("support", "ops", "coordinator"):
         page.goto(f"/agents/{agent_id}/")
         expect(page.locator("#run-list")).to_be_visible()
-        run_links.append(page.locator("#run-list .run-title a").first.get_attribute("href"))
+        run_links.append(page.locator("#run-list .call-meta a").first.get_attribute("href"))
     for href in run_links:
         assert href is not None
         page.goto(href)
