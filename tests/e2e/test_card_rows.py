@@ -61,6 +61,7 @@ def test_a_row_expands_to_the_card_with_its_title_why_and_chips_and_declines_wit
     expect(deploy_card.locator(".why-answer")).to_contain_text("Answered before: When may we deploy search")
     # Approving it needs "I checked this" (the browser asks first; the server checks too).
     expect(deploy_card.get_by_label("I checked this").first).to_be_visible()
+    screenshot(page, SCREENSHOTS / "card-risky-follow-up-1400.png")
 
     visit(page, f"/agents/support/?thread={thread}")
     refund_card = page.locator(f"#run-{refund}")

@@ -146,16 +146,18 @@ def test_refetch_keeps_what_the_reviewer_is_typing_and_waits_while_a_field_has_f
     first = site.start_run(thread="first")
     inbox = log_in(browser, site.daphne.url, server.USERNAME, server.PASSWORD, next_path="/agents/support/")
     expect_live(inbox)
-    reason = declining(card(inbox, first)).get_by_label("Reason")
+    reason = declining(card(inbox, first)).get_by_label("Reason for declining")
     reason.fill("Checking with finance first")
     inbox.locator("h1").click()  # focus leaves the field; the text stays typed, not sent
 
     second = site.start_run(thread="second")
     expect(card(inbox, second)).to_be_visible(timeout=WAIT)
-    expect(card(inbox, first).get_by_label("Reason")).to_have_value("Checking with finance first")
+    expect(card(inbox, first).get_by_label("Reason for declining")).to_have_value(
+        "Checking with finance first"
+    )
 
     # The reviewer is in the field when someone else decides that call: nothing moves under them...
-    card(inbox, first).get_by_label("Reason").focus()
+    card(inbox, first).get_by_label("Reason for declining").focus()
     other = log_in(
         browser, site.daphne.url, server.OTHER_USERNAME, server.OTHER_PASSWORD, next_path=f"/runs/{first}/"
     )
@@ -227,6 +229,7 @@ def test_outcome_that_parks_the_run_again_stays_until_the_run_moves_on_elsewhere
     other = log_in(
         browser, site.daphne.url, server.OTHER_USERNAME, server.OTHER_PASSWORD, next_path=f"/runs/{run_id}/"
     )
+    card(other, run_id).get_by_label("I checked this").first.check()  # a production deploy is risky
     card(other, run_id).get_by_role("button", name="Approve").click()
     expect(card(other, run_id).locator(".outcome")).to_contain_text("Completed", timeout=WAIT)
     expect(card(inbox, run_id)).to_have_count(0, timeout=WAIT)
