@@ -96,6 +96,8 @@ class CallView:
     #: The edit form built from the tool's parameters (empty: only the JSON textarea).
     args_fields: list[FieldView] = field(default_factory=list)
     args_errors: tuple[str, ...] = ()
+    #: The tool has a parameters form that is not rendered here (an inbox row): fetched when opened.
+    args_form_lazy: bool = False
     #: Approving needs "I checked this" ticked (the tool asks, or a risky value is present).
     needs_confirmation: bool = False
     #: On a supervisor's run: the sub-agent whose call it is.
@@ -230,8 +232,12 @@ def call_view(
     edited_args_form: EditedArgsForm | None = None,
     args_form: ResumeForm | None = None,
     notice: str = "",
+    full: bool = True,
 ) -> CallView:
-    """A parked call; the forms given are shown with their data and errors, the others empty."""
+    """A parked call; the forms given are shown with their data and errors, the others empty.
+
+    ``full=False`` (an inbox row) leaves the parameters' edit form out: it is fetched from the run
+    page when the reviewer opens "Edit arguments" (an inbox page shows fifty calls)."""
     call_dom = dom_ids.call_block_id(run.run_id, call.tool_call_id)
     tool = find_tool(agent, call.tool_name)
     # The forms' field ids: unique on a page with many cards.
@@ -245,6 +251,7 @@ def call_view(
     edited_args: FieldView | None = None
     args_fields: list[FieldView] = []
     args_errors: tuple[str, ...] = ()
+    args_form_lazy = False
     if edited_args_form is not None:
         # What the reviewer posted, with its errors.
         (edited_args,) = bound_fields(edited_args_form)
@@ -255,8 +262,9 @@ def call_view(
         args_errors = tuple(str(e) for e in args_form.non_field_errors())
     elif call.requires_approval and isinstance(call.args, Mapping):
         form_class = args_form_class(tool)
-        if form_class is not None:
+        if form_class is not None and full:
             args_fields = unbound_fields(form_class, auto_id=auto_id, prefix=ARGS_PREFIX, initial=call.args)
+        args_form_lazy = form_class is not None and not full
     resume_fields: list[FieldView] = []
     resume_errors: tuple[str, ...] = ()
     if resume_form is not None:
@@ -303,6 +311,7 @@ def call_view(
         question=question,
         args_fields=args_fields,
         args_errors=args_errors,
+        args_form_lazy=args_form_lazy,
         needs_confirmation=call.requires_approval and needs_confirmation(tool, call.args),
         via_agent=via,
         open=bool(

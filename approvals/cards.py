@@ -166,6 +166,7 @@ def run_card(
                 edited_args_form=edited_args_forms.get(call.tool_call_id),
                 args_form=args_forms.get(call.tool_call_id),
                 notice=notices.get(call.tool_call_id, ""),
+                full=expanded,
             )
             for call in run.tool_calls
         ],

@@ -203,12 +203,21 @@ def test_edit_form_is_built_from_the_tools_parameters(desk: Runtime, reviewer_cl
     run_id = start(desk, "support", "Please refund $890 on A-1044")
     call = waiting_call(desk, "support", run_id)
 
-    page = reviewer_client.get("/agents/support/").content.decode()
+    page = reviewer_client.get(f"/runs/{run_id}/").content.decode()
+    inbox = reviewer_client.get("/agents/support/").content.decode()
 
     assert re.search(r'<input type="number" name="args-amount_cents" id="[^"]+" value="89000"', page)
     assert re.search(r'<input type="text" name="args-order_id" id="[^"]+" value="A-1044"', page)
-    assert 'name="edited_args"' in page  # the JSON stays as the advanced view
+    assert 'name="edited_args"' in page and 'name="edited_args"' in inbox  # the JSON: the advanced view
     assert call.tool_name == "issue_refund"
+    # An inbox row fetches the form from the run page when opened; without JavaScript, a link there.
+    assert 'name="args-amount_cents"' not in inbox
+    assert re.search(
+        rf'hx-get="/runs/{run_id}/" hx-trigger="toggle from:closest details once" '
+        rf'hx-select="#call-{run_id}-{call.tool_call_id} form.edit-args-fields"',
+        inbox,
+    )
+    assert f'<a href="/runs/{run_id}/">Edit each argument on the run page</a>' in inbox
 
 
 def test_edit_form_errors_are_one_per_field_and_decide_nothing(

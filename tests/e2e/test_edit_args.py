@@ -38,6 +38,7 @@ def test_edit_an_argument_and_approve_runs_the_tool_with_it(
     expect(field).to_be_hidden()  # folded away until asked for
 
     card.get_by_text("Edit arguments", exact=True).click()
+    expect(card.locator("form.edit-args-fields")).to_be_visible()  # fetched from the run page
     card.get_by_text("Advanced: edit as JSON", exact=True).click()
     expect(field).to_be_visible()
     expect(field).to_have_accessible_description(

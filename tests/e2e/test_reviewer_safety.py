@@ -173,6 +173,7 @@ def test_live_output_of_an_approval_with_edited_arguments_shows_what_the_tool_ra
     visit(page, f"/runs/{run_id}/")
     the_card = card(page, run_id)
     the_card.get_by_text("Edit arguments", exact=True).click()
+    expect(the_card.locator("form.edit-args-fields")).to_be_visible()  # fetched from the run page
     the_card.get_by_text("Advanced: edit as JSON", exact=True).click()
     field = the_card.get_by_label("Edited arguments (JSON)")
     model_args = json.loads(field.input_value())
