@@ -111,6 +111,12 @@ class RunRecord(models.Model):
                 fields=["agent_id", "status", "-suspended_at", "run_id", "created_at"],
                 name="run_agent_listing_idx",
             ),
+            # The same, oldest first (the inbox's default): ties by run_id ascending both ways, so no
+            # one index can be walked in both orders.
+            models.Index(
+                fields=["agent_id", "status", "suspended_at", "run_id", "created_at"],
+                name="run_agent_oldest_idx",
+            ),
             models.Index(
                 fields=["agent_id", "thread_id", "status", "-suspended_at", "run_id"],
                 name="run_thread_listing_idx",
