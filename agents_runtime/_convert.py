@@ -28,7 +28,7 @@ from .errors import InvalidPagination
 from .store import ParkedCall, StoredRun
 from .stream import Emit
 from .tools import to_jsonable
-from .types import AgentRun, AgentRunToolCall, Chunk
+from .types import AgentRun, AgentRunToolCall, CallContext, Chunk
 from .vocabulary import CallKind
 
 
@@ -73,6 +73,8 @@ def listed_call(call: ParkedCall) -> AgentRunToolCall:
         resume_schema=call.resume_schema,
         suspend_schema=call.suspend_schema,
         tool_started_at=call.tool_started_at if call.decision is None else None,
+        context=CallContext.from_json(call.context),
+        via_agent_id=call.delegation.agent_id if call.delegation is not None else None,
     )
 
 

@@ -61,7 +61,7 @@ async def mirror_inner_calls(agent: RunAgent, tool_call_id: str, inner_run_id: s
             replace(
                 call,
                 tool_call_id=tool_call_id if len(waiting) == 1 else f"{tool_call_id}:{call.tool_call_id}",
-                delegation=Delegation(tool_call_id, inner_run_id, call.tool_call_id),
+                delegation=Delegation(tool_call_id, inner_run_id, call.tool_call_id, inner.agent_id),
                 decision=None,
             )
         )

@@ -15,6 +15,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.run import AgentRunResultEvent
 
 from . import _pydantic
+from ._context import call_context, conversation_context, previous_answers
 from ._convert import chunk_for, listed_call, now, showing_edits
 from ._decisions import add_result
 from ._delegation import continue_inner, delegate, discard_inner_runs, mirror_inner_calls
@@ -74,8 +75,12 @@ async def drive(
     delegation_results: dict[str, dict[str, Any]],
     claimed_version: int | None,
     emit: Emit,
+    answered: list[dict[str, Any]] | None = None,
 ) -> RunResult:
-    """One pydantic-ai run, then store what it ended in: a suspension, an answer or a failure."""
+    """One pydantic-ai run, then store what it ended in: a suspension, an answer or a failure.
+
+    ``answered``: the answers to ``suspend()`` calls this continuation carries on from (shown
+    beside a follow-up question)."""
     deps = RunDeps(
         run_id=run_id,
         agent=agent,
@@ -96,6 +101,7 @@ async def drive(
         delegation_results=delegation_results,
         claimed_version=claimed_version,
         emit=emit,
+        answered=answered or [],
     )
     if result.status != "suspended" and deps.inner_runs:
         await discard_inner_runs(agent, deps)
@@ -113,6 +119,7 @@ async def drive_once(
     delegation_results: dict[str, dict[str, Any]],
     claimed_version: int | None,
     emit: Emit,
+    answered: list[dict[str, Any]],
 ) -> RunResult:
     run_id, thread_id, resource_id = deps.run_id, deps.thread_id, deps.resource_id
     output: Any = None
@@ -146,7 +153,8 @@ async def drive_once(
         return RunResult(run_id=run_id, status="failed", error=error)
 
     if isinstance(output, DeferredToolRequests):
-        calls = await parked_calls(agent, output)
+        shared = {**conversation_context(agent, conversation.messages), "previous_answers": answered}
+        calls = await parked_calls(agent, output, shared)
         suspension = Suspension(
             run_id=run_id,
             agent_id=agent.id,
@@ -225,7 +233,10 @@ def lost_claim(agent: RunAgent, run_id: str, emit: Emit) -> RunResult:
     return RunResult(run_id=run_id, status="failed", error=error)
 
 
-async def parked_calls(agent: RunAgent, requests: DeferredToolRequests) -> list[ParkedCall]:
+async def parked_calls(
+    agent: RunAgent, requests: DeferredToolRequests, shared: dict[str, Any]
+) -> list[ParkedCall]:
+    """The calls a run parks on, each with why it waits (``shared``: the conversation's part)."""
     calls: list[ParkedCall] = []
     for part in [*requests.approvals, *requests.calls]:
         metadata = requests.metadata.get(part.tool_call_id) or {}
@@ -243,6 +254,7 @@ async def parked_calls(agent: RunAgent, requests: DeferredToolRequests) -> list[
                     suspend_payload=metadata.get("payload"),
                     suspend_schema=spec.suspend_json_schema if spec else None,
                     resume_schema=spec.resume_json_schema if spec else None,
+                    context=call_context(shared),
                 )
             )
         else:
@@ -252,6 +264,9 @@ async def parked_calls(agent: RunAgent, requests: DeferredToolRequests) -> list[
                     tool_name=part.tool_name,
                     kind=CallKind.APPROVAL,
                     args=part.args_as_dict(),
+                    context=call_context(
+                        shared, approval_reason=str(metadata.get(_pydantic.REASON_KEY) or "")
+                    ),
                 )
             )
     return [clean_call(call) for call in calls]
@@ -376,4 +391,5 @@ async def _continue_claimed(
         delegation_results={},
         claimed_version=version,
         emit=showing_edits(emit, run.calls),
+        answered=previous_answers(run.calls),
     )

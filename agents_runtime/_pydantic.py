@@ -28,6 +28,8 @@ from .vocabulary import CallKind
 logger = logging.getLogger("agents_runtime")
 
 # Keys of the metadata that travels with a parked call through pydantic-ai.
+#: Metadata of an approval call: why the tool's rule asked for it.
+REASON_KEY = "countersign_approval_reason"
 KIND_KEY = "countersign"
 RESUME_KEY = "countersign_resume"
 DELEGATION_RESULT_KEY = "countersign_delegation_result"
@@ -120,8 +122,11 @@ def wrap_tool(spec: Tool) -> PydanticTool[RunDeps]:
         resume_data: Any = None
         if RESUME_KEY in metadata:
             resume_data = spec.validate_resume_data(metadata[RESUME_KEY])
-        elif not ctx.tool_call_approved and spec.needs_approval(kwargs):
-            raise ApprovalRequired(metadata={KIND_KEY: CallKind.APPROVAL.value})
+        elif not ctx.tool_call_approved:
+            # The rule is asked once, with the validated arguments; its reason goes to the card.
+            needed, because = spec.approval(kwargs)
+            if needed:
+                raise ApprovalRequired(metadata={KIND_KEY: CallKind.APPROVAL.value, REASON_KEY: because})
         call_kwargs = dict(kwargs)
         if spec.context_param is not None:
             deps = ctx.deps

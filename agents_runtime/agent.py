@@ -111,6 +111,10 @@ class Agent:
         if self._runtime is not None:
             await self._runtime._publish(RunEvent(type=type_, agent_id=self.id, run_id=run_id, **details))  # type: ignore[arg-type]
 
+    def find_tool(self, name: str) -> Tool | None:
+        """The tool a call of this agent's runs names: its own, or a sub-agent's (beyond Mastra)."""
+        return self._find_tool(name)
+
     def _find_tool(self, name: str) -> Tool | None:
         found = self._tools_by_name.get(name)
         if found is not None:
@@ -248,12 +252,15 @@ class Agent:
         tool_name: str | None = None,
         kind: CallKind | str | None = None,
         order: Literal["newest", "oldest"] = "newest",
+        delegated: bool | None = None,
     ) -> ListSuspendedRunsResult:
         """This agent's suspended runs, most recently suspended first, from storage.
 
         Pagination applies when both ``per_page`` and ``page`` (zero-based) are given; ``total``
         counts every match. Beyond Mastra: ``tool_name`` and ``kind`` ("approval" | "input") keep
-        runs with such an undecided call, and ``order="oldest"`` reverses the order.
+        runs with such an undecided call, ``order="oldest"`` reverses the order, and ``delegated``
+        keeps only a sub-agent's inner runs (True: decided through the supervisor's run) or only the
+        others (False).
         """
         check_pagination(per_page, page)
         for label, value in (
@@ -277,6 +284,7 @@ class Agent:
             tool_name=tool_name,
             kind=CallKind(kind) if kind else None,
             oldest_first=order == "oldest",
+            delegated=delegated,
             limit=per_page if paged else None,
             offset=(per_page * page) if paged and per_page is not None and page is not None else 0,
         )

@@ -272,6 +272,8 @@ def _matches(run: StoredRun, query: RunQuery) -> bool:
         return False
     if query.resource_id is not None and run.resource_id != query.resource_id:
         return False
+    if query.delegated is not None and (run.parent_run_id is not None) != query.delegated:
+        return False
     if query.created_from is not None and run.created_at < query.created_from:
         return False
     if query.created_to is not None and run.created_at > query.created_to:

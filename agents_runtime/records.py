@@ -66,6 +66,8 @@ class Delegation:
     tool_call_id: str
     inner_run_id: str
     inner_tool_call_id: str
+    #: The sub-agent whose run it is (None in mirrors stored before it was kept).
+    agent_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,9 @@ class ParkedCall:
     #: When a continuation began running this call's tool (written before the tool is called). Kept
     #: when the continuation dies and the call is parked again: the tool may have run.
     tool_started_at: IsoDatetime | None = None
+    #: Why the call waits, gathered when it parked (``types.CallContext``'s JSON form): the last user
+    #: message, what the agent said, key results of earlier calls, the approval rule's reason.
+    context: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if type(self.kind) is not CallKind:
@@ -156,6 +161,9 @@ class RunQuery:
     tool_name: str | None = None
     #: Only runs with an undecided call of this kind.
     kind: CallKind | None = None
+    #: True: only sub-agents' inner runs (decided through their supervisor's run); False: only the
+    #: others; None: both.
+    delegated: bool | None = None
     #: Default: most recently suspended first, ties by ``run_id`` ascending.
     oldest_first: bool = False
     limit: int | None = None

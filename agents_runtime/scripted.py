@@ -32,6 +32,8 @@ class Call:
     tool: str
     args: dict[str, Any] = field(default_factory=dict)
     tool_call_id: str | None = None
+    #: What the model says in the same turn, before the call ("" says nothing).
+    say: str = ""
 
 
 @dataclass(frozen=True)
@@ -84,12 +86,13 @@ def _to_response(outcome: Any) -> ModelResponse:
     if isinstance(outcome, Reply):
         return ModelResponse(parts=[TextPart(outcome.text)])
     calls = [outcome] if isinstance(outcome, Call) else list(outcome)
-    return ModelResponse(
-        parts=[
-            ToolCallPart(c.tool, dict(c.args), tool_call_id=c.tool_call_id or f"call_{uuid.uuid4().hex[:16]}")
-            for c in calls
-        ]
-    )
+    said = " ".join(c.say for c in calls if c.say)
+    parts: list[Any] = [TextPart(said)] if said else []
+    parts += [
+        ToolCallPart(c.tool, dict(c.args), tool_call_id=c.tool_call_id or f"call_{uuid.uuid4().hex[:16]}")
+        for c in calls
+    ]
+    return ModelResponse(parts=parts)
 
 
 def scripted_model(*steps: Step, name: str = "scripted") -> FunctionModel:

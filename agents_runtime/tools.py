@@ -7,15 +7,21 @@ import inspect
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any, NoReturn, cast, overload
 
 import jsonschema
 import pydantic
 
 from .errors import InvalidResumeData, InvalidToolArgs
+from .presentation import ApprovalRule, FieldHint, Money, approval_reason, title_for
 from .schema_check import schema_problems
 
-ApprovalRule = bool | Callable[[dict[str, Any]], bool]
+#: ``requires_approval``: a bool, a callable of the arguments (True, or a reason string, asks for
+#: approval), or an ``ApprovalRule`` that says why.
+ApprovalSpec = bool | Callable[[dict[str, Any]], Any] | ApprovalRule
+#: A call's title: a template such as ``"Refund {amount_cents|money} · {order_id}"`` or a callable.
+TitleSpec = str | Callable[[dict[str, Any]], str] | None
 SchemaSpec = type[pydantic.BaseModel] | Mapping[str, Any] | None
 
 
@@ -126,13 +132,21 @@ class Tool:
     function: Callable[..., Any]
     name: str
     description: str | None
-    requires_approval: ApprovalRule
+    requires_approval: ApprovalSpec
     suspend_schema: SchemaSpec
     resume_schema: SchemaSpec
     #: The name of the ``ToolContext`` parameter, if the function takes one.
     context_param: str | None
     #: The model-supplied parameters, with resolved annotations.
     parameters: tuple[inspect.Parameter, ...]
+    #: What a reviewer sees of a call (``presentation``): its title, how fields read (money), the
+    #: argument values that make a call risky, the fields of this tool's results that later cards
+    #: show, and whether approving needs a second, explicit confirmation.
+    title: TitleSpec = None
+    fields: Mapping[str, FieldHint] = dataclass_field(default_factory=dict)
+    risky: Mapping[str, tuple[Any, ...]] = dataclass_field(default_factory=dict)
+    key_results: tuple[str, ...] = ()
+    confirm: bool = False
 
     def __post_init__(self) -> None:
         for field_name in ("suspend_schema", "resume_schema"):
@@ -146,14 +160,34 @@ class Tool:
                 )
 
     def needs_approval(self, args: dict[str, Any]) -> bool:
-        rule = self.requires_approval
-        if isinstance(rule, bool):
-            return rule
-        try:
-            return bool(rule(dict(args)))
-        except Exception:
-            # A rule that cannot decide must not let the call through.
-            return True
+        # A rule that cannot decide must not let the call through (``approval_reason`` says True).
+        return approval_reason(self.requires_approval, args)[0]
+
+    def approval(self, args: dict[str, Any]) -> tuple[bool, str]:
+        """Whether a call with ``args`` needs approval, and why as the rule explains it ("" if not)."""
+        return approval_reason(self.requires_approval, args)
+
+    def title_for(self, args: Mapping[str, Any] | None) -> str:
+        """The call's title for a reviewer (escaped by whoever shows it: the values are model output)."""
+        return title_for(self.title, self.name, args, self.fields)
+
+    def risky_values(self, args: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The arguments of a call whose values the tool marks risky (e.g. ``environment: production``)."""
+        if not isinstance(args, Mapping):
+            return {}
+        return {
+            name: args[name] for name, values in self.risky.items() if name in args and args[name] in values
+        }
+
+    def needs_confirmation(self, args: Mapping[str, Any] | None) -> bool:
+        """Approving needs the reviewer's explicit "I checked this": ``confirm=True`` or a risky value."""
+        return self.confirm or bool(self.risky_values(args))
+
+    @functools.cached_property
+    def parameters_json_schema(self) -> dict[str, Any]:
+        """The JSON Schema of the model-supplied arguments (what edited arguments are checked against)."""
+        schema: dict[str, Any] = self._args_adapter.json_schema()
+        return schema
 
     @property
     def suspend_json_schema(self) -> dict[str, Any] | None:
@@ -204,13 +238,33 @@ class Tool:
         return pydantic.TypeAdapter(arguments)
 
 
+def _annotated_hints(parameters: tuple[inspect.Parameter, ...]) -> dict[str, FieldHint]:
+    """Field hints given as ``Annotated`` metadata of a parameter (``Annotated[int, Money(cents=True)]``)."""
+    hints: dict[str, FieldHint] = {}
+    for param in parameters:
+        for meta in getattr(param.annotation, "__metadata__", ()):
+            if isinstance(meta, Money):
+                hints[param.name] = meta
+    return hints
+
+
+@dataclass(frozen=True)
+class _Presentation:
+    title: TitleSpec = None
+    fields: Mapping[str, FieldHint] | None = None
+    risky: Mapping[str, Any] | None = None
+    key_results: tuple[str, ...] | list[str] = ()
+    confirm: bool = False
+
+
 def _build(
     fn: Callable[..., Any],
     *,
     name: str | None,
-    requires_approval: ApprovalRule,
+    requires_approval: ApprovalSpec,
     suspend_schema: SchemaSpec,
     resume_schema: SchemaSpec,
+    presentation: _Presentation = _Presentation(),
 ) -> Tool:
     if not callable(fn):
         raise TypeError("tool() needs a function")
@@ -242,6 +296,14 @@ def _build(
         resume_schema=resume_schema,
         context_param=context_param,
         parameters=parameters,
+        title=presentation.title,
+        fields={**_annotated_hints(parameters), **dict(presentation.fields or {})},
+        risky={
+            key: tuple(values) if isinstance(values, list | tuple | set | frozenset) else (values,)
+            for key, values in (presentation.risky or {}).items()
+        },
+        key_results=tuple(presentation.key_results),
+        confirm=presentation.confirm,
     )
 
 
@@ -255,9 +317,14 @@ def tool(
     /,
     *,
     name: str | None = None,
-    requires_approval: ApprovalRule = False,
+    requires_approval: ApprovalSpec = False,
     suspend_schema: SchemaSpec = None,
     resume_schema: SchemaSpec = None,
+    title: TitleSpec = None,
+    fields: Mapping[str, FieldHint] | None = None,
+    risky: Mapping[str, Any] | None = None,
+    key_results: tuple[str, ...] | list[str] = (),
+    confirm: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -266,16 +333,28 @@ def tool(
     /,
     *,
     name: str | None = None,
-    requires_approval: ApprovalRule = False,
+    requires_approval: ApprovalSpec = False,
     suspend_schema: SchemaSpec = None,
     resume_schema: SchemaSpec = None,
+    title: TitleSpec = None,
+    fields: Mapping[str, FieldHint] | None = None,
+    risky: Mapping[str, Any] | None = None,
+    key_results: tuple[str, ...] | list[str] = (),
+    confirm: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function a tool.
 
     ``requires_approval`` is a bool, or a callable that gets the validated arguments as a dict and
-    returns whether this call needs a human's approval (if it raises, approval is required).
+    returns whether this call needs a human's approval (if it raises, approval is required; a string
+    it returns asks for approval and says why), or an ``ApprovalRule(when, because=...)``.
     ``suspend_schema`` / ``resume_schema`` (pydantic models or JSON Schema dicts) describe what the
     tool passes to ``ToolContext.suspend()`` and the data it must be resumed with.
+
+    For the reviewer (docs/agents.md): ``title`` (``"Refund {amount_cents|money} · {order_id}"`` or
+    a callable of the arguments), ``fields`` (``{"amount_cents": Money(cents=True)}``), ``risky``
+    (``{"environment": ["production"]}``: shown as a warning chip, and approving asks for
+    confirmation), ``key_results`` (the fields of this tool's results shown on later cards of the
+    run) and ``confirm=True`` (every approval asks for confirmation).
     """
 
     def decorate(f: Callable[..., Any]) -> Tool:
@@ -285,6 +364,7 @@ def tool(
             requires_approval=requires_approval,
             suspend_schema=suspend_schema,
             resume_schema=resume_schema,
+            presentation=_Presentation(title, fields, risky, tuple(key_results), confirm),
         )
 
     if fn is not None:

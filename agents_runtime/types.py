@@ -20,6 +20,69 @@ ChunkType = Literal[
 
 
 @dataclass(frozen=True)
+class KeyResult:
+    """The fields a tool marks as key (``tool(key_results=...)``) of one earlier result in the run."""
+
+    tool_name: str
+    values: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PreviousAnswer:
+    """An answer a human gave earlier in the run (a follow-up question shows it)."""
+
+    tool_name: str
+    answer: Any
+    question: str | None = None
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Why a call waits, as it stood when it parked (beyond Mastra). Texts are model output."""
+
+    #: The last message of the user before the call.
+    user_message: str | None = None
+    #: What the agent said in the turn that made the call.
+    agent_said: str | None = None
+    key_results: tuple[KeyResult, ...] = ()
+    #: The approval rule's explanation ("Refunds over $50 need approval"); None when it gave none.
+    approval_reason: str | None = None
+    previous_answers: tuple[PreviousAnswer, ...] = ()
+
+    @classmethod
+    def from_json(cls, data: Any) -> CallContext | None:
+        """Tolerant of odd stored shapes: what cannot be read is left out."""
+        if not isinstance(data, dict):
+            return None
+
+        def text(key: str) -> str | None:
+            value = data.get(key)
+            return value if isinstance(value, str) and value else None
+
+        results = data.get("key_results")
+        answers = data.get("previous_answers")
+        return cls(
+            user_message=text("user_message"),
+            agent_said=text("agent_said"),
+            key_results=tuple(
+                KeyResult(str(r.get("tool_name") or ""), dict(r["values"]))
+                for r in (results if isinstance(results, list) else [])
+                if isinstance(r, dict) and isinstance(r.get("values"), dict)
+            ),
+            approval_reason=text("approval_reason"),
+            previous_answers=tuple(
+                PreviousAnswer(
+                    str(a.get("tool_name") or ""),
+                    a.get("answer"),
+                    a["question"] if isinstance(a.get("question"), str) else None,
+                )
+                for a in (answers if isinstance(answers, list) else [])
+                if isinstance(a, dict)
+            ),
+        )
+
+
+@dataclass(frozen=True)
 class AgentRunToolCall:
     """One parked tool call of a suspended run."""
 
@@ -38,6 +101,10 @@ class AgentRunToolCall:
     #: run. Approving or answering it again needs ``confirm_rerun=True``; the tool gets the same
     #: ``tool_call_id`` (its idempotency key) both times.
     tool_started_at: datetime | None = None
+    #: Beyond Mastra: why the call waits (None for calls parked before it was kept).
+    context: CallContext | None = None
+    #: Beyond Mastra: on a supervisor's run, the sub-agent whose call this really is.
+    via_agent_id: str | None = None
 
     @property
     def interrupted_after_start(self) -> bool:

@@ -209,6 +209,7 @@ def clean_call(call: ParkedCall) -> ParkedCall:
         # Schemas nest deeper than data; tool() checked them (a Tool built past it may not be).
         suspend_schema=clean_json(call.suspend_schema, max_depth=2 * MAX_DEPTH, notes=notes),
         resume_schema=clean_json(call.resume_schema, max_depth=2 * MAX_DEPTH, notes=notes),
+        context=clean_json(call.context, notes=notes),
         delegation=delegation,
     )
     if cleaned.tool_call_id != call.tool_call_id:

@@ -68,6 +68,34 @@ class Outcome(StrEnum):
         return _OUTCOME_LABELS[self][1]
 
 
+class Verdict(StrEnum):
+    """What was decided on a call, apart from what the run did next (an ``Outcome``)."""
+
+    APPROVED = "approved"
+    APPROVED_WITH_EDITS = "approved_with_edits"
+    DECLINED = "declined"
+    ANSWERED = "answered"
+    #: The call stopped waiting before anyone decided it (its run ended or is gone).
+    EXPIRED = "expired"
+
+    @property
+    def label(self) -> str:
+        return _VERDICT_LABELS[self]
+
+    @classmethod
+    def of(cls, action: DecisionAction, *, edited: bool = False) -> Verdict:
+        if action == DecisionAction.APPROVE:
+            return cls.APPROVED_WITH_EDITS if edited else cls.APPROVED
+        return cls.DECLINED if action == DecisionAction.DECLINE else cls.ANSWERED
+
+
+_VERDICT_LABELS = {
+    Verdict.APPROVED: "Approved",
+    Verdict.APPROVED_WITH_EDITS: "Approved with edits",
+    Verdict.DECLINED: "Declined",
+    Verdict.ANSWERED: "Answered",
+    Verdict.EXPIRED: "Expired",
+}
 _CALL_KIND_LABELS = {CallKind.APPROVAL: "Needs approval", CallKind.INPUT: "Waiting for input"}
 _ACTION_LABELS = {
     DecisionAction.APPROVE: ("Approve", "approved"),

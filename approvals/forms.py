@@ -101,7 +101,8 @@ class InboxFilterForm(_CreatedRangeForm):
     sort = forms.ChoiceField(
         required=False,
         label="Order",
-        choices=[("newest", "Newest suspension first"), ("oldest", "Oldest suspension first")],
+        # Oldest first: a queue is worked from the call that has waited longest.
+        choices=[("oldest", "Oldest suspension first"), ("newest", "Newest suspension first")],
     )
     page = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
     per_page = forms.IntegerField(required=False, min_value=1, max_value=MAX_PER_PAGE, label="Per page")
@@ -119,7 +120,7 @@ class InboxFilterForm(_CreatedRangeForm):
             "to_date": data.get("to"),
             "tool_name": data.get("tool") or None,
             "kind": CallKind(data["kind"]) if data.get("kind") else None,
-            "order": data.get("sort") or "newest",
+            "order": data.get("sort") or "oldest",
             "page": data.get("page") or 1,
             "per_page": data.get("per_page") or DEFAULT_PER_PAGE,
         }
@@ -154,7 +155,7 @@ class DeclineForm(forms.Form):
     reason = forms.CharField(
         required=False,
         max_length=4000,
-        label="Reason",
+        label="Reason for declining (sent to the agent)",
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="Optional. The model receives it as the tool's result.",
     )

@@ -36,7 +36,9 @@ def overview_rows(*, agent_ids: Collection[str] | None = None) -> list[AgentSumm
     listed = [a for a in agents.all_agents() if agent_ids is None or a.id in agent_ids]
 
     async def summarise(agent: Agent) -> AgentSummary:
-        oldest = await agent.list_suspended_runs(per_page=1, page=0, order="oldest")
+        # A sub-agent's inner runs are counted once: on the supervisor that decides them.
+        delegated = False if is_sub_agent(agent) else None
+        oldest = await agent.list_suspended_runs(per_page=1, page=0, order="oldest", delegated=delegated)
         return AgentSummary(
             agent_id=agent.id,
             name=agent.name or agent.id,
@@ -48,6 +50,12 @@ def overview_rows(*, agent_ids: Collection[str] | None = None) -> list[AgentSumm
         return list(await asyncio.gather(*(summarise(a) for a in listed)))
 
     return async_to_sync(summarise_all)()
+
+
+def is_sub_agent(agent: Agent) -> bool:
+    """Some agent delegates to this one: some of its runs may be a supervisor's inner runs, which
+    are decided (and counted) on the supervisor's inbox."""
+    return any(agent in other.agents for other in agents.all_agents())
 
 
 @dataclass(frozen=True)
@@ -101,11 +109,14 @@ def inbox_page(
     to_date: datetime | None = None,
     tool_name: str | None = None,
     kind: CallKind | None = None,
-    order: Literal["newest", "oldest"] = "newest",
+    order: Literal["newest", "oldest"] = "oldest",
     page: int = 1,
     per_page: int = 20,
+    delegated: bool | None = None,
 ) -> InboxPage:
-    """One page of the agent's suspended runs; ``page`` is 1-based (the runtime's is 0-based)."""
+    """One page of the agent's suspended runs; ``page`` is 1-based (the runtime's is 0-based).
+
+    ``delegated=False`` leaves out a sub-agent's inner runs, ``True`` lists only them."""
     result = async_to_sync(agent.list_suspended_runs)(
         thread_id=thread_id,
         resource_id=resource_id,
@@ -116,6 +127,7 @@ def inbox_page(
         order=order,
         per_page=per_page,
         page=page - 1,
+        delegated=delegated,
     )
     return InboxPage(runs=list(result.runs), total=result.total, page=page, per_page=per_page)
 

@@ -20,10 +20,10 @@ from typing import Any, ClassVar
 
 import jsonschema
 from django import forms
-from django.forms.fields import InvalidJSONInput, JSONString
 
 from agents_runtime import untrusted
 from agents_runtime.schema_check import schema_problems
+from approvals.schema_fields import TEMPORAL_INPUTS, EnumField, TemporalField, json_field
 
 logger = logging.getLogger(__name__)
 
@@ -75,38 +75,6 @@ def _unwrap_nullable(schema: _Schema, root: _Schema) -> tuple[_Schema, bool]:
     return schema, False
 
 
-class _EnumField(forms.TypedChoiceField):
-    """A select over JSON values of any type; the posted string maps back to the original value."""
-
-    def __init__(
-        self, *, values: list[Any], required: bool, has_default: bool = False, **kwargs: Any
-    ) -> None:
-        # String enums post their own text; other values (numbers, null, mixed) post their JSON.
-        self._plain = all(isinstance(v, str) for v in values)
-        self._values = {self._key(v): v for v in values}
-        choices = [(key, str(v) if not isinstance(v, str) else v) for key, v in self._values.items()]
-        if not required:
-            choices = [("", "—"), *choices]
-        elif not has_default:
-            # No preselected first value: a reviewer who skips the field is told, not guessed for.
-            choices = [("", "Choose…"), *choices]
-        super().__init__(
-            choices=choices, coerce=self._values.__getitem__, empty_value=None, required=required, **kwargs
-        )
-
-    def _key(self, value: Any) -> str:
-        return value if self._plain else json.dumps(value, sort_keys=True)
-
-    def prepare_value(self, value: Any) -> Any:
-        if value is None or value == "":
-            return ""
-        try:
-            key = self._key(value)
-            return key if key in self._values else value
-        except TypeError:
-            return value
-
-
 def _field_for(schema: _Schema, root: _Schema, *, name: str, required: bool) -> forms.Field:
     schema, nullable = _unwrap_nullable(schema, root)
     required = required and not nullable
@@ -119,9 +87,9 @@ def _field_for(schema: _Schema, root: _Schema, *, name: str, required: bool) -> 
         required = False
     kind = schema.get("type")
     if "enum" in schema and isinstance(schema["enum"], list) and schema["enum"]:
-        return _EnumField(values=list(schema["enum"]), required=required, has_default=has_default, **common)
+        return EnumField(values=list(schema["enum"]), required=required, has_default=has_default, **common)
     if "const" in schema:
-        return _EnumField(values=[schema["const"]], required=required, **common)
+        return EnumField(values=[schema["const"]], required=required, **common)
     if kind == "boolean":
         # An unchecked checkbox is ``False``, never "missing": the answer always has the key.
         return forms.BooleanField(required=False, **common)
@@ -139,6 +107,8 @@ def _field_for(schema: _Schema, root: _Schema, *, name: str, required: bool) -> 
             max_value=schema.get("maximum"),
             **common,
         )
+    if kind == "string" and schema.get("format") in TEMPORAL_INPUTS:
+        return TemporalField(fmt=str(schema["format"]), required=required, **common)
     if kind == "string":
         max_length = schema.get("maxLength")
         widget = forms.Textarea(attrs={"rows": 3}) if (max_length or 0) > 200 else forms.TextInput()
@@ -151,49 +121,7 @@ def _field_for(schema: _Schema, root: _Schema, *, name: str, required: bool) -> 
             widget=widget,
             **common,
         )
-    return _json_field(required=required, **common)
-
-
-class UntrustedJSONField(forms.JSONField):
-    """JSON a reviewer types: anything the runtime could not store is a field error, never a 500.
-
-    Django's ``JSONField`` takes ``NaN`` and ``1e999`` and fails on huge integers and deep nesting
-    with exceptions other than ``JSONDecodeError``; this one parses with ``untrusted.parse_json``.
-    """
-
-    def to_python(self, value: Any) -> Any:
-        if self.disabled:
-            return value
-        if value in self.empty_values:
-            return None
-        if isinstance(value, list | dict | int | float | JSONString):
-            return value
-        try:
-            converted = untrusted.parse_json(str(value))
-        except untrusted.UntrustedJSONError as exc:
-            raise forms.ValidationError(str(exc), code="invalid") from None
-        return JSONString(converted) if isinstance(converted, str) else converted
-
-    def bound_data(self, data: Any, initial: Any) -> Any:
-        if self.disabled:
-            return initial
-        if data is None:
-            return None
-        try:
-            return untrusted.parse_json(str(data))
-        except untrusted.UntrustedJSONError:
-            return InvalidJSONInput(data)
-
-
-def _json_field(*, required: bool, **kwargs: Any) -> forms.JSONField:
-    help_text = kwargs.pop("help_text", "") or ""
-    hint = "Enter JSON."
-    return UntrustedJSONField(
-        required=required,
-        help_text=f"{help_text} {hint}".strip(),
-        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false", "class": "json"}),
-        **kwargs,
-    )
+    return json_field(required=required, **common)
 
 
 def _path(loc: tuple[Any, ...]) -> str:
@@ -210,7 +138,7 @@ def _fields_for_schema(schema: _Schema) -> tuple[dict[str, forms.Field], bool]:
     top = _resolve(root, root) if root else {}
     properties = top.get("properties")
     if not (top.get("type", "object") == "object" and isinstance(properties, Mapping)):
-        field = _json_field(
+        field = json_field(
             required=True,
             label=str(top.get("title") or "Answer"),
             help_text=str(top.get("description") or ""),
@@ -225,7 +153,7 @@ def _fields_for_schema(schema: _Schema) -> tuple[dict[str, forms.Field], bool]:
     }
     if not fields:
         # An object with no listed properties: let the reviewer write the whole answer.
-        return {WHOLE_ANSWER: _json_field(required=True, label="Answer", initial={})}, True
+        return {WHOLE_ANSWER: json_field(required=True, label="Answer", initial={})}, True
     return fields, False
 
 

@@ -10,7 +10,7 @@ schema (five fields: string, integer, boolean, enum, string); the schemas, paylo
 copied from real runs of the demo agents.
 
 Then, in the same process, Django's test ``Client`` (``force_login`` as a member of Admins) asks for
-``/agents/ops/?per_page=50`` (page 1, newest first), so the figures are server time: URL routing,
+``/agents/ops/?per_page=50`` (page 1, oldest first: the default), so the figures are server time: URL routing,
 middleware (sessions, CSRF, CSP...), the view, the runtime's ``list_suspended_runs`` on the Django
 store, building the cards and their forms, and rendering. Cases:
 
@@ -157,6 +157,8 @@ def seed(n: int) -> None:
                         },
                         suspend_schema=window_call.suspend_schema,
                         resume_schema=window_call.resume_schema,
+                        # Why the call waits, as the demo's call carries it (the card's "why").
+                        context=window_call.context,
                     )
                 )
             else:
@@ -173,6 +175,7 @@ def seed(n: int) -> None:
                             "version": version,
                             "environment": rng.choice(["staging", "production"]),
                         },
+                        context=deploy_call.context,
                     )
                 )
         with transaction.atomic():

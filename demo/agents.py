@@ -37,7 +37,7 @@ def _support_first_step(ctx: ScriptContext) -> Any:
     order_id = _order_id(prompt)
     if "refund" in prompt.lower():
         return [
-            Call("lookup_order", {"order_id": order_id}),
+            Call("lookup_order", {"order_id": order_id}, say=f"Let me look up {order_id} and refund it."),
             Call(
                 "issue_refund",
                 {"order_id": order_id, "amount_cents": _amount_cents(prompt), "reason": prompt[:200]},
@@ -46,8 +46,9 @@ def _support_first_step(ctx: ScriptContext) -> Any:
     if "email" in prompt.lower() or "write" in prompt.lower():
         customer = tools.ORDERS.get(order_id, {}).get("customer", "customer@example.com")
         return Call(
-            "send_customer_email",
-            {
+            say=f"I drafted an email to {customer} about {order_id}.",
+            tool="send_customer_email",
+            args={
                 "to": customer,
                 "subject": f"About your order {order_id}",
                 "body": f"Hello,\n\n{prompt}\n\nBest regards,\nSupport",
@@ -66,8 +67,14 @@ def _ops_first_step(ctx: ScriptContext) -> Any:
         return Reply("Tell me which service to deploy, e.g. 'deploy billing-api to production'.")
     service = _service(ctx.prompt)
     if "production" in ctx.prompt.lower():
-        return Call("request_change_window", {"service": service})
-    return Call("deploy_service", {"service": service, "version": "v2.4.1", "environment": "staging"})
+        return Call(
+            "request_change_window", {"service": service}, say="Production needs a change window first."
+        )
+    return Call(
+        "deploy_service",
+        {"service": service, "version": "v2.4.1", "environment": "staging"},
+        say=f"Deploying {service} v2.4.1 to staging.",
+    )
 
 
 def _ops_second_step(ctx: ScriptContext) -> Any:
@@ -76,7 +83,9 @@ def _ops_second_step(ctx: ScriptContext) -> Any:
         return Reply(f"No deployment: {window or 'nothing to do'}")
     version = window.rsplit("version ", 1)[-1]
     return Call(
-        "deploy_service", {"service": _service(ctx.prompt), "version": version, "environment": "production"}
+        "deploy_service",
+        {"service": _service(ctx.prompt), "version": version, "environment": "production"},
+        say=f"The change window is agreed; deploying {version} to production.",
     )
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from agents_runtime import ToolContext, tool
+from agents_runtime.presentation import ApprovalRule, Money
 
 REFUND_APPROVAL_LIMIT_CENTS = 5_000
 
@@ -17,7 +19,7 @@ ORDERS = {
 }
 
 
-@tool
+@tool(key_results=("status", "total_cents"), fields={"total_cents": Money(cents=True, currency="USD")})
 def lookup_order(order_id: str) -> dict[str, object]:
     """Look up an order by its id (e.g. A-1042)."""
     order = ORDERS.get(order_id)
@@ -26,7 +28,14 @@ def lookup_order(order_id: str) -> dict[str, object]:
     return {"order_id": order_id, "found": True, **order}
 
 
-@tool(requires_approval=lambda args: args["amount_cents"] > REFUND_APPROVAL_LIMIT_CENTS)
+@tool(
+    requires_approval=ApprovalRule(
+        lambda args: args["amount_cents"] > REFUND_APPROVAL_LIMIT_CENTS,
+        because="Refunds over $50.00 need a human's approval",
+    ),
+    title="Refund {amount_cents|money} · {order_id}",
+    fields={"amount_cents": Money(cents=True, currency="USD")},
+)
 def issue_refund(ctx: ToolContext, order_id: str, amount_cents: int, reason: str) -> str:
     """Refund part or all of an order. Refunds over $50.00 need a human's approval.
 
@@ -39,13 +48,20 @@ def issue_refund(ctx: ToolContext, order_id: str, amount_cents: int, reason: str
     return f"Refunded ${amount_cents / 100:.2f} on {order_id} (ref {ctx.tool_call_id[-8:]})"
 
 
-@tool(requires_approval=True)
+@tool(
+    requires_approval=ApprovalRule(because="Every email to a customer is reviewed"),
+    title="Email {to} · {subject}",
+)
 def send_customer_email(to: str, subject: str, body: str) -> str:
     """Send an email to a customer. Always reviewed by a human first."""
     return f"Email to {to} queued: {subject!r}"
 
 
-@tool(requires_approval=True)
+@tool(
+    requires_approval=ApprovalRule(because="Every deploy is approved by a human"),
+    title="Deploy {service} {version} to {environment}",
+    risky={"environment": ["production"]},
+)
 def deploy_service(service: str, version: str, environment: Literal["staging", "production"]) -> str:
     """Deploy a version of a service to an environment."""
     return f"{service} {version} is live on {environment}"
@@ -59,7 +75,7 @@ class ChangeWindowRequest(BaseModel):
 class ChangeWindow(BaseModel):
     """When and how the change may happen."""
 
-    start: str = Field(title="Start time", description="When the window opens, e.g. 2026-12-01 22:00 UTC")
+    start: datetime = Field(title="Start time", description="When the window opens")
     duration_minutes: int = Field(default=30, ge=5, le=480, title="Duration (minutes)")
     notify_oncall: bool = Field(default=True, title="Notify on-call", description="Page the on-call engineer")
     risk: Literal["low", "medium", "high"] = Field(title="Risk", description="Your estimate of the risk")
@@ -72,8 +88,9 @@ def request_change_window(ctx: ToolContext, service: str) -> str:
     if ctx.resume_data is None:
         ctx.suspend({"service": service, "question": f"When may we deploy {service} to production?"})
     window: ChangeWindow = ctx.resume_data
+    start = window.start.isoformat(timespec="minutes")
     oncall = "on-call notified" if window.notify_oncall else "on-call not notified"
     return (
-        f"Window for {service}: {window.start}, {window.duration_minutes} min, risk {window.risk}, "
+        f"Window for {service}: {start}, {window.duration_minutes} min, risk {window.risk}, "
         f"{oncall}, version {window.version}"
     )

@@ -111,6 +111,12 @@ class RunRecord(models.Model):
                 fields=["agent_id", "status", "-suspended_at", "run_id", "created_at"],
                 name="run_agent_listing_idx",
             ),
+            # The same, oldest first (the inbox's default): ties by run_id ascending both ways, so no
+            # one index can be walked in both orders.
+            models.Index(
+                fields=["agent_id", "status", "suspended_at", "run_id", "created_at"],
+                name="run_agent_oldest_idx",
+            ),
             models.Index(
                 fields=["agent_id", "thread_id", "status", "-suspended_at", "run_id"],
                 name="run_thread_listing_idx",
@@ -126,8 +132,10 @@ class RunRecord(models.Model):
                 name="run_agent_created_idx",
             ),
             # Counting an agent's waiting runs: few distinct keys, so PostgreSQL deduplicates this
-            # index to a fraction of the others and its COUNT reads 3x fewer pages.
-            models.Index(fields=["agent_id", "status"], name="run_agent_status_idx"),
+            # index to a fraction of the others and its COUNT reads 3x fewer pages. parent_run_id
+            # last: a sub-agent's inbox counts its own runs apart from its supervisors' inner runs
+            # (``parent_run_id IS [NOT] NULL``) from the index alone.
+            models.Index(fields=["agent_id", "status", "parent_run_id"], name="run_agent_status_parent_idx"),
             # Lease reclaim: only running rows, a handful at any time (the probe's status is a
             # literal in its SQL, so SQLite can use this partial index).
             models.Index(
@@ -178,6 +186,8 @@ class ParkedCallRecord(models.Model):
     #: Written before a continuation calls the tool; kept when the continuation dies and the call is
     #: parked again (the tool may have run: a new approval must be confirmed).
     tool_started_at = models.DateTimeField(null=True, blank=True)
+    #: Why the call waits, gathered when it parked (``ParkedCall.context``): the card's "why".
+    context = OrderedJSONField(null=True, blank=True)
 
     objects: ClassVar[ParkedCallRecordQuerySet] = ParkedCallRecordQuerySet.as_manager()  # type: ignore[assignment]
 

@@ -54,6 +54,7 @@ _CALL_COLUMNS = (
     "resume_data",
     "edited_args",
     "tool_started_at",
+    "context",
 )
 
 Row = Mapping[str, Any]
@@ -129,7 +130,9 @@ def _call_records(run_pk: int, calls: Iterable[ParkedCall]) -> list[ParkedCallRe
                     "tool_call_id": delegation.tool_call_id,
                     "inner_run_id": delegation.inner_run_id,
                     "inner_tool_call_id": delegation.inner_tool_call_id,
+                    "agent_id": delegation.agent_id,
                 },
+                context=call.context,
                 tool_started_at=None if call.tool_started_at is None else _utc(call.tool_started_at),
                 **({} if call.decision is None else _decision_columns(call.decision)),
             )
@@ -160,6 +163,7 @@ def _parked_call(row: Row) -> ParkedCall:
                 tool_call_id=str(delegation["tool_call_id"]),
                 inner_run_id=str(delegation["inner_run_id"]),
                 inner_tool_call_id=str(delegation["inner_tool_call_id"]),
+                agent_id=None if delegation.get("agent_id") is None else str(delegation["agent_id"]),
             )
         )
     except KeyError as exc:
@@ -188,6 +192,7 @@ def _parked_call(row: Row) -> ParkedCall:
         delegation=parsed_delegation,
         decision=decision,
         tool_started_at=None if row["tool_started_at"] is None else _utc(row["tool_started_at"]),
+        context=row.get("context") if isinstance(row.get("context"), dict) else None,
     )
 
 

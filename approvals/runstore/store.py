@@ -23,6 +23,8 @@ from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
+from django.db.models import Value
+from django.db.models.functions import Coalesce
 
 from agents_runtime.store import (
     Decision,
@@ -160,10 +162,21 @@ class DjangoRunStore(DecisionSteps, RunStore):
                 matches = matches.filter(thread_id=query.thread_id)
             if query.resource_id is not None:
                 matches = matches.filter(resource_id=query.resource_id)
+            listed_matches = matches
+            if query.delegated is not None:
+                unfiltered = matches
+                matches = listed_matches = matches.filter(parent_run_id__isnull=not query.delegated)
+                if not query.delegated:
+                    # Counted from the (agent, status, parent_run_id) index, listed in the listing
+                    # index's order: written as an expression, the test cannot make the planner
+                    # pick the counting index (and sort every waiting run of the agent for a page).
+                    listed_matches = unfiltered.alias(
+                        parent_or_empty=Coalesce("parent_run_id", Value(""))
+                    ).filter(parent_or_empty="")
             total = matches.count()
             if total == 0 or (query.limit is not None and (query.limit <= 0 or query.offset >= total)):
                 return [], total
-            ordered = matches.in_suspension_order(oldest_first=query.oldest_first)
+            ordered = listed_matches.in_suspension_order(oldest_first=query.oldest_first)
             page = ordered
             if query.limit is not None:
                 window = slice(query.offset, query.offset + query.limit)

@@ -24,7 +24,7 @@ from agents_runtime import (
     RunResult,
     ToolCallNotSuspended,
 )
-from agents_runtime.vocabulary import EFFECTIVE_OUTCOMES, DecisionAction, Outcome
+from agents_runtime.vocabulary import EFFECTIVE_OUTCOMES, DecisionAction, Outcome, Verdict
 from approvals.models.audit import AuditEntry
 
 logger = logging.getLogger(__name__)
@@ -72,6 +72,15 @@ class DecisionOutcome:
     @property
     def verb(self) -> str:
         return DecisionAction(self.action).verb
+
+    @property
+    def verdict(self) -> Verdict | None:
+        """What was decided (None: this decision was not taken: lost a race, refused, unconfirmed)."""
+        if self.status == Outcome.NOT_FOUND:
+            return Verdict.EXPIRED
+        if self.status not in EFFECTIVE_OUTCOMES and self.status != Outcome.INTERRUPTED:
+            return None
+        return Verdict.of(DecisionAction(self.action), edited=self.edited)
 
     @property
     def status_label(self) -> str:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from typing import Any
 
@@ -16,10 +17,12 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from agents_runtime import Agent, AgentRunToolCall
 from agents_runtime.vocabulary import Outcome
-from approvals import agents, cards, dom_ids, queries, services
+from approvals import agents, call_views, cards, dom_ids, queries, services
 from approvals.access import Access, AgentAccess
 from approvals.forms import DeclineForm, EditedArgsForm
+from approvals.schema_forms import ResumeForm
 from approvals.services import DECIDE_PERMISSION, DecisionOutcome
 from approvals.views.base import HtmxHttpRequest, access_of, is_partial, permission_required, visible_agent
 
@@ -56,7 +59,7 @@ def _agent_id(target: Access | AgentAccess) -> str:
 
 def _rerun_confirmed(request: HttpRequest) -> bool:
     """The card's "Run it again" box, ticked (a call whose tool may have run already)."""
-    return request.POST.get("confirm_rerun", "") in {"yes", "on", "true", "1"}
+    return _ticked(request, "confirm_rerun")
 
 
 def _decided(request: HtmxHttpRequest, outcome: DecisionOutcome) -> HttpResponse:
@@ -69,8 +72,9 @@ def _decided(request: HtmxHttpRequest, outcome: DecisionOutcome) -> HttpResponse
         if found is not None:
             outcome = replace(outcome, run=found[1])
     if is_partial(request):
-        agent_name = _agent_name(outcome.agent_id)
-        card = cards.outcome_card(outcome, agent_name=agent_name, next_url=next_url)
+        agent = _agent(outcome.agent_id)
+        agent_name = (agent.name or agent.id) if agent is not None else outcome.agent_id
+        card = cards.outcome_card(outcome, agent=agent, agent_name=agent_name, next_url=next_url)
         context = {"card": card, "can_decide": access.can_decide}
         response = render(request, RUN_CARD, context)
         patch_vary_headers(response, ["HX-Request"])
@@ -85,12 +89,11 @@ def _decided(request: HtmxHttpRequest, outcome: DecisionOutcome) -> HttpResponse
     return HttpResponseRedirect(next_url)
 
 
-def _agent_name(agent_id: str) -> str:
+def _agent(agent_id: str) -> Agent | None:
     try:
-        agent = agents.get(agent_id)
+        return agents.get(agent_id)
     except agents.UnknownAgent:
-        return agent_id
-    return agent.name or agent.id
+        return None
 
 
 def _card_with_errors(
@@ -102,6 +105,7 @@ def _card_with_errors(
     resume_form: Any = None,
     decline_form: DeclineForm | None = None,
     edited_args_form: EditedArgsForm | None = None,
+    args_form: ResumeForm | None = None,
     notice: str = "",
 ) -> HttpResponse:
     """The card again with the call's form errors: the run is unchanged."""
@@ -112,11 +116,13 @@ def _card_with_errors(
     agent, run = found
     card = cards.run_card(
         run,
+        agent=agent,
         agent_name=agent.name or agent.id,
         next_url=_next_url(request, run_id),
         resume_forms={tool_call_id: resume_form} if resume_form is not None else None,
         decline_forms={tool_call_id: decline_form} if decline_form is not None else None,
         edited_args_forms={tool_call_id: edited_args_form} if edited_args_form is not None else None,
+        args_forms={tool_call_id: args_form} if args_form is not None else None,
         notices={tool_call_id: notice} if notice else None,
     )
     context = {"card": card, "can_decide": access.can_decide}
@@ -140,16 +146,35 @@ def _card_with_errors(
 def call_approve(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpResponse:
     target = _agent_for_post(request, run_id)
     agent_id = _agent_id(target)
+    errors = functools.partial(
+        _card_with_errors, request, run_id=run_id, agent_id=agent_id, tool_call_id=tool_call_id
+    )
+    waiting = _waiting_call(request, run_id, tool_call_id, agent_id)
+    tool = call_views.find_tool(waiting[0], waiting[1].tool_name) if waiting is not None else None
     form: EditedArgsForm | None = None
+    args_form: ResumeForm | None = None
     edited_args = None
-    if "edited_args" in request.POST:
-        # "Approve with these arguments": the card's other form.
+    if call_views.ARGS_FORM_MARK in request.POST and waiting is not None:
+        # "Approve with these arguments" from the form built from the tool's parameters.
+        args_form = call_views.args_form_for(
+            tool, run_id=run_id, tool_call_id=tool_call_id, data=request.POST
+        )
+        if args_form is not None:
+            if not args_form.is_valid():
+                return errors(args_form=args_form)
+            edited_args = args_form.resume_data
+    elif "edited_args" in request.POST:
+        # "Approve with these arguments": the card's JSON form (the advanced view).
         form = EditedArgsForm(request.POST, auto_id=f"{dom_ids.call_block_id(run_id, tool_call_id)}-%s")
         if not form.is_valid():
-            return _card_with_errors(
-                request, run_id=run_id, agent_id=agent_id, tool_call_id=tool_call_id, edited_args_form=form
-            )
+            return errors(edited_args_form=form)
         edited_args = form.cleaned_data["edited_args"]
+    model_args = waiting[1].args if waiting is not None else None
+    if call_views.needs_confirmation(tool, model_args, edited_args) and not _ticked(
+        request, call_views.CONFIRM_RISKY
+    ):
+        # Enforced here, not only by the checkbox's ``required``: nothing is decided unticked.
+        return errors(edited_args_form=form, args_form=args_form, notice=call_views.CONFIRM_RISKY_NOTICE)
     outcome = services.decision_approve(
         target,
         run_id=run_id,
@@ -158,23 +183,35 @@ def call_approve(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Ht
         confirm_rerun=_rerun_confirmed(request),
     )
     if outcome.status == Outcome.UNCONFIRMED:
-        return _card_with_errors(
-            request,
-            run_id=run_id,
-            agent_id=agent_id,
-            tool_call_id=tool_call_id,
-            edited_args_form=form,
-            notice=outcome.message,
-        )
+        return errors(edited_args_form=form, args_form=args_form, notice=outcome.message)
+    if outcome.refused_args and args_form is not None:
+        # Nothing was decided: the runtime's reasons next to the fields they are about.
+        args_form.add_field_errors(outcome.field_errors)
+        if not args_form.errors:
+            args_form.add_error(None, outcome.message)
+        return errors(args_form=args_form)
     if form is not None and outcome.refused_args:
         # Nothing was decided: the card again, the runtime's reasons next to what was typed.
         form.add_argument_errors(outcome.field_errors)
         if not form.errors:
             form.add_error("edited_args", outcome.message)
-        return _card_with_errors(
-            request, run_id=run_id, agent_id=agent_id, tool_call_id=tool_call_id, edited_args_form=form
-        )
+        return errors(edited_args_form=form)
     return _decided(request, outcome)
+
+
+def _ticked(request: HttpRequest, name: str) -> bool:
+    return request.POST.get(name, "") in {"yes", "on", "true", "1"}
+
+
+def _waiting_call(
+    request: HttpRequest, run_id: str, tool_call_id: str, agent_id: str
+) -> tuple[Agent, AgentRunToolCall] | None:
+    """The agent and the call as it waits now (None: not waiting; the services say why)."""
+    found = queries.run_locate(run_id, agent_hint=agent_id or None, agent_ids=access_of(request).agent_ids)
+    if found is None:
+        return None
+    call = next((c for c in found[1].tool_calls if c.tool_call_id == tool_call_id), None)
+    return None if call is None else (found[0], call)
 
 
 @require_POST

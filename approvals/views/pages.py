@@ -26,6 +26,8 @@ from approvals.views.base import (
 
 #: The run page's live partials (their element ids): htmx sends the one it refetches as HX-Target.
 RUN_DECISIONS_ID = "run-decisions"
+#: A sub-agent's inbox lists at most this many of the runs its supervisors decide (read-only).
+DELEGATED_SHOWN = 20
 #: How a background continuation's result reads on the run page (``running``: none yet).
 _BACKGROUND_OUTCOMES = {
     "success": Outcome.COMPLETED,
@@ -54,12 +56,22 @@ def inbox(request: HtmxHttpRequest, agent_id: str) -> HttpResponse:
         return render_page(
             request, "approvals/inbox.html", "run-list", context, status=200 if is_partial(request) else 400
         )
-    page = queries.inbox_page(agent, **form.filters())
+    sub_agent = queries.is_sub_agent(agent)
+    # A sub-agent's inner runs wait on its supervisor: listed apart, read-only, not counted here.
+    page = queries.inbox_page(agent, **form.filters(), delegated=False if sub_agent else None)
     next_url = request.get_full_path()
+    name = agent.name or agent.id
     context["page"] = page
     context["cards"] = [
-        cards.run_card(run, agent_name=agent.name or agent.id, next_url=next_url) for run in page.runs
+        cards.run_card(run, agent=agent, agent_name=name, next_url=next_url) for run in page.runs
     ]
+    if sub_agent:
+        shown = {**form.filters(), "page": 1, "per_page": DELEGATED_SHOWN}
+        inner = queries.inbox_page(agent, **shown, delegated=True)
+        context["delegated_total"] = inner.total
+        context["delegated_cards"] = [
+            cards.run_card(run, agent=agent, agent_name=name, next_url=next_url) for run in inner.runs
+        ]
     return render_page(request, "approvals/inbox.html", "run-list", context)
 
 
@@ -102,7 +114,9 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
         return render_page(request, "approvals/run.html", "run-state", context)
     agent, run = found
     context["agent"] = agent
-    context["card"] = cards.run_card(run, agent_name=agent.name or agent.id, next_url=request.get_full_path())
+    context["card"] = cards.run_card(
+        run, agent=agent, agent_name=agent.name or agent.id, next_url=request.get_full_path(), expanded=True
+    )
     context["conversation"] = cards.conversation(queries.run_conversation(agent, run_id))
     return render_page(request, "approvals/run.html", "run-state", context)
 

@@ -31,6 +31,26 @@
     showProblem("Could not reach the server. Check the connection and try again.");
   });
 
+  // A call row the reviewer expanded stays expanded when its list or card is fetched again (a live
+  // refetch): closing it would move everything below it, and lose the reviewer's place.
+  var expanded = [];
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var target = event.detail.target;
+    if (!target || !target.querySelectorAll) return;
+    expanded = Array.prototype.map.call(
+      target.querySelectorAll("section.call[id] > details.call-row[open]"),
+      function (row) { return row.parentNode.id; }
+    );
+  });
+  document.addEventListener("htmx:afterSwap", function () {
+    expanded.forEach(function (id) {
+      var call = document.getElementById(id);
+      var row = call && call.querySelector(":scope > details.call-row");
+      if (row) row.open = true;
+    });
+    expanded = [];
+  });
+
   // After a decision replaces a card, move focus to its outcome so keyboard and screen reader users
   // land on what happened. The event fires on the new card (the old one, the target, is gone after an
   // outerHTML swap); live refetches (GET) must not move anyone's focus.

@@ -11,7 +11,7 @@
 //   ol[data-live-output=RUN_ID]  the run's streamed output (its [hidden] section shows on the first)
 //   .new-pill, .gone-note        (hidden) a list's count of the runs held back; a card's note while
 //                                it is held as it was (.is-gone)
-//   .call[data-tool-call-id]     a call; a `call-decided` event from elsewhere puts a .decided-note
+//   .call[data-call-id]          a call; a `call-decided` event from elsewhere puts a .decided-note
 //                                (who, when) in it at once and disables its buttons
 //
 // A refetch never gets in the reviewer's way. It waits (data-stale) while a request from inside the
@@ -318,7 +318,7 @@
   // pointer on it): who decided, and its buttons disabled. What the reviewer typed stays.
   function markDecided(event) {
     const card = document.querySelector(`.run-card[data-run-id='${CSS.escape(event.run_id)}']`);
-    const call = card?.querySelector(`.call[data-tool-call-id='${CSS.escape(event.tool_call_id)}']`);
+    const call = card?.querySelector(`.call[data-call-id='${CSS.escape(event.tool_call_id)}']`);
     if (!call || card.querySelector(".htmx-request") || call.querySelector(".decided-note")) return;
     let verb = DECIDED[event.action] || "Decided";
     if (event.edited) verb = "Approved with edits";

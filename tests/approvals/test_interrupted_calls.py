@@ -94,7 +94,8 @@ def test_the_card_warns_and_a_plain_approve_decides_nothing(
     refused = reviewer_client.post(f"/runs/{run_id}/calls/{call_id}/approve", {"agent": "helpdesk"}, **HX)
 
     assert "Interrupted after the tool started — it may have run." in page
-    assert page.count('name="confirm_rerun"') == 2  # Approve, and Approve with these arguments
+    # Approve, and Approve with these arguments (the parameters' form and the JSON one).
+    assert page.count('name="confirm_rerun"') == 3
     body = refused.content.decode()
     assert refused.status_code == 200
     assert "Nothing was decided" in body and 'name="confirm_rerun"' in body

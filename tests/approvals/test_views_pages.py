@@ -76,7 +76,8 @@ def test_inbox_card_shows_run_and_call_details(agents: DashboardAgents, reviewer
     assert "<code>refund</code>" in html
     assert "&quot;note&quot;: &quot;broken parcel&quot;" in html  # pretty JSON, escaped
     assert ">Approve</button>" in html and ">Decline</button>" in html
-    assert ">Reason</label>" in html
+    assert ">Decline…</summary>" in html  # declining is its own step
+    assert ">Reason for declining (sent to the agent)</label>" in html
 
 
 def test_inbox_filters_by_thread_resource_tool_and_kind(
@@ -101,28 +102,29 @@ def test_inbox_filters_by_thread_resource_tool_and_kind(
     assert listed("thread=nope") == []
 
 
-def test_inbox_sorts_newest_first_by_default_and_oldest_on_request(
+def test_inbox_sorts_oldest_first_by_default_and_newest_on_request(
     agents: DashboardAgents, reviewer_client: Client
 ) -> None:
     first = agents.start("helpdesk", "refund 1")
     second = agents.start("helpdesk", "refund 2")
     third = agents.start("helpdesk", "refund 3")
 
-    newest = card_ids(reviewer_client.get("/agents/helpdesk/").content.decode())
+    default = card_ids(reviewer_client.get("/agents/helpdesk/").content.decode())
     oldest = card_ids(reviewer_client.get("/agents/helpdesk/?sort=oldest").content.decode())
+    newest = card_ids(reviewer_client.get("/agents/helpdesk/?sort=newest").content.decode())
 
+    assert default == oldest == [first.run_id, second.run_id, third.run_id]
     assert newest == [third.run_id, second.run_id, first.run_id]
-    assert oldest == [first.run_id, second.run_id, third.run_id]
 
 
 def test_inbox_paginates_with_total_and_links(agents: DashboardAgents, reviewer_client: Client) -> None:
     runs = [agents.start("helpdesk", f"refund {i}") for i in range(5)]
-    newest_first = [r.run_id for r in reversed(runs)]
+    oldest_first = [r.run_id for r in runs]
 
     page2 = reviewer_client.get("/agents/helpdesk/?per_page=2&page=2&thread=").content.decode()
     past_end = reviewer_client.get("/agents/helpdesk/?per_page=2&page=9").content.decode()
 
-    assert card_ids(page2) == newest_first[2:4]
+    assert card_ids(page2) == oldest_first[2:4]
     assert 'data-total="5"' in page2
     assert "Page 2 of 3" in page2
     # Links keep the other parameters; each hx-get has the same href.

@@ -26,6 +26,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from approvals.tasks import continue_run
 from tests import services
+from tests.card_rows import expanded
 from tests.deploy.proxy import ReverseProxy, Upstream, self_signed_certificate
 from tests.live import server
 
@@ -168,7 +169,7 @@ def test_a_decision_through_one_server_reaches_a_page_served_by_the_other(
     page_b = _watched(context.new_page(), problems)
     page_b.goto("/agents/support/")
     card_b = page_b.locator(f"#run-{run_id}")
-    card_b.get_by_role("button", name="Approve").click()
+    expanded(card_b).get_by_role("button", name="Approve").click()
     expect(card_b.locator(".outcome")).to_contain_text("Continuing")
     assert {f.upstream for f in proxy.log if f.method == "POST" and f.path.endswith("/approve")} == {"B"}
 

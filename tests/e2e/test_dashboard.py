@@ -15,13 +15,24 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from tests.e2e.conftest import ADMIN, REVIEWER, Login, Pages, RunRequest, Server, log_in, screenshot, unique
+from tests.card_rows import APPROVE, DECLINE, declining, expanded
+from tests.e2e.conftest import (
+    ADMIN,
+    REVIEWER,
+    Login,
+    Pages,
+    RunRequest,
+    Server,
+    log_in,
+    screenshot,
+    unique,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def card(page: Page, run_id: str) -> Locator:
-    return page.locator(f"#run-{run_id}")
+    return expanded(page.locator(f"#run-{run_id}"))
 
 
 def cards(page: Page) -> Locator:
@@ -107,7 +118,7 @@ def test_approve_replaces_the_card_with_the_completed_run(
     screenshot(page, artifacts_dir / "run-page.png")
 
     visit(page, f"/agents/support/?thread={thread}")
-    card(page, run_id).get_by_role("button", name="Approve", exact=True).click()
+    card(page, run_id).get_by_role("button", name=APPROVE).click()
 
     outcome = card(page, run_id).locator(".outcome")
     expect(outcome).to_contain_text("Completed")
@@ -136,8 +147,8 @@ def test_decline_sends_the_reason_to_the_model(pages: Pages, server: Server) -> 
     decided = card(page, run_id)
     expect(decided).to_contain_text("send_customer_email")
 
-    decided.get_by_label("Reason").fill(reason)
-    decided.get_by_role("button", name="Decline", exact=True).click()
+    declining(decided).get_by_label("Reason").fill(reason)
+    decided.get_by_role("button", name=DECLINE).click()
 
     outcome = card(page, run_id).locator(".outcome")
     expect(outcome).to_contain_text("Completed")
@@ -156,7 +167,7 @@ def test_resume_form_refuses_an_invalid_value_then_resumes_the_run(pages: Pages,
     expect(form.get_by_label("Risk")).to_have_value("")  # an enum is a select, nothing chosen yet
     expect(form.get_by_label("Notify on-call")).to_be_checked()  # the schema's default
 
-    form.get_by_label("Start time").fill("2026-12-01 22:00 UTC")
+    form.get_by_label("Start time").fill("2026-12-01T22:00")
     form.get_by_label("Duration (minutes)").fill("3")  # the schema says at least 5
     form.get_by_label("Risk").select_option("medium")
     form.get_by_label("Version to deploy").fill("v3.0.0")
@@ -168,7 +179,7 @@ def test_resume_form_refuses_an_invalid_value_then_resumes_the_run(pages: Pages,
     expect(duration).to_have_attribute("aria-invalid", "true")
     expect(form.locator(".outcome")).to_have_count(0)
     # What was typed is kept, so only the wrong field needs fixing.
-    expect(form.get_by_label("Start time")).to_have_value("2026-12-01 22:00 UTC")
+    expect(form.get_by_label("Start time")).to_have_value("2026-12-01T22:00")
     expect(form.get_by_label("Risk")).to_have_value("medium")
 
     # The run is untouched: still listed, still waiting for the same answer.
@@ -176,7 +187,7 @@ def test_resume_form_refuses_an_invalid_value_then_resumes_the_run(pages: Pages,
     expect(cards(page)).to_have_count(1)
     expect(card(page, run_id).get_by_role("button", name="Resume")).to_be_visible()
 
-    form.get_by_label("Start time").fill("2026-12-01 22:00 UTC")
+    form.get_by_label("Start time").fill("2026-12-01T22:00")
     form.get_by_label("Duration (minutes)").fill("45")
     form.get_by_label("Risk").select_option("medium")
     form.get_by_label("Version to deploy").fill("v3.0.0")
@@ -193,7 +204,9 @@ def test_resume_form_refuses_an_invalid_value_then_resumes_the_run(pages: Pages,
     expect(deploy).to_contain_text('"environment": "production"')
     expect(deploy).to_contain_text('"version": "v3.0.0"')
 
-    deploy.get_by_role("button", name="Approve", exact=True).click()
+    # A production deploy is marked risky: approving it needs "I checked this" ticked.
+    deploy.get_by_label("I checked this").first.check()
+    deploy.get_by_role("button", name=APPROVE).click()
     final = card(page, run_id).locator(".outcome")
     expect(final).to_contain_text("Completed")
     expect(final.locator(".final-text")).to_have_text("deploy_service: ledger v3.0.0 is live on production")
@@ -205,7 +218,7 @@ def test_resume_form_error_is_the_fields_accessible_description(pages: Pages, se
     page = pages.open()
     visit(page, f"/agents/ops/?thread={thread}")
     form = card(page, run_id)
-    form.get_by_label("Start time").fill("2026-12-01 22:00 UTC")
+    form.get_by_label("Start time").fill("2026-12-01T22:00")
     form.get_by_label("Duration (minutes)").fill("3")
     form.get_by_label("Risk").select_option("low")
     form.get_by_role("button", name="Resume").click()
@@ -233,7 +246,7 @@ def test_outcome_stays_when_the_list_refetches_right_after_the_decision(pages: P
     visit(page, f"/agents/support/?thread={thread}")
     with page.expect_response(lambda r: r.url.endswith(f"/agents/support/?thread={thread}")):
         # The decision's own events arrive while it is in flight: the list refetches once it is done.
-        card(page, run_id).get_by_role("button", name="Approve", exact=True).click()
+        card(page, run_id).get_by_role("button", name=APPROVE).click()
     page.wait_for_timeout(600)  # past the settle delay
 
     expect(card(page, run_id).locator(".outcome")).to_contain_text("Completed", timeout=1_000)
@@ -245,7 +258,7 @@ def test_validation_errors_survive_a_live_refetch(pages: Pages, server: Server) 
     page = pages.open()
     visit(page, f"/agents/ops/?thread={thread}")
     form = card(page, run_id)
-    form.get_by_label("Start time").fill("2026-12-01 22:00 UTC")
+    form.get_by_label("Start time").fill("2026-12-01T22:00")
     form.get_by_label("Duration (minutes)").fill("3")
     form.get_by_label("Risk").select_option("high")
     form.get_by_role("button", name="Resume").click()
@@ -258,7 +271,7 @@ def test_validation_errors_survive_a_live_refetch(pages: Pages, server: Server) 
     page.wait_for_timeout(300)
 
     expect(error).to_contain_text("greater than or equal to 5", timeout=1_000)
-    expect(form.get_by_label("Start time")).to_have_value("2026-12-01 22:00 UTC", timeout=1_000)
+    expect(form.get_by_label("Start time")).to_have_value("2026-12-01T22:00", timeout=1_000)
 
 
 def test_focus_moves_to_the_outcome_after_a_decision(pages: Pages, server: Server) -> None:
@@ -266,7 +279,7 @@ def test_focus_moves_to_the_outcome_after_a_decision(pages: Pages, server: Serve
     (run_id,) = server.start_runs(RunRequest("support", "Refund $70.00 on A-1043, lost parcel.", thread))
     page = pages.open()
     visit(page, f"/agents/support/?thread={thread}")
-    card(page, run_id).get_by_role("button", name="Approve", exact=True).click()
+    card(page, run_id).get_by_role("button", name=APPROVE).click()
 
     outcome = card(page, run_id).locator(".outcome")
     expect(outcome).to_contain_text("Completed")
@@ -281,11 +294,11 @@ def test_two_reviewers_race_on_one_call_and_exactly_one_wins(pages: Pages, serve
     for login in (ADMIN, REVIEWER):
         page = pages.open(login)
         visit(page, f"/agents/support/?thread={thread}")
-        expect(card(page, run_id).get_by_role("button", name="Approve", exact=True)).to_be_enabled()
+        expect(card(page, run_id).get_by_role("button", name=APPROVE)).to_be_enabled()
         racers[login.username] = page
 
     # Both clicks leave within a few milliseconds: each is one script call, no actionability waits.
-    buttons = [card(p, run_id).get_by_role("button", name="Approve", exact=True) for p in racers.values()]
+    buttons = [card(p, run_id).get_by_role("button", name=APPROVE) for p in racers.values()]
     handles = [b.element_handle() for b in buttons]
     for handle in handles:
         handle.evaluate("button => button.click()")
@@ -318,7 +331,7 @@ def test_approve_works_without_javascript(pages: Pages, server: Server) -> None:
     page = pages.open(javascript=False)
     page.goto(f"/agents/support/?thread={thread}")
 
-    card(page, run_id).get_by_role("button", name="Approve", exact=True).click()
+    card(page, run_id).get_by_role("button", name=APPROVE).click()
 
     # A plain form post, then a redirect back to the same filtered inbox with a message.
     expect(page).to_have_url(server.url(f"/agents/support/?thread={thread}"))
@@ -342,7 +355,7 @@ def test_model_output_is_shown_as_text_and_never_runs(pages: Pages, server: Serv
         expect(card(page, run_id).locator("pre.json").first).to_contain_text(payload)
         expect(card(page, run_id).locator("script, img")).to_have_count(0)
     visit(page, f"/agents/support/?thread={thread}")
-    card(page, run_id).get_by_role("button", name="Approve", exact=True).click()
+    card(page, run_id).get_by_role("button", name=APPROVE).click()
     expect(card(page, run_id).locator(".outcome")).to_contain_text("Completed")
 
     assert dialogs == []
@@ -362,7 +375,7 @@ def test_pages_have_no_console_errors_or_csp_violations(
     for agent_id in ("support", "ops", "coordinator"):
         page.goto(f"/agents/{agent_id}/")
         expect(page.locator("#run-list")).to_be_visible()
-        run_links.append(page.locator("#run-list .run-title a").first.get_attribute("href"))
+        run_links.append(page.locator("#run-list .call-meta a").first.get_attribute("href"))
     for href in run_links:
         assert href is not None
         page.goto(href)

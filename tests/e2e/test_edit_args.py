@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.card_rows import APPROVE_JSON, expanded
 from tests.e2e.conftest import ADMIN, Pages, RunRequest, Server, screenshot, unique
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -32,11 +33,13 @@ def test_edit_an_argument_and_approve_runs_the_tool_with_it(
     )
     page = pages.open()
     visit(page, f"/agents/support/?thread={thread}")
-    card = page.locator(f"#run-{run_id}")
+    card = expanded(page.locator(f"#run-{run_id}"))
     field = card.get_by_label("Edited arguments (JSON)")
     expect(field).to_be_hidden()  # folded away until asked for
 
     card.get_by_text("Edit arguments", exact=True).click()
+    expect(card.locator("form.edit-args-fields")).to_be_visible()  # fetched from the run page
+    card.get_by_text("Advanced: edit as JSON", exact=True).click()
     expect(field).to_be_visible()
     expect(field).to_have_accessible_description(
         "The tool runs once with these arguments instead of the model's."
@@ -46,7 +49,7 @@ def test_edit_an_argument_and_approve_runs_the_tool_with_it(
 
     # A typo first: refused next to the field, nothing decided, what was typed kept.
     field.fill('{"order_id": "A-1042", amount_cents: 4500}')
-    card.get_by_role("button", name="Approve with these arguments").click()
+    card.get_by_role("button", name=APPROVE_JSON).click()
     field = page.locator(f"#run-{run_id}").get_by_label("Edited arguments (JSON)")
     expect(field).to_have_attribute("aria-invalid", "true")
     expect(field).to_have_accessible_description(
@@ -57,7 +60,7 @@ def test_edit_an_argument_and_approve_runs_the_tool_with_it(
 
     field.fill(json.dumps({**args, "amount_cents": 4500}, indent=2))
     screenshot(page, artifacts_dir / "edit-args.png")
-    page.locator(f"#run-{run_id}").get_by_role("button", name="Approve with these arguments").click()
+    page.locator(f"#run-{run_id}").get_by_role("button", name=APPROVE_JSON).click()
 
     outcome = page.locator(f"#run-{run_id} .outcome")
     expect(outcome).to_contain_text("Completed")

@@ -17,7 +17,16 @@ from typing import Any
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from tests.e2e.conftest import ADMIN, REVIEWER, Pages, RunRequest, Server, log_in, unique
+from tests.card_rows import APPROVE, APPROVE_JSON, DECLINE, declining, expanded
+from tests.e2e.conftest import (
+    ADMIN,
+    REVIEWER,
+    Pages,
+    RunRequest,
+    Server,
+    log_in,
+    unique,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -34,7 +43,7 @@ DESCRIBE = """(el) => el && {
 
 
 def card(page: Page, run_id: str) -> Locator:
-    return page.locator(f"#run-{run_id}")
+    return expanded(page.locator(f"#run-{run_id}"))
 
 
 def visit(page: Page, path: str) -> None:
@@ -74,7 +83,7 @@ def test_a_run_that_parks_does_not_move_another_calls_approve_under_the_pointer(
     (first,) = server.start_runs(RunRequest("support", REFUND, thread))
     page = pages.open()
     visit(page, f"/agents/support/?thread={thread}")
-    approve = card(page, first).get_by_role("button", name="Approve", exact=True)
+    approve = card(page, first).get_by_role("button", name=APPROVE)
     approve.hover()
     box = approve.bounding_box()
     assert box is not None
@@ -106,29 +115,31 @@ def test_a_card_decided_elsewhere_above_the_pointer_stays_until_the_pointer_move
     (newer,) = server.start_runs(RunRequest("support", "Refund $140.00 on A-1043, late.", thread))
     page = pages.open()
     visit(page, f"/agents/support/?thread={thread}")
-    approve = card(page, older).get_by_role("button", name="Approve", exact=True)  # below the newer card
+    approve = card(page, newer).get_by_role("button", name=APPROVE)  # below the older card (oldest first)
     approve.hover()
     box = approve.bounding_box()
     assert box is not None
     x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
     aimed = under_pointer(page, x, y)
-    assert aimed["card"] == f"run-{older}", aimed
+    assert aimed["card"] == f"run-{newer}", aimed
 
-    # Someone else decides the card above: taking it out would slide the older card's neighbours
-    # (or nothing) under the pointer. It stays, marked, until the pointer moves on.
+    # Someone else decides the card above: taking it out would slide the newer card (or nothing)
+    # under the pointer. It stays, marked, until the pointer moves on.
     other = pages.open(REVIEWER)
-    visit(other, f"/runs/{newer}/")
-    card(other, newer).get_by_role("button", name="Approve", exact=True).click()
-    expect(card(other, newer).locator(".outcome")).to_contain_text("Completed")
-    expect(card(page, newer)).to_have_class(re.compile(r"\bis-gone\b"))
-    expect(card(page, newer).locator(".gone-note")).to_contain_text("Decided or changed elsewhere")
-    expect(card(page, newer).locator(".decided-note")).to_contain_text(f"Approved by {REVIEWER.username}")
+    visit(other, f"/runs/{older}/")
+    card(other, older).get_by_role("button", name=APPROVE).click()
+    expect(card(other, older).locator(".outcome")).to_contain_text("Completed")
+    # Looked at as it is: opening its row (the card() helper) would itself move the newer card.
+    held = page.locator(f"#run-{older}")
+    expect(held).to_have_class(re.compile(r"\bis-gone\b"))
+    expect(held.locator(".gone-note")).to_contain_text("Decided or changed elsewhere")
+    expect(held.locator(".decided-note")).to_contain_text(f"Approved by {REVIEWER.username}")
     page.wait_for_load_state("networkidle")
     assert under_pointer(page, x, y) == aimed
 
     page.mouse.move(5, 5)  # off the list
-    expect(card(page, newer)).to_have_count(0)
-    expect(card(page, older).get_by_role("button", name="Approve", exact=True)).to_be_visible()
+    expect(held).to_have_count(0)
+    expect(card(page, newer).get_by_role("button", name=APPROVE)).to_be_visible()
 
 
 def test_a_run_that_parks_keeps_the_focused_approve_focused_and_in_place(
@@ -138,7 +149,7 @@ def test_a_run_that_parks_keeps_the_focused_approve_focused_and_in_place(
     (first,) = server.start_runs(RunRequest("support", REFUND, thread))
     page = pages.open()
     visit(page, f"/agents/support/?thread={thread}")
-    card(page, first).get_by_role("button", name="Approve", exact=True).focus()  # the keyboard's way
+    card(page, first).get_by_role("button", name=APPROVE).focus()  # the keyboard's way
     before = focused(page)
     assert before is not None and before["text"] == "Approve" and before["card"] == f"run-{first}", before
 
@@ -163,12 +174,14 @@ def test_live_output_of_an_approval_with_edited_arguments_shows_what_the_tool_ra
     visit(page, f"/runs/{run_id}/")
     the_card = card(page, run_id)
     the_card.get_by_text("Edit arguments", exact=True).click()
+    expect(the_card.locator("form.edit-args-fields")).to_be_visible()  # fetched from the run page
+    the_card.get_by_text("Advanced: edit as JSON", exact=True).click()
     field = the_card.get_by_label("Edited arguments (JSON)")
     model_args = json.loads(field.input_value())
     assert model_args["amount_cents"] == 9900
     edited = {**model_args, "amount_cents": 4000}
     field.fill(json.dumps(edited))
-    the_card.get_by_role("button", name="Approve with these arguments").click()
+    the_card.get_by_role("button", name=APPROVE_JSON).click()
 
     output = page.locator(f"[data-live-output='{run_id}']")
     expect(output).to_contain_text("Run success.")
@@ -214,7 +227,7 @@ def test_a_click_after_the_session_ended_goes_to_the_login_page_and_decides_noth
         f"Session.objects.filter(session_key={session_key!r}).delete()",
     )
 
-    card(page, run_id).get_by_role("button", name="Approve", exact=True).click()
+    card(page, run_id).get_by_role("button", name=APPROVE).click()
 
     expect(page).to_have_url(re.compile(r"/accounts/login/\?next="))
     expect(page.locator("ul.messages")).to_contain_text("You were signed out. Nothing was decided.")
@@ -225,7 +238,7 @@ def test_a_click_after_the_session_ended_goes_to_the_login_page_and_decides_noth
     # Signing in again leads back to the inbox, where the call still waits.
     log_in(page, ADMIN)
     expect(page).to_have_url(server.url(f"/agents/support/?thread={thread}"))
-    expect(card(page, run_id).get_by_role("button", name="Approve", exact=True)).to_be_enabled()
+    expect(card(page, run_id).get_by_role("button", name=APPROVE)).to_be_enabled()
 
 
 def test_buttons_are_disabled_while_the_page_shows_signed_out(pages: Pages, server: Server) -> None:
@@ -236,7 +249,7 @@ def test_buttons_are_disabled_while_the_page_shows_signed_out(pages: Pages, serv
     log_in(page, ADMIN)
     expect(page).to_have_url(server.url(f"/agents/support/?thread={thread}"))
     visit(page, f"/agents/support/?thread={thread}")
-    approve = card(page, run_id).get_by_role("button", name="Approve", exact=True)
+    approve = card(page, run_id).get_by_role("button", name=APPROVE)
     expect(approve).to_be_enabled()
 
     # Same browser, another tab: logging out there ends this page's session.
@@ -247,5 +260,5 @@ def test_buttons_are_disabled_while_the_page_shows_signed_out(pages: Pages, serv
 
     expect(page.locator("#live-status")).to_have_text("Signed out")
     expect(approve).to_be_disabled()
-    expect(card(page, run_id).get_by_role("button", name="Decline")).to_be_disabled()
+    expect(declining(card(page, run_id)).get_by_role("button", name=DECLINE)).to_be_disabled()
     assert _run_state(server, run_id) == {"status": "suspended", "decided_calls": 0, "audit_entries": 0}

@@ -19,6 +19,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests import services
+from tests.card_rows import APPROVE
 from tests.live import server
 from tests.live.conftest import log_in
 
@@ -81,7 +82,7 @@ def test_killed_worker_leaves_the_call_marked_and_a_rerun_needs_confirming(
     with server.running(doomed, web):
         _wait_for(lambda: _started(doomed), "the first worker to start", timeout=60)
         page = log_in(browser, web.url, server.USERNAME, server.PASSWORD, next_path=f"/runs/{run_id}/")
-        page.get_by_role("button", name="Approve", exact=True).click()
+        page.get_by_role("button", name=APPROVE).click()
         expect(page.locator(".outcome")).to_contain_text("Continuing", timeout=WAIT)
         # The worker took the task and the tool started; then the worker dies mid-tool.
         _wait_for(lambda: tool_log.read_text().strip() != "", "the tool to start in the first worker")
@@ -96,7 +97,7 @@ def test_killed_worker_leaves_the_call_marked_and_a_rerun_needs_confirming(
         assert "Interrupted after the tool started" in first_row[3]
 
         # A plain Approve is not enough: the browser asks for the box, and nothing is decided.
-        approve = page.get_by_role("button", name="Approve", exact=True)
+        approve = page.get_by_role("button", name=APPROVE)
         approve.click()
         page.wait_for_timeout(1000)
         expect(warning).to_be_visible()

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from tests.card_rows import declining, expanded
 from tests.live import server
 from tests.live.conftest import log_in
 
@@ -46,7 +47,7 @@ def site(tmp_path: Path, artifacts_dir: Path) -> Iterator[Site]:
 
 
 def card(page: Any, run_id: str) -> Any:
-    return page.locator(f"#run-{run_id}")
+    return expanded(page.locator(f"#run-{run_id}"))
 
 
 def wait_until(condition: Callable[[], bool], page: Any, timeout_ms: int = WAIT) -> None:
@@ -145,16 +146,18 @@ def test_refetch_keeps_what_the_reviewer_is_typing_and_waits_while_a_field_has_f
     first = site.start_run(thread="first")
     inbox = log_in(browser, site.daphne.url, server.USERNAME, server.PASSWORD, next_path="/agents/support/")
     expect_live(inbox)
-    reason = card(inbox, first).get_by_label("Reason")
+    reason = declining(card(inbox, first)).get_by_label("Reason for declining")
     reason.fill("Checking with finance first")
     inbox.locator("h1").click()  # focus leaves the field; the text stays typed, not sent
 
     second = site.start_run(thread="second")
     expect(card(inbox, second)).to_be_visible(timeout=WAIT)
-    expect(card(inbox, first).get_by_label("Reason")).to_have_value("Checking with finance first")
+    expect(card(inbox, first).get_by_label("Reason for declining")).to_have_value(
+        "Checking with finance first"
+    )
 
     # The reviewer is in the field when someone else decides that call: nothing moves under them...
-    card(inbox, first).get_by_label("Reason").focus()
+    card(inbox, first).get_by_label("Reason for declining").focus()
     other = log_in(
         browser, site.daphne.url, server.OTHER_USERNAME, server.OTHER_PASSWORD, next_path=f"/runs/{first}/"
     )
@@ -210,7 +213,7 @@ def test_outcome_that_parks_the_run_again_stays_until_the_run_moves_on_elsewhere
     )
 
     form = card(inbox, run_id)
-    form.get_by_label("Start time").fill("2026-12-01 22:00 UTC")
+    form.get_by_label("Start time").fill("2026-12-01T22:00")
     form.get_by_label("Risk").select_option("low")
     refetches.clear()
     form.get_by_role("button", name="Resume").click()
@@ -226,6 +229,7 @@ def test_outcome_that_parks_the_run_again_stays_until_the_run_moves_on_elsewhere
     other = log_in(
         browser, site.daphne.url, server.OTHER_USERNAME, server.OTHER_PASSWORD, next_path=f"/runs/{run_id}/"
     )
+    card(other, run_id).get_by_label("I checked this").first.check()  # a production deploy is risky
     card(other, run_id).get_by_role("button", name="Approve").click()
     expect(card(other, run_id).locator(".outcome")).to_contain_text("Completed", timeout=WAIT)
     expect(card(inbox, run_id)).to_have_count(0, timeout=WAIT)

@@ -21,6 +21,7 @@ from playwright.sync_api import expect
 
 from approvals.tasks import continue_run
 from tests import services
+from tests.card_rows import expanded
 from tests.live import server
 from tests.live.conftest import log_in
 
@@ -85,7 +86,7 @@ def test_two_instances_and_a_worker_stay_in_sync(cluster: Cluster, browser: Any)
     expect(card_b).to_contain_text("issue_refund")
 
     # Decided on B: B only records it and queues the continuation.
-    card_b.get_by_role("button", name="Approve").click()
+    expanded(card_b).get_by_role("button", name="Approve").click()
     expect(card_b.locator(".outcome")).to_contain_text("Continuing", timeout=WAIT)
 
     # The worker continues it; A's pages follow without a reload.

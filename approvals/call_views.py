@@ -1,0 +1,346 @@
+"""One parked call as its card shows it: a readable title, the arguments by type, why it waits, and
+its forms (approve, edit the arguments, decline, answer).
+
+The tool's metadata (``agents_runtime.presentation``) says how its calls read; the call's
+``CallContext`` (gathered when the run parked) says why it waits. Nothing here reads a run's
+snapshot: an inbox page shows fifty of these.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.urls import reverse
+
+from agents_runtime import Agent, AgentRun, AgentRunToolCall, Tool
+from agents_runtime.untrusted import clean_text
+from agents_runtime.vocabulary import CallKind
+from approvals import dom_ids
+from approvals.arg_views import ArgView, arg_views, values_view
+from approvals.display import reveal_invisible
+from approvals.field_views import FieldView, bound_fields, unbound_fields
+from approvals.forms import DeclineForm, EditedArgsForm
+from approvals.json_text import NOT_JSON_NOTE, SHORT_REPR, compact_json, is_long, pretty_json
+from approvals.schema_forms import ResumeForm, resume_form_class
+
+logger = logging.getLogger(__name__)
+
+#: The resume form's prefix: its fields post as ``resume-<property>``.
+RESUME_PREFIX = "resume"
+#: The edit form's prefix (fields ``args-<parameter>``); ``ARGS_FORM_MARK`` says it was this form.
+ARGS_PREFIX = "args"
+ARGS_FORM_MARK = "args_form"
+#: The box a risky call's approval needs ticked, checked on the server.
+CONFIRM_RISKY = "confirm_risky"
+CONFIRM_RISKY_NOTICE = "This call is marked risky: tick “I checked this” to approve it."
+
+
+@dataclass(frozen=True)
+class WhyView:
+    """Why the call waits: what the user asked, what the agent said, what earlier calls found."""
+
+    user_message: str = ""
+    agent_said: str = ""
+    #: ``(tool name, its key fields)`` of earlier results in the run.
+    key_results: tuple[tuple[str, tuple[ArgView, ...]], ...] = ()
+    description: str = ""
+    approval_reason: str = ""
+    #: ``(question, the answer's fields)`` given earlier in the run (a follow-up question).
+    previous_answers: tuple[tuple[str, tuple[ArgView, ...]], ...] = ()
+
+    def __bool__(self) -> bool:
+        return any(
+            (
+                self.user_message,
+                self.agent_said,
+                self.key_results,
+                self.description,
+                self.approval_reason,
+                self.previous_answers,
+            )
+        )
+
+
+@dataclass
+class CallView:
+    call: AgentRunToolCall
+    run_id: str
+    agent_id: str
+    dom_id: str
+    #: Pretty JSON of the args (approval calls) or of the suspend payload (input calls).
+    json: str
+    json_is_long: bool
+    json_lines: int
+    #: The decline form's reason field.
+    reason: FieldView
+    #: Approval calls: the "approve with these arguments" form's field (pre-filled with ``json``),
+    #: and whether its ``<details>`` is open (it has errors to show).
+    edited_args: FieldView | None = None
+    edit_open: bool = False
+    #: The resume form's fields (input calls), and its errors about the answer as a whole.
+    resume_fields: list[FieldView] = field(default_factory=list)
+    resume_errors: tuple[str, ...] = ()
+    #: A message about this call only (e.g. the runtime refused the answer).
+    notice: str = ""
+    #: The readable title ("Refund $890.00 · A-1044"): model output, escaped by the template.
+    title: str = ""
+    #: The arguments by type (approval calls) and the request's fields (input calls).
+    args: list[ArgView] = field(default_factory=list)
+    why: WhyView = field(default_factory=WhyView)
+    #: The question a ``suspend()``-ed call asks (its payload's ``question`` or ``title``).
+    question: str = ""
+    #: The edit form built from the tool's parameters (empty: only the JSON textarea).
+    args_fields: list[FieldView] = field(default_factory=list)
+    args_errors: tuple[str, ...] = ()
+    #: The tool has a parameters form that is not rendered here (an inbox row): fetched when opened.
+    args_form_lazy: bool = False
+    #: Approving needs "I checked this" ticked (the tool asks, or a risky value is present).
+    needs_confirmation: bool = False
+    #: On a supervisor's run: the sub-agent whose call it is.
+    via_agent: str = ""
+    #: The row starts expanded (errors or a notice to show, or the only call on its page).
+    open: bool = False
+
+    @property
+    def is_approval(self) -> bool:
+        return self.call.requires_approval
+
+    @property
+    def kind(self) -> CallKind:
+        return CallKind.APPROVAL if self.call.requires_approval else CallKind.INPUT
+
+    @property
+    def kind_label(self) -> str:
+        return self.kind.label
+
+    @property
+    def risky_args(self) -> list[ArgView]:
+        return [a for a in self.args if a.risky]
+
+    # Reversed when the card shows them, once each (an inbox page has 50 cards).
+    @functools.cached_property
+    def approve_url(self) -> str:
+        return reverse("approvals:approve", args=[self.run_id, self.call.tool_call_id])
+
+    @functools.cached_property
+    def decline_url(self) -> str:
+        return reverse("approvals:decline", args=[self.run_id, self.call.tool_call_id])
+
+    @functools.cached_property
+    def resume_url(self) -> str:
+        return reverse("approvals:resume", args=[self.run_id, self.call.tool_call_id])
+
+
+def find_tool(agent: Agent | None, tool_name: str) -> Tool | None:
+    return agent.find_tool(tool_name) if agent is not None else None
+
+
+def _first_paragraph(text: str | None) -> str:
+    return (text or "").strip().split("\n\n", 1)[0].strip()
+
+
+def _question(payload: Any) -> str:
+    if isinstance(payload, Mapping):
+        for key in ("question", "title"):
+            value = payload.get(key)
+            if isinstance(value, str) and value.strip():
+                return reveal_invisible(clean_text(value.strip()))
+    return ""
+
+
+def _without_question(payload: Any, question: str) -> Any:
+    """A suspend payload without the question its card already shows as its heading."""
+    if not question or not isinstance(payload, Mapping):
+        return payload
+    return {k: v for k, v in payload.items() if k not in ("question", "title") or not isinstance(v, str)}
+
+
+def why_view(call: AgentRunToolCall, tool: Tool | None, agent: Agent | None) -> WhyView:
+    context = call.context
+    description = _first_paragraph(tool.description if tool is not None else None)
+    if context is None:
+        return WhyView(description=description)
+    return WhyView(
+        user_message=reveal_invisible(context.user_message or ""),
+        agent_said=reveal_invisible(context.agent_said or ""),
+        key_results=tuple(
+            (r.tool_name, tuple(values_view(r.values, find_tool(agent, r.tool_name), json_text=compact_json)))
+            for r in context.key_results
+        ),
+        description=description,
+        approval_reason=reveal_invisible(context.approval_reason or ""),
+        previous_answers=tuple(
+            (
+                reveal_invisible(a.question or a.tool_name),
+                tuple(
+                    values_view(a.answer, find_tool(agent, a.tool_name), json_text=compact_json)
+                    if isinstance(a.answer, Mapping)
+                    else values_view({"answer": a.answer}, None, json_text=compact_json)
+                ),
+            )
+            for a in context.previous_answers
+        ),
+    )
+
+
+#: Each tool's edit form class, once per tool (a page shows fifty calls of a handful of tools). Keyed
+#: by ``id``, the tool kept alongside so the id stays its own (tools live as long as their runtime).
+_ARGS_FORMS: dict[int, tuple[Tool, type[ResumeForm] | None]] = {}
+
+
+def args_form_class(tool: Tool | None) -> type[ResumeForm] | None:
+    """The edit form of a tool's arguments, from its parameters schema (None: JSON only)."""
+    if tool is None:
+        return None
+    known = _ARGS_FORMS.get(id(tool))
+    if known is not None and known[0] is tool:
+        return known[1]
+    form_class: type[ResumeForm] | None = resume_form_class(tool.parameters_json_schema)
+    if form_class is not None and (form_class.broken or form_class.whole_json):
+        form_class = None
+    _ARGS_FORMS[id(tool)] = (tool, form_class)
+    return form_class
+
+
+def args_form_for(
+    tool: Tool | None, *, run_id: str, tool_call_id: str, data: Mapping[str, Any] | None = None
+) -> ResumeForm | None:
+    form_class = args_form_class(tool)
+    if form_class is None:
+        return None
+    auto_id = f"{dom_ids.call_block_id(run_id, tool_call_id)}-%s"
+    return form_class(data=data, prefix=ARGS_PREFIX, auto_id=auto_id)
+
+
+def needs_confirmation(tool: Tool | None, *arg_sets: Any) -> bool:
+    """Approving needs "I checked this": the tool asks for it, or one of the argument sets (the
+    model's, the reviewer's edit) holds a value the tool marks risky."""
+    return tool is not None and any(tool.needs_confirmation(args) for args in arg_sets)
+
+
+def call_view(
+    run: AgentRun,
+    call: AgentRunToolCall,
+    *,
+    agent: Agent | None = None,
+    resume_form: ResumeForm | None = None,
+    decline_form: DeclineForm | None = None,
+    edited_args_form: EditedArgsForm | None = None,
+    args_form: ResumeForm | None = None,
+    notice: str = "",
+    full: bool = True,
+) -> CallView:
+    """A parked call; the forms given are shown with their data and errors, the others empty.
+
+    ``full=False`` (an inbox row) leaves the parameters' edit form out: it is fetched from the run
+    page when the reviewer opens "Edit arguments" (an inbox page shows fifty calls)."""
+    call_dom = dom_ids.call_block_id(run.run_id, call.tool_call_id)
+    tool = find_tool(agent, call.tool_name)
+    # The forms' field ids: unique on a page with many cards.
+    auto_id = f"{call_dom}-%s"
+    shown = call.args if call.requires_approval else call.suspend_payload
+    text = pretty_json(shown if shown is not None else {})
+    if decline_form is not None:
+        (reason,) = bound_fields(decline_form)
+    else:
+        (reason,) = unbound_fields(DeclineForm, auto_id=auto_id)
+    edited_args: FieldView | None = None
+    args_fields: list[FieldView] = []
+    args_errors: tuple[str, ...] = ()
+    args_form_lazy = False
+    if edited_args_form is not None:
+        # What the reviewer posted, with its errors.
+        (edited_args,) = bound_fields(edited_args_form)
+    elif call.requires_approval:
+        (edited_args,) = unbound_fields(EditedArgsForm, auto_id=auto_id, initial={"edited_args": text})
+    if args_form is not None:
+        args_fields = bound_fields(args_form)
+        args_errors = tuple(str(e) for e in args_form.non_field_errors())
+    elif call.requires_approval and isinstance(call.args, Mapping):
+        form_class = args_form_class(tool)
+        if form_class is not None and full:
+            args_fields = unbound_fields(form_class, auto_id=auto_id, prefix=ARGS_PREFIX, initial=call.args)
+        args_form_lazy = form_class is not None and not full
+    resume_fields: list[FieldView] = []
+    resume_errors: tuple[str, ...] = ()
+    if resume_form is not None:
+        resume_fields = bound_fields(resume_form)
+        resume_errors = tuple(str(e) for e in resume_form.non_field_errors())
+    elif not call.requires_approval:
+        form_class = resume_form_class(call.resume_schema)
+        resume_fields = unbound_fields(form_class, auto_id=auto_id, prefix=RESUME_PREFIX)
+        notice = notice or form_class.broken_notice()
+    # Errors and notices are shown at once: the row opens on them.
+    edit_open = bool(
+        (edited_args is not None and edited_args.errors) or args_errors or any(f.errors for f in args_fields)
+    )
+    shown_args = call.args if call.requires_approval else call.suspend_payload
+    title = tool.title_for(call.args) if tool is not None and call.requires_approval else ""
+    question = "" if call.requires_approval else _question(call.suspend_payload)
+    if not title:
+        title = question or (tool.title_for(call.args) if tool is not None else call.tool_name)
+    via = ""
+    if call.via_agent_id:
+        via_agent = next((a for a in (agent.agents if agent else ()) if a.id == call.via_agent_id), None)
+        via = via_agent.name if via_agent is not None else call.via_agent_id
+    return CallView(
+        call=call,
+        run_id=run.run_id,
+        agent_id=run.agent_id,
+        dom_id=call_dom,
+        json=reveal_invisible(text),
+        json_is_long=is_long(text),
+        json_lines=text.count("\n") + 1,
+        reason=reason,
+        edited_args=edited_args,
+        edit_open=edit_open,
+        resume_fields=resume_fields,
+        resume_errors=resume_errors,
+        notice=notice,
+        title=reveal_invisible(clean_text(title)),
+        args=arg_views(
+            _without_question(shown_args, question),
+            tool if call.requires_approval else None,
+            json_text=compact_json,
+        ),
+        why=why_view(call, tool, agent),
+        question=question,
+        args_fields=args_fields,
+        args_errors=args_errors,
+        args_form_lazy=args_form_lazy,
+        needs_confirmation=call.requires_approval and needs_confirmation(tool, call.args),
+        via_agent=via,
+        open=bool(
+            edit_open or notice or resume_errors or reason.errors or any(f.errors for f in resume_fields)
+        ),
+    )
+
+
+def guarded_call_view(run: AgentRun, call: AgentRunToolCall, **forms: Any) -> CallView:
+    """``call_view``, or the call shown escaped without its forms (it can still be declined): one odd
+    call never fails the page, nor hides the other runs of an inbox."""
+    try:
+        return call_view(run, call, **forms)
+    except Exception:
+        logger.exception("Run %s: call %r cannot be shown", run.run_id, call.tool_call_id)
+    call_dom = dom_ids.call_block_id(run.run_id, call.tool_call_id)
+    text = f"{NOT_JSON_NOTE} {clean_text(SHORT_REPR.repr(call.args or call.suspend_payload))}"
+    (reason,) = unbound_fields(DeclineForm, auto_id=f"{call_dom}-%s")
+    notice = "This call cannot be shown properly; it can still be declined."
+    return CallView(
+        call, run.run_id, run.agent_id, call_dom, text, is_long(text), 1, reason, notice=notice,
+        title=clean_text(call.tool_name), open=True,
+    )  # fmt: skip
+
+
+def resume_form_for(
+    call: AgentRunToolCall, *, run_id: str, data: Mapping[str, Any] | None = None
+) -> ResumeForm:
+    """The resume form of one call; field ids are unique on a page with many cards."""
+    call_dom = dom_ids.call_block_id(run_id, call.tool_call_id)
+    form_class = resume_form_class(call.resume_schema)
+    return form_class(data=data, prefix=RESUME_PREFIX, auto_id=f"{call_dom}-%s")
