@@ -127,6 +127,10 @@ class AuditEntry(models.Model):
     outcome = models.CharField(max_length=24, choices=choices(RECORDED_OUTCOMES))
     #: The final answer, the error, or "already decided by X at T".
     outcome_detail = models.TextField(blank=True)
+    #: Decided as part of a bulk decision (not a CSV column: the export's columns are stable).
+    batch = models.ForeignKey(
+        "approvals.Batch", null=True, blank=True, on_delete=models.PROTECT, related_name="audit_entries"
+    )
 
     objects: ClassVar[AuditEntryQuerySet] = AuditEntryQuerySet.as_manager()  # type: ignore[assignment]
 

@@ -18,6 +18,7 @@ from agents_runtime.store import Decision, ParkedCall, RunEnding, StoredRun
 from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import CallKind, DecisionAction, Outcome
 from approvals.models.audit import RECORD_FIELDS, AuditEntry
+from approvals.models.batches import DECIDING_BATCH
 
 # -- what the record says ------------------------------------------------------------------------
 
@@ -54,8 +55,8 @@ def ending_outcome(ending: RunEnding | None) -> tuple[str, str]:
 
 # -- the row -------------------------------------------------------------------------------------
 
-#: Columns of the decision row: the record's fields and the user it links to.
-COLUMNS = ("user_id", *RECORD_FIELDS)
+#: Columns of the decision row: the record's fields, the user it links to and its bulk decision.
+COLUMNS = ("user_id", *RECORD_FIELDS, "batch_id")
 
 
 def decision_values(
@@ -85,6 +86,7 @@ def decision_values(
         "edited_args": decision.edited_args if decision.action == DecisionAction.APPROVE else None,
         "outcome": outcome,
         "outcome_detail": detail,
+        "batch_id": DECIDING_BATCH.get(),
     }
 
 

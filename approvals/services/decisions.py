@@ -39,6 +39,7 @@ from agents_runtime.vocabulary import DecisionAction, Outcome
 from approvals import live
 from approvals.access import DECIDE_PERMISSION, Access, AgentAccess
 from approvals.models.audit import AuditEntry
+from approvals.models.batches import DECIDING_BATCH
 from approvals.services.outcomes import Attempt, DecisionOutcome, outcome_of, same_json
 
 logger = logging.getLogger(__name__)
@@ -229,6 +230,7 @@ def _refused_attempt_row(
         edited_args=clean_json(attempt.edited_args) if action == DecisionAction.APPROVE else None,
         outcome=outcome.status,
         outcome_detail=text(outcome.message),
+        batch_id=DECIDING_BATCH.get(),
     )
 
 
