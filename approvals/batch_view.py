@@ -20,8 +20,9 @@ PREVIEW_ROWS = 200
 @dataclass(frozen=True)
 class CallRow:
     item: BatchItem
-    #: The differing arguments' values, in the order of ``ToolGroup.differing`` ("—": not given).
-    values: list[str]
+    #: The differing arguments (name, compact JSON), in the order of ``ToolGroup.differing``
+    #: ("—": not given).
+    values: list[tuple[str, str]]
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def tool_group(tool_name: str, items: list[BatchItem]) -> ToolGroup:
     rows = [
         CallRow(
             item=item,
-            values=[compact_json(_args(item)[n]) if n in _args(item) else "—" for n in differing],
+            values=[(n, compact_json(_args(item)[n]) if n in _args(item) else "—") for n in differing],
         )
         for item in items[:PREVIEW_ROWS]
     ]
