@@ -48,8 +48,6 @@ class Batch(models.Model):
     all_matching = models.BooleanField(default=False)
     state = models.CharField(max_length=16, choices=State.choices, default=State.DRAFT)
 
-    items: models.Manager[BatchItem]
-
     class Meta:
         ordering = ["-created_at", "-id"]
 

@@ -159,6 +159,8 @@ def batch_start(access: Access, batch: Batch, *, action: str, reason: str = "") 
 
 def _access_for(batch: Batch) -> AgentAccess | None:
     """The batch's reviewer's right to its agent now (None: they may no longer decide it)."""
+    if batch.user_id is None:
+        return None
     user = get_user_model()._default_manager.filter(pk=batch.user_id, is_active=True).first()
     if user is None:
         return None
@@ -196,7 +198,8 @@ def batch_run(batch_id: int) -> dict[str, int]:
         )
         if taken != 1:
             continue
-        state, detail = BatchItem.State.SKIPPED, NOT_ALLOWED
+        state: str = BatchItem.State.SKIPPED
+        detail = NOT_ALLOWED
         if access is not None:
             try:
                 state, detail = _decide_item(access, batch, item)

@@ -54,7 +54,7 @@ def batch_new(request: HtmxHttpRequest, agent_id: str) -> HttpResponse:
         if not form.is_valid():
             messages.error(request, "These filters are not valid; nothing was prepared.")
             return redirect(back)
-        query_dict = {k: v for k, v in request.GET.items() if k not in {"page", "per_page"}}
+        query_dict = {k: str(v) for k, v in request.GET.items() if k not in {"page", "per_page"}}
         batch = services.batch_prepare(access, filters=form.filters(), query=query_dict)
     else:
         selection = _selection(request)
@@ -101,7 +101,7 @@ def batch_start(request: HtmxHttpRequest, batch_id: int) -> HttpResponse:
     batch = _visible_batch(request, batch_id)
     form = BatchStartForm(request.POST)
     if not form.is_valid():
-        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+        messages.error(request, " ".join(str(e) for errors in form.errors.values() for e in errors))
     elif services.batch_start(
         access_of(request), batch, action=form.cleaned_data["action"], reason=form.cleaned_data["reason"]
     ):
@@ -116,11 +116,12 @@ def batch_start(request: HtmxHttpRequest, batch_id: int) -> HttpResponse:
 def agent_follow(request: HtmxHttpRequest, agent_id: str) -> HttpResponse:
     """Follow (or, with ``follow=no``, stop following) an agent: notifications of its new calls."""
     access = visible_agent(request, agent_id)
+    user = access.user
     if request.POST.get("follow") == "no":
-        FollowedAgent.objects.filter(user=request.user, agent_id=access.agent.id).delete()
+        FollowedAgent.objects.filter(user=user, agent_id=access.agent.id).delete()
     else:
-        FollowedAgent.objects.get_or_create(user=request.user, agent_id=access.agent.id)
-    following = queries.follows(request.user, access.agent.id)
+        FollowedAgent.objects.get_or_create(user=user, agent_id=access.agent.id)
+    following = queries.follows(user, access.agent.id)
     if not is_partial(request):
         return redirect("approvals:inbox", agent_id=access.agent.id)
     context = {"agent": access.agent, "following": following}

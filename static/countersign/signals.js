@@ -1,11 +1,12 @@
-// Signals that something waits: the tab title carries the inbox's waiting count, cards that arrive
-// live are highlighted for a moment, and (opt-in) the browser notifies the reviewer of new calls on
-// the agents they follow.
+// Signals that something waits: the tab title carries the waiting count (inbox, overview), cards
+// that arrive live are highlighted for a moment, and (opt-in) the browser notifies the reviewer of
+// new calls on the agents they follow.
 //
 // Markup: body[data-follows] (JSON ids of the followed agents, templates/base.html), the inbox's
-// #run-list with its [data-total], form#follow-form[data-agent][data-following] (swapped by htmx
-// when the reviewer follows or unfollows), button.notify-enable. Run events come from live.js as
-// "cs:live-event" on document (id-only: nothing of the model's output reaches a notification).
+// #run-list and the overview's #agent-table with their [data-total], form#follow-form[data-agent]
+// [data-following] (swapped by htmx when the reviewer follows or unfollows), button.notify-enable.
+// Run events come from live.js as "cs:live-event" on document (id-only: nothing of the model's
+// output reaches a notification).
 (() => {
   "use strict";
 
@@ -20,7 +21,7 @@
 
   const COUNT = /^\(\d+\) /;
   function title() {
-    const total = document.querySelector("#run-list [data-total]");
+    const total = document.querySelector("#run-list [data-total], #agent-table [data-total]");
     if (!total) return;
     const n = Number(total.getAttribute("data-total"));
     const base = document.title.replace(COUNT, "");

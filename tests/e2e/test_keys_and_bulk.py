@@ -62,6 +62,8 @@ def test_five_calls_cleared_with_the_keyboard_alone(pages: Pages, server: Server
     expect(page.get_by_role("link", name="Skip to the first call")).to_be_focused()
     page.keyboard.press("Enter")
     assert current_call(page).startswith(f"call-{order[0]}-")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    screenshot(page, SCREENSHOTS / "inbox-keyboard-ring-1280.png")
 
     # 1: a approves.
     page.keyboard.press("a")
