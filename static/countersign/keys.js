@@ -53,7 +53,8 @@
       }
       next ??= step > 0 ? all[0] : all[all.length - 1];
     }
-    if (next) select(next);
+    // At either end the ring stays, brought back into view (a live refetch may have moved the page).
+    if (next ?? here) select(next ?? here);
   }
 
   function approve(call) {

@@ -77,6 +77,7 @@ def test_approve_all_decides_each_call_once_and_ties_the_audit_rows_to_the_batch
     page = reviewer_client.get(f"/batches/{batch.pk}/").content.decode()
     assert '<strong class="batch-decided">3</strong> decided' in page
     assert '<strong class="batch-skipped">0</strong> skipped' in page
+    assert 'hx-trigger="cs:refresh" hx-swap="outerHTML" data-live-agent="helpdesk"' in page  # live
     # The audit log links each row to its batch; the CSV keeps its columns.
     audit = admin_member_client.get("/audit/").content.decode()
     assert audit.count(f'href="/batches/{batch.pk}/"') == 3
@@ -241,7 +242,7 @@ def test_the_inbox_offers_a_checkbox_per_approval_call_only(
     assert [json.loads(b.replace("&quot;", '"')) for b in boxes] == [
         [refund.run_id, refund.tool_calls[0].tool_call_id]
     ]
-    assert "Select all 2 matching these filters" in html
+    assert "Select all 2 matching runs…" in html
     assert '<a class="skip-link" href="#run-list">Skip to the first call</a>' in html
     assert "<title>(2) Help desk · Countersign</title>" in html
 
