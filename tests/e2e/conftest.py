@@ -279,13 +279,15 @@ class Pages:
     contexts: list[BrowserContext] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
-    def open(self, login: Login | None = ADMIN, *, javascript: bool = True) -> Page:
+    def open(
+        self, login: Login | None = ADMIN, *, javascript: bool = True, width: int = 1280, height: int = 1000
+    ) -> Page:
         """A new page in a context of its own, logged in as ``login`` (None: anonymous)."""
         context = self.browser.new_context(
             base_url=self.server.base_url,
             storage_state=self.login_states(login) if login else None,  # type: ignore[arg-type]
             java_script_enabled=javascript,
-            viewport={"width": 1280, "height": 1000},
+            viewport={"width": width, "height": height},
         )
         context.set_default_timeout(TIMEOUT_MS)
         context.add_init_script(script=CSP_REPORTER)
