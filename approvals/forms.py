@@ -243,3 +243,19 @@ def _json_kind(value: Any) -> str:
     if value is None:
         return "null"
     return "a number"
+
+
+class BatchStartForm(forms.Form):
+    """Approve all or decline all (the button pressed), with one reason for the declines."""
+
+    action = forms.ChoiceField(
+        choices=[(a.value, a.label) for a in (DecisionAction.APPROVE, DecisionAction.DECLINE)],
+        error_messages={"required": "Choose Approve all or Decline all."},
+    )
+    reason = forms.CharField(
+        required=False,
+        max_length=4000,
+        label="Reason",
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="For Decline all: every declined call's model receives it as the tool's result.",
+    )

@@ -20,6 +20,7 @@ from agents_runtime.store import StoredRun
 from agents_runtime.vocabulary import CallKind
 from approvals import agents
 from approvals.models.audit import AuditEntry, AuditEntryQuerySet
+from approvals.models.batches import FollowedAgent
 
 
 @dataclass(frozen=True)
@@ -179,3 +180,8 @@ def run_conversation(agent: Agent, run_id: str) -> list[dict[str, Any]]:
 def run_decisions(run_id: str) -> AuditEntryQuerySet:
     """Decisions taken on this run in the dashboard, oldest first."""
     return AuditEntry.objects.for_run(run_id).chronological().select_related(None)
+
+
+def follows(user: Any, agent_id: str) -> bool:
+    """Whether ``user`` follows the agent (notifications of its new calls)."""
+    return FollowedAgent.objects.filter(user=user, agent_id=agent_id).exists()

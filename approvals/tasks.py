@@ -9,13 +9,16 @@ or late, changes nothing the second time.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from datetime import datetime
 from typing import Any, cast
 
+from django.db import connections
 from django.tasks import TaskResultStatus, task
+from django.tasks.backends.immediate import ImmediateBackend
 
 from agents_runtime import AgentRunToolCall, Continuation, RunResult
-from approvals import agents, live
+from approvals import agents, live, services
 
 
 @task
@@ -38,6 +41,38 @@ async def schedule_continuation(continuation: Continuation) -> RunResult | None:
     if task_result.status == TaskResultStatus.SUCCESSFUL:
         return result_from_json(cast(dict[str, Any], task_result.return_value))
     return None
+
+
+@task
+def decide_batch(batch_id: int) -> dict[str, int]:
+    return services.batch_run(batch_id)
+
+
+#: Batches deciding on threads of this process (the Immediate backend), by batch id.
+batch_threads: dict[int, threading.Thread] = {}
+
+
+def enqueue_batch(batch_id: int) -> None:
+    """Decide a started batch in the background, whatever the page that started it does next.
+
+    The database backend queues it for a ``db_worker``. The Immediate backend would run it inside
+    the request that started it, so the page would wait for the last call; it runs on a thread of
+    its own instead, which gives its database connections back when it is done.
+    """
+    if not isinstance(decide_batch.get_backend(), ImmediateBackend):
+        decide_batch.enqueue(batch_id)
+        return
+
+    def run() -> None:
+        try:
+            decide_batch.enqueue(batch_id)
+        finally:
+            connections.close_all()
+            batch_threads.pop(batch_id, None)
+
+    thread = threading.Thread(target=run, name=f"countersign-batch-{batch_id}", daemon=False)
+    batch_threads[batch_id] = thread
+    thread.start()
 
 
 def continuation_result(run_id: str) -> RunResult | None:

@@ -3,7 +3,7 @@
 from django.urls import path, register_converter
 
 from approvals.converters import CallIdConverter, IdConverter
-from approvals.views import audit, decisions, pages, tokens
+from approvals.views import audit, batches, decisions, pages, tokens
 
 register_converter(IdConverter, "id")
 register_converter(CallIdConverter, "call_id")
@@ -13,6 +13,10 @@ app_name = "approvals"
 urlpatterns = [
     path("", pages.overview, name="overview"),
     path("agents/<id:agent_id>/", pages.inbox, name="inbox"),
+    path("agents/<id:agent_id>/batches/new", batches.batch_new, name="batch_new"),
+    path("agents/<id:agent_id>/follow", batches.agent_follow, name="follow"),
+    path("batches/<int:batch_id>/", batches.batch_detail, name="batch"),
+    path("batches/<int:batch_id>/start", batches.batch_start, name="batch_start"),
     path("runs/new/", pages.run_new, name="run_new"),
     path("runs/<id:run_id>/", pages.run_detail, name="run"),
     # Tool call ids are model output: ``call_id`` round-trips any of them (see approvals.converters).

@@ -1,4 +1,5 @@
 from .audit import AuditEntry
+from .batches import Batch, BatchItem, FollowedAgent
 from .live import LiveEvent
 from .runs import ParkedCallRecord, RunRecord, ThreadMessage
 from .tokens import ApiToken
@@ -6,6 +7,9 @@ from .tokens import ApiToken
 __all__ = [
     "ApiToken",
     "AuditEntry",
+    "Batch",
+    "BatchItem",
+    "FollowedAgent",
     "LiveEvent",
     "ParkedCallRecord",
     "RunRecord",

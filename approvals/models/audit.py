@@ -133,6 +133,10 @@ class AuditEntry(models.Model):
     outcome_detail = models.TextField(blank=True)
     #: Where the decision came from: the dashboard, the HTTP API (a token of ``user``) or a command.
     channel = models.CharField(max_length=16, choices=CHANNEL_CHOICES, default="dashboard")
+    #: Decided as part of a bulk decision (not a CSV column: the export's columns are stable).
+    batch = models.ForeignKey(
+        "approvals.Batch", null=True, blank=True, on_delete=models.PROTECT, related_name="audit_entries"
+    )
 
     objects: ClassVar[AuditEntryQuerySet] = AuditEntryQuerySet.as_manager()  # type: ignore[assignment]
 

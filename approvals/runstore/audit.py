@@ -19,6 +19,7 @@ from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import CallKind, DecisionAction, Outcome
 from approvals import audit_channel
 from approvals.models.audit import RECORD_FIELDS, AuditEntry
+from approvals.models.batches import DECIDING_BATCH
 
 # -- what the record says ------------------------------------------------------------------------
 
@@ -55,8 +56,8 @@ def ending_outcome(ending: RunEnding | None) -> tuple[str, str]:
 
 # -- the row -------------------------------------------------------------------------------------
 
-#: Columns of the decision row: the record's fields and the user it links to.
-COLUMNS = ("user_id", *RECORD_FIELDS)
+#: Columns of the decision row: the record's fields, the user it links to and its bulk decision.
+COLUMNS = ("user_id", *RECORD_FIELDS, "batch_id")
 
 
 def decision_values(
@@ -87,6 +88,7 @@ def decision_values(
         "outcome": outcome,
         "outcome_detail": detail,
         "channel": audit_channel.current(),
+        "batch_id": DECIDING_BATCH.get(),
     }
 
 

@@ -1,4 +1,5 @@
-"""State changes: decisions on parked tool calls (``decisions``) and new runs (``runs``).
+"""State changes: decisions on parked tool calls (``decisions``), bulk decisions (``batches``) and new
+runs (``runs``).
 
 Views, consumers and commands call these; none of them talks to the runtime's write methods
 directly. Every function takes the acting user's rights as the request resolved them once
@@ -7,6 +8,7 @@ user who may not act.
 """
 
 from approvals.access import AUDIT_PERMISSION, DECIDE_PERMISSION, Access, AgentAccess
+from approvals.services.batches import batch_counts, batch_prepare, batch_run, batch_start
 from approvals.services.decisions import decision_approve, decision_decline, decision_resume
 from approvals.services.outcomes import DecisionOutcome
 from approvals.services.runs import run_start
@@ -17,6 +19,10 @@ __all__ = [
     "Access",
     "AgentAccess",
     "DecisionOutcome",
+    "batch_counts",
+    "batch_prepare",
+    "batch_run",
+    "batch_start",
     "decision_approve",
     "decision_decline",
     "decision_resume",

@@ -39,6 +39,7 @@ from agents_runtime.vocabulary import DecisionAction, Outcome
 from approvals import audit_channel, live
 from approvals.access import DECIDE_PERMISSION, Access, AgentAccess
 from approvals.models.audit import AuditEntry
+from approvals.models.batches import DECIDING_BATCH
 from approvals.services.outcomes import Attempt, DecisionOutcome, outcome_of, same_json
 
 logger = logging.getLogger(__name__)
@@ -230,6 +231,7 @@ def _refused_attempt_row(
         outcome=outcome.status,
         outcome_detail=text(outcome.message),
         channel=audit_channel.current(),
+        batch_id=DECIDING_BATCH.get(),
     )
 
 

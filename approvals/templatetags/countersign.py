@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from django import template
 
 from approvals import dom_ids
@@ -34,3 +37,22 @@ def live_socket_path() -> str:
     from approvals.routing import LIVE_PATH
 
     return "/" + LIVE_PATH
+
+
+@register.filter
+def bulk_key(call_view: Any) -> str:
+    """A call's value in the inbox's bulk form: ``[run_id, tool_call_id]`` as JSON (either may hold
+    any character, so no separator would do)."""
+    return json.dumps([call_view.run_id, call_view.call.tool_call_id])
+
+
+@register.simple_tag(takes_context=True)
+def followed_agents(context: template.Context) -> str:
+    """The ids of the agents the user follows (JSON), for the page's notifications."""
+    from approvals.models import FollowedAgent
+
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return "[]"
+    return json.dumps(list(FollowedAgent.objects.filter(user=user).values_list("agent_id", flat=True)))

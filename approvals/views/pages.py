@@ -51,6 +51,8 @@ def inbox(request: HtmxHttpRequest, agent_id: str) -> HttpResponse:
     agent = access.agent
     form = InboxFilterForm(request.GET)
     context: dict[str, Any] = {"agent": agent, "form": form, "can_decide": access.can_decide}
+    if not is_partial(request):
+        context["following"] = queries.follows(request.user, agent.id)
     if not form.is_valid():
         # Shown in place of the list; htmx only swaps 2xx responses.
         return render_page(

@@ -394,6 +394,7 @@
       return;
     }
     if (data.type === "event" && data.event) {
+      document.dispatchEvent(new CustomEvent("cs:live-event", { detail: data.event })); // signals.js
       const { agent_id: agent, run_id: run } = data.event;
       const selectors = ["[data-live='all']"];
       if (agent) selectors.push(`[data-live-agent='${CSS.escape(agent)}']`);

@@ -1,0 +1,239 @@
+"""Bulk decisions: prepare a batch from a selection or an inbox's filters, start it, decide it.
+
+Each call of a batch is decided on its own through the same service as a single click
+(``decision_approve`` / ``decision_decline``, hence the runtime's public API and the run store's
+exactly-once rule): a call someone else decided meanwhile is reported as skipped, never decided
+twice. What the reviewer posted is only a wish: every call is looked up again among the agent's
+waiting runs when the batch is prepared, and the user's right is checked again when it runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.utils import timezone
+
+from agents_runtime import Agent, AgentRun, AgentRunToolCall, RunNotFound
+from agents_runtime.untrusted import clean_text
+from agents_runtime.vocabulary import DecisionAction, Outcome
+from approvals import agents, live
+from approvals.access import DECIDE_PERMISSION, Access, AgentAccess
+from approvals.models.batches import BULK_ACTIONS, DECIDING_BATCH, Batch, BatchItem
+from approvals.services.decisions import decision_approve, decision_decline
+
+logger = logging.getLogger(__name__)
+
+#: The most calls one batch takes ("all matching" stops there, and says so).
+MAX_BATCH_CALLS = 500
+_LIST_PAGE = 100
+
+NOT_WAITING = "Not waiting for a decision on this agent (decided, gone, or not this agent's run)."
+INPUT_CALL = "Waits for input: answer it on its own card (not bulk-decidable)."
+SUB_AGENT = "A sub-agent's call: decide it through its supervisor's run."
+NOT_ALLOWED = "You may no longer decide this agent's calls."
+TOO_MANY = f"Over {MAX_BATCH_CALLS} calls: left out of this batch."
+
+
+@dataclass(frozen=True)
+class _Found:
+    run_id: str
+    tool_call_id: str
+    call: AgentRunToolCall | None
+    skip: str = ""
+
+
+def _decidable(run: AgentRun, call: AgentRunToolCall) -> _Found:
+    if run.parent_run_id:
+        return _Found(run.run_id, call.tool_call_id, call, SUB_AGENT)
+    if not call.requires_approval:
+        return _Found(run.run_id, call.tool_call_id, call, INPUT_CALL)
+    return _Found(run.run_id, call.tool_call_id, call)
+
+
+def _selected(agent: Agent, selection: Iterable[tuple[str, str]]) -> Iterator[_Found]:
+    """The posted calls, each looked up again among ``agent``'s waiting runs."""
+    runs: dict[str, AgentRun | None] = {}
+    for run_id, tool_call_id in selection:
+        if run_id not in runs:
+            try:
+                runs[run_id] = async_to_sync(agent.get_suspended_run)(run_id)
+            except RunNotFound:
+                runs[run_id] = None
+        run = runs[run_id]
+        call = next((c for c in run.tool_calls if c.tool_call_id == tool_call_id), None) if run else None
+        if run is None or call is None:
+            yield _Found(run_id, tool_call_id, None, NOT_WAITING)
+        else:
+            yield _decidable(run, call)
+
+
+def _matching(agent: Agent, filters: dict[str, Any]) -> Iterator[_Found]:
+    """Every waiting call of the runs matching the inbox's filters, across all pages."""
+    query = {k: v for k, v in filters.items() if k not in {"page", "per_page"}}
+    page = 0
+    while True:
+        result = async_to_sync(agent.list_suspended_runs)(**query, per_page=_LIST_PAGE, page=page)
+        for run in result.runs:
+            for call in run.tool_calls:
+                yield _decidable(run, call)
+        page += 1
+        if page * _LIST_PAGE >= result.total or not result.runs:
+            return
+
+
+def batch_prepare(
+    access: AgentAccess,
+    *,
+    selection: Iterable[tuple[str, str]] = (),
+    filters: dict[str, Any] | None = None,
+    query: dict[str, str] | None = None,
+) -> Batch:
+    """A draft batch of ``access.agent``'s calls: those selected, or all matching ``filters``.
+
+    ``query`` is the inbox's query string (kept to say which filters "all matching" meant).
+    Calls that cannot be bulk-decided are kept as skipped items with the reason.
+    """
+    access.access.require(DECIDE_PERMISSION, to="decide on suspended runs")
+    agent = access.agent
+    found = _matching(agent, filters) if filters is not None else _selected(agent, selection)
+    items: list[BatchItem] = []
+    seen: set[tuple[str, str]] = set()
+    decidable = 0
+    for f in found:
+        key = (f.run_id, f.tool_call_id)
+        if key in seen:
+            continue
+        seen.add(key)
+        skip = f.skip
+        if not skip:
+            decidable += 1
+            if decidable > MAX_BATCH_CALLS:
+                skip = TOO_MANY
+        items.append(
+            BatchItem(
+                position=len(items),
+                run_id=f.run_id,
+                tool_call_id=f.tool_call_id,
+                tool_name=f.call.tool_name if f.call else "",
+                args=f.call.args if f.call else None,
+                state=BatchItem.State.SKIPPED if skip else BatchItem.State.PENDING,
+                detail=skip,
+            )
+        )
+    with transaction.atomic():
+        batch = Batch.objects.create(
+            user=access.user,
+            username=access.access.username,
+            agent_id=agent.id,
+            filters=query or {},
+            all_matching=filters is not None,
+        )
+        for item in items:
+            item.batch = batch
+        BatchItem.objects.bulk_create(items)
+    return batch
+
+
+def batch_start(access: Access, batch: Batch, *, action: str, reason: str = "") -> bool:
+    """Start a draft batch (its preparer only); False when it was started already (a double click)."""
+    access.require(DECIDE_PERMISSION, to="decide on suspended runs")
+    if batch.user_id != access.user.pk:
+        raise PermissionDenied("Only the reviewer who prepared this batch may start it.")
+    if action not in BULK_ACTIONS:
+        raise ValueError(f"A batch approves or declines, not {action!r}")
+    started = Batch.objects.filter(pk=batch.pk, state=Batch.State.DRAFT).update(
+        state=Batch.State.RUNNING,
+        action=action,
+        reason=clean_text(reason.strip()) if action == DecisionAction.DECLINE else "",
+        started_at=timezone.now(),
+    )
+    return started == 1
+
+
+def _access_for(batch: Batch) -> AgentAccess | None:
+    """The batch's reviewer's right to its agent now (None: they may no longer decide it)."""
+    if batch.user_id is None:
+        return None
+    user = get_user_model()._default_manager.filter(pk=batch.user_id, is_active=True).first()
+    if user is None:
+        return None
+    access = Access.of(user)
+    if not access.can_decide:
+        return None
+    try:
+        return access.for_agent(batch.agent_id)
+    except (PermissionDenied, agents.UnknownAgent):
+        return None
+
+
+def _skip_reason(status: str, message: str) -> str:
+    if status == Outcome.LOST_RACE:
+        return message or "Already decided elsewhere."
+    if status == Outcome.NOT_FOUND:
+        return NOT_WAITING
+    if status == Outcome.UNCONFIRMED:
+        return "Interrupted after its tool started: decide it on its own card (it needs a confirmation)."
+    return message or str(status)
+
+
+def batch_run(batch_id: int) -> dict[str, int]:
+    """Decide every waiting item of a started batch, one at a time (the background task's body).
+
+    Safe to run twice: each item is taken by a conditional update before it is decided.
+    """
+    batch = Batch.objects.get(pk=batch_id)
+    if batch.state != Batch.State.RUNNING:
+        return batch_counts(batch)
+    access = _access_for(batch)
+    for item in batch.items.filter(state=BatchItem.State.PENDING):
+        taken = BatchItem.objects.filter(pk=item.pk, state=BatchItem.State.PENDING).update(
+            state=BatchItem.State.DECIDING
+        )
+        if taken != 1:
+            continue
+        state: str = BatchItem.State.SKIPPED
+        detail = NOT_ALLOWED
+        if access is not None:
+            try:
+                state, detail = _decide_item(access, batch, item)
+            except Exception as exc:  # one call's failure must not strand the rest of the batch
+                logger.exception(
+                    "Batch %s: deciding %s on %s failed", batch.pk, item.tool_call_id, item.run_id
+                )
+                state, detail = BatchItem.State.SKIPPED, f"Could not be decided: {type(exc).__name__}"
+        BatchItem.objects.filter(pk=item.pk).update(state=state, detail=detail, decided_at=timezone.now())
+    Batch.objects.filter(pk=batch.pk).update(state=Batch.State.DONE, finished_at=timezone.now())
+    batch.refresh_from_db()
+    live.announce({"type": "batch-finished", "agent_id": batch.agent_id, "run_id": "", "batch": batch.pk})
+    return batch_counts(batch)
+
+
+def _decide_item(access: AgentAccess, batch: Batch, item: BatchItem) -> tuple[str, str]:
+    token = DECIDING_BATCH.set(batch.pk)
+    try:
+        if batch.action == DecisionAction.APPROVE:
+            outcome = decision_approve(access, run_id=item.run_id, tool_call_id=item.tool_call_id)
+        else:
+            outcome = decision_decline(
+                access, run_id=item.run_id, tool_call_id=item.tool_call_id, reason=batch.reason
+            )
+    finally:
+        DECIDING_BATCH.reset(token)
+    if outcome.took_effect:
+        return BatchItem.State.DECIDED, outcome.message
+    return BatchItem.State.SKIPPED, _skip_reason(outcome.status, outcome.message)
+
+
+def batch_counts(batch: Batch) -> dict[str, int]:
+    counts = {state.value: 0 for state in BatchItem.State}
+    for row in batch.items.values_list("state", flat=True):
+        counts[row] += 1
+    counts["total"] = sum(counts[s.value] for s in BatchItem.State)
+    return counts
