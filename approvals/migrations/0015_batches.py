@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('approvals', '0013_api_tokens_audit_channel'),
+        ('approvals', '0014_call_context_and_oldest_first'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
