@@ -3,7 +3,8 @@
 // lists the keys (Esc closes). Also: the skip link, and bulk ticks kept across live refetches.
 //
 // Markup (approvals/templates/approvals/inbox.html, partials/run_card.html): #run-list, its
-// .run-card > .call[id] sections, their button.approve, .decline-form, details.edit-args,
+// .run-card > .call[id] sections (each a folded details.call-row: the current call's row opens),
+// their button.approve, .decline-form (in details.decline), details.edit-args,
 // input.bulk-select (naming form#bulk-form, with .bulk-count), dialog#keys-help, .keys-open,
 // .skip-link. The current call is remembered by id (ids are stable: approvals/dom_ids.py), so it
 // survives the refetches live.js makes.
@@ -27,8 +28,23 @@
     return el?.matches(CALL) ? el : null;
   }
 
+  const rowOf = (call) => call.querySelector(":scope > details.call-row");
+  let openedByKeys = null; // the row the keys opened, folded again when they move on (untouched)
+
+  // The current call's row is open, so the keys act on what the reviewer can read.
   function select(call) {
     for (const old of document.querySelectorAll(".call.is-current")) old.classList.remove("is-current");
+    const previous = openedByKeys && document.getElementById(openedByKeys);
+    if (previous && previous !== call && !previous.querySelector("form[data-dirty]")) {
+      const row = rowOf(previous);
+      if (row) row.open = false;
+    }
+    openedByKeys = null;
+    const row = rowOf(call);
+    if (row && !row.open) {
+      row.open = true;
+      openedByKeys = call.id;
+    }
     currentId = call.id;
     call.classList.add("is-current");
     call.setAttribute("tabindex", "-1");
@@ -84,12 +100,34 @@
     (reason ?? form.querySelector("button"))?.focus();
   }
 
+  const FIELD = "textarea, select, input:not([type='hidden'])";
+  let editing = null; // the call whose argument form is on its way (an inbox row fetches it when opened)
+
+  // The first field of the parameters' form (or, for a tool without one, of the JSON view).
   function edit(call) {
     const details = call.querySelector("details.edit-args");
     if (!details) return;
     details.open = true;
-    details.querySelector("textarea, select, input:not([type='hidden'])")?.focus();
+    const form = details.querySelector("form.edit-args-fields") ?? details.querySelector("form.edit-args-form");
+    if (details.querySelector("p.edit-args-fields[hx-get]")) {
+      // (Until it arrives, and for a moment after: a live refetch may bring the row back afresh.)
+      editing = call.id;
+      window.setTimeout(() => editing === call.id && (editing = null), 3000);
+    } else {
+      form?.querySelector(FIELD)?.focus();
+    }
   }
+
+  // htmx:load (on the new content): the swap replaced the element that asked, so its own events
+  // fire on a node no longer in the page.
+  // Also after any settle: a live refetch that was on its way puts focus back where it was.
+  function focusEditor() {
+    const call = editing && document.getElementById(editing);
+    const field = call?.querySelector(`form.edit-args-fields :is(${FIELD})`);
+    if (field && !field.form.contains(document.activeElement)) field.focus();
+  }
+  document.addEventListener("htmx:load", focusEditor);
+  document.addEventListener("htmx:afterSettle", () => window.setTimeout(focusEditor, 0));
 
   function tick(call) {
     const box = call.querySelector("input.bulk-select");
@@ -113,6 +151,7 @@
   document.addEventListener("keydown", (e) => {
     if (e.defaultPrevented || e.ctrlKey || e.metaKey || e.altKey || e.isComposing) return;
     if (typing(e.target) || document.querySelector("dialog[open]")) return;
+    if ("jkadex".includes(e.key)) byKeys = true;
     if (e.key === "?") {
       e.preventDefault();
       showHelp();
@@ -171,8 +210,17 @@
     for (const box of document.querySelectorAll("input.bulk-select")) box.checked = ticked.has(box.value);
     count();
     const here = current();
-    if (here) here.classList.add("is-current"); // a refetched card comes without the class
+    if (!here) return;
+    here.classList.add("is-current"); // a refetched card comes without the class
+    // A swap above it (a decision's outcome, a live refetch) may have pushed it out of view: while
+    // the reviewer works from the keyboard, the ring stays in sight.
+    if (byKeys) here.scrollIntoView({ block: "nearest" });
   });
+
+  let byKeys = false; // the keys moved last, not the pointer or the wheel
+  for (const type of ["pointerdown", "wheel"]) {
+    document.addEventListener(type, () => (byKeys = false), { passive: true });
+  }
 
   for (const button of document.querySelectorAll(".keys-open")) button.hidden = false;
 })();
