@@ -19,6 +19,7 @@ from agents_runtime import Agent, AgentRun, RunNotFound
 from agents_runtime.store import StoredRun
 from agents_runtime.vocabulary import CallKind
 from approvals import agents
+from approvals.models import EndedRun
 from approvals.models.audit import AuditEntry, AuditEntryQuerySet
 
 
@@ -167,3 +168,8 @@ def run_conversation(agent: Agent, run_id: str) -> list[dict[str, Any]]:
 def run_decisions(run_id: str) -> AuditEntryQuerySet:
     """Decisions taken on this run in the dashboard, oldest first."""
     return AuditEntry.objects.for_run(run_id).chronological().select_related(None)
+
+
+def run_record(run_id: str, *, agent_ids: Collection[str]) -> EndedRun | None:
+    """The permanent record of the ended run ``run_id``, if it is of an agent of ``agent_ids``."""
+    return EndedRun.objects.filter(run_id=run_id, agent_id__in=list(agent_ids)).first()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django import template
 
-from approvals import dom_ids
+from approvals import dom_ids, times
 from approvals.cards import compact_json
 from approvals.display import reveal_invisible
 
@@ -34,3 +36,10 @@ def live_socket_path() -> str:
     from approvals.routing import LIVE_PATH
 
     return "/" + LIVE_PATH
+
+
+@register.simple_tag
+def timestamp(moment: datetime | None, relative: bool = False) -> str:
+    """``{% timestamp moment %}``: ``<time>`` in the viewer's zone, UTC in its title (``approvals.times``);
+    ``relative=True`` for "3 min" that keeps ticking."""
+    return times.time_element(moment, relative=relative)
