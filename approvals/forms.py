@@ -126,27 +126,60 @@ class InboxFilterForm(_CreatedRangeForm):
 
 
 class AuditFilterForm(_CreatedRangeForm):
-    agent = forms.CharField(required=False, max_length=255, label="Agent")
-    user = forms.CharField(required=False, max_length=150, label="User")
+    """The audit log's query string: ``agent user tool action outcome q from to invalid page``.
+
+    Agent, user and tool are choices built from the registry and the log (``queries.audit_choices``),
+    not free text; ``q`` searches run, thread and resource ids. Invalid attempts are left out unless
+    ``invalid`` is ticked (or the outcome filter asks for them).
+    """
+
+    agent = forms.ChoiceField(required=False, label="Agent")
+    user = forms.ChoiceField(required=False, label="User")
+    tool = forms.ChoiceField(required=False, label="Tool")
     action = forms.ChoiceField(
-        required=False, choices=[("", "Any"), *choices(DecisionAction)], label="Action"
+        required=False, choices=[("", "Any"), *choices(DecisionAction)], label="Decision"
     )
     outcome = forms.ChoiceField(
         required=False, choices=[("", "Any"), *choices(RECORDED_OUTCOMES)], label="Outcome"
     )
+    q = forms.CharField(
+        required=False,
+        max_length=255,
+        label="Run, thread or resource",
+        widget=forms.TextInput(attrs={"type": "search", "placeholder": "id or part of one"}),
+    )
+    invalid = forms.BooleanField(required=False, label="Include invalid attempts")
     page = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
 
-    field_order_names = ["agent", "user", "action", "outcome", "from", "to", "page"]
+    field_order_names = ["agent", "user", "tool", "action", "outcome", "q", "from", "to", "invalid", "page"]
+
+    def __init__(
+        self,
+        *args: Any,
+        agents: list[tuple[str, str]] = (),  # type: ignore[assignment]
+        users: list[str] = (),  # type: ignore[assignment]
+        tools: list[str] = (),  # type: ignore[assignment]
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["agent"].choices = [("", "Any"), *agents]  # type: ignore[attr-defined]
+        self.fields["user"].choices = [("", "Anyone"), *((u, u) for u in users)]  # type: ignore[attr-defined]
+        self.fields["tool"].choices = [("", "Any"), *((t, t) for t in tools)]  # type: ignore[attr-defined]
+        for name in ("from", "to"):
+            self.fields[name].widget = forms.DateInput(attrs={"type": "date"})
 
     def filters(self) -> dict[str, Any]:
         data = self.cleaned_data
         return {
             "agent_id": data.get("agent") or None,
             "username": data.get("user") or None,
+            "tool_name": data.get("tool") or None,
             "action": data.get("action") or None,
             "outcome": data.get("outcome") or None,
+            "search": (data.get("q") or "").strip() or None,
             "start": data.get("from"),
             "end": data.get("to"),
+            "include_invalid": bool(data.get("invalid")),
         }
 
 

@@ -7,7 +7,12 @@ user who may not act.
 """
 
 from approvals.access import AUDIT_PERMISSION, DECIDE_PERMISSION, Access, AgentAccess
-from approvals.services.decisions import decision_approve, decision_decline, decision_resume
+from approvals.services.decisions import (
+    attempt_invalid_record,
+    decision_approve,
+    decision_decline,
+    decision_resume,
+)
 from approvals.services.outcomes import DecisionOutcome
 from approvals.services.runs import run_start
 
@@ -17,6 +22,7 @@ __all__ = [
     "Access",
     "AgentAccess",
     "DecisionOutcome",
+    "attempt_invalid_record",
     "decision_approve",
     "decision_decline",
     "decision_resume",
