@@ -178,9 +178,7 @@ async def drive_once(
         run_id,
         version=claimed_version,
         thread_messages=new_messages,
-        ending=RunEnding(
-            "completed", text, transcript=run_transcript(conversation.messages[history_len:])
-        ),
+        ending=RunEnding("completed", text, transcript=run_transcript(conversation.messages[history_len:])),
     ):
         return lost_claim(agent, run_id, emit)
     emit(Chunk("finish", run_id, {"status": "success", "text": text}))

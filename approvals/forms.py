@@ -13,6 +13,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 
 from agents_runtime import untrusted
 from agents_runtime.vocabulary import RECORDED_OUTCOMES, CallKind, DecisionAction, choices
+from approvals import times
 
 _DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
 DEFAULT_PER_PAGE = 20
@@ -275,3 +276,15 @@ def _json_kind(value: Any) -> str:
     if value is None:
         return "null"
     return "a number"
+
+
+class TimeZoneForm(forms.Form):
+    """The profile menu's time zone: empty for automatic (the browser's), else an IANA name."""
+
+    time_zone = forms.CharField(required=False, max_length=64, label="Time zone")
+
+    def clean_time_zone(self) -> str:
+        name: str = self.cleaned_data["time_zone"]
+        if name and times.zone(name) is None:
+            raise forms.ValidationError("Choose a time zone from the list.", code="unknown_zone")
+        return name

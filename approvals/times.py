@@ -3,7 +3,8 @@
 Pages show a moment as ``<time datetime="<UTC ISO>" title="UTC ...">local text</time>`` (the
 ``timestamp`` template tag), in the zone ``middleware.viewer_time_zone`` activated for the request:
 the one the viewer chose in the profile menu, else the one their browser reported
-(``static/countersign/time.js`` keeps it in a cookie), else UTC. ``relative=True`` shows "just now",
+(``static/countersign/time.js`` keeps it in a cookie), else UTC. A display preference of this
+browser, so cookies, not the session: read without a database query. ``relative=True`` shows "just now",
 "3 min", "2 h 5 min" instead, which ``time.js`` keeps ticking; the title then gives the local and
 the UTC time.
 """
@@ -20,8 +21,8 @@ from django.utils.safestring import SafeString, mark_safe
 
 #: The cookie ``time.js`` writes with the browser's zone (an IANA name).
 BROWSER_ZONE_COOKIE = "countersign_tz"
-#: The session key of the zone the viewer chose in the profile menu.
-CHOSEN_ZONE_SESSION_KEY = "countersign_time_zone"
+#: The cookie of the zone the viewer chose in the profile menu (absent: automatic).
+CHOSEN_ZONE_COOKIE = "countersign_tz_chosen"
 
 
 @functools.cache
@@ -74,7 +75,9 @@ def relative_text(moment: datetime, now: datetime) -> str:
     return f"{days} d {hours} h" if hours and days < 7 else f"{days} d"
 
 
-def time_element(moment: datetime | None, *, relative: bool = False, now: datetime | None = None) -> SafeString:
+def time_element(
+    moment: datetime | None, *, relative: bool = False, now: datetime | None = None
+) -> SafeString:
     """The ``<time>`` element of ``moment`` (empty for None); see the module's docstring."""
     if moment is None:
         return mark_safe("")
@@ -87,4 +90,28 @@ def time_element(moment: datetime | None, *, relative: bool = False, now: dateti
         extra = " data-relative"
     else:
         text, title, extra = local_text(moment), utc_text(moment), ""
-    return mark_safe(f'<time datetime="{iso}" title="{escape(title)}"{extra}>{escape(text)}</time>')  # noqa: S308
+    return mark_safe(f'<time datetime="{iso}" title="{escape(title)}"{extra}>{escape(text)}</time>')
+
+
+def chosen_zone_name(cookies: dict[str, str]) -> str:
+    """The zone chosen in the profile menu ("" for automatic, or a name that is no zone)."""
+    name = cookies.get(CHOSEN_ZONE_COOKIE, "")
+    return name if zone(name) is not None else ""
+
+
+def zone_label(name: str) -> str:
+    """``America/New_York`` -> ``New York``: the short name the header shows."""
+    return name.rsplit("/", 1)[-1].replace("_", " ")
+
+
+@functools.lru_cache(maxsize=32)
+def zone_options(chosen: str) -> SafeString:
+    """The profile menu's ``<option>``s: automatic, then every zone; built once per choice (about
+    600 zones: a loop in the template on every page would cost more than the rest of the header)."""
+    options = [
+        f'<option value=""{" selected" if not chosen else ""}>Automatic (this browser\'s zone)</option>'
+    ]
+    for name in sorted(zone_names()):
+        selected = " selected" if name == chosen else ""
+        options.append(f'<option value="{escape(name)}"{selected}>{escape(name)}</option>')
+    return mark_safe("".join(options))

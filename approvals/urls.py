@@ -3,7 +3,7 @@
 from django.urls import path, register_converter
 
 from approvals.converters import CallIdConverter, IdConverter
-from approvals.views import audit, decisions, pages
+from approvals.views import audit, decisions, pages, profile
 
 register_converter(IdConverter, "id")
 register_converter(CallIdConverter, "call_id")
@@ -21,4 +21,5 @@ urlpatterns = [
     path("runs/<id:run_id>/calls/<call_id:tool_call_id>/resume", decisions.call_resume, name="resume"),
     path("audit/", audit.audit_log, name="audit"),
     path("audit/export.csv", audit.audit_export, name="audit_export"),
+    path("profile/time-zone/", profile.time_zone_set, name="time_zone"),
 ]

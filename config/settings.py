@@ -67,6 +67,8 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "approvals.middleware.htmx_login_redirect",
     "approvals.middleware.private_pages",
+    # Times in the viewer's zone (approvals/times.py).
+    "approvals.middleware.viewer_time_zone",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into its 429 page.
     "axes.middleware.AxesMiddleware",

@@ -58,7 +58,9 @@ class EndedRun(models.Model):
         db_table = "approvals_ended_run"
         indexes = [
             # Pruning: records ended before a moment and not pruned yet.
-            models.Index(fields=["ended_at"], condition=models.Q(pruned_at__isnull=True), name="ended_run_kept_idx"),
+            models.Index(
+                fields=["ended_at"], condition=models.Q(pruned_at__isnull=True), name="ended_run_kept_idx"
+            ),
         ]
 
     def __str__(self) -> str:

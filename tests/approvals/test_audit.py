@@ -270,5 +270,8 @@ def test_invalid_attempts_are_hidden_by_default_and_shown_on_request(
     assert "This is not valid JSON" in included
     assert len(_csv(admin_member_client.get("/audit/export.csv"))) == 1
     invalid_rows = _csv(admin_member_client.get("/audit/export.csv?invalid=on"))
-    assert [(r["username"], r["outcome"]) for r in invalid_rows] == [("rita", "invalid"), ("rita", "completed")]
+    assert [(r["username"], r["outcome"]) for r in invalid_rows] == [
+        ("rita", "invalid"),
+        ("rita", "completed"),
+    ]
     assert "badge outcome-invalid" in admin_member_client.get("/audit/?outcome=invalid").content.decode()

@@ -17,7 +17,9 @@ from approvals.models import AuditEntry, EndedRun, RunRecord, ThreadMessage
 from tests.approvals.runtime_fixtures import XSS, DashboardAgents
 
 
-def approve_first_call(agents: DashboardAgents, run_id: str, *, actor: str = "rita", **kwargs: object) -> None:
+def approve_first_call(
+    agents: DashboardAgents, run_id: str, *, actor: str = "rita", **kwargs: object
+) -> None:
     run = async_to_sync(agents.agent("helpdesk").get_suspended_run)(run_id)
     stream = async_to_sync(agents.agent("helpdesk").approve_tool_call)(
         run_id=run_id, tool_call_id=run.tool_calls[0].tool_call_id, actor=actor, **kwargs
@@ -65,7 +67,9 @@ def test_the_record_page_shows_the_transcript_with_each_decision_inline(
     agents: DashboardAgents, reviewer: User, reviewer_client: Client
 ) -> None:
     started = agents.start("helpdesk", f"refund {XSS}", thread="t-rec", resource="cust-rec")
-    approve_first_call(agents, started.run_id, edited_args={"order_id": "A-1", "amount_cents": 400, "note": "x"})
+    approve_first_call(
+        agents, started.run_id, edited_args={"order_id": "A-1", "amount_cents": 400, "note": "x"}
+    )
 
     html = reviewer_client.get(f"/runs/{started.run_id}/").content.decode()
 
@@ -153,7 +157,12 @@ def test_prune_run_records_empties_only_records_past_the_retention(settings: obj
     _record("old", days_ago=91)
     _record("recent", days_ago=89)
     AuditEntry.objects.create(
-        username="rita", agent_id="helpdesk", run_id="old", tool_call_id="c", action="approve", outcome="completed"
+        username="rita",
+        agent_id="helpdesk",
+        run_id="old",
+        tool_call_id="c",
+        action="approve",
+        outcome="completed",
     )
 
     def prune(*args: str) -> str:
