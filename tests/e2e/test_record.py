@@ -65,9 +65,8 @@ def test_a_run_decided_to_the_end_is_opened_from_its_audit_row_as_a_permanent_re
     expect(page).to_have_url(server.url(f"/runs/{run_id}/"))
     record = page.locator(f"#run-{run_id}.run-record")
     expect(record.get_by_role("heading", name="Run record")).to_contain_text("Completed")
-    expect(page.get_by_role("navigation", name="Breadcrumb").get_by_role("link", name="Support")).to_have_attribute(
-        "href", "/agents/support/"
-    )
+    crumbs = page.get_by_role("navigation", name="Breadcrumb")
+    expect(crumbs.get_by_role("link", name="Support")).to_have_attribute("href", "/agents/support/")
     transcript = record.locator(".transcript")
     expect(transcript.locator(".msg-user")).to_contain_text("Please refund $92.00 on order A-1042")
     refund_call = transcript.locator(".msg-tool-call", has_text="issue_refund")
@@ -123,7 +122,8 @@ def test_audit_filters_are_choices_and_dates_have_presets(pages: Pages, server: 
 def test_times_show_in_the_browsers_zone_with_utc_on_hover_and_the_profile_menu_changes_it(
     pages: Pages, server: Server
 ) -> None:
-    (run_id,) = server.start_runs(RunRequest("support", "Please refund $95.00 on order A-1042.", unique("tz"), "tz"))
+    tz_run = RunRequest("support", "Please refund $95.00 on order A-1042.", unique("tz"), "tz")
+    (run_id,) = server.start_runs(tz_run)
     page = pages.open(timezone_id="America/New_York")
     page.clock.install()  # time flows as usual until the test moves it on
     page.goto("/", wait_until="networkidle")  # the first page tells the server the browser's zone
