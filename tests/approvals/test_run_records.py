@@ -13,7 +13,10 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
+from agents_runtime import Agent, Call, Reply, Runtime, tool
 from approvals.models import AuditEntry, EndedRun, RunRecord, ThreadMessage
+from approvals.store import DjangoRunStore
+from tests.agents_runtime.helpers import ModelSpy
 from tests.approvals.runtime_fixtures import XSS, DashboardAgents
 
 
@@ -183,3 +186,32 @@ def test_prune_run_records_empties_only_records_past_the_retention(settings: obj
     assert (old.transcript, old.detail, old.pruned) == (None, "", True)
     assert recent.transcript and not recent.pruned
     assert AuditEntry.objects.filter(run_id="old").count() == 1  # the audit log is never pruned
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_run_keeps_what_it_had_said_and_its_error() -> None:
+    @tool(requires_approval=True)
+    def launch(target: str) -> str:
+        """Launch something."""
+        raise RuntimeError(f"launch pad {target} is on fire")
+
+    model = ModelSpy(Call("launch", {"target": "pad-7"}), Reply("never")).model
+    agent = Agent("launcher", model=model, tools=[launch])
+    Runtime(agents=[agent], storage=DjangoRunStore())
+
+    async def run_and_approve() -> tuple[str, str]:
+        started = await agent.generate("launch it")
+        call_id = started.tool_calls[0].tool_call_id
+        stream = await agent.approve_tool_call(run_id=started.run_id, tool_call_id=call_id, actor="rita")
+        return started.run_id, (await stream.result()).status
+
+    run_id, status = async_to_sync(run_and_approve)()
+    assert status == "failed"
+
+    record = EndedRun.objects.get(run_id=run_id)
+    assert record.status == "failed" and "on fire" in record.detail
+    assert [(m["kind"], m["tool_name"]) for m in record.transcript] == [
+        ("text", None),
+        ("tool-call", "launch"),
+    ]
+    assert not RunRecord.objects.filter(run_id=run_id).exists()
