@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from datetime import UTC, date, datetime, time
 from typing import Any
 
@@ -157,9 +158,9 @@ class AuditFilterForm(_CreatedRangeForm):
     def __init__(
         self,
         *args: Any,
-        agents: list[tuple[str, str]] = (),  # type: ignore[assignment]
-        users: list[str] = (),  # type: ignore[assignment]
-        tools: list[str] = (),  # type: ignore[assignment]
+        agents: Sequence[tuple[str, str]] = (),
+        users: Sequence[str] = (),
+        tools: Sequence[str] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
