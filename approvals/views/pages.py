@@ -68,7 +68,10 @@ def inbox(request: HtmxHttpRequest, agent_id: str) -> HttpResponse:
 def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     access = access_of(request)
     visible = access.agent_ids
-    decisions = [d for d in queries.run_decisions(run_id) if d.agent_id in visible]
+    # Invalid attempts are kept apart from decisions (the audit log shows them on request).
+    decisions = [
+        d for d in queries.run_decisions(run_id) if d.agent_id in visible and d.outcome != Outcome.INVALID
+    ]
     context: dict[str, Any] = {
         "run_id": run_id,
         "decisions": decisions,
