@@ -205,10 +205,12 @@ class InMemoryRunStore(RunStore):
             return self._copy(self._claim_row(row), with_snapshot=True)
 
     def _held(self, run_id: str, version: int) -> _Row | None:
-        """The run while the claim at ``version`` still holds (lock held); reclaims expired ones first."""
-        self._reclaim_expired()
+        """The run while the claim at ``version`` still holds (lock held); an expired claim is reclaimed."""
         row = self._rows.get(run_id)
         if row is None or row.run.status != "running" or row.run.version != version:
+            return None
+        if row.lease_expires is not None and row.lease_expires < self.clock():
+            self._reclaim_expired()  # given back (its calls offered again), never renewed
             return None
         return row
 

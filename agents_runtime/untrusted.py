@@ -98,6 +98,14 @@ def _int_text(value: int) -> str:
 def _clean(value: Any, depth: int, max_depth: int, notes: list[str]) -> Any:
     if value is None or value is True or value is False:
         return value
+    kind = type(value)
+    # The common case first, by exact type (a snapshot has thousands of values; every one comes here).
+    if (
+        (kind is str and value.isascii() and "\x00" not in value)
+        or (kind is int and -_INT_LIMIT < value < _INT_LIMIT)
+        or (kind is float and math.isfinite(value))
+    ):
+        return value
     if isinstance(value, str):
         cleaned = clean_text(value)
         if cleaned is not value:
@@ -121,7 +129,10 @@ def _clean(value: Any, depth: int, max_depth: int, notes: list[str]) -> Any:
             changed = False
             out: dict[str, Any] = {}
             for key, item in value.items():
-                new_key = clean_text(key) if isinstance(key, str) else clean_text(str(key))
+                if type(key) is str and key.isascii() and "\x00" not in key:
+                    new_key = key
+                else:
+                    new_key = clean_text(key) if isinstance(key, str) else clean_text(str(key))
                 new_item = _clean(item, depth + 1, max_depth, notes)
                 changed = changed or new_key is not key or new_item is not item
                 out[new_key] = new_item

@@ -91,3 +91,39 @@ def test_a_pool_whose_connections_the_server_dropped_hands_out_a_live_one_at_onc
         # psycopg's own check alone backs off 1 s, 2 s, 4 s... per dead connection: a timeout here.
         assert time.monotonic() - started < 3
         assert pool.get_stats()["connections_lost"] >= 3
+
+
+@pytest.mark.postgres
+def test_a_live_idle_connection_is_handed_out_without_a_round_trip() -> None:
+    """The check costs a round trip only when the socket says the server spoke (or hung up)."""
+    import psycopg
+    from psycopg_pool import ConnectionPool
+
+    from config.database import check_connection
+
+    statements: list[str] = []
+
+    class CountingCursor(psycopg.Cursor[Any]):
+        def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+            statements.append(str(query))
+            return super().execute(query, *args, **kwargs)
+
+    url = services.require_postgres()
+    counting = {"cursor_factory": CountingCursor}
+    with ConnectionPool(url, min_size=1, max_size=1, check=check_connection, kwargs=counting) as pool:
+        pool.wait(timeout=10)
+        for _ in range(5):
+            with pool.connection() as conn:
+                conn.execute("SELECT 1")
+        assert statements == ["SELECT 1"] * 5
+
+        # Dropped by the server: the socket is readable, so the check runs and the pool reconnects.
+        with pool.connection() as conn:
+            pid = conn.info.backend_pid
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+        time.sleep(0.1)
+        with pool.connection() as conn:
+            assert conn.info.backend_pid != pid
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert "" in statements  # the slow check ran for the dropped connection

@@ -46,6 +46,15 @@ _FINISH_REMEMBERING_SQL = (
 )
 
 
+#: The write-ahead "the tool is starting" marker, only while the claim at a version holds (current
+#: version, still running, lease not run out). One round trip: it is on every approval's path.
+_MARK_TOOL_STARTED_SQL = (
+    f"UPDATE {ParkedCallRecord._meta.db_table} SET tool_started_at = %s"
+    f" WHERE tool_call_id = %s AND run_id = (SELECT id FROM {RunRecord._meta.db_table}"
+    f" WHERE run_id = %s AND version = %s AND status = '{RunStatus.RUNNING.value}'"
+    " AND lease_expires_at >= %s)"
+)
+
 _DECISION_COLUMN_ORDER = ("action", "actor", "decided_at", "reason", "resume_data", "edited_args")
 #: PostgreSQL: record a decision if the run is still at the version it was read at (see
 #: ``DjangoRunStore._write_decision_at_version``).

@@ -49,7 +49,7 @@ from approvals.runstore.records import (
     _stored_run,
     _utc,
 )
-from approvals.runstore.sql import _FINISH_REMEMBERING_SQL, _FINISH_SQL
+from approvals.runstore.sql import _FINISH_REMEMBERING_SQL, _FINISH_SQL, _MARK_TOOL_STARTED_SQL
 
 logger = logging.getLogger(__name__)
 
@@ -235,14 +235,13 @@ class DjangoRunStore(DecisionSteps, RunStore):
         return self._runs().filter(run_id=run_id, version=version, lease_expires_at__gte=now).running()
 
     def mark_tool_started(self, run_id: str, tool_call_id: str, *, version: int) -> bool:
-        with self._connection_scope():
-            now = self.clock()
-            # Only while this claim holds (current version, lease not run out): a continuation that
-            # lost its run must not run the tool. Committed before the tool is called.
-            held = self._held_claim(run_id, version, now)
-            return bool(
-                self._calls().filter(run__in=held, tool_call_id=tool_call_id).update(tool_started_at=now)
-            )
+        # Only while this claim holds (current version, lease not run out): a continuation that lost
+        # its run must not run the tool. Committed (autocommit) before the tool is called.
+        connection = connections[self.using]
+        now = connection.ops.adapt_datetimefield_value(self.clock())
+        with self._connection_scope(), connection.cursor() as cursor:
+            cursor.execute(_MARK_TOOL_STARTED_SQL, [now, tool_call_id, run_id, version, now])
+            return bool(cursor.rowcount == 1)
 
     def heartbeat(self, run_id: str, *, version: int) -> bool:
         with self._connection_scope():

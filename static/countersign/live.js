@@ -11,6 +11,8 @@
 //   ol[data-live-output=RUN_ID]  the run's streamed output (its [hidden] section shows on the first)
 //   .new-pill, .gone-note        (hidden) a list's count of the runs held back; a card's note while
 //                                it is held as it was (.is-gone)
+//   .call[data-tool-call-id]     a call; a `call-decided` event from elsewhere puts a .decided-note
+//                                (who, when) in it at once and disables its buttons
 //
 // A refetch never gets in the reviewer's way. It waits (data-stale) while a request from inside the
 // partial is in flight (a decision, whose answer swaps into its card) and while a field in it has
@@ -308,6 +310,29 @@
     refresh(pill.closest(LIVE));
   });
 
+  // --- A call decided elsewhere ---------------------------------------------------------------------
+
+  const DECIDED = { approve: "Approved", decline: "Declined", resume: "Answered" };
+
+  // Said at once on the call, whatever the card's refetch waits for (the reviewer typing in it, the
+  // pointer on it): who decided, and its buttons disabled. What the reviewer typed stays.
+  function markDecided(event) {
+    const card = document.querySelector(`.run-card[data-run-id='${CSS.escape(event.run_id)}']`);
+    const call = card?.querySelector(`.call[data-tool-call-id='${CSS.escape(event.tool_call_id)}']`);
+    if (!call || card.querySelector(".htmx-request") || call.querySelector(".decided-note")) return;
+    let verb = DECIDED[event.action] || "Decided";
+    if (event.edited) verb = "Approved with edits";
+    const note = document.createElement("p");
+    note.className = "decided-note";
+    note.setAttribute("role", "status");
+    const when = Object.assign(document.createElement("time"), { textContent: "just now" });
+    when.dateTime = new Date().toISOString();
+    when.setAttribute("data-relative", "");
+    note.append(`${verb} by ${event.actor || "another reviewer"} `, when, ". Nothing you do here decides it again.");
+    call.prepend(note);
+    for (const button of all(call, "button")) button.disabled = true;
+  }
+
   // --- Run output (textContent throughout: model output is never parsed as HTML) --------------------
 
   const SAY = {
@@ -374,6 +399,7 @@
       if (agent) selectors.push(`[data-live-agent='${CSS.escape(agent)}']`);
       if (run) selectors.push(`[data-live-run='${CSS.escape(run)}']`);
       all(document, selectors.join(",")).forEach(schedule);
+      if (data.event.type === "call-decided" && data.event.tool_call_id) markDecided(data.event);
     } else if (data.type === "chunk" && data.chunk) {
       appendOutput(data.chunk);
     } else if (data.type === "agents") {
