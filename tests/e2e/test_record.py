@@ -20,15 +20,23 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 WIDTHS = (1400, 390)
+#: Vendored axe-core, injected as an init script (the browser's, so the page's CSP does not apply).
+AXE = Path(__file__).resolve().parent / "vendor" / "axe-core" / "axe.min.js"
+SERIOUS = """async () => (await axe.run(document, {resultTypes: ["violations"]})).violations
+  .filter((v) => v.impact === "serious" || v.impact === "critical")
+  .map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`)"""
 
 
 def shoot(page: Page, name: str) -> None:
-    """Full-page screenshots at each width, then back to the test's own viewport."""
+    """Full-page screenshots at each width (no horizontal scroll, no serious axe-core violation at
+    either), then back to the test's own viewport."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     size = page.viewport_size
     for width in WIDTHS:
         page.set_viewport_size({"width": width, "height": 1000})
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), (name, width)
+        if AXE.exists():
+            assert page.evaluate(SERIOUS) == [], (name, width)
         screenshot(page, SCREENSHOTS / f"{name}-{width}.png")
     if size:
         page.set_viewport_size(size)
@@ -46,6 +54,7 @@ def test_a_run_decided_to_the_end_is_opened_from_its_audit_row_as_a_permanent_re
         RunRequest("support", "Please refund $92.00 on order A-1042, it broke.", thread, "dana")
     )
     page = pages.open()
+    page.context.add_init_script(path=AXE)
     page.goto(f"/runs/{run_id}/", wait_until="networkidle")
     page.locator(f"#run-{run_id}").get_by_role("button", name="Approve", exact=True).click()
     expect(page.locator(f"#run-{run_id} .outcome")).to_contain_text("Completed")
@@ -86,6 +95,7 @@ def test_audit_filters_are_choices_and_dates_have_presets(pages: Pages, server: 
         RunRequest("ops", "Please deploy billing to staging.", thread, "lee"),
     )
     page = pages.open()
+    page.context.add_init_script(path=AXE)
     for run_id in (refund_id, deploy_id):
         page.goto(f"/runs/{run_id}/", wait_until="networkidle")
         page.locator(f"#run-{run_id}").get_by_role("button", name="Decline", exact=True).click()
