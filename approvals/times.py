@@ -113,5 +113,6 @@ def zone_options(chosen: str) -> SafeString:
     ]
     for name in sorted(zone_names()):
         selected = " selected" if name == chosen else ""
-        options.append(f'<option value="{escape(name)}"{selected}>{escape(name)}</option>')
+        # No value attribute: an option's value is its text (600 of them on every page's header).
+        options.append(f"<option{selected}>{escape(name)}</option>")
     return mark_safe("".join(options))

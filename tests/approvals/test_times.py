@@ -76,7 +76,7 @@ def test_pages_show_times_in_the_browsers_zone_and_the_chosen_one_comes_first(
     assert 'title="UTC ' in _first_time(browser)
     assert chosen.status_code == 302 and chosen["Location"] == "/agents/helpdesk/"
     assert _first_time(tokyo).endswith(" JST</time>") and 'data-time-zone-source="chosen"' in tokyo
-    assert '<option value="Asia/Tokyo" selected>' in tokyo
+    assert "<option selected>Asia/Tokyo</option>" in tokyo
     assert _first_time(automatic).endswith((" EST</time>", " EDT</time>"))
 
 
