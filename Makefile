@@ -21,7 +21,7 @@ DEBUG ?= true
 # Extra pytest arguments, e.g. `make test-fast ARGS="-k decline -x"`.
 ARGS ?=
 
-.PHONY: help install-run install-dev venv-check chromium run test test-fast lint lock bench clean
+.PHONY: help install-run install-dev venv-check chromium api-client run test test-fast lint lock bench clean
 
 help:
 	@echo "make run        set up .venv (the app only), migrate, seed the demo, serve on http://$(HOST):$(PORT)/"
@@ -99,9 +99,25 @@ run: install-run
 		SECURE_COOKIES="$${SECURE_COOKIES:-false}" \
 		exec $(VENV)/bin/daphne -b '$(HOST)' -p '$(PORT)' config.asgi:application
 
-test: install-dev chromium
+test: install-dev chromium api-client
 	@$(MAKE) --no-print-directory lint
 	$(PY) -m pytest $(ARGS)
+
+# The official Mastra client the API test drives (tests/api/test_mastra_client.py), exactly as locked.
+# Node comes from the machine; without it the test is skipped with a warning (a failure in CI).
+API_CLIENT := tests/api/mastra
+API_CLIENT_STAMP := $(API_CLIENT)/node_modules/.package-lock.json
+
+api-client:
+	@if command -v npm >/dev/null; then \
+		$(MAKE) --no-print-directory $(API_CLIENT_STAMP); \
+	else \
+		echo "WARNING: npm not found: the @mastra/client-js test will be skipped (install Node.js)" >&2; \
+	fi
+
+$(API_CLIENT_STAMP): $(API_CLIENT)/package.json $(API_CLIENT)/package-lock.json
+	cd $(API_CLIENT) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
 
 test-fast: install-dev
 	$(PY) -m pytest -m "not slow" $(ARGS)
@@ -127,5 +143,5 @@ bench: install-dev
 	done
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache test-artifacts bench/results/*.tmp
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache test-artifacts bench/results/*.tmp $(API_CLIENT)/node_modules
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

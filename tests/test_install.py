@@ -58,6 +58,10 @@ def project(tmp_path: Path) -> Path:
     for name in ("Makefile", "requirements.lock", "requirements-dev.lock"):
         shutil.copy2(ROOT / name, tmp_path / name)
     shutil.copytree(ROOT / "scripts", tmp_path / "scripts")
+    client = tmp_path / "tests" / "api" / "mastra"
+    client.mkdir(parents=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy2(ROOT / "tests" / "api" / "mastra" / name, client / name)
     return tmp_path
 
 
@@ -94,6 +98,12 @@ def test_make_run_installs_only_the_app_lock(project: Path) -> None:
 def test_make_test_installs_the_dev_lock(project: Path) -> None:
     for target in ("test", "test-fast", "lint"):
         assert INSTALL_DEV in _dry(project, target), target
+
+
+@pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")
+def test_make_test_installs_the_locked_mastra_client(project: Path) -> None:
+    assert "npm ci" in _dry(project, "test")
+    assert "npm" not in _dry(project, "run")
 
 
 def test_a_run_only_venv_gains_the_tools_at_the_first_make_test(project: Path) -> None:

@@ -23,7 +23,7 @@ from approvals.live.events import announce, deliver, end_session, publish
 from approvals.live.fanout import Fanout, fanout
 from approvals.live.groups import agent_group, run_group, session_group, uses_outbox
 from approvals.live.outbox import relay
-from approvals.live.output import RunOutput
+from approvals.live.output import RunOutput, tapping
 
 __all__ = [
     "Fanout",
@@ -37,5 +37,6 @@ __all__ = [
     "relay",
     "run_group",
     "session_group",
+    "tapping",
     "uses_outbox",
 ]

@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -25,6 +28,24 @@ def _chunk_body(chunk: Chunk) -> dict[str, Any]:
     body = {"type": chunk.type, "run_id": chunk.run_id, "payload": chunk.payload}
     loaded: dict[str, Any] = json.loads(json.dumps(body, default=str))
     return loaded
+
+
+#: A listener of the continuations this context starts: the API request that decided a run streams
+#: the continuation's chunks to its client. A context variable because the continuation runs as a
+#: task (``approvals.tasks``) the decision hands to the scheduler; with the Immediate backend it runs
+#: in the deciding request's context, which asgiref carries into every thread and loop on the way.
+#: A continuation run by a ``db_worker`` has no listener: its output reaches only the live pages.
+_tap: ContextVar[Callable[[Chunk], None] | None] = ContextVar("countersign_output_tap", default=None)
+
+
+@contextmanager
+def tapping(listener: Callable[[Chunk], None]) -> Iterator[None]:
+    """Hand ``listener`` every chunk of the continuations started in this context."""
+    token = _tap.set(listener)
+    try:
+        yield
+    finally:
+        _tap.reset(token)
 
 
 async def send_chunk(body: dict[str, Any]) -> None:
@@ -55,6 +76,7 @@ class RunOutput:
         self._pending: list[dict[str, Any]] = []
         self._lock = asyncio.Lock()
         self._timer: asyncio.Task[None] | None = None
+        self._listener = _tap.get()
 
     async def __aenter__(self) -> RunOutput:
         return self
@@ -63,6 +85,12 @@ class RunOutput:
         await self.aclose()
 
     async def send(self, chunk: Chunk) -> None:
+        if self._listener is not None:
+            try:
+                self._listener(chunk)
+            except Exception:
+                logger.exception("The listener of run %s's output failed; it gets no more", chunk.run_id)
+                self._listener = None
         body = _chunk_body(chunk)
         if not self._outbox:
             try:

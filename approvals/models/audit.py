@@ -24,6 +24,9 @@ from agents_runtime.vocabulary import NO_EFFECT_OUTCOMES, RECORDED_OUTCOMES, Dec
 
 from .fields import OrderedJSONField
 
+#: ``AuditEntry.channel``: where a decision came from (``approvals.audit_channel`` sets it).
+CHANNEL_CHOICES = [("dashboard", "dashboard"), ("api", "via API"), ("cli", "command line")]
+
 
 class AppendOnlyError(Exception):
     """Audit records are never changed or deleted."""
@@ -47,6 +50,7 @@ RECORD_FIELDS = (
     "edited_args",
     "outcome",
     "outcome_detail",
+    "channel",
 )
 
 
@@ -142,6 +146,8 @@ class AuditEntry(models.Model):
     outcome = models.CharField(max_length=24, choices=choices(RECORDED_OUTCOMES))
     #: The final answer, the error, or "already decided by X at T".
     outcome_detail = models.TextField(blank=True)
+    #: Where the decision came from: the dashboard, the HTTP API (a token of ``user``) or a command.
+    channel = models.CharField(max_length=16, choices=CHANNEL_CHOICES, default="dashboard")
 
     objects: ClassVar[AuditEntryQuerySet] = AuditEntryQuerySet.as_manager()  # type: ignore[assignment]
 

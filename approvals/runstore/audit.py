@@ -17,6 +17,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from agents_runtime.store import Decision, ParkedCall, RunEnding, StoredRun
 from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import CallKind, DecisionAction, Outcome
+from approvals import audit_channel
 from approvals.models.audit import RECORD_FIELDS, AuditEntry
 
 # -- what the record says ------------------------------------------------------------------------
@@ -85,6 +86,7 @@ def decision_values(
         "edited_args": decision.edited_args if decision.action == DecisionAction.APPROVE else None,
         "outcome": outcome,
         "outcome_detail": detail,
+        "channel": audit_channel.current(),
     }
 
 

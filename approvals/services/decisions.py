@@ -38,7 +38,7 @@ from agents_runtime import (
 )
 from agents_runtime.untrusted import clean_json, clean_text
 from agents_runtime.vocabulary import DecisionAction, Outcome
-from approvals import live
+from approvals import audit_channel, live
 from approvals.access import DECIDE_PERMISSION, Access, AgentAccess
 from approvals.models.audit import AuditEntry
 from approvals.services.outcomes import Attempt, DecisionOutcome, outcome_of, same_json
@@ -231,6 +231,7 @@ def _refused_attempt_row(
         edited_args=clean_json(attempt.edited_args) if action == DecisionAction.APPROVE else None,
         outcome=outcome.status,
         outcome_detail=text(outcome.message),
+        channel=audit_channel.current(),
     )
 
 

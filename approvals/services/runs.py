@@ -6,7 +6,7 @@ import logging
 
 from asgiref.sync import async_to_sync
 
-from agents_runtime import RunResult
+from agents_runtime import RunResult, RunStream
 from approvals.access import DECIDE_PERMISSION, AgentAccess
 
 logger = logging.getLogger(__name__)
@@ -20,3 +20,13 @@ def run_start(
     agent = access.agent
     logger.info("%s starts a run of %s (thread %s)", access.access.username, agent.id, thread_id)
     return async_to_sync(agent.generate)(prompt, thread_id=thread_id or None, resource_id=resource_id or None)
+
+
+async def run_stream(
+    access: AgentAccess, *, prompt: str, thread_id: str | None = None, resource_id: str | None = None
+) -> RunStream:
+    """Start a run of the agent and stream its chunks (the HTTP API's ``stream`` route)."""
+    access.access.require(DECIDE_PERMISSION, to="start runs")
+    agent = access.agent
+    logger.info("%s starts a run of %s over the API (thread %s)", access.access.username, agent.id, thread_id)
+    return await agent.stream(prompt, thread_id=thread_id, resource_id=resource_id)

@@ -140,11 +140,11 @@ def test_audit_csv_columns_and_cells_are_exactly_as_exported_before(
     header, row, end = body.split("\r\n")
     assert header == (
         "created_at,username,agent_id,run_id,thread_id,resource_id,tool_call_id,tool_name,args,"
-        "suspend_payload,action,reason,resume_data,edited_args,outcome,outcome_detail"
+        "suspend_payload,action,reason,resume_data,edited_args,outcome,outcome_detail,channel"
     )
     assert row == (
         f'{when.isoformat()},rita,helpdesk,run-1,t-1,,call-1,refund,"{{""amount"": 5}}",'
-        ',approve,ok,,"{""amount"": 4}",completed,Completed: done'
+        ',approve,ok,,"{""amount"": 4}",completed,Completed: done,dashboard'
     )
     assert end == ""
 

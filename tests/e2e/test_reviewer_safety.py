@@ -121,7 +121,8 @@ def test_a_card_decided_elsewhere_above_the_pointer_stays_until_the_pointer_move
     card(other, newer).get_by_role("button", name="Approve", exact=True).click()
     expect(card(other, newer).locator(".outcome")).to_contain_text("Completed")
     expect(card(page, newer)).to_have_class(re.compile(r"\bis-gone\b"))
-    expect(card(page, newer).get_by_role("status")).to_contain_text("Decided or changed elsewhere")
+    expect(card(page, newer).locator(".gone-note")).to_contain_text("Decided or changed elsewhere")
+    expect(card(page, newer).locator(".decided-note")).to_contain_text(f"Approved by {REVIEWER.username}")
     page.wait_for_load_state("networkidle")
     assert under_pointer(page, x, y) == aimed
 

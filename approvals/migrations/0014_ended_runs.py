@@ -8,7 +8,7 @@ import approvals.models.fields
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('approvals', '0012_parked_call_tool_started'),
+        ('approvals', '0013_api_tokens_audit_channel'),
     ]
 
     operations = [

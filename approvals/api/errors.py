@@ -1,0 +1,54 @@
+"""The API's refusals: JSON ``{error, code, issues?}`` with a 4xx status.
+
+Mastra's own bodies are ``{error}`` (and ``issues`` for a 400); ``code`` is ours, so a client can
+branch without parsing the message. Mastra answers 500 for an unknown run or a call that is not
+parked, which ``@mastra/client-js`` retries three times; we answer 404 / 409, which it does not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import JsonResponse
+
+
+class ApiError(Exception):
+    def __init__(
+        self,
+        status: int,
+        error: str,
+        code: str,
+        *,
+        issues: list[dict[str, str]] | None = None,
+        headers: dict[str, str] | None = None,
+        **extra: Any,
+    ) -> None:
+        super().__init__(error)
+        self.status = status
+        self.error = error
+        self.code = code
+        self.issues = issues
+        self.headers = headers or {}
+        self.extra = extra
+
+    def response(self) -> JsonResponse:
+        body: dict[str, Any] = {"error": self.error, "code": self.code}
+        if self.issues is not None:
+            body["issues"] = self.issues
+        body.update(self.extra)
+        response = JsonResponse(body, status=self.status, json_dumps_params={"separators": (",", ":")})
+        for name, value in self.headers.items():
+            response[name] = value
+        return response
+
+
+def invalid_query(issues: list[dict[str, str]]) -> ApiError:
+    return ApiError(400, "Invalid query parameters", "invalid_query", issues=issues)
+
+
+def invalid_body(issues: list[dict[str, str]]) -> ApiError:
+    return ApiError(400, "Invalid request body", "invalid_body", issues=issues)
+
+
+def issue(field: str, message: str) -> dict[str, str]:
+    return {"field": field, "message": message}

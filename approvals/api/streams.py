@@ -1,0 +1,143 @@
+"""Streamed answers: a run's chunks, or a decision's continuation, as Mastra's event stream.
+
+A decision runs in the same service as the dashboard's (``approvals.services.decisions``), in the
+request's thread. Its continuation runs as a task (``approvals.tasks``); with the Immediate backend
+that is inside this request, and its chunks reach the response through ``live.tapping`` as they
+come. The status line is chosen once the decision is known: a refusal (unknown run, lost race,
+refused data) is a 4xx JSON answer and nothing is streamed; an accepted decision is a 200 stream.
+With a ``db_worker`` the continuation runs elsewhere: the stream then ends at once (the decision is
+on record; the run's page and ``suspended-runs`` tell how it goes on).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.core.exceptions import PermissionDenied
+from django.http import StreamingHttpResponse
+
+from agents_runtime import AgentRunToolCall, Chunk, RunStream
+from agents_runtime.vocabulary import Outcome
+from approvals import audit_channel, live
+from approvals.api.errors import ApiError
+from approvals.api.serialize import DONE, SSE_HEADERS, MastraEvents, frame, iso
+from approvals.services.outcomes import DecisionOutcome
+
+
+def _sse(body: AsyncIterator[bytes]) -> StreamingHttpResponse:
+    return StreamingHttpResponse(body, content_type="text/event-stream", headers=SSE_HEADERS)
+
+
+def run_response(run: RunStream, agent_id: str) -> StreamingHttpResponse:
+    async def body() -> AsyncIterator[bytes]:
+        events = MastraEvents(run.run_id)
+        for event in events.start(agent_id):
+            yield frame(event)
+        async for chunk in run:
+            for event in events.events(chunk):
+                yield frame(event)
+        await run.result()
+        yield DONE
+
+    return _sse(body())
+
+
+def not_found(run_id: str) -> ApiError:
+    return ApiError(
+        404,
+        f"No suspended run {run_id} of this agent (it ended, or it does not exist)",
+        "run_not_found",
+        runId=run_id,
+    )
+
+
+def outcome_error(outcome: DecisionOutcome, calls: list[AgentRunToolCall]) -> ApiError | None:
+    """The refusal a decision's outcome is over HTTP, or ``None`` when it took effect."""
+    status = outcome.status
+    if status == Outcome.NOT_FOUND:
+        if calls:
+            return ApiError(
+                404,
+                outcome.message,
+                "tool_call_not_found",
+                runId=outcome.run_id,
+                toolCallId=outcome.tool_call_id,
+            )
+        return not_found(outcome.run_id)
+    if status == Outcome.LOST_RACE:
+        return ApiError(
+            409,
+            outcome.message,
+            "already_decided",
+            runId=outcome.run_id,
+            toolCallId=outcome.tool_call_id,
+            decidedBy=outcome.winner,
+            decidedAt=iso(outcome.winner_at) if outcome.winner_at else None,
+        )
+    if status == Outcome.UNCONFIRMED:
+        return ApiError(
+            409,
+            "The call's tool started in a continuation that died and may have run: send confirmRerun: true "
+            "to run it again",
+            "rerun_not_confirmed",
+            runId=outcome.run_id,
+            toolCallId=outcome.tool_call_id,
+        )
+    if status == Outcome.INVALID:
+        root = "editedArgs" if outcome.refused_args else "resumeData"
+        issues = [
+            {"field": ".".join([root, *(str(p) for p in e.get("loc", ()))]), "message": str(e.get("msg", ""))}
+            for e in outcome.field_errors
+        ] or [{"field": root, "message": outcome.message}]
+        return ApiError(
+            400, "Invalid request body", "invalid_decision", issues=issues, detail=outcome.message
+        )
+    return None
+
+
+async def decision_response(
+    decide: Callable[[], DecisionOutcome],
+    run_id: str,
+    *,
+    calls: list[AgentRunToolCall],
+    args: dict[str, Any],
+    declined: dict[str, str],
+) -> StreamingHttpResponse:
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[Chunk | None] = asyncio.Queue()
+
+    def listener(chunk: Chunk) -> None:
+        # Called from the continuation, on whichever thread or loop runs it.
+        loop.call_soon_threadsafe(queue.put_nowait, chunk)
+
+    with live.tapping(listener), audit_channel.using("api"):
+        # The task copies this context: the decision's audit row says "api", and the continuation
+        # it starts reports to ``listener``. Not cancelled with the request: a decision on record
+        # goes on even if the client hangs up.
+        task = asyncio.ensure_future(sync_to_async(decide)())
+    # Queued after every chunk the continuation sent (both go through the loop's queue in order).
+    task.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, None))
+
+    first = await queue.get()
+    if first is None:
+        try:
+            outcome = task.result()
+        except PermissionDenied as exc:
+            raise ApiError(403, str(exc), "permission_denied") from None
+        error = outcome_error(outcome, calls)
+        if error is not None:
+            raise error
+
+    async def body() -> AsyncIterator[bytes]:
+        events = MastraEvents(run_id, calls=calls, args=args, declined=declined)
+        item = first
+        while item is not None:
+            for event in events.events(item):
+                yield frame(event)
+            item = await queue.get()
+        yield DONE
+
+    return _sse(body())

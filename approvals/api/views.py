@@ -1,0 +1,171 @@
+"""The Mastra-compatible routes (``/api/agents/<agent_id>/...``): thin async views.
+
+Authentication is the Bearer token (``auth``), validation ``params``, the wire format ``serialize``
+and ``streams``; decisions go through the same services as the dashboard's, recorded with the
+channel "api".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from functools import partial, wraps
+from typing import Any
+
+from django.http import HttpRequest, HttpResponseBase, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from agents_runtime import InvalidPagination, RunNotFound
+from agents_runtime.agent import DEFAULT_DECLINE_REASON
+from approvals.access import DECIDE_PERMISSION
+from approvals.api import params, streams
+from approvals.api.auth import agent_access, require
+from approvals.api.errors import ApiError
+from approvals.api.serialize import run_json
+from approvals.services import decisions, runs
+
+View = Callable[..., Awaitable[HttpResponseBase]]
+
+
+def api_view(*methods: str) -> Callable[[View], Any]:
+    """Bearer-only, CSRF-exempt, one method list; ``ApiError`` becomes its JSON answer."""
+
+    # Typed ``Any`` outward: Django's ``path`` stubs know only synchronous views.
+    def decorator(view: View) -> Any:
+        @wraps(view)
+        async def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+            if request.method not in methods:
+                error = ApiError(405, f"Method {request.method} not allowed", "method_not_allowed")
+                response = error.response()
+                response["Allow"] = ", ".join(methods)
+                return response
+            try:
+                return await view(request, *args, **kwargs)
+            except ApiError as error:
+                return error.response()
+
+        return csrf_exempt(wrapped)
+
+    return decorator
+
+
+@api_view("GET")
+async def suspended_runs(request: HttpRequest, agent_id: str) -> HttpResponseBase:
+    access = await agent_access(request, agent_id)
+    query = params.list_query(request.GET)
+    try:
+        result = await access.agent.list_suspended_runs(
+            thread_id=query.thread_id,
+            resource_id=query.resource_id,
+            from_date=query.from_date,
+            to_date=query.to_date,
+            per_page=query.per_page,
+            page=query.page,
+            tool_name=query.tool_name,
+            kind=query.kind,
+            order=query.order,
+        )
+    except InvalidPagination as exc:
+        raise ApiError(
+            400,
+            "Invalid query parameters",
+            "invalid_query",
+            issues=[{"field": "perPage", "message": str(exc)}],
+        ) from None
+    body = {"runs": [run_json(r) for r in result.runs], "total": result.total}
+    return JsonResponse(body, json_dumps_params={"separators": (",", ":")})
+
+
+@api_view("POST")
+async def stream(request: HttpRequest, agent_id: str) -> HttpResponseBase:
+    access = await agent_access(request, agent_id)
+    start = params.start_body(params.json_body(request))
+    await require(access, DECIDE_PERMISSION, to="start runs")
+    run = await runs.run_stream(
+        access, prompt=start.prompt, thread_id=start.thread_id, resource_id=start.resource_id
+    )
+    return streams.run_response(run, agent_id)
+
+
+async def _parked(access: Any, run_id: str) -> tuple[list[Any], dict[str, Any]]:
+    """The run's parked calls, and the arguments of each call in its conversation (a ``suspend()``-ed
+    call's are only there), for the stream that answers the decision."""
+    try:
+        run = await access.agent.get_suspended_run(run_id)
+        messages = await access.agent.run_messages(run_id)
+    except RunNotFound:
+        return [], {}
+    args = {
+        m["tool_call_id"]: m["args"] for m in messages if m["kind"] == "tool-call" and m["args"] is not None
+    }
+    return list(run.tool_calls), args
+
+
+async def _decision(request: HttpRequest, agent_id: str, action: params.Action) -> HttpResponseBase:
+    access = await agent_access(request, agent_id)
+    body = params.decision_body(params.json_body(request), action)
+    await require(access, DECIDE_PERMISSION, to="decide on suspended runs")
+    calls, args = await _parked(access, body.run_id)
+    tool_call_id = body.tool_call_id
+    if tool_call_id is None:
+        # Mastra's resume picks the run's only parked call; several need a toolCallId.
+        if len(calls) != 1:
+            if not calls:
+                raise streams.not_found(body.run_id)
+            raise ApiError(
+                400,
+                "Invalid request body",
+                "invalid_body",
+                issues=[
+                    {"field": "toolCallId", "message": f"The run waits on {len(calls)} calls: say which"}
+                ],
+            )
+        tool_call_id = calls[0].tool_call_id
+    if action == "approve":
+        decide = partial(
+            decisions.decision_approve,
+            access,
+            run_id=body.run_id,
+            tool_call_id=tool_call_id,
+            edited_args=body.edited_args,
+            confirm_rerun=body.confirm_rerun,
+        )
+    elif action == "decline":
+        decide = partial(
+            decisions.decision_decline,
+            access,
+            run_id=body.run_id,
+            tool_call_id=tool_call_id,
+            reason=body.reason,
+        )
+    else:
+        decide = partial(
+            decisions.decision_resume,
+            access,
+            run_id=body.run_id,
+            tool_call_id=tool_call_id,
+            resume_data=body.resume_data,
+            confirm_rerun=body.confirm_rerun,
+        )
+    declined: dict[str, str] = {}
+    data = body.resume_data
+    if action == "decline":
+        declined[tool_call_id] = body.reason.strip() or DEFAULT_DECLINE_REASON
+    elif action == "resume" and isinstance(data, dict) and data.get("approved") is False:
+        # An approval answered through resume-stream with {"approved": false}: a decline.
+        declined[tool_call_id] = str(data.get("reason") or DEFAULT_DECLINE_REASON)
+    return await streams.decision_response(decide, body.run_id, calls=calls, args=args, declined=declined)
+
+
+@api_view("POST")
+async def approve_tool_call(request: HttpRequest, agent_id: str) -> HttpResponseBase:
+    return await _decision(request, agent_id, "approve")
+
+
+@api_view("POST")
+async def decline_tool_call(request: HttpRequest, agent_id: str) -> HttpResponseBase:
+    return await _decision(request, agent_id, "decline")
+
+
+@api_view("POST")
+async def resume_stream(request: HttpRequest, agent_id: str) -> HttpResponseBase:
+    return await _decision(request, agent_id, "resume")

@@ -1,0 +1,428 @@
+"""The Mastra-compatible routes: happy paths, refusals that change nothing, and the audit "via API"."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import User
+from django.test import Client
+
+from agents_runtime import Runtime
+from approvals.models import AuditEntry
+from approvals.services.decisions import decision_approve
+from tests.api.conftest import Api, events, read
+
+A = "/api/agents/approver"
+ASK = "/api/agents/asker"
+
+
+async def start(api: Api, agent: str, prompt: str, **memory: str) -> dict[str, Any]:
+    body: dict[str, Any] = {"messages": prompt}
+    if memory:
+        body["memory"] = memory
+    response = await api.post(f"/api/agents/{agent}/stream", body)
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/event-stream"
+    sent = events(await read(response))
+    assert sent[-1] == "[DONE]"
+    parked = sent[-2]
+    assert parked["type"] in ("tool-call-approval", "tool-call-suspended")
+    return {"runId": parked["runId"], "toolCallId": parked["payload"]["toolCallId"], "events": sent}
+
+
+async def listing(api: Api, agent: str = "approver", **query: str) -> dict[str, Any]:
+    response = await api.get(f"/api/agents/{agent}/suspended-runs", query)
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"] == "application/json"
+    return json.loads(response.content)
+
+
+async def audit_rows() -> list[tuple[str, str, str, str]]:
+    return [
+        row
+        async for row in AuditEntry.objects.order_by("id").values_list(
+            "username", "action", "outcome", "channel"
+        )
+    ]
+
+
+async def test_stream_starts_a_run_in_mastras_framing(mastra: Runtime, reviewer_token: str) -> None:
+    api = Api(reviewer_token)
+    run = await start(api, "approver", "Please delete /tmp/a.txt", thread="t1", resource="u1")
+    assert [e["type"] for e in run["events"][:-1]] == [
+        "start",
+        "step-start",
+        "tool-call",
+        "tool-call-approval",
+    ]
+    first = run["events"][0]
+    assert first["from"] == "AGENT" and first["payload"]["id"] == "approver"
+    approval = run["events"][3]["payload"]
+    assert approval["args"] == {"path": "/tmp/a.txt"} and json.loads(approval["resumeSchema"])[
+        "required"
+    ] == ["approved"]
+    assert run["toolCallId"] == "approver-call_1"
+
+
+async def test_suspended_runs_lists_with_mastras_fields_and_filters(
+    mastra: Runtime, reviewer_token: str
+) -> None:
+    api = Api(reviewer_token)
+    a = await start(api, "approver", "Please delete /tmp/a.txt", thread="t1", resource="u1")
+    middle = datetime.now(UTC)
+    b = await start(api, "approver", "Please delete /tmp/b.txt", thread="t2", resource="u1")
+    d = await start(api, "approver", "Please delete /tmp/d.txt")
+    everything = await listing(api)
+    assert everything["total"] == 3
+    assert [r["runId"] for r in everything["runs"]] == [d["runId"], b["runId"], a["runId"]]
+    newest, oldest = everything["runs"][0], everything["runs"][2]
+    # No memory: threadId and resourceId are absent, not null.
+    assert list(newest) == ["runId", "status", "suspendedAt", "toolCalls"]
+    assert list(oldest) == ["runId", "status", "threadId", "resourceId", "suspendedAt", "toolCalls"]
+    assert oldest["toolCalls"] == [
+        {
+            "toolCallId": "approver-call_1",
+            "toolName": "deleteFile",
+            "args": {"path": "/tmp/a.txt"},
+            "requiresApproval": True,
+        }
+    ]
+    assert oldest["suspendedAt"].endswith("Z") and datetime.fromisoformat(oldest["suspendedAt"])
+    assert [r["runId"] for r in (await listing(api, threadId="t2"))["runs"]] == [b["runId"]]
+    assert (await listing(api, resourceId="u1"))["total"] == 2
+    assert (await listing(api, fromDate=middle.isoformat()))["total"] == 2
+    assert (await listing(api, toDate=middle.isoformat()))["total"] == 1
+    page = await listing(api, perPage="2", page="1")
+    assert page["total"] == 3 and [r["runId"] for r in page["runs"]] == [a["runId"]]
+    assert len((await listing(api, perPage="2"))["runs"]) == 3  # both or nothing, as Mastra
+    assert (await listing(api, perPage="2", page="5"))["runs"] == []
+    assert next(r["runId"] for r in (await listing(api, order="oldest"))["runs"]) == a["runId"]
+    assert (await listing(api, toolName="nothing"))["total"] == 0
+    assert (await listing(api, kind="input"))["total"] == 0
+    assert (await listing(api, kind="approval"))["total"] == 3
+
+
+async def test_suspended_runs_shows_a_suspend_payload_without_args(
+    mastra: Runtime, reviewer_token: str
+) -> None:
+    api = Api(reviewer_token)
+    await start(api, "asker", "Pick a colour for bike", thread="t4", resource="u1")
+    (run,) = (await listing(api, "asker"))["runs"]
+    assert run["toolCalls"] == [
+        {
+            "toolCallId": "asker-call_1",
+            "toolName": "askColor",
+            "requiresApproval": False,
+            "suspendPayload": {"question": "Which colour for bike?", "item": "bike"},
+        }
+    ]
+
+
+async def test_bad_query_parameters_are_400_with_field_issues(mastra: Runtime, reviewer_token: str) -> None:
+    api = Api(reviewer_token)
+    cases = {
+        "perPage=0": ("perPage", "Too small: expected number to be >0"),
+        "perPage=-1": ("perPage", "Too small: expected number to be >0"),
+        "perPage=1.5": ("perPage", "Invalid input: expected int, received number"),
+        "perPage=abc": ("perPage", "Invalid input: expected number, received NaN"),
+        "page=-1": ("page", "Too small: expected number to be >=0"),
+        "fromDate=2026-01-02T00:00:00Z&toDate=2026-01-01T00:00:00Z": (
+            "fromDate",
+            "fromDate must be less than or equal to toDate",
+        ),
+        "fromDate=yesterday": ("fromDate", "Invalid input: expected date, received Date"),
+        "kind=other": ("kind", 'Invalid option: expected one of "approval"|"input"'),
+    }
+    for query, (field, message) in cases.items():
+        response = await api.client.get(f"{A}/suspended-runs?{query}", headers=api.headers)
+        assert response.status_code == 400, query
+        body = json.loads(response.content)
+        assert body == {
+            "error": "Invalid query parameters",
+            "code": "invalid_query",
+            "issues": [{"field": field, "message": message}],
+        }
+
+
+async def test_unknown_agent_is_404_in_mastras_words(mastra: Runtime, reviewer_token: str) -> None:
+    response = await Api(reviewer_token).get("/api/agents/no-such-agent/suspended-runs")
+    assert response.status_code == 404
+    assert json.loads(response.content) == {
+        "error": "Agent with id no-such-agent not found",
+        "code": "agent_not_found",
+    }
+
+
+async def test_approve_streams_the_continuation_and_is_audited_via_api(
+    mastra: Runtime, reviewer_token: str
+) -> None:
+    api = Api(reviewer_token)
+    run = await start(api, "approver", "Please delete /tmp/a.txt", thread="t1", resource="u1")
+    response = await api.post(
+        f"{A}/approve-tool-call", {"runId": run["runId"], "toolCallId": run["toolCallId"]}
+    )
+    assert response.status_code == 200
+    assert response["Cache-Control"] == "no-cache" and response["X-Accel-Buffering"] == "no"
+    sent = events(await read(response))
+    types = [e if isinstance(e, str) else e["type"] for e in sent]
+    assert types[0] == "tool-result" and types[-3:] == ["step-finish", "finish", "[DONE]"]
+    assert "tool-call" not in types  # announced by the stream that parked it, as Mastra
+    assert sent[0]["payload"] == {
+        "args": {"path": "/tmp/a.txt"},
+        "toolCallId": run["toolCallId"],
+        "toolName": "deleteFile",
+        "result": {"deleted": "/tmp/a.txt"},
+    }
+    assert all(e["runId"] == run["runId"] for e in sent[:-1])
+    text = "".join(e["payload"]["text"] for e in sent[:-1] if e["type"] == "text-delta")
+    assert text.startswith("[scripted-approver] MODEL_SAW_TOOL_RESULTS")
+    assert (await listing(api))["total"] == 0
+    assert await audit_rows() == [("rita", "approve", "completed", "api")]
+
+
+async def test_approve_with_edited_args_runs_the_tool_with_them(mastra: Runtime, reviewer_token: str) -> None:
+    api = Api(reviewer_token)
+    run = await start(api, "approver", "Please delete /tmp/a.txt")
+    body = {"runId": run["runId"], "toolCallId": run["toolCallId"], "editedArgs": {"path": "/tmp/safe.txt"}}
+    sent = events(await read(await api.post(f"{A}/approve-tool-call", body)))
+    assert sent[0]["payload"]["result"] == {"deleted": "/tmp/safe.txt"}
+    entry = await AuditEntry.objects.aget()
+    assert entry.edited_args == {"path": "/tmp/safe.txt"} and entry.channel == "api"
+
+
+async def test_bad_edited_args_are_400_and_nothing_runs(mastra: Runtime, reviewer_token: str) -> None:
+    api = Api(reviewer_token)
+    run = await start(api, "approver", "Please delete /tmp/a.txt")
+    body = {"runId": run["runId"], "toolCallId": run["toolCallId"], "editedArgs": {"path": 5}}
+    response = await api.post(f"{A}/approve-tool-call", body)
+    assert response.status_code == 400
+    issues = json.loads(response.content)["issues"]
+    assert issues[0]["field"].startswith("editedArgs")
+    assert (await listing(api))["total"] == 1
+
+
+async def test_decline_sends_the_reason_to_the_model(mastra: Runtime, reviewer_token: str) -> None:
+    api = Api(reviewer_token)
+    run = await start(api, "approver", "Please delete /tmp/b.txt", thread="t2", resource="u1")
+    body = {"runId": run["runId"], "toolCallId": run["toolCallId"], "reason": "User said no: keep the file"}
+    sent = events(await read(await api.post(f"{A}/decline-tool-call", body)))
+    assert sent[0]["type"] == "tool-output-denied"
+    assert sent[0]["payload"]["approval"] == {
+        "id": run["toolCallId"],
+        "approved": False,
+        "reason": "User said no: keep the file",
+    }
+    text = "".join(e["payload"]["text"] for e in sent[:-1] if e["type"] == "text-delta")
+    assert "User said no: keep the file" in text
+    entry = await AuditEntry.objects.aget()
+    assert (entry.action, entry.reason, entry.channel) == ("decline", "User said no: keep the file", "api")
+
+
+async def test_decline_without_a_reason_uses_mastras_default(mastra: Runtime, reviewer_token: str) -> None:
+    api = Api(reviewer_token)
+    run = await start(api, "approver", "Please delete /tmp/c.txt")
+    sent = events(
+        await read(
+            await api.post(f"{A}/decline-tool-call", {"runId": run["runId"], "toolCallId": run["toolCallId"]})
+        )
+    )
+    assert sent[0]["payload"]["approval"]["reason"] == "Tool call was not approved by the user"
+
+
+async def test_resume_answers_a_suspended_call_with_or_without_its_id(
+    mastra: Runtime, reviewer_token: str
+) -> None:
+    api = Api(reviewer_token)
+    e = await start(api, "asker", "Pick a colour for bike", thread="t4", resource="u1")
+    f = await start(api, "asker", "Pick a colour for car")
+    body = {
+        "runId": e["runId"],
+        "toolCallId": e["toolCallId"],
+        "memory": {"thread": "t4", "resource": "u1"},
+        "resumeData": {"color": "blue"},
+    }
+    sent = events(await read(await api.post(f"{ASK}/resume-stream", body)))
+    assert sent[0]["type"] == "tool-result" and sent[0]["payload"]["result"] == {
+        "item": "bike",
+        "color": "blue",
+    }
+    sent = events(
+        await read(
+            await api.post(f"{ASK}/resume-stream", {"runId": f["runId"], "resumeData": {"color": "green"}})
+        )
+    )
+    assert sent[0]["payload"]["result"] == {"item": "car", "color": "green"}
+    assert await audit_rows() == [("rita", "resume", "completed", "api")] * 2
+
+
+async def test_resume_with_approved_true_approves_an_approval(mastra: Runtime, reviewer_token: str) -> None:
+    api = Api(reviewer_token)
+    g = await start(api, "nomem", "Please delete /tmp/g.txt")
+    sent = events(
+        await read(
+            await api.post(
+                "/api/agents/nomem/resume-stream", {"runId": g["runId"], "resumeData": {"approved": True}}
+            )
+        )
+    )
+    assert sent[0]["type"] == "tool-result" and sent[0]["payload"]["result"] == {"deleted": "/tmp/g.txt"}
+
+
+async def test_resume_data_that_breaks_the_schema_is_400_and_the_run_still_waits(
+    mastra: Runtime, reviewer_token: str
+) -> None:
+    api = Api(reviewer_token)
+    h = await start(api, "asker", "Pick a colour for hat")
+    response = await api.post(f"{ASK}/resume-stream", {"runId": h["runId"], "resumeData": {"colour": 1}})
+    assert response.status_code == 400
+    body = json.loads(response.content)
+    assert body["code"] == "invalid_decision" and body["issues"][0]["field"].startswith("resumeData")
+    assert (await listing(api, "asker"))["total"] == 1
+
+
+async def test_bad_bodies_are_400_and_change_nothing(mastra: Runtime, reviewer_token: str) -> None:
+    api = Api(reviewer_token)
+    run = await start(api, "approver", "Please delete /tmp/a.txt")
+    cases = [
+        (
+            f"{A}/approve-tool-call",
+            {"runId": run["runId"]},
+            "toolCallId",
+            "Invalid input: expected string, received undefined",
+        ),
+        (
+            f"{A}/approve-tool-call",
+            {"toolCallId": run["toolCallId"]},
+            "runId",
+            "Invalid input: expected string, received undefined",
+        ),
+        (
+            f"{A}/approve-tool-call",
+            {"runId": 5, "toolCallId": run["toolCallId"]},
+            "runId",
+            "Invalid input: expected string, received number",
+        ),
+        (
+            f"{A}/approve-tool-call",
+            {**run, "events": None, "editedArgs": [1]},
+            "editedArgs",
+            "Invalid input: expected object, received array",
+        ),
+        (
+            f"{A}/decline-tool-call",
+            {"runId": run["runId"], "toolCallId": run["toolCallId"], "reason": 3},
+            "reason",
+            "Invalid input: expected string, received number",
+        ),
+        (f"{A}/resume-stream", {"runId": run["runId"]}, "resumeData", "resumeData is required"),
+    ]
+    for path, body, field, message in cases:
+        response = await api.post(path, body)
+        assert response.status_code == 400, body
+        answer = json.loads(response.content)
+        assert (
+            answer["error"] == "Invalid request body"
+            and {"field": field, "message": message} in answer["issues"]
+        )
+    for raw in (b"{not json", b"[1, 2]"):
+        response = await api.post(f"{A}/approve-tool-call", raw=raw)
+        assert response.status_code == 400 and json.loads(response.content)["issues"][0]["field"] == "body"
+    assert (await listing(api))["total"] == 1
+    assert await audit_rows() == []
+
+
+async def test_unknown_run_is_404_and_a_wrong_call_id_too(mastra: Runtime, reviewer_token: str) -> None:
+    api = Api(reviewer_token)
+    run = await start(api, "approver", "Please delete /tmp/c.txt")
+    for path in ("approve-tool-call", "decline-tool-call"):
+        response = await api.post(f"{A}/{path}", {"runId": "no-such-run", "toolCallId": "x"})
+        assert response.status_code == 404
+        assert json.loads(response.content)["code"] == "run_not_found"
+    response = await api.post(
+        f"{A}/resume-stream", {"runId": "no-such-run", "resumeData": {"approved": True}}
+    )
+    assert response.status_code == 404
+    response = await api.post(
+        f"{A}/approve-tool-call", {"runId": run["runId"], "toolCallId": "wrong-call-id"}
+    )
+    assert response.status_code == 404 and json.loads(response.content)["code"] == "tool_call_not_found"
+    # Still waiting, and still decidable.
+    assert (await listing(api))["total"] == 1
+    assert await audit_rows() == []
+    ok = await api.post(f"{A}/decline-tool-call", {"runId": run["runId"], "toolCallId": run["toolCallId"]})
+    assert ok.status_code == 200
+
+
+async def test_a_lost_race_is_409_naming_who_decided_and_when(
+    mastra: Runtime, reviewer: User, reviewer_token: str
+) -> None:
+    from approvals.access import Access
+
+    api = Api(reviewer_token)
+    run = await start(api, "approver", "Please delete /tmp/a.txt")
+    other = await sync_to_async(User.objects.create_user)("otto")
+    await sync_to_async(other.groups.add)(*[g async for g in reviewer.groups.all()])
+
+    def dashboard_approve() -> None:
+        access = Access.of(User.objects.get(username="otto")).for_agent("approver")
+        decision_approve(access, run_id=run["runId"], tool_call_id=run["toolCallId"])
+
+    await sync_to_async(dashboard_approve)()
+    response = await api.post(
+        f"{A}/approve-tool-call", {"runId": run["runId"], "toolCallId": run["toolCallId"]}
+    )
+    assert response.status_code == 409
+    body = json.loads(response.content)
+    assert body["code"] == "already_decided" and body["decidedBy"] == "otto"
+    winner = await AuditEntry.objects.filter(username="otto").aget()
+    assert abs(datetime.fromisoformat(body["decidedAt"]) - winner.created_at) < timedelta(milliseconds=1)
+    assert "otto" in body["error"]
+    assert await audit_rows() == [
+        ("otto", "approve", "completed", "dashboard"),
+        ("rita", "approve", "lost_race", "api"),
+    ]
+
+
+def test_the_audit_log_says_via_api_and_the_csv_ends_with_the_channel(
+    mastra: Runtime, reviewer: User
+) -> None:
+    from tests.approvals.conftest import _user
+
+    AuditEntry.objects.create(
+        username="rita",
+        agent_id="approver",
+        run_id="r",
+        tool_call_id="c",
+        action="approve",
+        outcome="completed",
+        channel="api",
+    )
+    admin = _user("ada", "Admins")
+    client = Client()
+    client.force_login(admin)
+    response = client.get("/audit/export.csv")
+    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert rows[0][-1] == "channel"
+    assert rows[1][-1] == "api"
+    assert 'rita <span class="muted">via API</span>' in client.get("/audit/").content.decode()
+
+
+async def test_with_a_db_worker_an_approval_streams_only_its_end(
+    mastra: Runtime, reviewer_token: str, settings: Any
+) -> None:
+    """The continuation waits for a ``db_worker``: the decision is on record, the stream ends at once."""
+    settings.TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+    api = Api(reviewer_token)
+    run = await start(api, "approver", "Please delete /tmp/later.txt")
+    response = await api.post(
+        f"{A}/approve-tool-call", {"runId": run["runId"], "toolCallId": run["toolCallId"]}
+    )
+    assert response.status_code == 200
+    assert events(await read(response)) == ["[DONE]"]
+    assert await audit_rows() == [("rita", "approve", "continuing", "api")]
+    assert (await listing(api))["total"] == 0
