@@ -29,6 +29,7 @@ from .store import ParkedCall, StoredRun
 from .stream import Emit
 from .tools import to_jsonable
 from .types import AgentRun, AgentRunToolCall, CallContext, Chunk
+from .untrusted import SNAPSHOT_MAX_DEPTH, clean_json
 from .vocabulary import CallKind
 
 
@@ -193,3 +194,10 @@ def plain_messages(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
                         args=rpart.args_as_dict(),
                     )
     return plain
+
+
+def run_transcript(messages: Sequence[ModelMessage]) -> tuple[dict[str, Any], ...]:
+    """An ended run's record: its messages in plain form (no usage, model or provider details), in
+    the untrusted normal form like everything stored."""
+    plain = clean_json(plain_messages(messages), max_depth=SNAPSHOT_MAX_DEPTH, what="a run's transcript")
+    return tuple(plain)

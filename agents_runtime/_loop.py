@@ -16,7 +16,7 @@ from pydantic_ai.run import AgentRunResultEvent
 
 from . import _pydantic
 from ._context import call_context, conversation_context, previous_answers
-from ._convert import chunk_for, listed_call, now, showing_edits
+from ._convert import chunk_for, listed_call, now, run_transcript, showing_edits
 from ._decisions import add_result
 from ._delegation import continue_inner, delegate, discard_inner_runs, mirror_inner_calls
 from ._host import RunAgent
@@ -141,11 +141,17 @@ async def drive_once(
         error = clean_text(f"{type(exc).__name__}: {exc}")
         logger.info("Run %s of agent %r failed: %s", run_id, agent.id, error)
         if claimed_version is not None:
+            # The record keeps what the run had said until its last suspension (the snapshot's).
+            known: Conversation | None = run_kwargs.get("conversation")
             await agent._store(
                 agent.storage.finish,
                 run_id,
                 version=claimed_version,
-                ending=RunEnding("failed", error),
+                ending=RunEnding(
+                    "failed",
+                    error,
+                    transcript=() if known is None else run_transcript(known.messages[history_len:]),
+                ),
             )
         emit(Chunk("error", run_id, {"error": error}))
         emit(Chunk("finish", run_id, {"status": "failed", "error": error}))
@@ -180,7 +186,7 @@ async def drive_once(
         run_id,
         version=claimed_version,
         thread_messages=new_messages,
-        ending=RunEnding("completed", text),
+        ending=RunEnding("completed", text, transcript=run_transcript(conversation.messages[history_len:])),
     ):
         return lost_claim(agent, run_id, emit)
     emit(Chunk("finish", run_id, {"status": "success", "text": text}))

@@ -112,7 +112,8 @@ class RunStore(Protocol):
 
         ``thread_messages`` (the run's new JSON messages) are appended to the run's thread memory in
         the same step, so a run never ends without its exchange being remembered, nor twice.
-        ``ending`` says how it ended, for stores that record their decisions' outcomes.
+        ``ending`` says how it ended, for stores that record their decisions' outcomes or keep a
+        record of ended runs (its ``transcript``).
         """
         ...
 

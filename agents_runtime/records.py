@@ -178,6 +178,10 @@ class RunEnding:
     status: Literal["completed", "failed"]
     #: The final answer (``completed``) or the error (``failed``).
     detail: str = ""
+    #: The run's own messages (not its thread's earlier ones) in the plain form of
+    #: ``Agent.run_messages``, already in the untrusted normal form: what a store that keeps a record
+    #: of ended runs keeps instead of the snapshot. Empty when the continuation broke before it had any.
+    transcript: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

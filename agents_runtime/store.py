@@ -16,7 +16,8 @@ the persistent one; ``tests/agents_runtime`` runs the same suite on both):
   *reclaimed* before any read, decision or heartbeat (so a late heartbeat fails instead of reviving
   it): the run is suspended again with ``interrupted=True``, its decisions move to ``history`` and
   its calls wait again. Inner runs still suspended under it get their decisions cleared the same way.
-- Ended runs are deleted (``finish``); nothing of them stays but the thread's messages.
+- Ended runs are deleted (``finish``) with their snapshot; what stays is the thread's messages and,
+  in stores that keep one, a record of the run built from its ``RunEnding`` (the plain transcript).
 
 The records live in ``records``, the protocol in ``_runstore``; every name stays importable from here.
 """

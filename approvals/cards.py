@@ -17,9 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from django.urls import reverse
-from django.utils.timezone import is_aware, localtime
 
 from agents_runtime import Agent, AgentRun
 from agents_runtime.store import StoredRun
@@ -53,19 +51,7 @@ __all__ = [
     "pretty_json",
     "resume_form_for",
     "run_card",
-    "stamp",
 ]
-
-
-def stamp(moment: datetime) -> tuple[str, str]:
-    """``moment|date:"c"`` and ``moment|date:"Y-m-d H:i:s e"`` (in the current time zone), cheaper."""
-    # As the template engine does: aware datetimes are shown in the current time zone.
-    local = localtime(moment) if settings.USE_TZ and is_aware(moment) else moment
-    shown = (
-        f"{local.year:04d}-{local.month:02d}-{local.day:02d} "
-        f"{local.hour:02d}:{local.minute:02d}:{local.second:02d} {local.tzname() or ''}"
-    )
-    return local.isoformat(), shown
 
 
 @dataclass
@@ -110,18 +96,6 @@ class RunCard:
     @functools.cached_property
     def run_url(self) -> str:
         return reverse("approvals:run", args=[self.run_id])
-
-    @functools.cached_property
-    def _suspended(self) -> tuple[str, str]:
-        return stamp(self.suspended_at) if self.suspended_at is not None else ("", "")
-
-    @property
-    def suspended_iso(self) -> str:
-        return self._suspended[0]
-
-    @property
-    def suspended_label(self) -> str:
-        return self._suspended[1]
 
 
 def run_card(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from datetime import UTC, date, datetime, time
 from typing import Any
 
@@ -13,6 +14,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 
 from agents_runtime import untrusted
 from agents_runtime.vocabulary import RECORDED_OUTCOMES, CallKind, DecisionAction, choices
+from approvals import times
 
 _DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
 DEFAULT_PER_PAGE = 20
@@ -127,27 +129,60 @@ class InboxFilterForm(_CreatedRangeForm):
 
 
 class AuditFilterForm(_CreatedRangeForm):
-    agent = forms.CharField(required=False, max_length=255, label="Agent")
-    user = forms.CharField(required=False, max_length=150, label="User")
+    """The audit log's query string: ``agent user tool action outcome q from to invalid page``.
+
+    Agent, user and tool are choices built from the registry and the log (``queries.audit_choices``),
+    not free text; ``q`` searches run, thread and resource ids. Invalid attempts are left out unless
+    ``invalid`` is ticked (or the outcome filter asks for them).
+    """
+
+    agent = forms.ChoiceField(required=False, label="Agent")
+    user = forms.ChoiceField(required=False, label="User")
+    tool = forms.ChoiceField(required=False, label="Tool")
     action = forms.ChoiceField(
-        required=False, choices=[("", "Any"), *choices(DecisionAction)], label="Action"
+        required=False, choices=[("", "Any"), *choices(DecisionAction)], label="Decision"
     )
     outcome = forms.ChoiceField(
         required=False, choices=[("", "Any"), *choices(RECORDED_OUTCOMES)], label="Outcome"
     )
+    q = forms.CharField(
+        required=False,
+        max_length=255,
+        label="Run, thread or resource",
+        widget=forms.TextInput(attrs={"type": "search", "placeholder": "id or part of one"}),
+    )
+    invalid = forms.BooleanField(required=False, label="Include invalid attempts")
     page = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
 
-    field_order_names = ["agent", "user", "action", "outcome", "from", "to", "page"]
+    field_order_names = ["agent", "user", "tool", "action", "outcome", "q", "from", "to", "invalid", "page"]
+
+    def __init__(
+        self,
+        *args: Any,
+        agents: Sequence[tuple[str, str]] = (),
+        users: Sequence[str] = (),
+        tools: Sequence[str] = (),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["agent"].choices = [("", "Any"), *agents]  # type: ignore[attr-defined]
+        self.fields["user"].choices = [("", "Anyone"), *((u, u) for u in users)]  # type: ignore[attr-defined]
+        self.fields["tool"].choices = [("", "Any"), *((t, t) for t in tools)]  # type: ignore[attr-defined]
+        for name in ("from", "to"):
+            self.fields[name].widget = forms.DateInput(attrs={"type": "date"})
 
     def filters(self) -> dict[str, Any]:
         data = self.cleaned_data
         return {
             "agent_id": data.get("agent") or None,
             "username": data.get("user") or None,
+            "tool_name": data.get("tool") or None,
             "action": data.get("action") or None,
             "outcome": data.get("outcome") or None,
+            "search": (data.get("q") or "").strip() or None,
             "start": data.get("from"),
             "end": data.get("to"),
+            "include_invalid": bool(data.get("invalid")),
         }
 
 
@@ -259,3 +294,15 @@ class BatchStartForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="For Decline all: every declined call's model receives it as the tool's result.",
     )
+
+
+class TimeZoneForm(forms.Form):
+    """The profile menu's time zone: empty for automatic (the browser's), else an IANA name."""
+
+    time_zone = forms.CharField(required=False, max_length=64, label="Time zone")
+
+    def clean_time_zone(self) -> str:
+        name: str = self.cleaned_data["time_zone"]
+        if name and times.zone(name) is None:
+            raise forms.ValidationError("Choose a time zone from the list.", code="unknown_zone")
+        return name

@@ -1,4 +1,5 @@
-"""Middleware of the dashboard: htmx after a session ended, and signed-in pages kept private.
+"""Middleware of the dashboard: htmx after a session ended, signed-in pages kept private, and times
+shown in the viewer's time zone.
 
 htmx requests of a session that has ended go to the login page, not into the page that sent them.
 
@@ -21,10 +22,13 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from django.shortcuts import resolve_url
+from django.utils import timezone
 from django.utils.cache import patch_cache_control
 from django.utils.decorators import sync_and_async_middleware
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.http import HttpResponseClientRedirect
+
+from approvals import times
 
 SIGNED_OUT = "You were signed out. Nothing was decided."
 SIGNED_OUT_READING = "You were signed out."
@@ -97,3 +101,45 @@ def _no_store(request: HttpRequest, response: HttpResponseBase) -> HttpResponseB
     if user is not None and user.is_authenticated:
         patch_cache_control(response, private=True, no_store=True)
     return response
+
+
+@sync_and_async_middleware
+def viewer_time_zone(get_response: Handler | AsyncHandler) -> Handler | AsyncHandler:
+    """Activate the viewer's time zone for the request (``approvals.times``).
+
+    The zone chosen in the profile menu comes first, then the one the browser reported (``time.js``
+    writes it), each in a cookie, then the site's (UTC). Anything that is not a known zone name is
+    ignored.
+    """
+    if iscoroutinefunction(get_response):
+
+        async def async_middleware(request: HttpRequest) -> HttpResponseBase:
+            _activate(request)
+            try:
+                response: HttpResponseBase = await get_response(request)
+                return response
+            finally:
+                timezone.deactivate()
+
+        return async_middleware
+
+    def middleware(request: HttpRequest) -> HttpResponseBase:
+        _activate(request)
+        try:
+            return get_response(request)  # type: ignore[return-value]
+        finally:
+            timezone.deactivate()
+
+    return middleware
+
+
+def _activate(request: HttpRequest) -> None:
+    # Cookies only: read without the session's database query, so the async path never blocks.
+    cookies = request.COOKIES
+    zone = times.zone(cookies.get(times.CHOSEN_ZONE_COOKIE)) or times.zone(
+        cookies.get(times.BROWSER_ZONE_COOKIE)
+    )
+    if zone is not None:
+        timezone.activate(zone)
+    else:
+        timezone.deactivate()

@@ -19,6 +19,7 @@ from agents_runtime import Agent, AgentRun, RunNotFound
 from agents_runtime.store import StoredRun
 from agents_runtime.vocabulary import CallKind
 from approvals import agents
+from approvals.models import EndedRun
 from approvals.models.audit import AuditEntry, AuditEntryQuerySet
 from approvals.models.batches import FollowedAgent
 
@@ -185,3 +186,42 @@ def run_decisions(run_id: str) -> AuditEntryQuerySet:
 def follows(user: Any, agent_id: str) -> bool:
     """Whether ``user`` follows the agent (notifications of its new calls)."""
     return FollowedAgent.objects.filter(user=user, agent_id=agent_id).exists()
+
+
+def run_record(run_id: str, *, agent_ids: Collection[str]) -> EndedRun | None:
+    """The permanent record of the ended run ``run_id``, if it is of an agent of ``agent_ids``."""
+    return EndedRun.objects.filter(run_id=run_id, agent_id__in=list(agent_ids)).first()
+
+
+@dataclass(frozen=True)
+class AuditChoices:
+    """What the audit log's filters offer: agents (id, label), users and tools."""
+
+    agents: list[tuple[str, str]]
+    users: list[str]
+    tools: list[str]
+
+
+def _tool_names(agent: Agent) -> set[str]:
+    # A sub-agent's calls are decided (and recorded) on its supervisor's run, under their own name.
+    names = {t.name for t in agent.tools}
+    for sub in agent.agents:
+        names |= _tool_names(sub)
+    return names
+
+
+def audit_choices(agent_ids: Collection[str]) -> AuditChoices:
+    """The audit filters' choices for a viewer of ``agent_ids``: the registry's agents and tools,
+    and whatever else the log holds for those agents (users, and agents or tools since removed)."""
+    registered = [a for a in agents.all_agents() if a.id in agent_ids]
+    entries = AuditEntry.objects.filter(agent_id__in=list(agent_ids)).order_by()
+    logged_agents = set(entries.values_list("agent_id", flat=True).distinct())
+    agent_choices = [(a.id, f"{a.name} ({a.id})" if a.name and a.name != a.id else a.id) for a in registered]
+    known = {a.id for a in registered}
+    agent_choices += [(a, a) for a in sorted(logged_agents - known)]
+    tools: set[str] = set()
+    for agent in registered:
+        tools |= _tool_names(agent)
+    tools |= set(entries.exclude(tool_name="").values_list("tool_name", flat=True).distinct())
+    users = sorted({u for u in entries.values_list("username", flat=True).distinct() if u})
+    return AuditChoices(agents=agent_choices, users=users, tools=sorted(tools))

@@ -3,7 +3,7 @@
 from django.urls import path, register_converter
 
 from approvals.converters import CallIdConverter, IdConverter
-from approvals.views import audit, batches, decisions, pages, tokens
+from approvals.views import audit, batches, decisions, pages, profile, tokens
 
 register_converter(IdConverter, "id")
 register_converter(CallIdConverter, "call_id")
@@ -25,6 +25,7 @@ urlpatterns = [
     path("runs/<id:run_id>/calls/<call_id:tool_call_id>/resume", decisions.call_resume, name="resume"),
     path("audit/", audit.audit_log, name="audit"),
     path("audit/export.csv", audit.audit_export, name="audit_export"),
+    path("profile/time-zone/", profile.time_zone_set, name="time_zone"),
     path("account/api-tokens/", tokens.api_tokens, name="api_tokens"),
     path("account/api-tokens/<str:key_id>/revoke", tokens.api_token_revoke, name="api_token_revoke"),
 ]

@@ -67,6 +67,8 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "approvals.middleware.htmx_login_redirect",
     "approvals.middleware.private_pages",
+    # Times in the viewer's zone (approvals/times.py).
+    "approvals.middleware.viewer_time_zone",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into its 429 page.
     "axes.middleware.AxesMiddleware",
@@ -187,6 +189,9 @@ AGENTS_MODEL = _env("AGENTS_MODEL", "")
 AGENTS_RUNTIME = _env("AGENTS_RUNTIME", "demo.agents:runtime")
 # How long a claimed resumption may run before the run is offered for a decision again.
 RUN_LEASE_SECONDS = int(_env("RUN_LEASE_SECONDS", "300"))
+# Days an ended run's record (its transcript) is kept; `manage.py prune_run_records` empties older
+# ones (the audit log stays). Unset or 0: kept for good.
+RUN_RECORD_RETENTION_DAYS = int(_env("RUN_RECORD_RETENTION_DAYS", "0")) or None
 
 # Every logged-in user sees every agent (small teams); otherwise a group must grant each (access.py).
 COUNTERSIGN_OPEN_VISIBILITY = _env_bool("COUNTERSIGN_OPEN_VISIBILITY", default=False)

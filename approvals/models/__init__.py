@@ -1,5 +1,6 @@
 from .audit import AuditEntry
 from .batches import Batch, BatchItem, FollowedAgent
+from .ended import EndedRun
 from .live import LiveEvent
 from .runs import ParkedCallRecord, RunRecord, ThreadMessage
 from .tokens import ApiToken
@@ -9,6 +10,7 @@ __all__ = [
     "AuditEntry",
     "Batch",
     "BatchItem",
+    "EndedRun",
     "FollowedAgent",
     "LiveEvent",
     "ParkedCallRecord",

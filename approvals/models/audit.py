@@ -81,21 +81,36 @@ class AuditEntryQuerySet(models.QuerySet["AuditEntry"]):
         *,
         agent_id: str | None = None,
         username: str | None = None,
+        tool_name: str | None = None,
         action: str | None = None,
         outcome: str | None = None,
+        search: str | None = None,
         start: datetime | None = None,
         end: datetime | None = None,
+        include_invalid: bool = True,
     ) -> AuditEntryQuerySet:
-        """The audit page's filters; ``None`` means "any"."""
+        """The audit page's filters; ``None`` means "any". ``search`` is part of a run, thread or
+        resource id; invalid attempts are kept apart from decisions: left out unless included (or
+        asked for by ``outcome``)."""
         qs = self
         if agent_id:
             qs = qs.filter(agent_id=agent_id)
         if username:
             qs = qs.filter(username=username)
+        if tool_name:
+            qs = qs.filter(tool_name=tool_name)
         if action:
             qs = qs.filter(action=action)
         if outcome:
             qs = qs.filter(outcome=outcome)
+        elif not include_invalid:
+            qs = qs.exclude(outcome=Outcome.INVALID)
+        if search:
+            qs = qs.filter(
+                models.Q(run_id__icontains=search)
+                | models.Q(thread_id__icontains=search)
+                | models.Q(resource_id__icontains=search)
+            )
         if start is not None:
             qs = qs.filter(created_at__gte=start)
         if end is not None:

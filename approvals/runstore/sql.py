@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from functools import cache
 
-from approvals.models import ParkedCallRecord, RunRecord, ThreadMessage
+from approvals.models import EndedRun, ParkedCallRecord, RunRecord, ThreadMessage
 from approvals.models.runs import RunStatus
 from approvals.runstore import audit as decision_records
 
@@ -22,7 +22,17 @@ _EXPIRED_SQL = (
 _FINISH_SQL = (
     f"DELETE FROM {RunRecord._meta.db_table}"
     f" WHERE run_id = %s AND version = %s AND status = '{RunStatus.RUNNING.value}' AND lease_expires_at >= %s"
-    " RETURNING agent_id, thread_id"
+    " RETURNING agent_id, thread_id, resource_id, parent_run_id, created_at"
+)
+#: The ended run's permanent record (``EndedRun``): the run's columns from ``ended``, then the
+#: parameters ended_at, status, detail, transcript. A run id ends once; should one ever come back,
+#: the first record stays and the run still ends.
+_RECORD_ENDED_SQL = (
+    f"INSERT INTO {EndedRun._meta.db_table}"
+    " (run_id, agent_id, thread_id, resource_id, parent_run_id, created_at, ended_at, status, detail,"
+    " transcript)"
+    " SELECT %s, agent_id, thread_id, resource_id, parent_run_id, created_at, %s, %s, %s, %s FROM ended"
+    " ON CONFLICT (run_id) DO NOTHING"
 )
 #: PostgreSQL: the same and the thread's new messages, in one statement.
 _FINISH_REMEMBERING_SQL = (
@@ -30,6 +40,7 @@ _FINISH_REMEMBERING_SQL = (
     f" INSERT INTO {ThreadMessage._meta.db_table} (agent_id, thread_id, messages, created_at)"
     " SELECT agent_id, thread_id, %s, now() FROM ended WHERE thread_id IS NOT NULL AND %s"
     " RETURNING 1),"
+    f" recorded AS ({_RECORD_ENDED_SQL} RETURNING 1),"
     f" settled AS ({decision_records.settle_sql(guard=' AND EXISTS (SELECT 1 FROM ended)')} RETURNING 1)"
     " SELECT count(*) FROM ended"
 )

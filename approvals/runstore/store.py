@@ -34,8 +34,9 @@ from agents_runtime.store import (
     StoredRun,
     Suspension,
 )
+from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import Outcome
-from approvals.models import AuditEntry, ThreadMessage
+from approvals.models import AuditEntry, EndedRun, ThreadMessage
 from approvals.models.runs import RunRecordQuerySet, RunStatus
 from approvals.runstore import audit as decision_records
 from approvals.runstore.decide import DecisionSteps
@@ -277,8 +278,9 @@ class DjangoRunStore(DecisionSteps, RunStore):
         # claim is reclaimed, never finished). The calls go with it (ON DELETE CASCADE). Raw SQL
         # for RETURNING, which tells the run's thread without a read of its own.
         connection = connections[self.using]
-        now = connection.ops.adapt_datetimefield_value(self.clock())
         outcome, detail = decision_records.ending_outcome(ending)
+        ended_at = self.clock()
+        now = connection.ops.adapt_datetimefield_value(ended_at)
         with self._connection_scope():
             if connection.vendor == "postgresql":
                 # One statement and no transaction around it: three round trips fewer on a path
@@ -286,10 +288,18 @@ class DjangoRunStore(DecisionSteps, RunStore):
                 messages = ThreadMessage._meta.get_field("messages").get_db_prep_value(
                     list(thread_messages), connection
                 )
+                record = ended_record(ending)
+                transcript = EndedRun._meta.get_field("transcript").get_db_prep_value(
+                    record["transcript"], connection
+                )
                 with connection.cursor() as cursor:
                     cursor.execute(
                         _FINISH_REMEMBERING_SQL,
-                        [run_id, version, now, messages, bool(thread_messages), outcome, detail, run_id],
+                        [
+                            *(run_id, version, now, messages, bool(thread_messages)),
+                            *(run_id, now, record["status"], record["detail"], transcript),
+                            *(outcome, detail, run_id),
+                        ],
                     )
                     (ended,) = cursor.fetchone()
                 return bool(ended)
@@ -298,11 +308,26 @@ class DjangoRunStore(DecisionSteps, RunStore):
                 row = cursor.fetchone()
                 if row is None:
                     return False
-                agent_id, thread_id = row
+                agent_id, thread_id, resource_id, parent_run_id, created_at = row
                 if thread_id is not None and thread_messages:
                     ThreadMessage.objects.using(self.using).create(
                         agent_id=agent_id, thread_id=thread_id, messages=list(thread_messages)
                     )
+                EndedRun.objects.using(self.using).bulk_create(
+                    [
+                        EndedRun(
+                            run_id=run_id,
+                            agent_id=agent_id,
+                            thread_id=thread_id,
+                            resource_id=resource_id,
+                            parent_run_id=parent_run_id,
+                            created_at=_raw_datetime(created_at),
+                            ended_at=ended_at,
+                            **ended_record(ending),
+                        )
+                    ],
+                    ignore_conflicts=True,
+                )
                 AuditEntry.objects.using(self.using).settle(run_id, outcome, detail)
                 return True
 
@@ -326,6 +351,24 @@ class DjangoRunStore(DecisionSteps, RunStore):
                         "Thread message row %s of %s/%s is not a JSON list; skipped", pk, agent_id, thread_id
                     )
             return messages
+
+
+def ended_record(ending: RunEnding | None) -> dict[str, Any]:
+    """The ``EndedRun`` columns that come from how the run ended (a run dropped without an ending,
+    e.g. a sub-agent's run its supervisor no longer waits on, is recorded as failed)."""
+    status, detail = Outcome.FAILED, ""
+    transcript: list[Any] = []
+    if ending is not None:
+        status = Outcome.COMPLETED if ending.status == "completed" else Outcome.FAILED
+        detail, transcript = clean_text(ending.detail), list(ending.transcript)
+    return {"status": status, "detail": detail, "transcript": transcript}
+
+
+def _raw_datetime(value: Any) -> datetime:
+    """A datetime column read with raw SQL: SQLite hands back the stored text (UTC)."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return _utc(value)
 
 
 # -- rows <-> records -----------------------------------------------------------------------------

@@ -9,7 +9,12 @@ user who may not act.
 
 from approvals.access import AUDIT_PERMISSION, DECIDE_PERMISSION, Access, AgentAccess
 from approvals.services.batches import batch_counts, batch_prepare, batch_run, batch_start
-from approvals.services.decisions import decision_approve, decision_decline, decision_resume
+from approvals.services.decisions import (
+    attempt_invalid_record,
+    decision_approve,
+    decision_decline,
+    decision_resume,
+)
 from approvals.services.outcomes import DecisionOutcome
 from approvals.services.runs import run_start
 
@@ -19,6 +24,7 @@ __all__ = [
     "Access",
     "AgentAccess",
     "DecisionOutcome",
+    "attempt_invalid_record",
     "batch_counts",
     "batch_prepare",
     "batch_run",

@@ -11,8 +11,10 @@ Audit policy: every decision that reached the runtime gets one row. A decision t
 is written by the run store in the very step that records it (``approvals.runstore.audit``), and
 settled there when the run goes on; this module writes the rows of attempts that changed nothing:
 lost races (``lost_race``: "already decided by X at T") and data the runtime refused (``invalid``).
-Answers that fail the form's own validation never reach the runtime and leave no row; neither does a
-decision on a run that no longer exists, or that the user may not see (``not_found``).
+Edited arguments, answers and reasons that fail the form's own validation never reach the runtime;
+they are recorded as ``invalid`` too (``attempt_invalid_record``: who, when, which call, the
+errors), kept apart from decisions by the audit log's default view. A decision on a run that no
+longer exists, or that the user may not see (``not_found``), leaves no row.
 """
 
 from __future__ import annotations
@@ -296,4 +298,47 @@ def decision_resume(
         action=DecisionAction.RESUME,
         resume_data=resume_data,
         confirm_rerun=confirm_rerun,
+    )
+
+
+def attempt_invalid_record(
+    access: Access | AgentAccess,
+    *,
+    run_id: str,
+    tool_call_id: str,
+    action: DecisionAction,
+    errors: str,
+) -> AuditEntry | None:
+    """Record an attempt whose data failed the form's validation (nothing reached the runtime).
+
+    The card shows the errors as before; the audit log keeps who tried what on which call, with the
+    errors, as an ``invalid`` attempt (hidden from its default view). Nothing is recorded for a run
+    no agent of the user's has waiting (the card then says it is gone).
+    """
+    if not isinstance(access, AgentAccess):
+        return None
+    who = access.access
+    who.require(DECIDE_PERMISSION, to="decide on suspended runs")
+    try:
+        run = async_to_sync(access.agent.get_suspended_run)(run_id)
+    except RunNotFound:
+        return None
+    call = next((c for c in run.tool_calls if c.tool_call_id == tool_call_id), None)
+    if call is None:
+        return None
+    return AuditEntry.objects.create(
+        created_at=timezone.now(),
+        user=who.user if getattr(who.user, "pk", None) else None,
+        username=who.username,
+        agent_id=access.agent.id,
+        run_id=run_id,
+        thread_id=run.thread_id or "",
+        resource_id=run.resource_id or "",
+        tool_call_id=tool_call_id,
+        tool_name=call.tool_name,
+        args=call.args,
+        suspend_payload=call.suspend_payload,
+        action=action,
+        outcome=Outcome.INVALID,
+        outcome_detail=clean_text(f"Not sent (the form refused it): {errors}"),
     )

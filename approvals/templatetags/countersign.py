@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from django import template
+from django.utils import timezone
 
-from approvals import dom_ids
+from approvals import dom_ids, times
 from approvals.cards import compact_json
 from approvals.display import reveal_invisible
 
@@ -56,3 +58,38 @@ def followed_agents(context: template.Context) -> str:
     if user is None or not user.is_authenticated:
         return "[]"
     return json.dumps(list(FollowedAgent.objects.filter(user=user).values_list("agent_id", flat=True)))
+
+
+@register.simple_tag
+def timestamp(moment: datetime | None, relative: bool = False) -> str:
+    """``{% timestamp moment %}``: ``<time>`` in the viewer's zone, UTC in its title (``approvals.times``);
+    ``relative=True`` for "3 min" that keeps ticking."""
+    return times.time_element(moment, relative=relative)
+
+
+@register.simple_tag(takes_context=True)
+def time_zone_options(context: template.Context) -> str:
+    """The profile menu's time zone ``<option>``s, the viewer's choice selected."""
+    request = context.get("request")
+    return times.zone_options(times.chosen_zone_name(request.COOKIES if request is not None else {}))
+
+
+@register.simple_tag
+def current_time_zone() -> str:
+    """The name of the zone this request's times are shown in (``America/New_York``)."""
+    return timezone.get_current_timezone_name()
+
+
+@register.filter
+def zone_label(name: str) -> str:
+    return times.zone_label(name)
+
+
+@register.simple_tag(takes_context=True)
+def time_zone_source(context: template.Context) -> str:
+    """Where this request's zone came from: ``chosen`` (profile menu), ``browser`` or ``default``."""
+    request = context.get("request")
+    cookies = request.COOKIES if request is not None else {}
+    if times.chosen_zone_name(cookies):
+        return "chosen"
+    return "browser" if times.zone(cookies.get(times.BROWSER_ZONE_COOKIE)) else "default"

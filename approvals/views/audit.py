@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Page, Paginator
-from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, QueryDict, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from approvals import cards
+from approvals import cards, queries
 from approvals.forms import AuditFilterForm
 from approvals.models.audit import RECORD_FIELDS, AuditEntry
 from approvals.services import AUDIT_PERMISSION
@@ -43,13 +45,39 @@ class _AuditPaginator(Paginator[AuditEntry]):
         return _AuditPage(*args, **kwargs)
 
 
+@dataclass(frozen=True)
+class DatePreset:
+    label: str
+    #: ISO dates, as the ``from`` and ``to`` of the query string.
+    start: str
+    end: str
+    active: bool
+
+
+def date_presets(data: QueryDict) -> list[DatePreset]:
+    """Today, the last 7 and the last 30 days, in the viewer's time zone, as ``from``/``to`` dates."""
+    today = timezone.localdate()
+    spans = (("Today", 0), ("Last 7 days", 6), ("Last 30 days", 29))
+    end = today.isoformat()
+    presets = []
+    for label, back in spans:
+        start = (today - timedelta(days=back)).isoformat()
+        presets.append(DatePreset(label, start, end, data.get("from") == start and data.get("to") == end))
+    return presets
+
+
+def _filter_form(request: HttpRequest) -> AuditFilterForm:
+    choices = queries.audit_choices(access_of(request).agent_ids)
+    return AuditFilterForm(request.GET, agents=choices.agents, users=choices.users, tools=choices.tools)
+
+
 @require_GET
 @login_required
 @permission_required(AUDIT_PERMISSION, to="read the audit log")
 def audit_log(request: HtmxHttpRequest) -> HttpResponse:
-    form = AuditFilterForm(request.GET)
+    form = _filter_form(request)
     visible = access_of(request).agent_ids
-    context: dict[str, Any] = {"form": form, "agents": visible}
+    context: dict[str, Any] = {"form": form, "agents": visible, "presets": date_presets(request.GET)}
     if not form.is_valid():
         return render_page(
             request,
@@ -100,7 +128,7 @@ def _csv_values(entry: AuditEntry) -> list[Any]:
 @login_required
 @permission_required(AUDIT_PERMISSION, to="export the audit log")
 def audit_export(request: HttpRequest) -> HttpResponseBase:
-    form = AuditFilterForm(request.GET)
+    form = _filter_form(request)
     if not form.is_valid():
         return render(request, "approvals/audit.html", {"form": form}, status=400)
     visible = access_of(request).agent_ids

@@ -18,7 +18,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from agents_runtime import Agent, AgentRunToolCall
-from agents_runtime.vocabulary import Outcome
+from agents_runtime.vocabulary import DecisionAction, Outcome
 from approvals import agents, call_views, cards, dom_ids, queries, services
 from approvals.access import Access, AgentAccess
 from approvals.forms import DeclineForm, EditedArgsForm
@@ -55,6 +55,19 @@ def _agent_for_post(request: HttpRequest, run_id: str) -> Access | AgentAccess:
 
 def _agent_id(target: Access | AgentAccess) -> str:
     return target.agent.id if isinstance(target, AgentAccess) else ""
+
+
+def _record_invalid(
+    target: Access | AgentAccess, run_id: str, tool_call_id: str, action: DecisionAction, form: Any
+) -> None:
+    """Keep the attempt in the audit log (apart from decisions); the card shows the errors as before."""
+    errors = "; ".join(
+        f"{name}: {' '.join(messages)}" if name != "__all__" else " ".join(messages)
+        for name, messages in form.errors.items()
+    )
+    services.attempt_invalid_record(
+        target, run_id=run_id, tool_call_id=tool_call_id, action=action, errors=errors
+    )
 
 
 def _rerun_confirmed(request: HttpRequest) -> bool:
@@ -161,12 +174,14 @@ def call_approve(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Ht
         )
         if args_form is not None:
             if not args_form.is_valid():
+                _record_invalid(target, run_id, tool_call_id, DecisionAction.APPROVE, args_form)
                 return errors(args_form=args_form)
             edited_args = args_form.resume_data
     elif "edited_args" in request.POST:
         # "Approve with these arguments": the card's JSON form (the advanced view).
         form = EditedArgsForm(request.POST, auto_id=f"{dom_ids.call_block_id(run_id, tool_call_id)}-%s")
         if not form.is_valid():
+            _record_invalid(target, run_id, tool_call_id, DecisionAction.APPROVE, form)
             return errors(edited_args_form=form)
         edited_args = form.cleaned_data["edited_args"]
     model_args = waiting[1].args if waiting is not None else None
@@ -222,6 +237,7 @@ def call_decline(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Ht
     agent_id = _agent_id(target)
     form = DeclineForm(request.POST, auto_id=f"{dom_ids.call_block_id(run_id, tool_call_id)}-%s")
     if not form.is_valid():
+        _record_invalid(target, run_id, tool_call_id, DecisionAction.DECLINE, form)
         return _card_with_errors(
             request, run_id=run_id, agent_id=agent_id, tool_call_id=tool_call_id, decline_form=form
         )
@@ -257,6 +273,7 @@ def call_resume(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Htt
     agent_id = target.agent.id
     form = cards.resume_form_for(call, run_id=run_id, data=request.POST)
     if not form.is_valid():
+        _record_invalid(target, run_id, tool_call_id, DecisionAction.RESUME, form)
         return _card_with_errors(
             request, run_id=run_id, agent_id=agent_id, tool_call_id=tool_call_id, resume_form=form
         )

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from agents_runtime.vocabulary import NO_EFFECT_OUTCOMES, Outcome
-from approvals import agents, cards, queries, services, tasks
+from approvals import agents, cards, queries, run_records, services, tasks
 from approvals.forms import InboxFilterForm, NewRunForm
 from approvals.services import DECIDE_PERMISSION
 from approvals.views.base import (
@@ -82,7 +82,10 @@ def inbox(request: HtmxHttpRequest, agent_id: str) -> HttpResponse:
 def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     access = access_of(request)
     visible = access.agent_ids
-    decisions = [d for d in queries.run_decisions(run_id) if d.agent_id in visible]
+    # Invalid attempts are kept apart from decisions (the audit log shows them on request).
+    decisions = [
+        d for d in queries.run_decisions(run_id) if d.agent_id in visible and d.outcome != Outcome.INVALID
+    ]
     context: dict[str, Any] = {
         "run_id": run_id,
         "decisions": decisions,
@@ -100,9 +103,12 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     found = queries.run_locate(run_id, agent_hint=request.GET.get("agent"), agent_ids=visible)
     if found is None:
         continuing = queries.run_continuing(run_id, agent_ids=visible)
+        record = None if continuing is not None else queries.run_record(run_id, agent_ids=visible)
         final = context["final"]
         if continuing is not None:
             context["continuing"] = cards.decided_calls(continuing)
+        elif record is not None:
+            context["record"] = run_records.record_view(record, decisions)
         elif final is not None and final.outcome == Outcome.CONTINUING:
             background = tasks.continuation_result(run_id)
             context["background"] = background
@@ -111,7 +117,7 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
             )
         # A live refetch of a run that vanished (decided outside the dashboard) still gets a 200:
         # htmx would not swap a 404, and the page would keep showing the old card.
-        if not decisions and continuing is None and not is_partial(request):
+        if not decisions and continuing is None and record is None and not is_partial(request):
             raise Http404("No run with this id is waiting, and no decision on it is on record.")
         return render_page(request, "approvals/run.html", "run-state", context)
     agent, run = found

@@ -185,3 +185,94 @@ def test_an_admin_designated_for_one_agent_audits_only_that_agent(
     assert response.status_code == 200
     assert b"run-help" in body
     assert b"run-boss" not in body and b"bossy" not in body
+
+
+def _csv(response: Any) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+
+
+def test_audit_filters_are_choices_from_the_registry_and_the_log(
+    agents: DashboardAgents, admin_member_client: Client
+) -> None:
+    entry(username="rita", tool_name="refund")
+    entry(username="sam", tool_name="legacy_tool", run_id="run-2")
+
+    html = admin_member_client.get("/audit/").content.decode()
+
+    assert '<select name="agent"' in html and '<option value="helpdesk">Help desk (helpdesk)</option>' in html
+    assert '<option value="boss">Boss (boss)</option>' in html  # registered, nothing logged yet
+    assert '<select name="user"' in html and '<option value="sam">sam</option>' in html
+    # Tools: every registered one (a sub-agent's too) and those the log still names.
+    for tool in ("refund", "schedule_maintenance", "wipe_disk", "legacy_tool"):
+        assert f'<option value="{tool}">{tool}</option>' in html
+    assert 'type="date" name="from"' in html and 'type="date" name="to"' in html
+    assert admin_member_client.get("/audit/?user=mallory").status_code == 400  # not a free-text id
+
+
+def test_audit_filters_by_tool_user_and_run_thread_or_resource_search_and_the_csv_follows(
+    agents: DashboardAgents, admin_member_client: Client
+) -> None:
+    entry(run_id="run-aaa111", thread_id="t-north", tool_name="refund")
+    entry(run_id="run-bbb222", resource_id="cust-42", tool_name="transfer", username="sam")
+    entry(run_id="run-ccc333", thread_id="t-south", tool_name="refund", username="sam")
+
+    def runs(query: str) -> list[str]:
+        rows = _csv(admin_member_client.get(f"/audit/export.csv?{query}"))
+        html = admin_member_client.get(f"/audit/?{query}").content.decode()
+        shown = sorted(r for r in ("run-aaa111", "run-bbb222", "run-ccc333") if f"<code>{r}</code>" in html)
+        assert shown == sorted(row["run_id"] for row in rows), query  # the CSV follows the filters
+        return shown
+
+    assert runs("tool=refund") == ["run-aaa111", "run-ccc333"]
+    assert runs("user=sam") == ["run-bbb222", "run-ccc333"]
+    assert runs("q=bbb") == ["run-bbb222"]
+    assert runs("q=north") == ["run-aaa111"]
+    assert runs("q=cust-4") == ["run-bbb222"]
+    assert runs("tool=refund&user=sam") == ["run-ccc333"]
+
+
+def test_audit_date_presets_are_links_in_the_viewers_time_zone(
+    agents: DashboardAgents, admin_member_client: Client
+) -> None:
+    entry(run_id="run-today")
+    entry(run_id="run-lastweek", created_at=timezone.now() - timedelta(days=5))
+    entry(run_id="run-lastmonth", created_at=timezone.now() - timedelta(days=20))
+    today = timezone.localdate()
+
+    html = admin_member_client.get("/audit/").content.decode()
+    presets = {
+        label: (today - timedelta(days=back)).isoformat()
+        for label, back in (("Today", 0), ("Last 7 days", 6), ("Last 30 days", 29))
+    }
+    for label, start in presets.items():
+        assert f'href="/audit/?from={start}&amp;to={today.isoformat()}"' in html, label
+    week = admin_member_client.get(f"/audit/?from={presets['Last 7 days']}&to={today.isoformat()}")
+    body = week.content.decode()
+    assert 'aria-current="true">Last 7 days</a>' in body
+    assert "run-today" in body and "run-lastweek" in body and "run-lastmonth" not in body
+
+
+def test_invalid_attempts_are_hidden_by_default_and_shown_on_request(
+    agents: DashboardAgents, reviewer_client: Client, admin_member_client: Client
+) -> None:
+    run = agents.start("helpdesk", "refund parcel")
+    call_id = run.tool_calls[0].tool_call_id
+    reviewer_client.post(
+        f"/runs/{run.run_id}/calls/{call_id}/approve", {"agent": "helpdesk", "edited_args": "{not json"}
+    )
+    reviewer_client.post(f"/runs/{run.run_id}/calls/{call_id}/approve", {"agent": "helpdesk"})
+
+    default = admin_member_client.get("/audit/").content.decode()
+    included = admin_member_client.get("/audit/?invalid=on").content.decode()
+
+    assert "<strong>1</strong> record" in default and "badge outcome-invalid" not in default
+    assert "invalid attempts hidden" in default
+    assert "<strong>2</strong> records" in included and "badge outcome-invalid" in included
+    assert "This is not valid JSON" in included
+    assert len(_csv(admin_member_client.get("/audit/export.csv"))) == 1
+    invalid_rows = _csv(admin_member_client.get("/audit/export.csv?invalid=on"))
+    assert [(r["username"], r["outcome"]) for r in invalid_rows] == [
+        ("rita", "invalid"),
+        ("rita", "completed"),
+    ]
+    assert "badge outcome-invalid" in admin_member_client.get("/audit/?outcome=invalid").content.decode()

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import copy
 import re
-from datetime import UTC, datetime
 from html.parser import HTMLParser
 from typing import Any
 
 from django import forms
-from django.template import Context, Template
 from django.template.loader import render_to_string
 from django.test import Client
-from django.utils import timezone
 
 from approvals import cards, field_views
 from approvals.forms import DeclineForm
@@ -310,15 +307,6 @@ def test_property_names_never_replace_the_forms_own_attributes() -> None:
 
 
 # --- The card's other precomputed text --------------------------------------------------------------
-
-
-def test_suspension_time_reads_as_the_date_filter_would() -> None:
-    moment = datetime(2026, 10, 1, 21, 30, 5, 123456, tzinfo=UTC)
-    template = Template('{{ t|date:"c" }}|{{ t|date:"Y-m-d H:i:s e" }}')
-
-    for zone in ("UTC", "Europe/Paris", "America/St_Johns"):
-        with timezone.override(zone):
-            assert "|".join(cards.stamp(moment)) == template.render(Context({"t": moment}))
 
 
 def test_card_urls_point_at_the_calls_endpoints(agents: DashboardAgents, reviewer_client: Client) -> None:

@@ -237,7 +237,9 @@ def test_malformed_edited_args_are_a_field_error_and_decide_nothing(
         assert textarea_text(html).removeprefix("\n") == posted.strip()  # what was typed is kept
     assert [r.run_id for r in agents.suspended("helpdesk")] == [run.run_id]
     assert agents.executed["refund"].count == 0
-    assert not AuditEntry.objects.exists()  # never reached the runtime
+    # Never reached the runtime: nothing decided, the attempts kept apart as invalid.
+    assert not AuditEntry.objects.winning().exists()
+    assert [(e.action, e.outcome) for e in AuditEntry.objects.all()] == [("approve", "invalid")] * 2
 
 
 def test_args_that_break_the_tools_parameters_are_refused_by_the_runtime_next_to_the_field(
@@ -334,8 +336,8 @@ def test_run_page_audit_log_and_csv_show_the_edited_arguments(
     assert "approved <code>refund</code> with edited arguments" in run_page  # the last decision
     assert "Approve with edited arguments</td>" in run_page  # the decisions table
     assert "&quot;amount_cents&quot;: 250" in run_page and "&quot;amount_cents&quot;: 500" in run_page
-    assert audit.count("Approve with edited arguments</td>") == 1
-    assert audit.count("<td>Approve</td>") == 1
+    assert audit.count(">Approve with edited arguments</span>") == 1
+    assert audit.count('data-label="Decision">Approve</span>') == 1
     assert "&quot;amount_cents&quot;: 250" in audit
     by_run = {row["run_id"]: row for row in rows}
     assert json.loads(by_run[run.run_id]["edited_args"]) == EDITED

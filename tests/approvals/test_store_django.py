@@ -149,13 +149,16 @@ def test_finishing_is_one_conditional_delete(store: DjangoRunStore) -> None:
     statements = [
         q["sql"] for q in queries if q["sql"].startswith(("SELECT", "UPDATE", "DELETE", "INSERT", "WITH"))
     ]
-    # On PostgreSQL the DELETE sits in a WITH that also remembers the thread's messages and settles
-    # the run's audit rows; SQLite settles them in a statement of its own, in the same transaction.
+    # On PostgreSQL the DELETE sits in a WITH that also remembers the thread's messages, writes the
+    # run's permanent record and settles the run's audit rows; SQLite writes the record and settles
+    # the rows in statements of their own, in the same transaction.
     assert "DELETE FROM approvals_run" in statements[0], statements
     if connection.vendor == "postgresql":
         assert len(statements) == 1, statements
+        assert "approvals_ended_run" in statements[0], statements
     else:
-        assert len(statements) == 2 and "approvals_auditentry" in statements[1], statements
+        assert len(statements) == 3, statements
+        assert "approvals_ended_run" in statements[1] and "approvals_auditentry" in statements[2], statements
 
 
 def test_a_claim_whose_lease_ran_out_cannot_finish(store: DjangoRunStore, clock: Clock) -> None:

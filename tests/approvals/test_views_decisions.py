@@ -140,7 +140,13 @@ def test_invalid_resume_data_shows_field_errors_and_leaves_the_run_waiting(
     assert "<html" in page.content.decode()  # without JavaScript: the run page with the errors
     assert [r.run_id for r in agents.suspended("helpdesk")] == [run.run_id]
     assert agents.executed["schedule_maintenance"].count == 0
-    assert not AuditEntry.objects.exists()
+    # Nothing decided; each attempt is on record as invalid (who, which call, the errors).
+    assert not AuditEntry.objects.winning().exists()
+    attempts = list(AuditEntry.objects.chronological())
+    assert [(e.username, e.action, e.outcome, e.tool_call_id) for e in attempts] == [
+        ("rita", "resume", "invalid", call.tool_call_id)
+    ] * 2
+    assert "start: This field is required." in attempts[0].outcome_detail
 
 
 def test_valid_resume_data_resumes_the_run(agents: DashboardAgents, reviewer_client: Client) -> None:

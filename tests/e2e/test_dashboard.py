@@ -129,7 +129,7 @@ def test_approve_replaces_the_card_with_the_completed_run(
     page.reload()
     expect(card(page, run_id)).to_have_count(0)
     page.goto(f"/runs/{run_id}/")
-    expect(page.get_by_role("heading", name="This run is no longer waiting")).to_be_visible()
+    expect(page.get_by_role("heading", name="Run record")).to_be_visible()
     row = page.locator("table tbody tr")
     expect(row).to_have_count(1)
     expect(row).to_contain_text("Approve")

@@ -58,8 +58,9 @@ def test_a_resume_answer_that_cannot_be_stored_is_a_field_error(
 
     assert hostile.ran == 0
     assert [r.run_id for r in hostile.suspended()] == [run.run_id]
-    assert not AuditEntry.objects.exists()
+    assert not AuditEntry.objects.winning().exists()  # only invalid attempts
     assert admin_member_client.get("/audit/").status_code == 200
+    assert admin_member_client.get("/audit/?invalid=on").status_code == 200
 
 
 def test_a_form_field_answer_that_cannot_be_stored_is_a_field_error(
