@@ -201,3 +201,22 @@ def run_transcript(messages: Sequence[ModelMessage]) -> tuple[dict[str, Any], ..
     the untrusted normal form like everything stored."""
     plain = clean_json(plain_messages(messages), max_depth=SNAPSHOT_MAX_DEPTH, what="a run's transcript")
     return tuple(plain)
+
+
+def waiting_chunks(run_id: str, listed: list[AgentRunToolCall]) -> list[Chunk]:
+    """What a run's stream says when it parks: each call it waits on, then ``finish: suspended``."""
+    chunks = []
+    for call in listed:
+        if call.requires_approval:
+            payload = {"tool_call_id": call.tool_call_id, "tool_name": call.tool_name, "args": call.args}
+            chunks.append(Chunk("tool-call-approval", run_id, payload))
+        else:
+            payload = {
+                "tool_call_id": call.tool_call_id,
+                "tool_name": call.tool_name,
+                "suspend_payload": call.suspend_payload,
+                "resume_schema": call.resume_schema,
+            }
+            chunks.append(Chunk("tool-call-suspended", run_id, payload))
+    chunks.append(Chunk("finish", run_id, {"status": "suspended"}))
+    return chunks

@@ -16,7 +16,7 @@ from pydantic_ai.run import AgentRunResultEvent
 
 from . import _pydantic
 from ._context import call_context, conversation_context, previous_answers
-from ._convert import chunk_for, listed_call, now, run_transcript, showing_edits
+from ._convert import chunk_for, listed_call, now, run_transcript, showing_edits, waiting_chunks
 from ._decisions import add_result
 from ._delegation import continue_inner, delegate, discard_inner_runs, mirror_inner_calls
 from ._host import RunAgent
@@ -203,29 +203,8 @@ async def store_suspension(
     elif await agent._store(agent.storage.resuspend, suspension, expected_version=claimed_version) is None:
         return lost_claim(agent, run_id, emit)
     listed = [listed_call(c) for c in suspension.calls if c.decision is None]
-    for call in listed:
-        if call.requires_approval:
-            emit(
-                Chunk(
-                    "tool-call-approval",
-                    run_id,
-                    {"tool_call_id": call.tool_call_id, "tool_name": call.tool_name, "args": call.args},
-                )
-            )
-        else:
-            emit(
-                Chunk(
-                    "tool-call-suspended",
-                    run_id,
-                    {
-                        "tool_call_id": call.tool_call_id,
-                        "tool_name": call.tool_name,
-                        "suspend_payload": call.suspend_payload,
-                        "resume_schema": call.resume_schema,
-                    },
-                )
-            )
-    emit(Chunk("finish", run_id, {"status": "suspended"}))
+    for chunk in waiting_chunks(run_id, listed):
+        emit(chunk)
     await agent._notify("run-suspended", run_id)
     return RunResult(run_id=run_id, status="suspended", tool_calls=listed)
 
