@@ -51,6 +51,26 @@
     expanded = [];
   });
 
+  // On a phone the filters start folded behind their button, unless they have something to say.
+  if (window.matchMedia("(max-width: 40rem)").matches) {
+    document.querySelectorAll("details.filter-panel").forEach(function (panel) {
+      if (!panel.querySelector(".field-errors")) panel.open = false;
+    });
+  }
+
+  // A decision sent back with errors: focus goes to the first invalid field (its row and any
+  // folded part opened), so the reviewer lands on what to fix.
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var config = event.detail.requestConfig;
+    if (!config || config.verb !== "post" || !event.target || !event.target.querySelector) return;
+    var invalid = event.target.querySelector("[aria-invalid='true']");
+    if (!invalid) return;
+    for (var up = invalid.parentElement; up; up = up.parentElement) {
+      if (up.tagName === "DETAILS") up.open = true;
+    }
+    invalid.focus();
+  });
+
   // After a decision replaces a card, move focus to its outcome so keyboard and screen reader users
   // land on what happened. The event fires on the new card (the old one, the target, is gone after an
   // outerHTML swap); live refetches (GET) must not move anyone's focus.

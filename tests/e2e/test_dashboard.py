@@ -375,7 +375,7 @@ def test_pages_have_no_console_errors_or_csp_violations(
     for agent_id in ("support", "ops", "coordinator"):
         page.goto(f"/agents/{agent_id}/")
         expect(page.locator("#run-list")).to_be_visible()
-        run_links.append(page.locator("#run-list .call-meta a").first.get_attribute("href"))
+        run_links.append(page.locator("#run-list .run-link").first.get_attribute("href"))
     for href in run_links:
         assert href is not None
         page.goto(href)

@@ -114,6 +114,7 @@ def test_every_page_fits_the_screen_and_passes_axe(
         ("run-finished", f"/runs/{decided_run}/"),
         ("audit", "/audit/"),
         ("new-run", "/runs/new/"),
+        ("api-tokens", "/account/api-tokens/"),
     ):
         response = page.goto(path, wait_until="networkidle")
         assert response is not None and response.status < 400, (path, response and response.status)
@@ -122,6 +123,36 @@ def test_every_page_fits_the_screen_and_passes_axe(
     login.goto("/accounts/login/")
     problems += check_page(login, "login", width)
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("path", ["/agents/support/", "/audit/"])
+def test_on_a_phone_the_filters_wait_behind_their_button(pages: Pages, path: str) -> None:
+    page = pages.open(ADMIN, width=390, height=800)
+    page.goto(path, wait_until="networkidle")
+    button = page.locator("summary.filter-toggle")
+    fields = page.locator("form.filters")
+    expect(fields).to_be_hidden()
+    button.click()
+    expect(fields).to_be_visible()
+    wide = pages.open(ADMIN, width=1400)
+    wide.goto(path, wait_until="networkidle")
+    expect(wide.locator("form.filters")).to_be_visible()
+    expect(wide.locator("summary.filter-toggle")).to_be_hidden()
+
+
+def test_after_an_error_focus_is_on_the_first_invalid_field(pages: Pages, server: Server) -> None:
+    (run_id,) = server.start_runs(
+        RunRequest("support", "Refund $77.00 on A-1042, it broke.", unique("invalid-focus"), "dana")
+    )
+    page = pages.open(ADMIN, width=1400)
+    page.goto(f"/runs/{run_id}/", wait_until="networkidle")
+    card = page.locator(f"#run-{run_id}")
+    card.get_by_text("Edit arguments", exact=True).click()
+    card.locator("form.edit-args-fields [name='args-order_id']").fill("")  # required
+    card.locator("form.edit-args-fields button[type=submit]").click()
+    invalid = card.locator("form.edit-args-fields [aria-invalid='true']").first
+    expect(invalid).to_be_focused()
+    expect(card.locator("form.edit-args-fields .field-errors").first).to_be_visible()
 
 
 def test_the_focus_ring_stands_out_from_the_page(pages: Pages, waiting_run: str) -> None:
