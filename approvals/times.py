@@ -12,6 +12,7 @@ the UTC time.
 from __future__ import annotations
 
 import functools
+import urllib.parse
 import zoneinfo
 from datetime import UTC, datetime
 
@@ -32,7 +33,12 @@ def zone_names() -> frozenset[str]:
 
 
 def zone(name: str | None) -> zoneinfo.ZoneInfo | None:
-    """The zone called ``name``, or None for a name that is not one (never a path or anything else)."""
+    """The zone called ``name``, or None for a name that is not one (never a path or anything else).
+
+    time.js writes the browser's zone URI-encoded (``America%2FNew_York``); Django does not decode
+    cookie values.
+    """
+    name = urllib.parse.unquote(name) if name else name
     if not name or name not in zone_names():
         return None
     return _zone(name)

@@ -264,6 +264,8 @@ def test_validation_errors_survive_a_live_refetch(pages: Pages, server: Server) 
     form.get_by_role("button", name="Resume").click()
     error = form.locator(".field-errors")
     expect(error).to_contain_text("greater than or equal to 5")
+    expect(form.get_by_label("Duration (minutes)")).to_be_focused()  # the first invalid field
+    page.locator("h1").click()  # focus leaves the form: refetches are no longer held for typing
 
     # Another run of the same agent suspends elsewhere: the (filtered) list refetches itself.
     with page.expect_response(lambda r: r.url.endswith(f"/agents/ops/?thread={thread}")):

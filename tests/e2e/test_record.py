@@ -14,6 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.card_rows import APPROVE, DECLINE, declining
 from tests.e2e.conftest import ADMIN, Pages, RunRequest, Server, screenshot, unique
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -56,7 +57,7 @@ def test_a_run_decided_to_the_end_is_opened_from_its_audit_row_as_a_permanent_re
     page = pages.open()
     page.context.add_init_script(path=AXE)
     page.goto(f"/runs/{run_id}/", wait_until="networkidle")
-    page.locator(f"#run-{run_id}").get_by_role("button", name="Approve", exact=True).click()
+    page.locator(f"#run-{run_id}").get_by_role("button", name=APPROVE).click()
     expect(page.locator(f"#run-{run_id} .outcome")).to_contain_text("Completed")
 
     page.goto(f"/audit/?q={run_id}", wait_until="networkidle")
@@ -98,7 +99,7 @@ def test_audit_filters_are_choices_and_dates_have_presets(pages: Pages, server: 
     page.context.add_init_script(path=AXE)
     for run_id in (refund_id, deploy_id):
         page.goto(f"/runs/{run_id}/", wait_until="networkidle")
-        page.locator(f"#run-{run_id}").get_by_role("button", name="Decline", exact=True).click()
+        declining(page.locator(f"#run-{run_id}")).get_by_role("button", name=DECLINE).click()
         expect(page.locator(f"#run-{run_id} .outcome")).to_be_visible()
 
     page.goto("/audit/", wait_until="networkidle")
@@ -139,14 +140,16 @@ def test_times_show_in_the_browsers_zone_with_utc_on_hover_and_the_profile_menu_
     page.goto("/", wait_until="networkidle")  # the first page tells the server the browser's zone
     page.goto(f"/runs/{run_id}/", wait_until="networkidle")
 
-    suspended = page.locator(f"#run-{run_id} .meta time").first
-    expect(suspended).to_have_text(re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d E[SD]T$"))
-    expect(suspended).to_have_attribute("title", re.compile(r"^UTC \d{4}-\d\d-\d\d \d\d:\d\d:\d\d$"))
-    waiting = page.locator(f"#run-{run_id} .meta time[data-relative]")
+    expect(page.locator("body")).to_have_attribute("data-time-zone", "America/New_York")  # told by time.js
+    # The call's "waiting" time: relative, its title the local time and zone, then UTC.
+    waiting = page.locator(f"#run-{run_id} .call-meta time[data-relative]")
     expect(waiting).to_have_text(re.compile(r"^(just now|\d+ min)$"))
-    utc = suspended.get_attribute("title") or ""
-    local_hour = int((suspended.text_content() or "")[11:13])
-    assert (local_hour - int(utc[15:17])) % 24 in (19, 20)  # UTC-5 (EST) or UTC-4 (EDT)
+    stamp = re.compile(r"^(\d{4}-\d\d-\d\d (\d\d):\d\d:\d\d) (\w+) · UTC \d{4}-\d\d-\d\d (\d\d):\d\d:\d\d$")
+    expect(waiting).to_have_attribute("title", stamp)
+    local = stamp.match(waiting.get_attribute("title") or "")
+    assert local is not None and local.group(3) in ("EST", "EDT")
+    assert (int(local.group(2)) - int(local.group(4))) % 24 in (19, 20)  # UTC-5 (EST) or UTC-4 (EDT)
+    utc = (waiting.get_attribute("title") or "").split(" · ")[1]
 
     page.locator(".profile-menu summary").click()
     page.get_by_label("Time zone").select_option("Asia/Tokyo")
@@ -154,9 +157,7 @@ def test_times_show_in_the_browsers_zone_with_utc_on_hover_and_the_profile_menu_
 
     expect(page).to_have_url(server.url(f"/runs/{run_id}/"))
     expect(page.locator(".profile-menu summary")).to_have_text("Times: Tokyo")
-    suspended = page.locator(f"#run-{run_id} .meta time").first
-    expect(suspended).to_have_text(re.compile(r" JST$"))
-    expect(suspended).to_have_attribute("title", utc)  # the same moment
+    expect(waiting).to_have_attribute("title", re.compile(rf" JST · {re.escape(utc)}$"))  # the same moment
 
     # Relative times tick without a reload.
     page.wait_for_load_state("networkidle")
