@@ -17,7 +17,7 @@ from django.views.decorators.csrf import csrf_exempt
 from agents_runtime import InvalidPagination, RunNotFound
 from agents_runtime.agent import DEFAULT_DECLINE_REASON
 from approvals.access import DECIDE_PERMISSION
-from approvals.api import params, streams
+from approvals.api import params, precheck, streams
 from approvals.api.auth import agent_access, require
 from approvals.api.errors import ApiError
 from approvals.api.serialize import run_json
@@ -120,6 +120,10 @@ async def _decision(request: HttpRequest, agent_id: str, action: params.Action) 
                 ],
             )
         tool_call_id = calls[0].tool_call_id
+    # Refused data is a 400 that leaves no trace: checked here, before the service records attempts.
+    precheck.check(
+        access.agent, next((c for c in calls if c.tool_call_id == tool_call_id), None), action, body
+    )
     if action == "approve":
         decide = partial(
             decisions.decision_approve,

@@ -283,6 +283,35 @@ async def test_resume_data_that_breaks_the_schema_is_400_and_the_run_still_waits
     body = json.loads(response.content)
     assert body["code"] == "invalid_decision" and body["issues"][0]["field"].startswith("resumeData")
     assert (await listing(api, "asker"))["total"] == 1
+    # A refused request changes nothing, the audit log included (the dashboard records its attempts).
+    assert await audit_rows() == []
+
+
+async def test_refused_decision_data_is_400_and_leaves_no_audit_row(
+    mastra: Runtime, reviewer_token: str
+) -> None:
+    api = Api(reviewer_token)
+    run = await start(api, "approver", "Please delete /tmp/e.txt")
+    ids = {"runId": run["runId"], "toolCallId": run["toolCallId"]}
+    refused = [
+        (f"{A}/approve-tool-call", {**ids, "editedArgs": {"path": 5}}, "editedArgs.path"),
+        (f"{A}/approve-tool-call", {**ids, "editedArgs": {"nope": "x"}}, "editedArgs"),
+        (f"{A}/resume-stream", {**ids, "resumeData": {"colour": "red"}}, "resumeData"),
+        (f"{A}/decline-tool-call", {**ids, "reason": "bad\u0000reason"}, "resumeData.reason"),
+    ]
+    for path, body, field in refused:
+        response = await api.post(path, body)
+        assert response.status_code == 400, (body, response.content)
+        answer = json.loads(response.content)
+        assert answer["code"] == "invalid_decision"
+        assert any(i["field"].startswith(field) for i in answer["issues"]), answer
+    asker = await start(api, "asker", "Pick a colour for cap")
+    response = await api.post(
+        f"{ASK}/approve-tool-call", {"runId": asker["runId"], "toolCallId": asker["toolCallId"]}
+    )
+    assert response.status_code == 400
+    assert await audit_rows() == []
+    assert (await listing(api))["total"] == 1 and (await listing(api, "asker"))["total"] == 1
 
 
 async def test_bad_bodies_are_400_and_change_nothing(mastra: Runtime, reviewer_token: str) -> None:
