@@ -191,6 +191,14 @@ RUN_LEASE_SECONDS = int(_env("RUN_LEASE_SECONDS", "300"))
 # Every logged-in user sees every agent (small teams); otherwise a group must grant each (access.py).
 COUNTERSIGN_OPEN_VISIBILITY = _env_bool("COUNTERSIGN_OPEN_VISIBILITY", default=False)
 
+# --- HTTP API -----------------------------------------------------------------------------------------
+
+# Decisions per API token: "<count>/<seconds>" (a fixed window; "0" turns the limit off). Counted in
+# Django's cache: per process with the default local-memory cache, shared when CACHES is shared.
+API_DECISION_RATE_LIMIT = _env("API_DECISION_RATE_LIMIT", "120/60")
+# The longest a decision's stream waits for a background worker's continuation to finish.
+API_STREAM_MAX_SECONDS = float(_env("API_STREAM_MAX_SECONDS", "600"))
+
 # --- Auth -------------------------------------------------------------------------------------------
 
 AUTHENTICATION_BACKENDS = [

@@ -20,6 +20,7 @@ from approvals.access import DECIDE_PERMISSION
 from approvals.api import params, precheck, streams
 from approvals.api.auth import agent_access, require
 from approvals.api.errors import ApiError
+from approvals.api.ratelimit import limit_decisions
 from approvals.api.serialize import run_json
 from approvals.services import decisions, runs
 
@@ -104,6 +105,7 @@ async def _decision(request: HttpRequest, agent_id: str, action: params.Action) 
     access = await agent_access(request, agent_id)
     body = params.decision_body(params.json_body(request), action)
     await require(access, DECIDE_PERMISSION, to="decide on suspended runs")
+    await limit_decisions(request)
     calls, args = await _parked(access, body.run_id)
     tool_call_id = body.tool_call_id
     if tool_call_id is None:
