@@ -199,6 +199,15 @@ API_DECISION_RATE_LIMIT = _env("API_DECISION_RATE_LIMIT", "120/60")
 # The longest a decision's stream waits for a background worker's continuation to finish.
 API_STREAM_MAX_SECONDS = float(_env("API_STREAM_MAX_SECONDS", "600"))
 
+# Webhooks out (approvals/webhooks): each POST's timeout, the waits between attempts, and how long
+# after its event a delivery is given up. Links in their bodies start with COUNTERSIGN_BASE_URL.
+WEBHOOK_TIMEOUT_SECONDS = float(_env("WEBHOOK_TIMEOUT_SECONDS", "10"))
+WEBHOOK_RETRY_SECONDS = [
+    float(s) for s in _env_list("WEBHOOK_RETRY_SECONDS", "5,300,1800,7200,18000,36000,36000")
+]
+WEBHOOK_GIVE_UP_SECONDS = float(_env("WEBHOOK_GIVE_UP_SECONDS", "86400"))
+COUNTERSIGN_BASE_URL = _env("COUNTERSIGN_BASE_URL", "")
+
 # --- Auth -------------------------------------------------------------------------------------------
 
 AUTHENTICATION_BACKENDS = [

@@ -2,6 +2,7 @@ from .audit import AuditEntry
 from .live import LiveEvent
 from .runs import ParkedCallRecord, RunRecord, ThreadMessage
 from .tokens import ApiToken
+from .webhooks import WebhookDelivery, WebhookEndpoint
 
 __all__ = [
     "ApiToken",
@@ -10,4 +11,6 @@ __all__ = [
     "ParkedCallRecord",
     "RunRecord",
     "ThreadMessage",
+    "WebhookDelivery",
+    "WebhookEndpoint",
 ]
