@@ -33,7 +33,9 @@ class AuditQuery(Wire):
     from_: datetime | date | None = Field(
         None, alias="from", description="From this moment (a date: its start, UTC)."
     )
-    to: datetime | date | None = Field(None, description="Up to this moment (a date: its end, UTC).")
+    to: datetime | date | None = Field(
+        None, description="Up to this moment (a date: its end, UTC); before `from` is a 400."
+    )
     page: int = Field(1, ge=1, description="1-based.")
     per_page: int = Field(50, ge=1, le=200)
 
