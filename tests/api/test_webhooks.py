@@ -183,9 +183,7 @@ async def test_a_receiver_that_keeps_failing_is_given_up_and_resent_by_hand(
     assert (delivery.status, delivery.attempts, delivery.last_error) == ("failed", 2, "HTTP 500")
 
     def resend_in_admin() -> None:
-        admin = _user("ada", "Admins")
-        admin.is_superuser = admin.is_staff = True
-        admin.save()
+        admin = _user("ada", "Admins")  # not a superuser: the Admins group may
         client = Client()
         client.force_login(admin)
         response = client.post(
@@ -194,6 +192,29 @@ async def test_a_receiver_that_keeps_failing_is_given_up_and_resent_by_hand(
         )
         assert response.status_code == 302
 
+    def register_in_admin() -> None:
+        client = Client()
+        client.force_login(_user("adele", "Admins"))
+        response = client.post(
+            "/admin/approvals/webhookendpoint/add/",
+            {
+                "url": "https://hooks.example.com/countersign",
+                "description": "",
+                "events": '["run.failed"]',
+                "agents": "[]",
+                "active": "on",
+                "secret": "whsec_" + base64.b64encode(b"k" * 32).decode(),
+            },
+        )
+        assert response.status_code == 302, response.content[:2000]
+        bad = client.post(
+            "/admin/approvals/webhookendpoint/add/",
+            {"url": "https://x.example", "events": '["nope"]', "agents": "[]", "secret": "plain"},
+        )
+        assert bad.status_code == 200 and b"errorlist" in bad.content
+
+    await sync_to_async(register_in_admin)()
+    assert await WebhookEndpoint.objects.filter(events=["run.failed"]).aexists()
     await sync_to_async(resend_in_admin)()
     await sync_to_async(wait_for)(settled)
     again = await WebhookDelivery.objects.aget()
