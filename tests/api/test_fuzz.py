@@ -7,6 +7,7 @@ request without a token, and what was refused changed neither the run store nor 
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -60,7 +61,12 @@ def test_the_api_keeps_to_its_document(fuzz_token: str, seeded: list[str], mastr
         excluded = [positive_data_acceptance] if operation.path == "/api/v1/audit" else []
 
         @given(case=operation.as_strategy())
-        @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+        @settings(
+            max_examples=int(os.environ.get("FUZZ_EXAMPLES", "40")),
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            database=None,
+        )
         def fuzz(case: Any) -> None:
             case.call_and_validate(
                 headers={"Authorization": f"Bearer {fuzz_token}"},

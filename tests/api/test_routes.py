@@ -142,6 +142,7 @@ async def test_bad_query_parameters_are_400_with_field_issues(mastra: Runtime, r
         ),
         "fromDate=yesterday": ("fromDate", "Invalid input: expected date, received Date"),
         "kind=other": ("kind", 'Invalid option: expected one of "approval"|"input"'),
+        "perPage=1&page=18446744073709551615": ("page", "Too big: expected number to be <=1000000000"),
     }
     for query, (field, message) in cases.items():
         response = await api.client.get(f"{A}/suspended-runs?{query}", headers=api.headers)

@@ -15,6 +15,9 @@ from pydantic.alias_generators import to_camel
 
 from agents_runtime.vocabulary import DecisionAction, Outcome
 
+#: Beyond any real audit log; keeps the offset a database integer.
+MAX_PAGE = 1_000_000
+
 
 class Wire(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
@@ -36,7 +39,7 @@ class AuditQuery(Wire):
     to: datetime | date | None = Field(
         None, description="Up to this moment (a date: its end, UTC); before `from` is a 400."
     )
-    page: int = Field(1, ge=1, description="1-based.")
+    page: int = Field(1, ge=1, le=MAX_PAGE, description="1-based.")
     per_page: int = Field(50, ge=1, le=200)
 
 
