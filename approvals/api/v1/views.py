@@ -58,11 +58,17 @@ def _json(model: BaseModel, status: int = 200) -> JsonResponse:
 
 
 def _moment(value: datetime | date | None, *, end_of_day: bool) -> datetime | None:
-    if value is None or isinstance(value, datetime):
-        if value is not None and value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
-        return value
-    return datetime.combine(value, time.max if end_of_day else time.min, tzinfo=UTC)
+    """A bound in UTC, as the audit page's form takes it (a date: its start, or its end)."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        return datetime.combine(value, time.max if end_of_day else time.min, tzinfo=UTC)
+    try:
+        # In UTC: PostgreSQL refuses offsets past 15:59, which ISO 8601 allows (up to 23:59).
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except OverflowError:
+        # Past the end (or before the start) of what a datetime holds in UTC: the end of time.
+        return datetime.max.replace(tzinfo=UTC) if value.year > 1 else datetime.min.replace(tzinfo=UTC)
 
 
 @api_view("GET")
