@@ -10,7 +10,7 @@ from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
 from django.http import HttpRequest
 
-from approvals.models import AuditEntry
+from approvals.models import AuditEntry, WebhookDelivery, WebhookEndpoint
 
 
 @admin.register(AuditEntry)
@@ -94,3 +94,45 @@ for model, model_admin in ((User, CountersignUserAdmin), (Group, CountersignGrou
     if admin.site.is_registered(model):
         admin.site.unregister(model)
     admin.site.register(model, model_admin)
+
+
+# -- webhooks ----------------------------------------------------------------------------------------
+
+
+@admin.register(WebhookEndpoint)
+class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
+    list_display = ["url", "description", "events", "agents", "active", "created_at"]
+    list_filter = ["active"]
+    fields = ["url", "description", "events", "agents", "active", "secret"]
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(admin.ModelAdmin[WebhookDelivery]):
+    """Deliveries are written by the sender; an admin reads them and may send one again."""
+
+    list_display = [
+        "created_at",
+        "event_type",
+        "endpoint",
+        "status",
+        "attempts",
+        "last_status_code",
+        "last_error",
+    ]
+    list_filter = ["status", "event_type", "endpoint"]
+    search_fields = ["message_id", "last_error"]
+    readonly_fields = [f.name for f in WebhookDelivery._meta.get_fields() if f.concrete]
+    actions = ["resend"]
+
+    @admin.action(description="Re-send the selected deliveries now (same webhook-id)")
+    def resend(self, request: HttpRequest, queryset: Any) -> None:
+        from approvals.webhooks import resend
+
+        count = resend(list(queryset))
+        self.message_user(request, f"{count} deliveries queued to be sent again.")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -11,9 +11,10 @@ from agents_runtime import Runtime
 def compose(runtime: Runtime) -> Runtime:
     """Wire ``runtime`` into the app and serve it: its runs are stored in the database (unless it
     brought a store), its events reach open pages, and decided runs continue in background tasks."""
-    from approvals import agents, live, tasks
+    from approvals import agents, live, tasks, webhooks
 
     runtime.add_listener(live.publish)
+    runtime.add_listener(webhooks.on_run_event)
     runtime.scheduler = tasks.schedule_continuation
     return agents.install(runtime)
 

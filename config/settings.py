@@ -196,6 +196,23 @@ RUN_RECORD_RETENTION_DAYS = int(_env("RUN_RECORD_RETENTION_DAYS", "0")) or None
 # Every logged-in user sees every agent (small teams); otherwise a group must grant each (access.py).
 COUNTERSIGN_OPEN_VISIBILITY = _env_bool("COUNTERSIGN_OPEN_VISIBILITY", default=False)
 
+# --- HTTP API -----------------------------------------------------------------------------------------
+
+# Decisions per API token: "<count>/<seconds>" (a fixed window; "0" turns the limit off). Counted in
+# Django's cache: per process with the default local-memory cache, shared when CACHES is shared.
+API_DECISION_RATE_LIMIT = _env("API_DECISION_RATE_LIMIT", "120/60")
+# The longest a decision's stream waits for a background worker's continuation to finish.
+API_STREAM_MAX_SECONDS = float(_env("API_STREAM_MAX_SECONDS", "600"))
+
+# Webhooks out (approvals/webhooks): each POST's timeout, the waits between attempts, and how long
+# after its event a delivery is given up. Links in their bodies start with COUNTERSIGN_BASE_URL.
+WEBHOOK_TIMEOUT_SECONDS = float(_env("WEBHOOK_TIMEOUT_SECONDS", "10"))
+WEBHOOK_RETRY_SECONDS = [
+    float(s) for s in _env_list("WEBHOOK_RETRY_SECONDS", "5,300,1800,7200,18000,36000,36000")
+]
+WEBHOOK_GIVE_UP_SECONDS = float(_env("WEBHOOK_GIVE_UP_SECONDS", "86400"))
+COUNTERSIGN_BASE_URL = _env("COUNTERSIGN_BASE_URL", "")
+
 # --- Auth -------------------------------------------------------------------------------------------
 
 AUTHENTICATION_BACKENDS = [

@@ -7,6 +7,8 @@ reviewer's browser.
 
 from __future__ import annotations
 
+from typing import Any
+
 from asgiref.sync import sync_to_async
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
@@ -19,7 +21,7 @@ from approvals.services.tokens import InvalidToken, authenticate
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="countersign"'}
 
 
-def _access(request: HttpRequest, agent_id: str) -> AgentAccess:
+def _user(request: HttpRequest) -> Any:
     header = request.headers.get("Authorization", "")
     scheme, _, raw = header.partition(" ")
     if scheme.lower() != "bearer" or not raw.strip():
@@ -33,6 +35,11 @@ def _access(request: HttpRequest, agent_id: str) -> AgentAccess:
         user = authenticate(raw.strip())
     except InvalidToken as exc:
         raise ApiError(401, f"Invalid API token ({exc})", "invalid_token", headers=_CHALLENGE) from None
+    return user
+
+
+def _access(request: HttpRequest, agent_id: str) -> AgentAccess:
+    user = _user(request)
     try:
         return Access.of(user).for_agent(agent_id)
     except agents.UnknownAgent:
@@ -46,6 +53,15 @@ async def agent_access(request: HttpRequest, agent_id: str) -> AgentAccess:
     """The agent with the token's user's right to it: 401 without a valid token, 404 for an unknown
     agent, 403 for an agent the user may not see."""
     return await sync_to_async(_access)(request, agent_id)
+
+
+def _user_access(request: HttpRequest) -> Access:
+    return Access.of(_user(request))
+
+
+async def user_access(request: HttpRequest) -> Access:
+    """The token's user's rights (every agent they may see): 401 without a valid token."""
+    return await sync_to_async(_user_access)(request)
 
 
 def _require(access: AgentAccess, permission: str, to: str) -> None:

@@ -19,6 +19,7 @@ from approvals.api.errors import invalid_body, invalid_query, issue
 
 Action = Literal["approve", "decline", "resume"]
 MAX_BODY_BYTES = 1024 * 1024
+MAX_NUMBER = 1_000_000_000
 _INT = re.compile(r"^\s*[+-]?\d+\s*$")
 
 
@@ -48,6 +49,10 @@ def _number(raw: str, field: str, *, minimum: int, issues: list[dict[str, str]])
         issues.append(issue(field, "Invalid input: expected int, received number"))
         return None
     number = int(value)
+    if number > MAX_NUMBER:
+        # Past any real listing, and past what a database offset holds.
+        issues.append(issue(field, f"Too big: expected number to be <={MAX_NUMBER}"))
+        return None
     if number < minimum:
         bound = ">0" if minimum == 1 else ">=0"
         issues.append(issue(field, f"Too small: expected number to be {bound}"))

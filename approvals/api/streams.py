@@ -5,8 +5,8 @@ request's thread. Its continuation runs as a task (``approvals.tasks``); with th
 that is inside this request, and its chunks reach the response through ``live.tapping`` as they
 come. The status line is chosen once the decision is known: a refusal (unknown run, lost race,
 refused data) is a 4xx JSON answer and nothing is streamed; an accepted decision is a 200 stream.
-With a ``db_worker`` the continuation runs elsewhere: the stream then ends at once (the decision is
-on record; the run's page and ``suspended-runs`` tell how it goes on).
+With a ``db_worker`` the continuation runs in another process: its chunks come through the channel
+layer, from the run's live group that the dashboard's run page watches too (``relay``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from agents_runtime import AgentRunToolCall, Chunk, RunStream
 from agents_runtime.vocabulary import Outcome
 from approvals import audit_channel, live
 from approvals.api.errors import ApiError
+from approvals.api.relay import RunFollower, continues_elsewhere
 from approvals.api.serialize import DONE, SSE_HEADERS, MastraEvents, frame, iso
 from approvals.services.outcomes import DecisionOutcome
 
@@ -106,6 +107,8 @@ async def decision_response(
     args: dict[str, Any],
     declined: dict[str, str],
 ) -> StreamingHttpResponse:
+    if continues_elsewhere():
+        return await _followed_decision(decide, run_id, calls=calls, args=args, declined=declined)
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[Chunk | None] = asyncio.Queue()
 
@@ -123,13 +126,7 @@ async def decision_response(
 
     first = await queue.get()
     if first is None:
-        try:
-            outcome = task.result()
-        except PermissionDenied as exc:
-            raise ApiError(403, str(exc), "permission_denied") from None
-        error = outcome_error(outcome, calls)
-        if error is not None:
-            raise error
+        _raise_refusal(task, calls)
 
     async def body() -> AsyncIterator[bytes]:
         events = MastraEvents(run_id, calls=calls, args=args, declined=declined)
@@ -139,5 +136,54 @@ async def decision_response(
                 yield frame(event)
             item = await queue.get()
         yield DONE
+
+    return _sse(body())
+
+
+def _raise_refusal(task: asyncio.Future[DecisionOutcome], calls: list[AgentRunToolCall]) -> DecisionOutcome:
+    try:
+        outcome = task.result()
+    except PermissionDenied as exc:
+        raise ApiError(403, str(exc), "permission_denied") from None
+    error = outcome_error(outcome, calls)
+    if error is not None:
+        raise error
+    return outcome
+
+
+async def _followed_decision(
+    decide: Callable[[], DecisionOutcome],
+    run_id: str,
+    *,
+    calls: list[AgentRunToolCall],
+    args: dict[str, Any],
+    declined: dict[str, str],
+) -> StreamingHttpResponse:
+    """The decision's continuation runs in a worker: its chunks come through the run's live group."""
+    follower = RunFollower(run_id)
+    # Joined before deciding: the worker may start (and finish) before the decision call returns.
+    await follower.__aenter__()
+    try:
+        with audit_channel.using("api"):
+            task = asyncio.ensure_future(sync_to_async(decide)())
+        await asyncio.wait([task])
+        outcome = _raise_refusal(task, calls)
+    except BaseException:
+        await follower.leave()
+        raise
+    if outcome.status != Outcome.CONTINUING:
+        # Nothing continues (another call of the run still waits): the stream ends here.
+        await follower.leave()
+
+    async def body() -> AsyncIterator[bytes]:
+        events = MastraEvents(run_id, calls=calls, args=args, declined=declined)
+        try:
+            if follower.joined:
+                async for chunk in follower.chunks():
+                    for event in events.events(chunk):
+                        yield frame(event)
+            yield DONE
+        finally:
+            await follower.leave()
 
     return _sse(body())

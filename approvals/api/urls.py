@@ -1,10 +1,14 @@
-"""``/api/``: Mastra's human-in-the-loop routes, as ``@mastra/client-js`` calls them."""
+"""``/api/``: Mastra's human-in-the-loop routes, as ``@mastra/client-js`` calls them; the native API
+under ``/api/v1/``; its OpenAPI document and a page listing its operations."""
 
 from django.urls import path
 
-from approvals.api import views
+from approvals.api import openapi, views
+from approvals.api.v1 import views as v1
 
 app_name = "api"
+
+RUN = "v1/agents/<str:agent_id>/runs/<str:run_id>"
 
 urlpatterns = [
     path("agents/<str:agent_id>/stream", views.stream, name="stream"),
@@ -12,4 +16,12 @@ urlpatterns = [
     path("agents/<str:agent_id>/approve-tool-call", views.approve_tool_call, name="approve"),
     path("agents/<str:agent_id>/decline-tool-call", views.decline_tool_call, name="decline"),
     path("agents/<str:agent_id>/resume-stream", views.resume_stream, name="resume"),
+    path("v1/agents", v1.agent_list, name="v1_agents"),
+    path(RUN, v1.run_detail, name="v1_run"),
+    path(f"{RUN}/calls/<str:tool_call_id>/approve", v1.approve, name="v1_approve"),
+    path(f"{RUN}/calls/<str:tool_call_id>/decline", v1.decline, name="v1_decline"),
+    path(f"{RUN}/calls/<str:tool_call_id>/resume", v1.resume, name="v1_resume"),
+    path("v1/audit", v1.audit_log, name="v1_audit"),
+    path("openapi.json", openapi.document_view, name="openapi"),
+    path("docs/", openapi.docs_page, name="docs"),
 ]

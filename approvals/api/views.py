@@ -17,9 +17,10 @@ from django.views.decorators.csrf import csrf_exempt
 from agents_runtime import InvalidPagination, RunNotFound
 from agents_runtime.agent import DEFAULT_DECLINE_REASON
 from approvals.access import DECIDE_PERMISSION
-from approvals.api import params, streams
+from approvals.api import params, precheck, streams
 from approvals.api.auth import agent_access, require
 from approvals.api.errors import ApiError
+from approvals.api.ratelimit import limit_decisions
 from approvals.api.serialize import run_json
 from approvals.services import decisions, runs
 
@@ -104,6 +105,7 @@ async def _decision(request: HttpRequest, agent_id: str, action: params.Action) 
     access = await agent_access(request, agent_id)
     body = params.decision_body(params.json_body(request), action)
     await require(access, DECIDE_PERMISSION, to="decide on suspended runs")
+    await limit_decisions(request)
     calls, args = await _parked(access, body.run_id)
     tool_call_id = body.tool_call_id
     if tool_call_id is None:
@@ -120,6 +122,10 @@ async def _decision(request: HttpRequest, agent_id: str, action: params.Action) 
                 ],
             )
         tool_call_id = calls[0].tool_call_id
+    # Refused data is a 400 that leaves no trace: checked here, before the service records attempts.
+    precheck.check(
+        access.agent, next((c for c in calls if c.tool_call_id == tool_call_id), None), action, body
+    )
     if action == "approve":
         decide = partial(
             decisions.decision_approve,

@@ -4,6 +4,7 @@ from .ended import EndedRun
 from .live import LiveEvent
 from .runs import ParkedCallRecord, RunRecord, ThreadMessage
 from .tokens import ApiToken
+from .webhooks import WebhookDelivery, WebhookEndpoint
 
 __all__ = [
     "ApiToken",
@@ -16,4 +17,6 @@ __all__ = [
     "ParkedCallRecord",
     "RunRecord",
     "ThreadMessage",
+    "WebhookDelivery",
+    "WebhookEndpoint",
 ]

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
+import os
+import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from django.test import Client
@@ -137,6 +142,7 @@ async def test_bad_query_parameters_are_400_with_field_issues(mastra: Runtime, r
         ),
         "fromDate=yesterday": ("fromDate", "Invalid input: expected date, received Date"),
         "kind=other": ("kind", 'Invalid option: expected one of "approval"|"input"'),
+        "perPage=1&page=18446744073709551615": ("page", "Too big: expected number to be <=1000000000"),
     }
     for query, (field, message) in cases.items():
         response = await api.client.get(f"{A}/suspended-runs?{query}", headers=api.headers)
@@ -283,6 +289,35 @@ async def test_resume_data_that_breaks_the_schema_is_400_and_the_run_still_waits
     body = json.loads(response.content)
     assert body["code"] == "invalid_decision" and body["issues"][0]["field"].startswith("resumeData")
     assert (await listing(api, "asker"))["total"] == 1
+    # A refused request changes nothing, the audit log included (the dashboard records its attempts).
+    assert await audit_rows() == []
+
+
+async def test_refused_decision_data_is_400_and_leaves_no_audit_row(
+    mastra: Runtime, reviewer_token: str
+) -> None:
+    api = Api(reviewer_token)
+    run = await start(api, "approver", "Please delete /tmp/e.txt")
+    ids = {"runId": run["runId"], "toolCallId": run["toolCallId"]}
+    refused = [
+        (f"{A}/approve-tool-call", {**ids, "editedArgs": {"path": 5}}, "editedArgs.path"),
+        (f"{A}/approve-tool-call", {**ids, "editedArgs": {"nope": "x"}}, "editedArgs"),
+        (f"{A}/resume-stream", {**ids, "resumeData": {"colour": "red"}}, "resumeData"),
+        (f"{A}/decline-tool-call", {**ids, "reason": "bad\u0000reason"}, "resumeData.reason"),
+    ]
+    for path, body, field in refused:
+        response = await api.post(path, body)
+        assert response.status_code == 400, (body, response.content)
+        answer = json.loads(response.content)
+        assert answer["code"] == "invalid_decision"
+        assert any(i["field"].startswith(field) for i in answer["issues"]), answer
+    asker = await start(api, "asker", "Pick a colour for cap")
+    response = await api.post(
+        f"{ASK}/approve-tool-call", {"runId": asker["runId"], "toolCallId": asker["toolCallId"]}
+    )
+    assert response.status_code == 400
+    assert await audit_rows() == []
+    assert (await listing(api))["total"] == 1 and (await listing(api, "asker"))["total"] == 1
 
 
 async def test_bad_bodies_are_400_and_change_nothing(mastra: Runtime, reviewer_token: str) -> None:
@@ -412,10 +447,15 @@ def test_the_audit_log_says_via_api_and_the_csv_ends_with_the_channel(
     assert 'rita <span class="muted">via API</span>' in client.get("/audit/").content.decode()
 
 
-async def test_with_a_db_worker_an_approval_streams_only_its_end(
-    mastra: Runtime, reviewer_token: str, settings: Any
+@pytest.mark.slow
+async def test_with_a_db_worker_the_stream_relays_the_workers_chunks_to_the_end(
+    mastra: Runtime, reviewer_token: str, settings: Any, artifacts_dir: Path
 ) -> None:
-    """The continuation waits for a ``db_worker``: the decision is on record, the stream ends at once."""
+    """The continuation runs in a real ``db_worker`` process; its chunks reach the HTTP stream through
+    the channel layer (the run's live group), and the stream ends at the run's finish."""
+    from tests.approvals.test_live_output import _database_url
+    from tests.live import server
+
     settings.TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
     api = Api(reviewer_token)
     run = await start(api, "approver", "Please delete /tmp/later.txt")
@@ -423,6 +463,36 @@ async def test_with_a_db_worker_an_approval_streams_only_its_end(
         f"{A}/approve-tool-call", {"runId": run["runId"], "toolCallId": run["toolCallId"]}
     )
     assert response.status_code == 200
-    assert events(await read(response)) == ["[DONE]"]
+    # The decision is on record before the worker starts; the stream waits for the worker.
     assert await audit_rows() == [("rita", "approve", "continuing", "api")]
+    # The worker reaches this process as the dashboard's worker does: Redis if the suite uses it,
+    # else the outbox table.
+    env = server.env_for(_database_url(), redis_url=os.environ.get("REDIS_URL"), tasks_backend="database")
+    env["AGENTS_RUNTIME"] = "tests.api.mastra_agents:runtime"
+    log = (artifacts_dir / "db_worker.log").open("wb")
+    worker = await asyncio.create_subprocess_exec(
+        sys.executable,
+        server.MANAGE,
+        "db_worker",
+        "--batch",
+        "--no-startup-delay",
+        "--no-reload",
+        cwd=server.ROOT,
+        env=env,
+        stdout=log,
+        stderr=log,
+    )
+    try:
+        sent = events(await asyncio.wait_for(read(response), timeout=60))
+        assert await asyncio.wait_for(worker.wait(), timeout=60) == 0
+    finally:
+        if worker.returncode is None:
+            worker.kill()
+            await worker.wait()
+        log.close()
+    kinds = [e if e == "[DONE]" else e["type"] for e in sent]
+    assert kinds[0] == "tool-result" and kinds[-2:] == ["finish", "[DONE]"], kinds
+    assert sent[0]["payload"]["result"] == {"deleted": "/tmp/later.txt"}
+    text = "".join(e["payload"]["text"] for e in sent[:-1] if e["type"] == "text-delta")
+    assert "MODEL_SAW_TOOL_RESULTS" in text
     assert (await listing(api))["total"] == 0

@@ -1,0 +1,224 @@
+"""The native API's OpenAPI 3.1 document, built from the pydantic models its views validate with.
+
+No library: the maintained generators (django-ninja, drf-spectacular) bring their own routing and
+view layer, and the views here are plain async Django views (the Mastra routes stream). pydantic
+already writes JSON Schema 2020-12, which OpenAPI 3.1 takes as it is; this module only adds the
+operations around it. ``OPERATIONS`` is the one list of what each route takes and answers; a test
+checks it against the URL configuration so a route cannot go undocumented.
+
+The Mastra-compatible routes (``/api/agents/...``) are described by Mastra's own client and are not
+in this document: their bodies follow zod's rules and messages, not these models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from approvals.api.v1 import schemas as s
+
+REF = "#/components/schemas/{model}"
+
+
+@dataclass(frozen=True)
+class Operation:
+    method: str
+    path: str
+    operation_id: str
+    summary: str
+    ok: type[BaseModel]
+    query: type[BaseModel] | None = None
+    body: type[BaseModel] | None = None
+    errors: tuple[int, ...] = (401, 403, 404)
+    tags: tuple[str, ...] = field(default=("v1",))
+
+
+_RUN = "/api/v1/agents/{agentId}/runs/{runId}"
+_DECISION_ERRORS = (400, 401, 403, 404, 409, 429)
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "get",
+        "/api/v1/agents",
+        "listAgents",
+        "The agents the token's user may see, with pending counts",
+        s.AgentList,
+        errors=(401,),
+    ),
+    Operation("get", _RUN, "getRun", "One suspended run: its parked calls and conversation", s.RunOut),
+    Operation(
+        "post",
+        _RUN + "/calls/{toolCallId}/approve",
+        "approveCall",
+        "Approve a parked call (optionally with edited arguments)",
+        s.DecisionOut,
+        body=s.ApproveBody,
+        errors=_DECISION_ERRORS,
+    ),
+    Operation(
+        "post",
+        _RUN + "/calls/{toolCallId}/decline",
+        "declineCall",
+        "Decline a parked call; the model receives the reason",
+        s.DecisionOut,
+        body=s.DeclineBody,
+        errors=_DECISION_ERRORS,
+    ),
+    Operation(
+        "post",
+        _RUN + "/calls/{toolCallId}/resume",
+        "resumeCall",
+        "Answer a suspend()-ed call with data valid against its resume schema",
+        s.DecisionOut,
+        body=s.ResumeBody,
+        errors=_DECISION_ERRORS,
+    ),
+    Operation(
+        "get",
+        "/api/v1/audit",
+        "listAuditEntries",
+        "The audit log of the user's agents, filtered as on the audit page, newest first",
+        s.AuditPage,
+        query=s.AuditQuery,
+        errors=(400, 401, 403),
+    ),
+)
+
+_REASONS = {
+    400: "Invalid query or body: `issues` names each field",
+    401: "No valid Bearer token",
+    403: "The user may not see this agent, or lacks the permission",
+    404: "Unknown agent, or no such suspended run / parked call",
+    409: "Already decided (by whom, when), or a rerun not confirmed",
+    429: "Too many decisions with this token: see Retry-After",
+}
+
+
+def _path_parameters(path: str) -> list[dict[str, Any]]:
+    names = [part[1:-1] for part in path.split("/") if part.startswith("{")]
+    return [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
+        for name in names
+    ]
+
+
+def _query_parameters(model: type[BaseModel], schema: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    required = set(schema.get("required", []))
+    for name, prop in schema["properties"].items():
+        out.append({"name": name, "in": "query", "required": name in required, "schema": prop})
+    return out
+
+
+@cache
+def document() -> dict[str, Any]:
+    models: set[type[BaseModel]] = {s.ErrorOut}
+    for op in OPERATIONS:
+        models.update(m for m in (op.ok, op.body) if m is not None)
+    keys: list[tuple[type[BaseModel], Any]] = [(m, "serialization") for m in models]
+    keys += [(op.body, "validation") for op in OPERATIONS if op.body is not None]
+    refs, defs = models_json_schema(keys, ref_template=REF, by_alias=True)
+    components = defs.get("$defs", {})
+    paths: dict[str, dict[str, Any]] = {}
+    for op in OPERATIONS:
+        entry: dict[str, Any] = {
+            "operationId": op.operation_id,
+            "summary": op.summary,
+            "tags": list(op.tags),
+            "parameters": _path_parameters(op.path),
+            "responses": {
+                "200": {
+                    "description": "OK",
+                    "content": {"application/json": {"schema": refs[(op.ok, "serialization")]}},
+                },
+                **{
+                    str(code): {
+                        "description": _REASONS[code],
+                        "content": {"application/json": {"schema": refs[(s.ErrorOut, "serialization")]}},
+                        **(
+                            {"headers": {"Retry-After": {"schema": {"type": "integer"}}}}
+                            if code == 429
+                            else {}
+                        ),
+                    }
+                    for code in op.errors
+                },
+            },
+        }
+        if op.query is not None:
+            query_schema = op.query.model_json_schema(by_alias=True, ref_template=REF)
+            entry["parameters"] += _query_parameters(op.query, query_schema)
+        if op.body is not None:
+            entry["requestBody"] = {
+                "required": True,
+                "content": {"application/json": {"schema": refs[(op.body, "validation")]}},
+            }
+        paths.setdefault(op.path, {})[op.method] = entry
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Countersign API",
+            "version": "1",
+            "description": "The native API of Countersign's approval desk. Every route takes "
+            "`Authorization: Bearer <token>` (tokens: the dashboard's API tokens page).",
+        },
+        "servers": [{"url": "/"}],
+        "security": [{"bearer": []}],
+        "paths": paths,
+        "components": {
+            "schemas": components,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }
+
+
+@require_GET
+def document_view(request: HttpRequest) -> JsonResponse:
+    return JsonResponse(document(), json_dumps_params={"indent": 1})
+
+
+@require_GET
+def docs_page(request: HttpRequest) -> HttpResponse:
+    """The operations as a plain page (no script): each with its parameters, body and answers."""
+    doc = document()
+    operations = []
+    for path, methods in doc["paths"].items():
+        for method, op in methods.items():
+            body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+            operations.append(
+                {
+                    "method": method.upper(),
+                    "path": path,
+                    "id": op["operationId"],
+                    "summary": op["summary"],
+                    "parameters": op["parameters"],
+                    "body": body["$ref"].rsplit("/", 1)[-1] if body else None,
+                    "responses": [
+                        (
+                            code,
+                            r["description"],
+                            r["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1],
+                        )
+                        for code, r in op["responses"].items()
+                    ],
+                }
+            )
+    schemas = sorted(doc["components"]["schemas"].items())
+    return render(
+        request,
+        "approvals/api_docs.html",
+        {"operations": operations, "schemas": [(name, _pretty(schema)) for name, schema in schemas]},
+    )
+
+
+def _pretty(schema: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(schema, indent=2, ensure_ascii=False)

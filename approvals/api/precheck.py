@@ -1,0 +1,103 @@
+"""A decision's data checked against the parked call's tool before the decision service sees it.
+
+The decision service records every attempt that reaches the runtime, refused data included (the
+dashboard keeps those on the audit log). An API request that is refused must change nothing, the
+audit log included, so the API checks the data first with the runtime's own checks (the storable-data
+check and the tool's validators) and answers 400 without calling the service. The runtime checks
+again when the decision lands (the call may have changed in between: then the service's row stands).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents_runtime import Agent, AgentRunToolCall, InvalidResumeData, Tool
+from agents_runtime.untrusted import check_decision
+from agents_runtime.vocabulary import DecisionAction
+from approvals.api.errors import ApiError
+from approvals.api.params import Action, Decision
+
+
+def _tool(agent: Agent, name: str) -> Tool | None:
+    for candidate in agent.tools:
+        if candidate.name == name:
+            return candidate
+    for sub in agent.agents:
+        found = _tool(sub, name)
+        if found is not None:
+            return found
+    return None
+
+
+def _refusal(exc: InvalidResumeData, root: str) -> ApiError:
+    issues = [
+        {"field": ".".join([root, *(str(p) for p in e.get("loc", ()))]), "message": str(e.get("msg", ""))}
+        for e in exc.errors
+    ] or [{"field": root, "message": str(exc)}]
+    return ApiError(400, "Invalid request body", "invalid_decision", issues=issues, detail=str(exc))
+
+
+def _approval_answer(data: Any) -> bool:
+    """``{"approved": bool, "reason"?: str}``: the only resume data an approval takes."""
+    return (
+        isinstance(data, dict)
+        and set(data) in ({"approved"}, {"approved", "reason"})
+        and isinstance(data["approved"], bool)
+        and isinstance(data.get("reason", ""), str)
+    )
+
+
+def check(agent: Agent, call: AgentRunToolCall | None, action: Action, body: Decision) -> None:
+    """Raise the 400 the runtime would refuse this decision with; ``None`` when it would take it.
+
+    ``call`` is the parked call the decision names (``None``: unknown, left to the service's 404).
+    """
+    verb = DecisionAction(action)
+    try:
+        check_decision(
+            verb,
+            reason=body.reason if action == "decline" else None,
+            resume_data=body.resume_data,
+            edited_args=body.edited_args,
+        )
+    except InvalidResumeData as exc:
+        raise _refusal(
+            exc, "editedArgs" if body.edited_args is not None and action == "approve" else "resumeData"
+        ) from None
+    if call is None or action == "decline":
+        return
+    tool = _tool(agent, call.tool_name)
+    if call.requires_approval:
+        if action == "resume" and not _approval_answer(body.resume_data):
+            raise ApiError(
+                400,
+                "Invalid request body",
+                "invalid_decision",
+                issues=[
+                    {
+                        "field": "resumeData",
+                        "message": 'expected {"approved": bool} or {"approved": bool, "reason": str}',
+                    }
+                ],
+                detail=f"Tool call {call.tool_call_id!r} waits for approval",
+            )
+        if action == "approve" and body.edited_args is not None and tool is not None:
+            try:
+                tool.validate_args(body.edited_args)
+            except InvalidResumeData as exc:
+                raise _refusal(exc, "editedArgs") from None
+        return
+    if action == "approve":
+        raise ApiError(
+            400,
+            "Invalid request body",
+            "invalid_decision",
+            issues=[
+                {"field": "toolCallId", "message": "The call called suspend(): answer it with resume-stream"}
+            ],
+        )
+    if tool is not None:
+        try:
+            tool.validate_resume_data(body.resume_data)
+        except InvalidResumeData as exc:
+            raise _refusal(exc, "resumeData") from None

@@ -1,0 +1,90 @@
+"""A continuation that runs in another process (a ``db_worker``), followed through the channel layer.
+
+The dashboard's run page watches a run's output in the run's group (``live.run_group``): with Redis
+the worker sends each chunk there, with the in-process layer it writes them to the outbox, which
+this process's relay forwards to the same group. The API's decision stream joins that group (through
+this process's ``live.fanout``, as a page does) before the decision is made, so it misses nothing the
+continuation sends, and ends at the run's ``finish`` (success, suspension or failure).
+
+A worker that dies before its ``finish`` sends nothing more: the stream also ends once the task
+backend reports the continuation over, and at the latest after ``API_STREAM_MAX_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.tasks.backends.immediate import ImmediateBackend
+
+from agents_runtime import Chunk
+from approvals import live, tasks
+
+#: How often a stream waiting on a worker asks the task backend whether the continuation is over.
+POLL_SECONDS = 2.0
+
+
+def continues_elsewhere() -> bool:
+    """True when a decided run goes on in a worker process, not in the deciding request."""
+    return not isinstance(tasks.continue_run.get_backend(), ImmediateBackend)
+
+
+class RunFollower:
+    """Member of a run's live group for one API stream: the group's chunks, in order, until ``finish``."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.group = live.run_group(run_id)
+        self.queue: asyncio.Queue[Chunk] = asyncio.Queue()
+        self.joined = False
+
+    async def __aenter__(self) -> RunFollower:
+        await live.relay.ensure_started()
+        await live.fanout.join(self.group, self)
+        self.joined = True
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.leave()
+
+    async def leave(self) -> None:
+        if self.joined:
+            self.joined = False
+            await live.fanout.leave(self.group, self)
+
+    async def forward(self, message: dict[str, Any]) -> None:
+        body = message.get("chunk")
+        if message.get("type") != "run.chunk" or not isinstance(body, dict):
+            return
+        if body.get("run_id") != self.run_id:
+            return
+        self.queue.put_nowait(Chunk(body["type"], self.run_id, body.get("payload") or {}))
+
+    async def chunks(self) -> AsyncIterator[Chunk]:
+        """The continuation's chunks up to and including its ``finish``; leaves the group at the end."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + float(getattr(settings, "API_STREAM_MAX_SECONDS", 600))
+        try:
+            while loop.time() < deadline:
+                try:
+                    chunk = await asyncio.wait_for(self.queue.get(), POLL_SECONDS)
+                except TimeoutError:
+                    if await self._over():
+                        # Anything sent just before the end is already on its way: take it.
+                        await asyncio.sleep(POLL_SECONDS / 4)
+                        while not self.queue.empty():
+                            yield self.queue.get_nowait()
+                        return
+                    continue
+                yield chunk
+                if chunk.type == "finish":
+                    return
+        finally:
+            await self.leave()
+
+    async def _over(self) -> bool:
+        result = await sync_to_async(tasks.continuation_result)(self.run_id)
+        return result is not None and result.status != "running"

@@ -1,0 +1,174 @@
+"""The native API's shapes: one pydantic definition per body, query and answer.
+
+The views validate requests with these models and build their answers with them; the OpenAPI
+document (``approvals.api.openapi``) is generated from the same models' JSON Schema, so the
+document cannot drift from what the routes accept and send. Field names are camelCase on the wire.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic.alias_generators import to_camel
+
+from agents_runtime.vocabulary import DecisionAction, Outcome
+
+#: Beyond any real audit log; keeps the offset a database integer.
+MAX_PAGE = 1_000_000
+
+
+class Wire(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+# -- requests ------------------------------------------------------------------------------------
+
+
+class AuditQuery(Wire):
+    """The audit log's filters, as on the dashboard's audit page (``AuditFilterForm``)."""
+
+    agent: str | None = Field(None, max_length=255, description="Only this agent's entries.")
+    user: str | None = Field(None, max_length=150, description="Only decisions by this user.")
+    action: DecisionAction | None = None
+    outcome: Outcome | None = None
+    from_: datetime | date | None = Field(
+        None, alias="from", description="From this moment (a date: its start, UTC)."
+    )
+    to: datetime | date | None = Field(
+        None, description="Up to this moment (a date: its end, UTC); before `from` is a 400."
+    )
+    page: int = Field(1, ge=1, le=MAX_PAGE, description="1-based.")
+    per_page: int = Field(50, ge=1, le=200)
+
+
+class ApproveBody(Wire):
+    edited_args: dict[str, JsonValue] | None = Field(
+        None, description="Run the tool with these arguments (the whole object) instead of the model's."
+    )
+    confirm_rerun: bool = Field(
+        False, description="Needed when the call's tool started in a continuation that died."
+    )
+
+
+class DeclineBody(Wire):
+    reason: str = Field("", max_length=10_000, description="What the model receives as the tool's result.")
+
+
+class ResumeBody(Wire):
+    resume_data: JsonValue = Field(description="The answer, valid against the call's resume schema.")
+    confirm_rerun: bool = False
+
+
+# -- answers -------------------------------------------------------------------------------------
+
+
+class AgentOut(Wire):
+    id: str
+    name: str
+    pending: int = Field(description="Suspended runs waiting for a decision.")
+    oldest_suspended_at: datetime | None = None
+    links: dict[str, str]
+
+
+class AgentList(Wire):
+    agents: list[AgentOut]
+
+
+class ToolCallOut(Wire):
+    tool_call_id: str
+    tool_name: str
+    kind: Literal["approval", "input"]
+    args: dict[str, JsonValue] | None = None
+    suspend_payload: JsonValue = None
+    resume_schema: dict[str, JsonValue] | None = None
+    tool_started_at: datetime | None = None
+
+
+class MessageOut(Wire):
+    role: Literal["user", "assistant", "tool"]
+    kind: Literal["text", "tool-call", "tool-result"]
+    timestamp: datetime | None = None
+    text: str | None = None
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+    args: JsonValue = None
+    result: JsonValue = None
+
+
+class RunOut(Wire):
+    run_id: str
+    agent_id: str
+    status: Literal["suspended"]
+    thread_id: str | None
+    resource_id: str | None
+    suspended_at: datetime
+    tool_calls: list[ToolCallOut]
+    messages: list[MessageOut]
+
+
+class AuditEntryOut(Wire):
+    id: int
+    created_at: datetime
+    username: str
+    channel: str
+    agent_id: str
+    run_id: str
+    thread_id: str
+    resource_id: str
+    tool_call_id: str
+    tool_name: str
+    action: str
+    reason: str
+    outcome: str
+    outcome_detail: str
+    args: JsonValue = None
+    suspend_payload: JsonValue = None
+    resume_data: JsonValue = None
+    edited_args: JsonValue = None
+
+
+class AuditPage(Wire):
+    entries: list[AuditEntryOut]
+    total: int
+    page: int
+    per_page: int
+
+
+class DecisionOut(Wire):
+    """What a decision did (the run went as far as it goes: completed, suspended again, failed, or
+    continuing in a background worker)."""
+
+    outcome: Outcome = Field(description="completed, suspended_again, continuing, failed or interrupted.")
+    message: str
+    agent_id: str
+    run_id: str
+    tool_call_id: str
+    action: DecisionAction
+    decided_by: str
+    decided_at: datetime
+    text: str | None = None
+    error: str | None = None
+    run: RunOut | None = Field(None, description="The run as it waits now (suspended_again).")
+    audit_entry_id: int | None = None
+
+
+class Issue(BaseModel):
+    field: str
+    message: str
+
+
+class ErrorOut(BaseModel):
+    """Every refusal: a message, a stable code, and for a 400 the fields at fault."""
+
+    model_config = ConfigDict(extra="allow")
+
+    error: str
+    code: str
+    issues: list[Issue] | None = None
+
+
+def dump(model: BaseModel) -> dict[str, Any]:
+    out: dict[str, Any] = model.model_dump(mode="json", by_alias=True)
+    return out

@@ -1,0 +1,261 @@
+"""The native API (``/api/v1/``): agents, one run, the audit log, and decisions answered as JSON.
+
+Same tokens and access as the Mastra-compatible routes; requests are validated with the pydantic
+models of ``schemas`` (which the OpenAPI document is generated from) and decisions go through the
+same services, recorded with the channel "api". A decision's answer is its outcome, once the run has
+gone as far as it goes (or is handed to a background worker: ``continuing``), not a stream.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, time
+from functools import partial
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponseBase, JsonResponse, QueryDict
+from django.urls import reverse
+from pydantic import BaseModel, ValidationError
+
+from agents_runtime import AgentRun, RunNotFound
+from approvals import audit_channel, queries
+from approvals.access import AUDIT_PERMISSION, DECIDE_PERMISSION, Access
+from approvals.api import params, precheck
+from approvals.api.auth import agent_access, require, user_access
+from approvals.api.errors import ApiError, invalid_body, invalid_query
+from approvals.api.ratelimit import limit_decisions
+from approvals.api.streams import not_found, outcome_error
+from approvals.api.v1 import schemas as s
+from approvals.api.views import api_view
+from approvals.models.audit import AuditEntry
+from approvals.services import decisions
+from approvals.services.outcomes import DecisionOutcome
+
+
+def _issues(exc: ValidationError) -> list[dict[str, str]]:
+    return [
+        {"field": ".".join(str(p) for p in e["loc"]) or "body", "message": e["msg"]} for e in exc.errors()
+    ]
+
+
+def _query[M: BaseModel](model: type[M], query: QueryDict) -> M:
+    try:
+        return model.model_validate(query.dict())
+    except ValidationError as exc:
+        raise invalid_query(_issues(exc)) from None
+
+
+def _body[M: BaseModel](model: type[M], request: HttpRequest) -> M:
+    try:
+        return model.model_validate(params.json_body(request))
+    except ValidationError as exc:
+        raise invalid_body(_issues(exc)) from None
+
+
+def _json(model: BaseModel, status: int = 200) -> JsonResponse:
+    return JsonResponse(s.dump(model), status=status, json_dumps_params={"separators": (",", ":")})
+
+
+def _moment(value: datetime | date | None, *, end_of_day: bool) -> datetime | None:
+    """A bound in UTC, as the audit page's form takes it (a date: its start, or its end)."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        return datetime.combine(value, time.max if end_of_day else time.min, tzinfo=UTC)
+    try:
+        # In UTC: PostgreSQL refuses offsets past 15:59, which ISO 8601 allows (up to 23:59).
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except OverflowError:
+        # Past the end (or before the start) of what a datetime holds in UTC: the end of time.
+        return datetime.max.replace(tzinfo=UTC) if value.year > 1 else datetime.min.replace(tzinfo=UTC)
+
+
+@api_view("GET")
+async def agent_list(request: HttpRequest) -> HttpResponseBase:
+    access = await user_access(request)
+    rows = await sync_to_async(queries.overview_rows)(agent_ids=access.agent_ids)
+    agents = [
+        s.AgentOut(
+            id=row.agent_id,
+            name=row.name,
+            pending=row.pending,
+            oldest_suspended_at=row.oldest_suspended_at,
+            links={"suspendedRuns": reverse("api:suspended_runs", args=[row.agent_id])},
+        )
+        for row in rows
+    ]
+    return _json(s.AgentList(agents=agents))
+
+
+def run_out(agent_id: str, run: AgentRun, messages: list[dict[str, Any]]) -> s.RunOut:
+    return s.RunOut(
+        run_id=run.run_id,
+        agent_id=agent_id,
+        status="suspended",
+        thread_id=run.thread_id,
+        resource_id=run.resource_id,
+        suspended_at=run.suspended_at,
+        tool_calls=[
+            s.ToolCallOut(
+                tool_call_id=c.tool_call_id,
+                tool_name=c.tool_name,
+                kind="approval" if c.requires_approval else "input",
+                args=c.args,
+                suspend_payload=c.suspend_payload,
+                resume_schema=c.resume_schema,
+                tool_started_at=c.tool_started_at,
+            )
+            for c in run.tool_calls
+        ],
+        messages=[s.MessageOut.model_validate({k: m.get(k) for k in _MESSAGE_KEYS}) for m in messages],
+    )
+
+
+_MESSAGE_KEYS = ("role", "kind", "timestamp", "text", "tool_name", "tool_call_id", "args", "result")
+
+
+@api_view("GET")
+async def run_detail(request: HttpRequest, agent_id: str, run_id: str) -> HttpResponseBase:
+    access = await agent_access(request, agent_id)
+    try:
+        run = await access.agent.get_suspended_run(run_id)
+        messages = await access.agent.run_messages(run_id)
+    except RunNotFound:
+        raise not_found(run_id) from None
+    return _json(run_out(agent_id, run, messages))
+
+
+def _audit_page(access: Access, query: s.AuditQuery) -> s.AuditPage:
+    access.require(AUDIT_PERMISSION, to="read the audit log")
+    entries = AuditEntry.objects.filter(agent_id__in=access.agent_ids).matching(
+        agent_id=query.agent,
+        username=query.user,
+        action=query.action,
+        outcome=query.outcome,
+        start=_moment(query.from_, end_of_day=False),
+        end=_moment(query.to, end_of_day=True),
+    )
+    total = entries.count()
+    first = (query.page - 1) * query.per_page
+    rows = entries.order_by("-created_at", "-id")[first : first + query.per_page]
+    return s.AuditPage(
+        entries=[
+            s.AuditEntryOut.model_validate({name: getattr(e, name) for name in s.AuditEntryOut.model_fields})
+            for e in rows
+        ],
+        total=total,
+        page=query.page,
+        per_page=query.per_page,
+    )
+
+
+@api_view("GET")
+async def audit_log(request: HttpRequest) -> HttpResponseBase:
+    access = await user_access(request)
+    query = _query(s.AuditQuery, request.GET)
+    start, end = _moment(query.from_, end_of_day=False), _moment(query.to, end_of_day=True)
+    if start is not None and end is not None and start > end:
+        raise invalid_query([{"field": "to", "message": "“to” is before “from”."}])
+    try:
+        page = await sync_to_async(_audit_page)(access, query)
+    except PermissionDenied as exc:
+        raise ApiError(403, str(exc), "permission_denied") from None
+    return _json(page)
+
+
+def _decision_out(outcome: DecisionOutcome, agent_id: str) -> s.DecisionOut:
+    return s.DecisionOut(
+        outcome=outcome.status,
+        message=outcome.message,
+        agent_id=agent_id,
+        run_id=outcome.run_id,
+        tool_call_id=outcome.tool_call_id,
+        action=outcome.action,
+        decided_by=outcome.decided_by,
+        decided_at=outcome.decided_at,
+        text=outcome.text,
+        error=outcome.error,
+        run=run_out(agent_id, outcome.run, []) if outcome.run is not None else None,
+        audit_entry_id=outcome.audit_entry_id,
+    )
+
+
+async def _decide(
+    request: HttpRequest, agent_id: str, run_id: str, tool_call_id: str, action: params.Action
+) -> HttpResponseBase:
+    access = await agent_access(request, agent_id)
+    bodies: dict[str, type[BaseModel]] = {
+        "approve": s.ApproveBody,
+        "decline": s.DeclineBody,
+        "resume": s.ResumeBody,
+    }
+    model = bodies[action]
+    body: Any = _body(model, request)
+    await require(access, DECIDE_PERMISSION, to="decide on suspended runs")
+    await limit_decisions(request)
+    decision = params.Decision(
+        run_id=run_id,
+        tool_call_id=tool_call_id,
+        reason=getattr(body, "reason", ""),
+        edited_args=getattr(body, "edited_args", None),
+        resume_data=getattr(body, "resume_data", None),
+        confirm_rerun=getattr(body, "confirm_rerun", False),
+    )
+    try:
+        run = await access.agent.get_suspended_run(run_id)
+    except RunNotFound:
+        run = None
+    calls = list(run.tool_calls) if run is not None else []
+    call = next((c for c in calls if c.tool_call_id == tool_call_id), None)
+    precheck.check(access.agent, call, action, decision)
+    if action == "approve":
+        decide = partial(
+            decisions.decision_approve,
+            access,
+            run_id=run_id,
+            tool_call_id=tool_call_id,
+            edited_args=decision.edited_args,
+            confirm_rerun=decision.confirm_rerun,
+        )
+    elif action == "decline":
+        decide = partial(
+            decisions.decision_decline,
+            access,
+            run_id=run_id,
+            tool_call_id=tool_call_id,
+            reason=decision.reason,
+        )
+    else:
+        decide = partial(
+            decisions.decision_resume,
+            access,
+            run_id=run_id,
+            tool_call_id=tool_call_id,
+            resume_data=decision.resume_data,
+            confirm_rerun=decision.confirm_rerun,
+        )
+    with audit_channel.using("api"):
+        try:
+            outcome = await sync_to_async(decide)()
+        except PermissionDenied as exc:
+            raise ApiError(403, str(exc), "permission_denied") from None
+    error = outcome_error(outcome, calls)
+    if error is not None:
+        raise error
+    return _json(_decision_out(outcome, agent_id))
+
+
+@api_view("POST")
+async def approve(request: HttpRequest, agent_id: str, run_id: str, tool_call_id: str) -> HttpResponseBase:
+    return await _decide(request, agent_id, run_id, tool_call_id, "approve")
+
+
+@api_view("POST")
+async def decline(request: HttpRequest, agent_id: str, run_id: str, tool_call_id: str) -> HttpResponseBase:
+    return await _decide(request, agent_id, run_id, tool_call_id, "decline")
+
+
+@api_view("POST")
+async def resume(request: HttpRequest, agent_id: str, run_id: str, tool_call_id: str) -> HttpResponseBase:
+    return await _decide(request, agent_id, run_id, tool_call_id, "resume")

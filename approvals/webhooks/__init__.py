@@ -1,0 +1,10 @@
+"""Webhooks out: run events to the endpoints admins register, signed, retried, each delivery recorded.
+
+``events`` turns the runtime's run events into webhook events and records one delivery per
+matching endpoint; ``sending`` signs and sends them from a background task, retrying with backoff.
+"""
+
+from approvals.webhooks.events import on_run_event
+from approvals.webhooks.sending import resend, send_due, send_webhook
+
+__all__ = ["on_run_event", "resend", "send_due", "send_webhook"]

@@ -1,0 +1,234 @@
+"""The native API (/api/v1/): agents, one run, the audit log, JSON decisions, rate limits, OpenAPI."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import get_resolver
+
+from agents_runtime import Runtime
+from approvals.api.openapi import OPERATIONS, document
+from tests.api.conftest import Api
+from tests.api.test_routes import audit_rows, start
+from tests.approvals.conftest import _user
+
+V1 = "/api/v1"
+
+
+def run_path(agent: str, run: dict[str, Any]) -> str:
+    return f"{V1}/agents/{agent}/runs/{run['runId']}"
+
+
+def call_path(agent: str, run: dict[str, Any], verb: str) -> str:
+    return f"{run_path(agent, run)}/calls/{run['toolCallId']}/{verb}"
+
+
+def conforms(response: Any, operation_id: str) -> dict[str, Any]:
+    """The body, checked against the OpenAPI document's schema for this operation and status."""
+    doc = document()
+    op = next(o for o in OPERATIONS if o.operation_id == operation_id)
+    entry = doc["paths"][op.path][op.method]["responses"][str(response.status_code)]
+    schema = {**entry["content"]["application/json"]["schema"], "components": doc["components"]}
+    body: dict[str, Any] = json.loads(response.content)
+    jsonschema.Draft202012Validator(schema).validate(body)
+    return body
+
+
+async def test_agents_lists_the_users_agents_with_pending_counts(
+    mastra: Runtime, reviewer_token: str, designated: User
+) -> None:
+    api = Api(reviewer_token)
+    await start(api, "approver", "Please delete /tmp/a.txt")
+    await start(api, "approver", "Please delete /tmp/b.txt")
+    await start(api, "asker", "Pick a colour for bike")
+    body = conforms(await api.get(f"{V1}/agents"), "listAgents")
+    pending = {a["id"]: a["pending"] for a in body["agents"]}
+    assert pending == {"approver": 2, "asker": 1, "nomem": 0}
+    approver = next(a for a in body["agents"] if a["id"] == "approver")
+    assert (
+        approver["oldestSuspendedAt"]
+        and approver["links"]["suspendedRuns"] == "/api/agents/approver/suspended-runs"
+    )
+    # A reviewer designated for one agent sees that agent only.
+    token = await sync_to_async(
+        lambda: (
+            __import__("approvals.services.tokens", fromlist=["x"])
+            .create_token(designated, name="t")
+            .plaintext
+        )
+    )()
+    only = json.loads((await Api(token).get(f"{V1}/agents")).content)
+    assert [a["id"] for a in only["agents"]] == ["asker"]
+
+
+async def test_one_run_with_its_parked_calls_and_conversation(mastra: Runtime, reviewer_token: str) -> None:
+    api = Api(reviewer_token)
+    run = await start(api, "approver", "Please delete /tmp/a.txt", thread="t1", resource="u1")
+    body = conforms(await api.get(run_path("approver", run)), "getRun")
+    assert body["runId"] == run["runId"] and body["threadId"] == "t1" and body["resourceId"] == "u1"
+    assert body["toolCalls"] == [
+        {
+            "toolCallId": run["toolCallId"],
+            "toolName": "deleteFile",
+            "kind": "approval",
+            "args": {"path": "/tmp/a.txt"},
+            "suspendPayload": None,
+            "resumeSchema": None,
+            "toolStartedAt": None,
+        }
+    ]
+    assert [(m["role"], m["kind"]) for m in body["messages"]] == [
+        ("user", "text"),
+        ("assistant", "tool-call"),
+    ]
+    assert body["messages"][0]["text"] == "Please delete /tmp/a.txt"
+    missing = await api.get(f"{V1}/agents/approver/runs/no-such-run")
+    assert missing.status_code == 404 and conforms(missing, "getRun")["code"] == "run_not_found"
+
+
+async def test_decisions_answer_their_outcome_as_json_and_are_audited_via_api(
+    mastra: Runtime, reviewer_token: str
+) -> None:
+    api = Api(reviewer_token)
+    a = await start(api, "approver", "Please delete /tmp/a.txt")
+    response = await api.post(call_path("approver", a, "approve"), {"editedArgs": {"path": "/tmp/b.txt"}})
+    assert response.status_code == 200, response.content
+    body = conforms(response, "approveCall")
+    assert body["outcome"] == "completed" and body["decidedBy"] == "rita" and body["action"] == "approve"
+    assert '"deleted":"/tmp/b.txt"' in body["text"]
+    again = await api.post(call_path("approver", a, "approve"), {})
+    assert again.status_code == 409
+    assert conforms(again, "approveCall")["decidedBy"] == "rita"
+
+    d = await start(api, "approver", "Please delete /tmp/d.txt")
+    declined = conforms(
+        await api.post(call_path("approver", d, "decline"), {"reason": "Not that one"}), "declineCall"
+    )
+    assert declined["outcome"] == "completed" and "Not that one" in declined["text"]
+
+    q = await start(api, "asker", "Pick a colour for hat")
+    refused = await api.post(call_path("asker", q, "resume"), {"resumeData": {"colour": 1}})
+    assert refused.status_code == 400 and conforms(refused, "resumeCall")["code"] == "invalid_decision"
+    bad = await api.post(call_path("asker", q, "resume"), {"resumeData": {"color": "red"}, "extra": 1})
+    assert (
+        bad.status_code == 400
+        and {"field": "extra", "message": "Extra inputs are not permitted"}
+        in json.loads(bad.content)["issues"]
+    )
+    answered = conforms(
+        await api.post(call_path("asker", q, "resume"), {"resumeData": {"color": "red"}}), "resumeCall"
+    )
+    assert answered["outcome"] == "completed"
+    assert await audit_rows() == [
+        ("rita", "approve", "completed", "api"),
+        ("rita", "approve", "lost_race", "api"),
+        ("rita", "decline", "completed", "api"),
+        ("rita", "resume", "completed", "api"),
+    ]
+    unknown = await api.post(f"{V1}/agents/approver/runs/nope/calls/x/decline", {})
+    assert unknown.status_code == 404
+
+
+async def test_the_audit_log_is_filtered_and_paged_and_needs_the_audit_permission(
+    mastra: Runtime, reviewer_token: str
+) -> None:
+    api = Api(reviewer_token)
+    for name in ("a", "b", "c"):
+        run = await start(api, "approver", f"Please delete /tmp/{name}.txt")
+        verb = "decline" if name == "b" else "approve"
+        assert (await api.post(call_path("approver", run, verb), {})).status_code == 200
+    denied = await api.get(f"{V1}/audit")
+    assert denied.status_code == 403 and json.loads(denied.content)["code"] == "permission_denied"
+
+    admin = await sync_to_async(_user)("ada", "Admins")
+    from approvals.services.tokens import create_token
+
+    audit = Api(await sync_to_async(lambda: create_token(admin, name="t").plaintext)())
+    page = conforms(await audit.get(f"{V1}/audit", {"perPage": "2"}), "listAuditEntries")
+    assert page["total"] == 3 and len(page["entries"]) == 2 and page["entries"][0]["channel"] == "api"
+    assert page["entries"][0]["createdAt"] >= page["entries"][1]["createdAt"]
+    second = conforms(await audit.get(f"{V1}/audit", {"perPage": "2", "page": "2"}), "listAuditEntries")
+    assert len(second["entries"]) == 1
+    declines = conforms(
+        await audit.get(f"{V1}/audit", {"action": "decline", "user": "rita"}), "listAuditEntries"
+    )
+    assert [e["action"] for e in declines["entries"]] == ["decline"]
+    assert conforms(await audit.get(f"{V1}/audit", {"from": "2999-01-01"}), "listAuditEntries")["total"] == 0
+    # Offsets ISO 8601 allows and PostgreSQL does not, and bounds at the ends of time.
+    for far in ("1815-03-22T09:55:00+23:58", "9999-12-31T23:00:00-23:00", "0001-01-01T00:00:00+01:00"):
+        assert (await audit.get(f"{V1}/audit", {"from": far})).status_code == 200, far
+        assert (await audit.get(f"{V1}/audit", {"to": far})).status_code == 200, far
+    assert conforms(await audit.get(f"{V1}/audit", {"agent": "asker"}), "listAuditEntries")["total"] == 0
+    for query in (
+        {"action": "explode"},
+        {"page": "18446744073709551615"},
+        {"page": "0"},
+        {"from": "soon"},
+        {"from": "2026-02-02", "to": "2026-02-01"},
+    ):
+        response = await audit.get(f"{V1}/audit", query)
+        assert response.status_code == 400, query
+        assert conforms(response, "listAuditEntries")["code"] == "invalid_query"
+
+
+async def test_decisions_are_rate_limited_per_token_with_retry_after(
+    mastra: Runtime, reviewer_token: str, reviewer: User, settings: Any
+) -> None:
+    settings.API_DECISION_RATE_LIMIT = "2/60"
+    api = Api(reviewer_token)
+    runs = [await start(api, "approver", f"Please delete /tmp/{n}.txt") for n in "abc"]
+    assert (await api.post(call_path("approver", runs[0], "approve"), {})).status_code == 200
+    assert (await api.post("/api/agents/approver/approve-tool-call", runs[1])).status_code == 200
+    limited = await api.post(call_path("approver", runs[2], "approve"), {})
+    assert limited.status_code == 429
+    assert 1 <= int(limited["Retry-After"]) <= 60
+    assert conforms(limited, "approveCall")["code"] == "rate_limited"
+    mastra_limited = await api.post("/api/agents/approver/decline-tool-call", runs[2])
+    assert mastra_limited.status_code == 429 and mastra_limited["Retry-After"]
+    # The limit is per token: another token of the same user still decides.
+    from approvals.services.tokens import create_token
+
+    other = Api(await sync_to_async(lambda: create_token(reviewer, name="other").plaintext)())
+    assert (await other.post(call_path("approver", runs[2], "approve"), {})).status_code == 200
+    # Reads are not limited.
+    assert (await api.get(f"{V1}/agents")).status_code == 200
+
+
+def test_the_openapi_document_covers_every_v1_route_and_is_valid(client: Client) -> None:
+    response = client.get("/api/openapi.json")
+    assert response.status_code == 200
+    doc = json.loads(response.content)
+    assert doc["openapi"] == "3.1.0"
+    routes = {
+        str(p.pattern).replace("<str:", "{").replace(">", "}")
+        for p in get_resolver().url_patterns
+        if str(p.pattern) == "api/"
+        for p in p.url_patterns  # type: ignore[union-attr]
+        if str(p.pattern).startswith("v1/")
+    }
+    documented = {path.removeprefix("/api/") for path in doc["paths"]}
+    camel = {
+        r.replace("{agent_id}", "{agentId}")
+        .replace("{run_id}", "{runId}")
+        .replace("{tool_call_id}", "{toolCallId}")
+        for r in routes
+    }
+    assert camel == documented
+    # Every schema the document refers to is a valid JSON Schema 2020-12.
+    for name, schema in doc["components"]["schemas"].items():
+        jsonschema.Draft202012Validator.check_schema(schema), name
+
+
+def test_the_reference_page_lists_the_operations_without_script(client: Client) -> None:
+    response = client.get("/api/docs/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    for op in OPERATIONS:
+        assert f"{op.method.upper()} {op.path}" in page
+    assert "<script" not in page.split("</header>")[-1]
+    assert "Content-Security-Policy" in response.headers
