@@ -38,7 +38,7 @@ def ensure_groups() -> None:
     """Groups come from a data migration; a transactional test's flush removes them, so re-run it."""
     import_module("approvals.migrations.0003_groups").create_groups(django_apps, None)
     import_module("approvals.migrations.0010_admins_manage_users").grant(django_apps, None)
-    import_module("approvals.migrations.0015_admins_manage_webhooks").grant(django_apps, None)
+    import_module("approvals.migrations.0018_admins_manage_webhooks").grant(django_apps, None)
 
 
 def _user(username: str, *groups: str) -> User:

@@ -37,6 +37,6 @@ def revoke(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("approvals", "0014_webhooks")]
+    dependencies = [("approvals", "0017_webhooks")]
 
     operations = [migrations.RunPython(grant, revoke)]

@@ -10,7 +10,7 @@ import approvals.models.webhooks
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('approvals', '0013_api_tokens_audit_channel'),
+        ('approvals', '0016_ended_runs'),
     ]
 
     operations = [
