@@ -58,7 +58,7 @@ FOCUS_RING_CONTRAST = """() => {
 def check_page(page: Page, name: str, width: int) -> list[str]:
     """What is wrong with the page as it is now; saves its screenshot."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    screenshot(page, SCREENSHOTS / f"{name}-{width}.png")
+    screenshot(page, SCREENSHOTS / f"page-{name}-{width}.png")
     problems = []
     if width < 500:
         overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
