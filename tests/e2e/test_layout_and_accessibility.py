@@ -106,6 +106,11 @@ def test_every_page_fits_the_screen_and_passes_axe(
 ) -> None:
     page = pages.open(ADMIN, width=width, height=900)
     finish(page, decided_run)
+    # A token listed on its page (a table that must fit a phone too).
+    page.goto("/account/api-tokens/", wait_until="networkidle")
+    page.locator("form [name=name]").fill(f"layout check at {width} px, a name long enough to wrap")
+    page.get_by_role("button", name="Create token").click()
+    expect(page.locator("#new-token")).to_be_visible()
     problems: list[str] = []
     for name, path in (
         ("overview", "/"),
