@@ -11,22 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents_runtime import Agent, AgentRunToolCall, InvalidResumeData, Tool
+from agents_runtime import Agent, AgentRunToolCall, InvalidResumeData
 from agents_runtime.untrusted import check_decision
 from agents_runtime.vocabulary import DecisionAction
 from approvals.api.errors import ApiError
 from approvals.api.params import Action, Decision
-
-
-def _tool(agent: Agent, name: str) -> Tool | None:
-    for candidate in agent.tools:
-        if candidate.name == name:
-            return candidate
-    for sub in agent.agents:
-        found = _tool(sub, name)
-        if found is not None:
-            return found
-    return None
 
 
 def _refusal(exc: InvalidResumeData, root: str) -> ApiError:
@@ -66,7 +55,7 @@ def check(agent: Agent, call: AgentRunToolCall | None, action: Action, body: Dec
         ) from None
     if call is None or action == "decline":
         return
-    tool = _tool(agent, call.tool_name)
+    tool = agent.find_tool(call.tool_name)
     if call.requires_approval:
         if action == "resume" and not _approval_answer(body.resume_data):
             raise ApiError(

@@ -8,7 +8,7 @@ channel "api".
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from functools import partial, wraps
+from functools import wraps
 from typing import Any
 
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
@@ -17,12 +17,12 @@ from django.views.decorators.csrf import csrf_exempt
 from agents_runtime import InvalidPagination, RunNotFound
 from agents_runtime.agent import DEFAULT_DECLINE_REASON
 from approvals.access import DECIDE_PERMISSION
-from approvals.api import params, precheck, streams
+from approvals.api import deciding, params, precheck, streams
 from approvals.api.auth import agent_access, require
 from approvals.api.errors import ApiError
 from approvals.api.ratelimit import limit_decisions
 from approvals.api.serialize import run_json
-from approvals.services import decisions, runs
+from approvals.services import runs
 
 View = Callable[..., Awaitable[HttpResponseBase]]
 
@@ -126,32 +126,7 @@ async def _decision(request: HttpRequest, agent_id: str, action: params.Action) 
     precheck.check(
         access.agent, next((c for c in calls if c.tool_call_id == tool_call_id), None), action, body
     )
-    if action == "approve":
-        decide = partial(
-            decisions.decision_approve,
-            access,
-            run_id=body.run_id,
-            tool_call_id=tool_call_id,
-            edited_args=body.edited_args,
-            confirm_rerun=body.confirm_rerun,
-        )
-    elif action == "decline":
-        decide = partial(
-            decisions.decision_decline,
-            access,
-            run_id=body.run_id,
-            tool_call_id=tool_call_id,
-            reason=body.reason,
-        )
-    else:
-        decide = partial(
-            decisions.decision_resume,
-            access,
-            run_id=body.run_id,
-            tool_call_id=tool_call_id,
-            resume_data=body.resume_data,
-            confirm_rerun=body.confirm_rerun,
-        )
+    decide = deciding.decision_call(access, action, body.run_id, tool_call_id, body)
     declined: dict[str, str] = {}
     data = body.resume_data
     if action == "decline":

@@ -9,7 +9,6 @@ gone as far as it goes (or is handed to a background worker: ``continuing``), no
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, time
-from functools import partial
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -21,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 from agents_runtime import AgentRun, RunNotFound
 from approvals import audit_channel, queries
 from approvals.access import AUDIT_PERMISSION, DECIDE_PERMISSION, Access
-from approvals.api import params, precheck
+from approvals.api import deciding, params, precheck
 from approvals.api.auth import agent_access, require, user_access
 from approvals.api.errors import ApiError, invalid_body, invalid_query
 from approvals.api.ratelimit import limit_decisions
@@ -29,7 +28,6 @@ from approvals.api.streams import not_found, outcome_error
 from approvals.api.v1 import schemas as s
 from approvals.api.views import api_view
 from approvals.models.audit import AuditEntry
-from approvals.services import decisions
 from approvals.services.outcomes import DecisionOutcome
 
 
@@ -209,32 +207,7 @@ async def _decide(
     calls = list(run.tool_calls) if run is not None else []
     call = next((c for c in calls if c.tool_call_id == tool_call_id), None)
     precheck.check(access.agent, call, action, decision)
-    if action == "approve":
-        decide = partial(
-            decisions.decision_approve,
-            access,
-            run_id=run_id,
-            tool_call_id=tool_call_id,
-            edited_args=decision.edited_args,
-            confirm_rerun=decision.confirm_rerun,
-        )
-    elif action == "decline":
-        decide = partial(
-            decisions.decision_decline,
-            access,
-            run_id=run_id,
-            tool_call_id=tool_call_id,
-            reason=decision.reason,
-        )
-    else:
-        decide = partial(
-            decisions.decision_resume,
-            access,
-            run_id=run_id,
-            tool_call_id=tool_call_id,
-            resume_data=decision.resume_data,
-            confirm_rerun=decision.confirm_rerun,
-        )
+    decide = deciding.decision_call(access, action, run_id, tool_call_id, decision)
     with audit_channel.using("api"):
         try:
             outcome = await sync_to_async(decide)()
