@@ -75,8 +75,8 @@ class CallView:
     json: str
     json_is_long: bool
     json_lines: int
-    #: The decline form's reason field.
-    reason: FieldView
+    #: The decline form's reason field (None while the body is folded away: ``lazy``).
+    reason: FieldView | None
     #: Approval calls: the "approve with these arguments" form's field (pre-filled with ``json``),
     #: and whether its ``<details>`` is open (it has errors to show).
     edited_args: FieldView | None = None
@@ -96,14 +96,15 @@ class CallView:
     #: The edit form built from the tool's parameters (empty: only the JSON textarea).
     args_fields: list[FieldView] = field(default_factory=list)
     args_errors: tuple[str, ...] = ()
-    #: The tool has a parameters form that is not rendered here (an inbox row): fetched when opened.
-    args_form_lazy: bool = False
     #: Approving needs "I checked this" ticked (the tool asks, or a risky value is present).
     needs_confirmation: bool = False
     #: On a supervisor's run: the sub-agent whose call it is.
     via_agent: str = ""
     #: The row starts expanded (errors or a notice to show, or the only call on its page).
     open: bool = False
+    #: A folded inbox row: only its summary is built; the body (why, arguments, forms) is fetched
+    #: from ``body_url`` when the reviewer opens it (an inbox page shows fifty rows, most unread).
+    lazy: bool = False
 
     @property
     def is_approval(self) -> bool:
@@ -122,6 +123,17 @@ class CallView:
         return [a for a in self.args if a.risky]
 
     # Reversed when the card shows them, once each (an inbox page has 50 cards).
+    @functools.cached_property
+    def body_url(self) -> str:
+        return reverse("approvals:call", args=[self.run_id, self.call.tool_call_id])
+
+    @property
+    def body_key(self) -> str:
+        """What the body shows that can change while the call waits (the tool may have started, in a
+        continuation that died): a body fetched earlier is reused only while this is the same."""
+        started = self.call.tool_started_at
+        return f"started-{started.timestamp()}" if started is not None else "waiting"
+
     @functools.cached_property
     def approve_url(self) -> str:
         return reverse("approvals:approve", args=[self.run_id, self.call.tool_call_id])
@@ -232,18 +244,42 @@ def call_view(
     edited_args_form: EditedArgsForm | None = None,
     args_form: ResumeForm | None = None,
     notice: str = "",
-    full: bool = True,
+    folded: bool = False,
 ) -> CallView:
     """A parked call; the forms given are shown with their data and errors, the others empty.
 
-    ``full=False`` (an inbox row) leaves the parameters' edit form out: it is fetched from the run
-    page when the reviewer opens "Edit arguments" (an inbox page shows fifty calls)."""
+    ``folded`` (an inbox row) builds only the row's summary unless something must be shown at once (a
+    form's errors, a notice): the body comes from ``body_url`` when the reviewer opens the row."""
     call_dom = dom_ids.call_block_id(run.run_id, call.tool_call_id)
     tool = find_tool(agent, call.tool_name)
+    shown_args = call.args if call.requires_approval else call.suspend_payload
+    question = "" if call.requires_approval else _question(call.suspend_payload)
+    title = tool.title_for(call.args) if tool is not None and call.requires_approval else ""
+    if not title:
+        title = question or (tool.title_for(call.args) if tool is not None else call.tool_name)
+    via = ""
+    if call.via_agent_id:
+        via_agent = next((a for a in (agent.agents if agent else ()) if a.id == call.via_agent_id), None)
+        via = via_agent.name if via_agent is not None else call.via_agent_id
+    summary: dict[str, Any] = {
+        "title": reveal_invisible(clean_text(title)),
+        # (The row's chips are the risky ones among them.)
+        "args": arg_views(
+            _without_question(shown_args, question),
+            tool if call.requires_approval else None,
+            json_text=compact_json,
+        ),
+        "question": question,
+        "via_agent": via,
+    }
+    forms_given = notice or any(
+        f is not None for f in (resume_form, decline_form, edited_args_form, args_form)
+    )
+    if folded and not forms_given and (call.requires_approval or not _broken_notice(call)):
+        return CallView(call, run.run_id, run.agent_id, call_dom, "", False, 0, None, lazy=True, **summary)
     # The forms' field ids: unique on a page with many cards.
     auto_id = f"{call_dom}-%s"
-    shown = call.args if call.requires_approval else call.suspend_payload
-    text = pretty_json(shown if shown is not None else {})
+    text = pretty_json(shown_args if shown_args is not None else {})
     if decline_form is not None:
         (reason,) = bound_fields(decline_form)
     else:
@@ -251,7 +287,6 @@ def call_view(
     edited_args: FieldView | None = None
     args_fields: list[FieldView] = []
     args_errors: tuple[str, ...] = ()
-    args_form_lazy = False
     if edited_args_form is not None:
         # What the reviewer posted, with its errors.
         (edited_args,) = bound_fields(edited_args_form)
@@ -262,9 +297,8 @@ def call_view(
         args_errors = tuple(str(e) for e in args_form.non_field_errors())
     elif call.requires_approval and isinstance(call.args, Mapping):
         form_class = args_form_class(tool)
-        if form_class is not None and full:
+        if form_class is not None:
             args_fields = unbound_fields(form_class, auto_id=auto_id, prefix=ARGS_PREFIX, initial=call.args)
-        args_form_lazy = form_class is not None and not full
     resume_fields: list[FieldView] = []
     resume_errors: tuple[str, ...] = ()
     if resume_form is not None:
@@ -278,15 +312,6 @@ def call_view(
     edit_open = bool(
         (edited_args is not None and edited_args.errors) or args_errors or any(f.errors for f in args_fields)
     )
-    shown_args = call.args if call.requires_approval else call.suspend_payload
-    title = tool.title_for(call.args) if tool is not None and call.requires_approval else ""
-    question = "" if call.requires_approval else _question(call.suspend_payload)
-    if not title:
-        title = question or (tool.title_for(call.args) if tool is not None else call.tool_name)
-    via = ""
-    if call.via_agent_id:
-        via_agent = next((a for a in (agent.agents if agent else ()) if a.id == call.via_agent_id), None)
-        via = via_agent.name if via_agent is not None else call.via_agent_id
     return CallView(
         call=call,
         run_id=run.run_id,
@@ -301,23 +326,19 @@ def call_view(
         resume_fields=resume_fields,
         resume_errors=resume_errors,
         notice=notice,
-        title=reveal_invisible(clean_text(title)),
-        args=arg_views(
-            _without_question(shown_args, question),
-            tool if call.requires_approval else None,
-            json_text=compact_json,
-        ),
         why=why_view(call, tool, agent),
-        question=question,
         args_fields=args_fields,
         args_errors=args_errors,
-        args_form_lazy=args_form_lazy,
         needs_confirmation=call.requires_approval and needs_confirmation(tool, call.args),
-        via_agent=via,
+        **summary,
         open=bool(
             edit_open or notice or resume_errors or reason.errors or any(f.errors for f in resume_fields)
         ),
     )
+
+
+def _broken_notice(call: AgentRunToolCall) -> str:
+    return resume_form_class(call.resume_schema).broken_notice()
 
 
 def guarded_call_view(run: AgentRun, call: AgentRunToolCall, **forms: Any) -> CallView:

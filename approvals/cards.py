@@ -140,7 +140,8 @@ def run_card(
                 edited_args_form=edited_args_forms.get(call.tool_call_id),
                 args_form=args_forms.get(call.tool_call_id),
                 notice=notices.get(call.tool_call_id, ""),
-                full=expanded,
+                # An inbox row starts folded, its body fetched when opened; an outcome shows it all.
+                folded=not expanded and outcome is None,
             )
             for call in run.tool_calls
         ],

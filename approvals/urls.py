@@ -20,6 +20,7 @@ urlpatterns = [
     path("runs/new/", pages.run_new, name="run_new"),
     path("runs/<id:run_id>/", pages.run_detail, name="run"),
     # Tool call ids are model output: ``call_id`` round-trips any of them (see approvals.converters).
+    path("runs/<id:run_id>/calls/<call_id:tool_call_id>/", pages.call_body, name="call"),
     path("runs/<id:run_id>/calls/<call_id:tool_call_id>/approve", decisions.call_approve, name="approve"),
     path("runs/<id:run_id>/calls/<call_id:tool_call_id>/decline", decisions.call_decline, name="decline"),
     path("runs/<id:run_id>/calls/<call_id:tool_call_id>/resume", decisions.call_resume, name="resume"),

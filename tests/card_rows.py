@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from playwright.sync_api import Locator
+from playwright.sync_api import Locator, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 #: How long ``expanded`` waits for a card still on its way.
@@ -17,7 +17,8 @@ DECLINE = re.compile(r"^Decline\b(?!…)")
 
 
 def expanded(card: Locator) -> Locator:
-    """``card`` with its call rows opened, as a reviewer clicks a row open (rows start folded).
+    """``card`` with its call rows opened, as a reviewer clicks a row open (rows start folded), and
+    their bodies in (a folded row's body is fetched when it opens).
 
     Waits a little for a card that is still arriving (a live insert); a card the test expects gone
     is left alone. Rows the reviewer opened stay open across live refetches (app.js)."""
@@ -28,6 +29,9 @@ def expanded(card: Locator) -> Locator:
     card.locator("details.call-row:not([open]) > summary").evaluate_all(
         "(rows) => rows.forEach((r) => r.click())"
     )
+    expect(card.locator(".call-body-lazy")).to_have_count(0)
+    # htmx wires up new content when it settles: a click before that would post without htmx.
+    expect(card.locator(".call-body.htmx-added")).to_have_count(0)
     return card
 
 

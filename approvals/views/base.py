@@ -17,7 +17,9 @@ from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils.cache import patch_vary_headers
+from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.middleware import HtmxDetails
 
 from approvals import agents
@@ -79,3 +81,12 @@ def visible_agent(request: HttpRequest, agent_id: str) -> AgentAccess:
         return access_of(request).for_agent(agent_id)
     except agents.UnknownAgent:
         raise Http404(f"No agent “{agent_id}” is registered.") from None
+
+
+def next_url(request: HttpRequest, target: str, run_id: str) -> str:
+    """Where a card's forms return without JavaScript: ``target`` if it is this site's, else the run."""
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return reverse("approvals:run", args=[run_id])

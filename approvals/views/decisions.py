@@ -12,9 +12,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
-from django.urls import reverse
 from django.utils.cache import patch_vary_headers
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from agents_runtime import Agent, AgentRunToolCall
@@ -24,19 +22,21 @@ from approvals.access import Access, AgentAccess
 from approvals.forms import DeclineForm, EditedArgsForm
 from approvals.schema_forms import ResumeForm
 from approvals.services import DECIDE_PERMISSION, DecisionOutcome
-from approvals.views.base import HtmxHttpRequest, access_of, is_partial, permission_required, visible_agent
+from approvals.views.base import (
+    HtmxHttpRequest,
+    access_of,
+    is_partial,
+    next_url,
+    permission_required,
+    visible_agent,
+)
 
 #: One run card (the inbox and the run page include the same file).
 RUN_CARD = "approvals/partials/run_card.html"
 
 
 def _next_url(request: HttpRequest, run_id: str) -> str:
-    target = request.POST.get("next", "")
-    if target and url_has_allowed_host_and_scheme(
-        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
-    ):
-        return target
-    return reverse("approvals:run", args=[run_id])
+    return next_url(request, request.POST.get("next", ""), run_id)
 
 
 def _agent_for_post(request: HttpRequest, run_id: str) -> Access | AgentAccess:

@@ -8,7 +8,9 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods
 
 from agents_runtime.vocabulary import NO_EFFECT_OUTCOMES, Outcome
@@ -19,6 +21,7 @@ from approvals.views.base import (
     HtmxHttpRequest,
     access_of,
     is_partial,
+    next_url,
     permission_required,
     render_page,
     visible_agent,
@@ -122,11 +125,43 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
         return render_page(request, "approvals/run.html", "run-state", context)
     agent, run = found
     context["agent"] = agent
+    # Opened from an inbox row without JavaScript: its forms return to that inbox, filters kept.
+    back = next_url(request, request.GET.get("next") or request.get_full_path(), run_id)
     context["card"] = cards.run_card(
-        run, agent=agent, agent_name=agent.name or agent.id, next_url=request.get_full_path(), expanded=True
+        run, agent=agent, agent_name=agent.name or agent.id, next_url=back, expanded=True
     )
     context["conversation"] = cards.conversation(queries.run_conversation(agent, run_id))
     return render_page(request, "approvals/run.html", "run-state", context)
+
+
+@require_GET
+@login_required
+def call_body(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpResponse:
+    """A folded inbox row's body (why the call waits, its arguments, its forms), fetched when the row
+    opens. Without htmx, or once the call waits no more: the run page, which says what became of it."""
+    run_url = reverse("approvals:run", args=[run_id])
+    if not is_partial(request):
+        return redirect(run_url)
+    access = access_of(request)
+    found = queries.run_locate(run_id, agent_hint=request.GET.get("agent"), agent_ids=access.agent_ids)
+    call = next((c for c in found[1].tool_calls if c.tool_call_id == tool_call_id), None) if found else None
+    if found is None or call is None:
+        # 200: htmx swaps it in place of "Loading…"; the row itself goes with the list's live refetch.
+        response = render(request, "approvals/partials/run_card.html#call-gone", {"run_url": run_url})
+    else:
+        agent, run = found
+        card = cards.run_card(
+            run,
+            agent=agent,
+            agent_name=agent.name or agent.id,
+            next_url=next_url(request, request.GET.get("next", ""), run_id),
+            expanded=True,
+        )
+        cv = next(cv for cv in card.calls if cv.call.tool_call_id == tool_call_id)
+        context = {"card": card, "cv": cv, "can_decide": access.for_agent(agent.id).can_decide}
+        response = render(request, "approvals/partials/run_card.html#call-body", context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
 
 
 @require_http_methods(["GET", "POST"])

@@ -51,6 +51,23 @@
     expanded = [];
   });
 
+  // A folded inbox row's body is fetched when the row opens (partials/run_card.html), whatever
+  // opened it: a click, the keys, a refetch putting it back open. (toggle does not bubble: the
+  // document hears it while it is captured.)
+  function loadBodies(root) {
+    root.querySelectorAll("details.call-row[open] > .call-body-lazy").forEach(function (body) {
+      window.htmx.trigger(body, "cs:load-body");
+    });
+  }
+  document.addEventListener("toggle", function (event) {
+    var row = event.target;
+    if (row.matches && row.matches("details.call-row") && row.open) loadBodies(row.parentNode);
+  }, true);
+  // (After any swap, a history restore included: a row may come back open with its body unloaded;
+  // hx-sync drops a second request while one is on its way.)
+  document.addEventListener("htmx:load", function () { loadBodies(document); });
+  document.addEventListener("htmx:afterSettle", function () { loadBodies(document); });
+
   // On a phone the filters start folded behind their button, unless they have something to say.
   if (window.matchMedia("(max-width: 40rem)").matches) {
     document.querySelectorAll("details.filter-panel").forEach(function (panel) {

@@ -101,7 +101,6 @@
   }
 
   const FIELD = "textarea, select, input:not([type='hidden'])";
-  let editing = null; // the call whose argument form is on its way (an inbox row fetches it when opened)
 
   // The first field of the parameters' form (or, for a tool without one, of the JSON view).
   function edit(call) {
@@ -109,25 +108,33 @@
     if (!details) return;
     details.open = true;
     const form = details.querySelector("form.edit-args-fields") ?? details.querySelector("form.edit-args-form");
-    if (details.querySelector("p.edit-args-fields[hx-get]")) {
-      // (Until it arrives, and for a moment after: a live refetch may bring the row back afresh.)
-      editing = call.id;
-      window.setTimeout(() => editing === call.id && (editing = null), 3000);
-    } else {
-      form?.querySelector(FIELD)?.focus();
-    }
+    form?.querySelector(FIELD)?.focus();
+  }
+
+  // A folded row's body (and in it the forms the keys act on) is fetched when the row opens
+  // (partials/run_card.html): a key pressed meanwhile acts once the body is in, on the call it was
+  // pressed on, and only while the reviewer has not moved on (or for a few seconds).
+  let pending = null; // {id, act}
+  const loading = (call) => call.querySelector(":scope > details > .call-body-lazy") !== null;
+
+  function act(call, fn) {
+    if (!loading(call)) return fn(call);
+    rowOf(call).open = true; // (the fetch starts when the row opens)
+    pending = { id: call.id, act: fn };
+    window.setTimeout(() => pending?.id === call.id && (pending = null), 5000);
   }
 
   // htmx:load (on the new content): the swap replaced the element that asked, so its own events
-  // fire on a node no longer in the page.
-  // Also after any settle: a live refetch that was on its way puts focus back where it was.
-  function focusEditor() {
-    const call = editing && document.getElementById(editing);
-    const field = call?.querySelector(`form.edit-args-fields :is(${FIELD})`);
-    if (field && !field.form.contains(document.activeElement)) field.focus();
+  // fire on a node no longer in the page. Also after any settle: a live refetch may bring the row back.
+  function actPending() {
+    const call = pending && document.getElementById(pending.id);
+    if (!call || loading(call)) return;
+    const { act: fn } = pending;
+    pending = null;
+    if (call.id === currentId) fn(call);
   }
-  document.addEventListener("htmx:load", focusEditor);
-  document.addEventListener("htmx:afterSettle", () => window.setTimeout(focusEditor, 0));
+  document.addEventListener("htmx:load", actPending);
+  document.addEventListener("htmx:afterSettle", () => window.setTimeout(actPending, 0));
 
   function tick(call) {
     const box = call.querySelector("input.bulk-select");
@@ -146,7 +153,7 @@
     return target.tagName === "INPUT" && !NOT_TEXT.test(target.type);
   }
 
-  const ON_CALL = { a: approve, d: decline, e: edit, x: tick };
+  const ON_CALL = { a: approve, d: decline, e: edit };
 
   document.addEventListener("keydown", (e) => {
     if (e.defaultPrevented || e.ctrlKey || e.metaKey || e.altKey || e.isComposing) return;
@@ -158,11 +165,12 @@
     } else if (e.key === "j" || e.key === "k") {
       e.preventDefault();
       move(e.key === "j" ? 1 : -1);
-    } else if (ON_CALL[e.key] && !e.repeat) {
+    } else if ((ON_CALL[e.key] || e.key === "x") && !e.repeat) {
       const call = current();
       if (!call) return;
       e.preventDefault(); // (d and e move focus into a field: the key must not be typed there)
-      ON_CALL[e.key](call);
+      if (e.key === "x") tick(call); // (the tick is beside the row, not in its body)
+      else act(call, ON_CALL[e.key]);
     }
   });
 

@@ -13,6 +13,7 @@
 //                                it is held as it was (.is-gone)
 //   .call[data-call-id]          a call; a `call-decided` event from elsewhere puts a .decided-note
 //                                (who, when) in it at once and disables its buttons
+//   .call-body[data-body-key]    a call's body; .call-body-lazy: not fetched yet (a folded row)
 //
 // A refetch never gets in the reviewer's way. It waits (data-stale) while a request from inside the
 // partial is in flight (a decision, whose answer swaps into its card) and while a field in it has
@@ -245,6 +246,7 @@
           now.replaceWith(node);
           restore(node, waiting && !same);
         } else {
+          carryBodies(node, now);
           const was = all(node, "details");
           all(now, "details").forEach((d, i) => (d.open ||= Boolean(was[i]?.open)));
         }
@@ -258,6 +260,18 @@
         restore(node, true);
       }
       // Otherwise the run was decided elsewhere (or left this page's filters): it goes.
+    }
+  }
+
+  // A folded row's body is fetched when it opens (partials/run_card.html): one already here goes
+  // on into the refetched card rather than fold and load again, while the call shows the same.
+  function carryBodies(node, now) {
+    for (const body of all(node, ".call[id] > details > .call-body:not(.call-body-lazy)")) {
+      const id = body.closest(".call").id;
+      const lazy = inside(now, id)?.querySelector(":scope > details > .call-body-lazy");
+      if (lazy?.getAttribute("data-body-key") !== body.getAttribute("data-body-key")) continue;
+      lazy.replaceWith(body);
+      window.htmx.process(body);
     }
   }
 

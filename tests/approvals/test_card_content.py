@@ -24,6 +24,7 @@ from approvals.arg_views import arg_view
 from approvals.store import DjangoRunStore
 from demo import agents as demo_agents
 from demo import tools as demo_tools
+from tests.approvals.inbox_rows import inbox, opened
 from tests.approvals.runtime_fixtures import XSS
 
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -94,7 +95,7 @@ def test_a_call_reads_as_its_title_with_the_run_id_in_the_meta_line(
 ) -> None:
     run_id = start(desk, "support", "Please refund $890 on A-1044, it never arrived")
 
-    page = reviewer_client.get("/agents/support/").content.decode()
+    page = inbox(reviewer_client, "/agents/support/")
 
     assert text_of(page, "call-title") == ["Refund $890.00 · A-1044"]
     [meta] = text_of(page, "call-meta")
@@ -111,7 +112,7 @@ def test_arguments_read_by_type_money_and_multiline_text(desk: Runtime, reviewer
     start(desk, "support", "Please refund $890 on A-1044")
     start(desk, "support", "write to the customer of A-1042 that the parcel is late")
 
-    page = reviewer_client.get("/agents/support/").content.decode()
+    page = inbox(reviewer_client, "/agents/support/")
 
     assert re.search(r'<div class="arg arg-money"><dt>Amount cents</dt><dd>\$890\.00</dd>', page)
     body = re.search(
@@ -130,7 +131,7 @@ def test_risky_values_and_enums_are_chips(desk: Runtime, reviewer_client: Client
         {"start": "2026-12-01T22:00:00+00:00", "risk": "low"}, run_id=prod_run
     )
 
-    page = reviewer_client.get("/agents/ops/").content.decode()
+    page = inbox(reviewer_client, "/agents/ops/")
 
     assert '<span class="chip chip-risky">Environment: production</span>' in page  # in the row itself
     assert re.search(
@@ -157,7 +158,7 @@ def test_hostile_model_output_is_escaped_in_title_arguments_and_why(
 ) -> None:
     start(desk, "hostile", "go")
 
-    page = reviewer_client.get("/agents/hostile/").content.decode()
+    page = inbox(reviewer_client, "/agents/hostile/")
 
     assert "<script>alert(1)</script>" not in page and "<img src=x" not in page and "<b>bold</b>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
@@ -172,7 +173,7 @@ def test_the_why_block_shows_the_ask_the_agent_the_key_results_the_tool_and_the_
 ) -> None:
     start(desk, "support", "Please refund $890 on A-1044, it never arrived")
 
-    page = reviewer_client.get("/agents/support/").content.decode()
+    page = inbox(reviewer_client, "/agents/support/")
 
     why = re.search(r'<div class="why">(.*?)</div>\s*\n\s*<dl class="args">', page, re.S)
     assert why is not None
@@ -194,9 +195,13 @@ def test_the_inbox_reads_no_snapshot(
 
     with django_assert_max_num_queries(12) as queries:
         page = reviewer_client.get("/agents/support/", **HX).content.decode()
-
-    assert page.count('class="why"') == 3
+    # The rows start folded: each body (the why among it) comes when the reviewer opens the row.
+    assert page.count("call-body-lazy") == 3 and 'class="why"' not in page
     assert not any("snapshot" in q["sql"] for q in queries.captured_queries)
+
+    with django_assert_max_num_queries(12 * 3):
+        page = opened(reviewer_client, page)
+    assert page.count('class="why"') == 3
 
 
 def test_edit_form_is_built_from_the_tools_parameters(desk: Runtime, reviewer_client: Client) -> None:
@@ -204,20 +209,22 @@ def test_edit_form_is_built_from_the_tools_parameters(desk: Runtime, reviewer_cl
     call = waiting_call(desk, "support", run_id)
 
     page = reviewer_client.get(f"/runs/{run_id}/").content.decode()
-    inbox = reviewer_client.get("/agents/support/").content.decode()
+    folded = reviewer_client.get("/agents/support/").content.decode()
+    opened_rows = opened(reviewer_client, folded)
 
-    assert re.search(r'<input type="number" name="args-amount_cents" id="[^"]+" value="89000"', page)
-    assert re.search(r'<input type="text" name="args-order_id" id="[^"]+" value="A-1044"', page)
-    assert 'name="edited_args"' in page and 'name="edited_args"' in inbox  # the JSON: the advanced view
     assert call.tool_name == "issue_refund"
-    # An inbox row fetches the form from the run page when opened; without JavaScript, a link there.
-    assert 'name="args-amount_cents"' not in inbox
+    for html in (page, opened_rows):
+        assert re.search(r'<input type="number" name="args-amount_cents" id="[^"]+" value="89000"', html)
+        assert re.search(r'<input type="text" name="args-order_id" id="[^"]+" value="A-1044"', html)
+        assert 'name="edited_args"' in html  # the JSON: the advanced view
+    # A folded inbox row has none of its forms until it opens; without JavaScript, a link to the run.
+    assert 'name="args-amount_cents"' not in folded and 'name="edited_args"' not in folded
     assert re.search(
-        rf'hx-get="/runs/{run_id}/" hx-trigger="toggle from:closest details once" '
-        rf'hx-select="#call-{run_id}-{call.tool_call_id} form.edit-args-fields"',
-        inbox,
+        rf'hx-get="/runs/{run_id}/calls/{call.tool_call_id}/\?agent=support&amp;next=/agents/support/" '
+        r'hx-trigger="toggle from:closest details once"',
+        folded,
     )
-    assert f'<a href="/runs/{run_id}/">Edit each argument on the run page</a>' in inbox
+    assert f'<a class="run-link" href="/runs/{run_id}/">Open run' in folded
 
 
 def test_edit_form_errors_are_one_per_field_and_decide_nothing(
@@ -281,7 +288,7 @@ def test_a_risky_approval_needs_the_box_ticked_checked_on_the_server(
     )
     call = waiting_call(desk, "ops", run_id)
     url = f"/runs/{run_id}/calls/{call.tool_call_id}/approve"
-    page = reviewer_client.get("/agents/ops/").content.decode()
+    page = inbox(reviewer_client, "/agents/ops/")
     assert '<input type="checkbox" name="confirm_risky" value="yes" required> I checked this' in page
 
     refused = reviewer_client.post(url, {"agent": "ops"}, **HX).content.decode()
@@ -295,7 +302,7 @@ def test_a_risky_approval_needs_the_box_ticked_checked_on_the_server(
 def test_editing_a_call_into_a_risky_one_needs_the_box_too(desk: Runtime, reviewer_client: Client) -> None:
     run_id = start(desk, "ops", "deploy search to staging")
     call = waiting_call(desk, "ops", run_id)
-    page = reviewer_client.get("/agents/ops/").content.decode()
+    page = inbox(reviewer_client, "/agents/ops/")
     assert 'name="confirm_risky"' not in page  # staging is not risky
 
     posted = {
@@ -316,7 +323,7 @@ def test_decline_is_its_own_step_and_the_verdict_is_apart_from_what_the_run_did(
 ) -> None:
     run_id = start(desk, "support", "Please refund $890 on A-1044")
     call = waiting_call(desk, "support", run_id)
-    page = reviewer_client.get("/agents/support/").content.decode()
+    page = inbox(reviewer_client, "/agents/support/")
     assert re.search(
         r'<details class="decline">\s*<summary class="button danger-outline"[^>]*>Decline…</summary>', page
     )
@@ -363,7 +370,7 @@ def test_a_date_time_answer_is_sent_with_the_viewers_offset(
     follow_up = waiting_call(desk, "ops", run_id)
     [answer] = follow_up.context.previous_answers
     assert answer.answer["start"] == "2026-12-01T22:00:00+01:00"
-    page = reviewer_client.get("/agents/ops/").content.decode()
+    page = inbox(reviewer_client, "/agents/ops/")
     assert "Answered before: When may we deploy search to production?" in page
 
 
@@ -372,8 +379,8 @@ def test_sub_agent_calls_are_decided_and_counted_on_the_supervisor_only(
 ) -> None:
     run_id = start(desk, "coordinator", "deploy search to staging")
 
-    supervisor = reviewer_client.get("/agents/coordinator/").content.decode()
-    sub_agent = reviewer_client.get("/agents/ops/").content.decode()
+    supervisor = inbox(reviewer_client, "/agents/coordinator/")
+    sub_agent = inbox(reviewer_client, "/agents/ops/")
     overview = reviewer_client.get("/").content.decode()
 
     assert f'id="run-{run_id}"' in supervisor and "via Release engineer" in supervisor

@@ -18,6 +18,7 @@ from django.test import Client
 
 from approvals.models import AuditEntry
 from config.asgi import application
+from tests.approvals.inbox_rows import inbox
 from tests.approvals.runtime_fixtures import DashboardAgents
 from tests.approvals.test_views_pages import card_ids
 
@@ -114,9 +115,10 @@ def test_decision_forms_in_a_refetched_list_keep_their_own_target(
 ) -> None:
     run = agents.start("helpdesk", "refund broken parcel")
 
-    partial = reviewer_client.get("/agents/helpdesk/", **hx("run-list")).content.decode()
+    partial = inbox(reviewer_client, "/agents/helpdesk/", **hx("run-list"))
 
-    # Inside the list, each form swaps its own card (never the list it inherits from).
+    # Inside the list (a row's body fetched when it opens), each form swaps its own card (never the
+    # list it inherits from).
     form = re.search(rf'<form method="post" action="{re.escape(approve_url(run))}"[^>]*>', partial)
     assert form and f'hx-target="#run-{run.run_id}"' in form.group(0)
     assert 'hx-swap="outerHTML"' in form.group(0)

@@ -9,6 +9,7 @@ from django.contrib.messages import get_messages
 from django.test import Client
 
 from approvals.models import AuditEntry
+from tests.approvals.inbox_rows import inbox
 from tests.approvals.runtime_fixtures import DashboardAgents
 
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -266,7 +267,7 @@ def test_conditional_approval_only_parks_large_amounts(
     large = agents.start("helpdesk", "transfer 500")
 
     assert small.status == "success"
-    html = reviewer_client.get("/agents/helpdesk/").content.decode()
+    html = inbox(reviewer_client, "/agents/helpdesk/")
     assert f'id="run-{large.run_id}"' in html and "&quot;amount&quot;: 500" in html
 
 
@@ -277,7 +278,7 @@ def test_sub_agent_calls_with_colons_in_their_ids_are_decided_on_the_supervisor(
     ids = [c.tool_call_id for c in agents.suspended("boss")[0].tool_calls]
     assert len(ids) == 2 and all(":" in i for i in ids)
 
-    html = reviewer_client.get("/agents/boss/").content.decode()
+    html = inbox(reviewer_client, "/agents/boss/")
     for tool_call_id in ids:
         assert f'action="{url(run.run_id, tool_call_id, "approve")}"' in html
     assert f'hx-target="#run-{run.run_id}"' in html

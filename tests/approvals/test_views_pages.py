@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
 from tests.approvals.conftest import count_queries
+from tests.approvals.inbox_rows import inbox
 from tests.approvals.runtime_fixtures import XSS, DashboardAgents
 
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -68,7 +71,7 @@ def test_inbox_full_page_and_htmx_partial(agents: DashboardAgents, reviewer_clie
 def test_inbox_card_shows_run_and_call_details(agents: DashboardAgents, reviewer_client: Client) -> None:
     run = agents.start("helpdesk", "refund broken parcel", thread="t-1", resource="dana")
 
-    html = reviewer_client.get("/agents/helpdesk/").content.decode()
+    html = inbox(reviewer_client, "/agents/helpdesk/")
 
     assert f'id="run-{run.run_id}"' in html
     assert "<code>t-1</code>" in html and "<code>dana</code>" in html
@@ -78,6 +81,32 @@ def test_inbox_card_shows_run_and_call_details(agents: DashboardAgents, reviewer
     assert ">Approve</button>" in html and ">Decline</button>" in html
     assert ">Decline…</summary>" in html  # declining is its own step
     assert ">Reason for declining (sent to the agent)</label>" in html
+
+
+def test_a_folded_rows_body_comes_when_it_opens_and_says_nothing_to_those_who_may_not_see_it(
+    agents: DashboardAgents, reviewer_client: Client, nobody: User, client_for: Any
+) -> None:
+    run = agents.start("helpdesk", "refund broken parcel")
+    call = run.tool_calls[0]
+    body_url = f"/runs/{run.run_id}/calls/{call.tool_call_id}/"
+
+    folded = reviewer_client.get("/agents/helpdesk/?thread=&per_page=20").content.decode()
+    body = reviewer_client.get(body_url, {"next": "/agents/helpdesk/?per_page=20"}, **HX).content.decode()
+    elsewhere = reviewer_client.get(body_url, {"next": "https://evil.example/"}, **HX).content.decode()
+    no_js = reviewer_client.get(body_url)
+    outsider = client_for(nobody).get(body_url, **HX).content.decode()
+    unknown = reviewer_client.get(f"/runs/{run.run_id}/calls/call_nope/", **HX).content.decode()
+
+    # The inbox row carries its summary only; the body has what it folded away, forms included.
+    assert "&quot;note&quot;" not in folded and ">Approve</button>" not in folded
+    assert "&quot;note&quot;: &quot;broken parcel&quot;" in body and ">Approve</button>" in body
+    assert 'name="next" value="/agents/helpdesk/?per_page=20"' in body  # back to the inbox, filtered
+    assert f'name="next" value="/runs/{run.run_id}/"' in elsewhere  # never another site
+    assert f'hx-target="#run-{run.run_id}"' in body  # a decision swaps the whole card, as before
+    assert no_js.status_code == 302 and no_js["Location"] == f"/runs/{run.run_id}/"
+    # Someone who may not see the agent learns nothing, not even that the run exists.
+    assert "broken parcel" not in outsider and "waits no more" in outsider
+    assert "waits no more" in unknown
 
 
 def test_inbox_filters_by_thread_resource_tool_and_kind(

@@ -106,3 +106,33 @@ def test_a_row_expands_to_the_card_with_its_title_why_and_chips_and_declines_wit
     expect(outcome.locator(".verdict")).to_have_text("Declined")
     expect(outcome.locator(".run-next")).to_contain_text("Completed")
     expect(outcome).to_be_focused()
+
+
+def test_a_rows_body_loads_once_when_opened_and_stays_through_live_refetches(
+    pages: Pages, server: Server
+) -> None:
+    thread = unique("lazy")
+    (first,) = server.start_runs(RunRequest("support", "Please refund $890.00 on A-1044", thread, "sam"))
+    page = pages.open()
+    bodies: list[str] = []
+    page.on("request", lambda r: bodies.append(r.url) if f"/runs/{first}/calls/" in r.url else None)
+    visit(page, f"/agents/support/?thread={thread}")
+    card = page.locator(f"#run-{first}")
+
+    # Folded, the row has no body yet; opening it fetches the body: why it waits, the buttons.
+    expect(card.locator(".call-body-lazy")).to_have_count(1)
+    card.locator("summary.call-summary").click()
+    expect(card.locator(".why")).to_contain_text("The user asked")
+    expect(card.get_by_role("button", name=APPROVE)).to_be_enabled()
+    card.locator(".call-body").evaluate("(body) => { body.dataset.seen = 'yes'; }")
+    # The reviewer looks away (pointer and focus off the list): nothing holds the card as it was.
+    page.mouse.move(5, 5)
+    page.evaluate("() => document.activeElement.blur()")
+
+    # Another run parks: the list refetches, and the open row keeps the very body it showed.
+    with page.expect_response(lambda r: f"/agents/support/?thread={thread}" in r.url):
+        server.start_runs(RunRequest("support", "Please refund $89.00 on A-1042", thread, "dana"))
+    page.wait_for_load_state("networkidle")
+    expect(card.locator("details.call-row")).to_have_attribute("open", "")
+    expect(card.locator(".call-body")).to_have_attribute("data-seen", "yes")
+    assert len(bodies) == 1, bodies

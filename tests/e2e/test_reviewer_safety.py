@@ -218,6 +218,7 @@ def test_a_click_after_the_session_ended_goes_to_the_login_page_and_decides_noth
     log_in(page, ADMIN)
     expect(page).to_have_url(server.url(f"/agents/support/?thread={thread}"))
     page.wait_for_load_state("networkidle")
+    approve = card(page, run_id).get_by_role("button", name=APPROVE)  # the row open, its body in
     session_key = next(c["value"] for c in page.context.cookies() if c["name"] == "sessionid")
     # Revoked on the server (an admin, an expiry): the page still looks signed in.
     server.manage(
@@ -227,7 +228,7 @@ def test_a_click_after_the_session_ended_goes_to_the_login_page_and_decides_noth
         f"Session.objects.filter(session_key={session_key!r}).delete()",
     )
 
-    card(page, run_id).get_by_role("button", name=APPROVE).click()
+    approve.click()
 
     expect(page).to_have_url(re.compile(r"/accounts/login/\?next="))
     expect(page.locator("ul.messages")).to_contain_text("You were signed out. Nothing was decided.")
