@@ -31,8 +31,11 @@ class RunStore(Protocol):
         """Replace a claimed run's calls and snapshot and suspend it again; ``None`` if the claim was lost."""
         ...
 
-    def get_run(self, run_id: str) -> StoredRun | None:
-        """The run with its snapshot, or ``None`` when it does not exist (any owner)."""
+    def get_run(self, run_id: str, *, with_snapshot: bool = True) -> StoredRun | None:
+        """The run with its snapshot, or ``None`` when it does not exist (any owner).
+
+        ``with_snapshot=False``: without it (``snapshot`` is ``None``), for readers of the run's calls
+        only; a snapshot holds the whole conversation and is most of what reading a run costs."""
         ...
 
     def list_suspended(self, query: RunQuery) -> tuple[list[StoredRun], int]:

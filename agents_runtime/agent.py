@@ -293,7 +293,7 @@ class Agent:
 
     async def get_suspended_run(self, run_id: str) -> AgentRun:
         """One of this agent's suspended runs (beyond Mastra); ``RunNotFound`` otherwise."""
-        run = await self._own_run(run_id)
+        run = await self._own_run(run_id, with_snapshot=False)
         return agent_run(run)
 
     async def run_messages(self, run_id: str) -> list[dict[str, Any]]:
@@ -306,8 +306,8 @@ class Agent:
             return []
         return plain_messages(snapshot.conversation.messages)
 
-    async def _own_run(self, run_id: str) -> StoredRun:
-        run: StoredRun | None = await self._store(self.storage.get_run, run_id)
+    async def _own_run(self, run_id: str, *, with_snapshot: bool = True) -> StoredRun:
+        run: StoredRun | None = await self._store(self.storage.get_run, run_id, with_snapshot=with_snapshot)
         if run is None or run.agent_id != self.id or run.status != "suspended":
             raise RunNotFound(run_id)
         return run

@@ -125,11 +125,11 @@ class InMemoryRunStore(RunStore):
             row.lease_expires = None
             return self._copy(row.run, with_snapshot=True)
 
-    def get_run(self, run_id: str) -> StoredRun | None:
+    def get_run(self, run_id: str, *, with_snapshot: bool = True) -> StoredRun | None:
         with self._lock:
             self._reclaim_expired()
             row = self._rows.get(run_id)
-            return None if row is None else self._copy(row.run, with_snapshot=True)
+            return None if row is None else self._copy(row.run, with_snapshot=with_snapshot)
 
     def list_suspended(self, query: RunQuery) -> tuple[list[StoredRun], int]:
         with self._lock:

@@ -14,7 +14,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from agents_runtime import InvalidPagination, RunNotFound
+from agents_runtime import AgentRun, InvalidPagination, RunNotFound
 from agents_runtime.agent import DEFAULT_DECLINE_REASON
 from approvals.access import DECIDE_PERMISSION
 from approvals.api import deciding, params, precheck, streams
@@ -87,18 +87,18 @@ async def stream(request: HttpRequest, agent_id: str) -> HttpResponseBase:
     return streams.run_response(run, agent_id)
 
 
-async def _parked(access: Any, run_id: str) -> tuple[list[Any], dict[str, Any]]:
-    """The run's parked calls, and the arguments of each call in its conversation (a ``suspend()``-ed
-    call's are only there), for the stream that answers the decision."""
+async def _parked(access: Any, run_id: str) -> tuple[AgentRun | None, dict[str, Any]]:
+    """The run, and the arguments of each call in its conversation (a ``suspend()``-ed call's are only
+    there), for the stream that answers the decision."""
     try:
         run = await access.agent.get_suspended_run(run_id)
         messages = await access.agent.run_messages(run_id)
     except RunNotFound:
-        return [], {}
+        return None, {}
     args = {
         m["tool_call_id"]: m["args"] for m in messages if m["kind"] == "tool-call" and m["args"] is not None
     }
-    return list(run.tool_calls), args
+    return run, args
 
 
 async def _decision(request: HttpRequest, agent_id: str, action: params.Action) -> HttpResponseBase:
@@ -106,7 +106,8 @@ async def _decision(request: HttpRequest, agent_id: str, action: params.Action) 
     body = params.decision_body(params.json_body(request), action)
     await require(access, DECIDE_PERMISSION, to="decide on suspended runs")
     await limit_decisions(request)
-    calls, args = await _parked(access, body.run_id)
+    run, args = await _parked(access, body.run_id)
+    calls = list(run.tool_calls) if run is not None else []
     tool_call_id = body.tool_call_id
     if tool_call_id is None:
         # Mastra's resume picks the run's only parked call; several need a toolCallId.
@@ -126,7 +127,7 @@ async def _decision(request: HttpRequest, agent_id: str, action: params.Action) 
     precheck.check(
         access.agent, next((c for c in calls if c.tool_call_id == tool_call_id), None), action, body
     )
-    decide = deciding.decision_call(access, action, body.run_id, tool_call_id, body)
+    decide = deciding.decision_call(access, action, body.run_id, tool_call_id, body, run)
     declined: dict[str, str] = {}
     data = body.resume_data
     if action == "decline":

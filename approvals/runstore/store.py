@@ -134,14 +134,14 @@ class DjangoRunStore(DecisionSteps, RunStore):
             )
         return _stored_run(run, tuple(_stored_call(c) for c in suspension.calls), with_snapshot=True)
 
-    def get_run(self, run_id: str) -> StoredRun | None:
+    def get_run(self, run_id: str, *, with_snapshot: bool = True) -> StoredRun | None:
         with self._connection_scope():
-            found = self._current_run(self._runs().filter(run_id=run_id), with_snapshot=True)
+            found = self._current_run(self._runs().filter(run_id=run_id), with_snapshot=with_snapshot)
             if found is None:
                 return None
             run, call_rows = found
             try:
-                return _stored_run(run, _parked_calls(call_rows), with_snapshot=True)
+                return _stored_run(run, _parked_calls(call_rows), with_snapshot=with_snapshot)
             except CorruptRow as exc:
                 logger.warning("Run %s is unreadable and treated as missing: %s", run_id, exc)
                 return None

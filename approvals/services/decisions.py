@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from agents_runtime import (
     Agent,
+    AgentRun,
     InvalidResumeData,
     RerunNotConfirmed,
     RunAlreadyDecided,
@@ -58,11 +59,13 @@ async def _attempt(
     resume_data: Any,
     edited_args: dict[str, Any] | None = None,
     confirm_rerun: bool = False,
+    shown: AgentRun | None = None,
 ) -> Attempt:
     attempt = Attempt(edited_args=edited_args)
     try:
-        # What the reviewer decided on, for the record ("args as shown").
-        attempt.run_before = await agent.get_suspended_run(run_id)
+        # What the reviewer decided on, for the record ("args as shown"): as the caller read it
+        # just now, if it did.
+        attempt.run_before = shown if shown is not None else await agent.get_suspended_run(run_id)
         attempt.call = next(
             (c for c in attempt.run_before.tool_calls if c.tool_call_id == tool_call_id), None
         )
@@ -135,6 +138,7 @@ def _decide(
     resume_data: Any = None,
     edited_args: dict[str, Any] | None = None,
     confirm_rerun: bool = False,
+    shown: AgentRun | None = None,
 ) -> DecisionOutcome:
     who = access.access if isinstance(access, AgentAccess) else access
     who.require(DECIDE_PERMISSION, to="decide on suspended runs")
@@ -152,6 +156,7 @@ def _decide(
             resume_data=resume_data,
             edited_args=edited_args,
             confirm_rerun=confirm_rerun,
+            shown=shown if shown is not None and shown.run_id == run_id else None,
         )
     else:
         # No agent of the user's has this run waiting (the caller looked): report who decided it,
@@ -244,6 +249,7 @@ def decision_approve(
     tool_call_id: str,
     edited_args: dict[str, Any] | None = None,
     confirm_rerun: bool = False,
+    shown: AgentRun | None = None,
 ) -> DecisionOutcome:
     """Approve one parked call: the tool runs (once) when the run continues.
 
@@ -257,6 +263,9 @@ def decision_approve(
     model's; the runtime checks them against the tool's parameters first, and refuses them
     (``invalid``, ``refused_args``, field errors) without deciding anything. Arguments equal to the
     model's are a plain approval.
+
+    ``shown``: the run as the caller read it just before (the API does, to check the data first):
+    the record's "arguments as shown" come from it rather than from reading the run again.
     """
     return _decide(
         access,
@@ -265,19 +274,27 @@ def decision_approve(
         action=DecisionAction.APPROVE,
         edited_args=edited_args,
         confirm_rerun=confirm_rerun,
+        shown=shown,
     )
 
 
 def decision_decline(
-    access: Access | AgentAccess, *, run_id: str, tool_call_id: str, reason: str = ""
+    access: Access | AgentAccess,
+    *,
+    run_id: str,
+    tool_call_id: str,
+    reason: str = "",
+    shown: AgentRun | None = None,
 ) -> DecisionOutcome:
-    """Decline one parked call; the model receives ``reason`` (or the runtime's default) as the result."""
+    """Decline one parked call; the model receives ``reason`` (or the runtime's default) as the result
+    (``shown`` as for ``decision_approve``)."""
     return _decide(
         access,
         run_id=run_id,
         tool_call_id=tool_call_id,
         action=DecisionAction.DECLINE,
         reason=reason.strip(),
+        shown=shown,
     )
 
 
@@ -288,9 +305,10 @@ def decision_resume(
     tool_call_id: str,
     resume_data: Any,
     confirm_rerun: bool = False,
+    shown: AgentRun | None = None,
 ) -> DecisionOutcome:
     """Answer a ``suspend()``-ed call with data already validated against its resume schema
-    (``confirm_rerun`` as for ``decision_approve``)."""
+    (``confirm_rerun`` and ``shown`` as for ``decision_approve``)."""
     return _decide(
         access,
         run_id=run_id,
@@ -298,6 +316,7 @@ def decision_resume(
         action=DecisionAction.RESUME,
         resume_data=resume_data,
         confirm_rerun=confirm_rerun,
+        shown=shown,
     )
 
 

@@ -221,10 +221,10 @@ def test_edit_form_is_built_from_the_tools_parameters(desk: Runtime, reviewer_cl
     assert 'name="args-amount_cents"' not in folded and 'name="edited_args"' not in folded
     assert re.search(
         rf'hx-get="/runs/{run_id}/calls/{call.tool_call_id}/\?agent=support&amp;next=/agents/support/" '
-        r'hx-trigger="toggle from:closest details once"',
+        r'hx-trigger="cs:load-body"',
         folded,
     )
-    assert f'<a class="run-link" href="/runs/{run_id}/">Open run' in folded
+    assert f'<a class="run-link" href="/runs/{run_id}/?next=/agents/support/">Open run' in folded
 
 
 def test_edit_form_errors_are_one_per_field_and_decide_nothing(

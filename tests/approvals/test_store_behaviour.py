@@ -190,6 +190,18 @@ def test_listing_leaves_snapshots_out(store: RunStore) -> None:
     assert run.calls == (approval(), suspend_call())
 
 
+def test_a_run_read_for_its_calls_leaves_its_snapshot_out(store: RunStore) -> None:
+    store.insert_suspended(suspension("r1", calls=[approval(), suspend_call()]))
+
+    light = store.get_run("r1", with_snapshot=False)
+    whole = store.get_run("r1")
+
+    assert light is not None and whole is not None
+    assert light.snapshot is None and whole.snapshot is not None
+    assert light.calls == whole.calls == (approval(), suspend_call())
+    assert light.version == whole.version and light.status == whole.status == "suspended"
+
+
 # -- decisions -------------------------------------------------------------------------------------
 
 

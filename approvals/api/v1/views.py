@@ -207,7 +207,7 @@ async def _decide(
     calls = list(run.tool_calls) if run is not None else []
     call = next((c for c in calls if c.tool_call_id == tool_call_id), None)
     precheck.check(access.agent, call, action, decision)
-    decide = deciding.decision_call(access, action, run_id, tool_call_id, decision)
+    decide = deciding.decision_call(access, action, run_id, tool_call_id, decision, run)
     with audit_channel.using("api"):
         try:
             outcome = await sync_to_async(decide)()
