@@ -57,6 +57,14 @@ class RunRecordQuerySet(models.QuerySet["RunRecord"]):
             qs = qs.filter(Exists(undecided.filter(kind=kind)))
         return qs
 
+    def expiring_before(self, when: datetime | None) -> RunRecordQuerySet:
+        """Runs with an undecided call whose deadline is before ``when`` (None: any run)."""
+        if when is None:
+            return self
+        return self.filter(
+            Exists(ParkedCallRecord.objects.filter(run=OuterRef("pk"), expires_at__lt=when).undecided())
+        )
+
     def in_suspension_order(self, *, oldest_first: bool = False) -> RunRecordQuerySet:
         # Ties by run_id ascending either way, so pages are stable.
         return self.order_by("suspended_at" if oldest_first else "-suspended_at", "run_id")
@@ -188,6 +196,11 @@ class ParkedCallRecord(models.Model):
     tool_started_at = models.DateTimeField(null=True, blank=True)
     #: Why the call waits, gathered when it parked (``ParkedCall.context``): the card's "why".
     context = OrderedJSONField(null=True, blank=True)
+    #: When nobody answering decides the call (``ParkedCall.deadline`` says how, its JSON form).
+    expires_at = models.DateTimeField(null=True, blank=True)
+    deadline = models.JSONField(null=True, blank=True)
+    #: The reviewer group the call moved to when its first deadline passed (``on_expiry="escalate"``).
+    escalated_to = models.CharField(max_length=150, null=True, blank=True)  # noqa: DJ001
 
     objects: ClassVar[ParkedCallRecordQuerySet] = ParkedCallRecordQuerySet.as_manager()  # type: ignore[assignment]
 
@@ -203,6 +216,13 @@ class ParkedCallRecord(models.Model):
             ),
             models.Index(
                 fields=["run", "kind"], condition=Q(action__isnull=True), name="call_undecided_kind_idx"
+            ),
+            # The expiry sweep: undecided calls with a deadline, earliest first (a range scan of
+            # the few that are due).
+            models.Index(
+                fields=["expires_at"],
+                condition=Q(action__isnull=True, expires_at__isnull=False),
+                name="call_undecided_expiry_idx",
             ),
         ]
 

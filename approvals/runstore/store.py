@@ -39,6 +39,7 @@ from agents_runtime.vocabulary import Outcome
 from approvals.models import AuditEntry, EndedRun, ThreadMessage
 from approvals.models.runs import RunRecordQuerySet, RunStatus
 from approvals.runstore import audit as decision_records
+from approvals.runstore.deadlines import DeadlineSteps
 from approvals.runstore.decide import DecisionSteps
 from approvals.runstore.records import (
     _RUN_COLUMNS,
@@ -56,7 +57,7 @@ from approvals.runstore.sql import _FINISH_REMEMBERING_SQL, _FINISH_SQL, _MARK_T
 logger = logging.getLogger(__name__)
 
 
-class DjangoRunStore(DecisionSteps, RunStore):
+class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore):
     """The run store on the default database (or ``using``); safe to share between threads.
 
     ``lease`` defaults to ``settings.RUN_LEASE_SECONDS`` (300), read when first needed. Building a
@@ -158,6 +159,7 @@ class DjangoRunStore(DecisionSteps, RunStore):
                     None if query.created_to is None else _utc(query.created_to),
                 )
                 .waiting_on(tool_name=query.tool_name, kind=query.kind)
+                .expiring_before(None if query.expiring_before is None else _utc(query.expiring_before))
             )
             if query.thread_id is not None:
                 matches = matches.filter(thread_id=query.thread_id)

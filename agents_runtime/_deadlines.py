@@ -1,0 +1,172 @@
+"""Deadlines at work: stamped on calls when they park, expired or escalated when due, extended.
+
+An expiry is a decision like a reviewer's, made by a rule inside the store's atomic ``decide``
+step: the rule checks the call is still undecided and due *there*, so exactly one of the reviewer
+and the expiry wins, and the tool runs at most once. An escalation and an extension change the
+call's deadline in the store's atomic ``change_deadline`` step (the run's version moves, so a
+decision planned on the old state is re-planned).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from ._convert import now
+from ._decisions import pick_call, settle
+from ._host import RunAgent
+from .deadlines import Deadline, expiry_reason
+from .errors import AgentsRuntimeError, RunAlreadyDecided, RunNotFound, ToolCallNotSuspended
+from .store import DeadlineChange, Decision, ParkedCall, StoredRun
+from .vocabulary import CallKind, DecisionAction
+
+logger = logging.getLogger("agents_runtime")
+
+#: Runs read per listing while expiring (a page of the due ones; the sweep reads until none is left).
+SWEEP_PAGE = 200
+
+
+class NotDue(AgentsRuntimeError):
+    """The call is not (or no longer) due: a reviewer extended its deadline, or it never had one."""
+
+
+def with_deadlines(
+    agent: RunAgent, calls: Sequence[ParkedCall], run_deadline: Deadline | None
+) -> list[ParkedCall]:
+    """The calls a run parks, each with its deadline: the run's own, else its tool's."""
+    parked_at = now()
+    stamped = []
+    for call in calls:
+        spec = agent._tools_by_name.get(call.tool_name)
+        deadline = run_deadline or (spec.deadline if spec is not None else None)
+        # A supervisor's mirror keeps the deadline its sub-agent's call got.
+        if deadline is not None and call.delegation is None:
+            call = replace(call, deadline=deadline, expires_at=deadline.expires_at(parked_at))
+        stamped.append(call)
+    return stamped
+
+
+def _due(run: StoredRun, tool_call_id: str, at: datetime) -> ParkedCall:
+    call = pick_call(run, tool_call_id)
+    if call.decision is None and (call.expires_at is None or call.expires_at > at):
+        raise NotDue(f"Tool call {tool_call_id!r} is not due")
+    return call
+
+
+async def expire_call(agent: RunAgent, run_id: str, tool_call_id: str, at: datetime) -> str | None:
+    """Expire (or escalate) one due call; what happened ("expired", "escalated"), None if nothing."""
+    run: StoredRun | None = await agent._store(agent.storage.get_run, run_id)
+    call = None if run is None else next((c for c in run.calls if c.tool_call_id == tool_call_id), None)
+    if call is None or call.deadline is None:
+        return None
+    deadline = call.deadline
+    try:
+        if deadline.on_expiry == "escalate" and call.escalated_to is None:
+            await _escalate(agent, run_id, tool_call_id, deadline, at)
+            return "escalated"
+
+        def rule(run: StoredRun) -> tuple[str, Decision]:
+            due = _due(run, tool_call_id, at)
+            assert due.expires_at is not None
+            approve = deadline.on_expiry == "approve" and due.kind == CallKind.APPROVAL
+            return due.tool_call_id, Decision(
+                action=DecisionAction.EXPIRE,
+                decided_at=now(),
+                reason=expiry_reason(due.expires_at - run.suspended_at),
+                resume_data={"approved": approve},
+            )
+
+        stream = await settle(agent, run_id, rule, None)
+    except (NotDue, RunAlreadyDecided, RunNotFound, ToolCallNotSuspended):
+        return None  # a reviewer (or another sweeper) got there first, or the deadline moved
+    await stream.result()
+    return "expired"
+
+
+async def _escalate(
+    agent: RunAgent, run_id: str, tool_call_id: str, deadline: Deadline, at: datetime
+) -> None:
+    def rule(run: StoredRun) -> DeadlineChange:
+        due = _due(run, tool_call_id, at)
+        if due.escalated_to is not None:
+            raise NotDue(f"Tool call {tool_call_id!r} was escalated already")
+        later = deadline.escalation_expires_after
+        changed = now()
+        return DeadlineChange(
+            tool_call_id=due.tool_call_id,
+            action=DecisionAction.ESCALATE,
+            expires_at=None if later is None else changed + later,
+            changed_at=changed,
+            escalated_to=deadline.escalate_to,
+            reason=f"No reviewer answered in time; escalated to {deadline.escalate_to}",
+        )
+
+    await agent._store(agent.storage.change_deadline, agent_id=agent.id, run_id=run_id, rule=rule)
+    await agent._notify("call-escalated", run_id, tool_call_id=tool_call_id)
+
+
+async def expire_overdue(agent: RunAgent, at: datetime) -> int:
+    """Expire or escalate every call of ``agent``'s runs due at ``at``; how many changed."""
+    done = 0
+    seen: set[tuple[str, str]] = set()
+    while True:
+        page = await agent._store(agent.storage.due_calls, agent.id, at, limit=SWEEP_PAGE)
+        due = [key for key in page if key not in seen]
+        if not due:
+            return done
+        for run_id, tool_call_id in due:
+            seen.add((run_id, tool_call_id))
+            try:
+                if await expire_call(agent, run_id, tool_call_id, at) is not None:
+                    done += 1
+            except Exception:
+                # One broken run must not stop the others from expiring on time.
+                logger.exception(
+                    "Run %s of agent %r: expiring call %s failed", run_id, agent.id, tool_call_id
+                )
+
+
+async def extend(
+    agent: RunAgent,
+    run_id: str,
+    tool_call_id: str,
+    *,
+    until: datetime | None,
+    by: timedelta | None,
+    reason: str,
+    actor: str | None,
+) -> datetime:
+    """Move a waiting call's deadline later; the new deadline."""
+    if (until is None) == (by is None):
+        raise ValueError("Give the new deadline as until= (a datetime) or by= (a timedelta), not both")
+    if not isinstance(reason, str) or not reason.strip():
+        raise ValueError("Extending a deadline needs a reason")
+    if by is not None and (not isinstance(by, timedelta) or by <= timedelta(0)):
+        raise ValueError("by must be a positive timedelta")
+    if until is not None and (not isinstance(until, datetime) or until.tzinfo is None):
+        raise ValueError("until must be an aware datetime")
+    new: list[datetime] = []
+
+    def rule(run: StoredRun) -> DeadlineChange:
+        call = pick_call(run, tool_call_id)
+        if call.expires_at is None:
+            raise ValueError(f"Tool call {tool_call_id!r} has no deadline to extend")
+        expires_at = until if until is not None else call.expires_at + (by or timedelta(0))
+        if expires_at <= call.expires_at:
+            raise ValueError("The new deadline must be later than the current one")
+        new.append(expires_at)
+        return DeadlineChange(
+            tool_call_id=call.tool_call_id,
+            action=DecisionAction.EXTEND,
+            expires_at=expires_at,
+            changed_at=now(),
+            escalated_to=call.escalated_to,
+            actor=actor,
+            reason=reason.strip(),
+        )
+
+    await agent._store(agent.storage.change_deadline, agent_id=agent.id, run_id=run_id, rule=rule)
+    await agent._notify("deadline-extended", run_id, tool_call_id=tool_call_id, actor=actor)
+    return new[-1]
