@@ -92,7 +92,7 @@ def from_json(data: Any) -> Deadline | None:
 
 def describe(duration: timedelta) -> str:
     """``timedelta(minutes=90)`` as "1 hour 30 minutes" (for the model and the audit log)."""
-    seconds = int(duration.total_seconds())
+    seconds = round(duration.total_seconds())
     parts = []
     for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1)):
         count, seconds = divmod(seconds, size)
