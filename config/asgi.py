@@ -12,6 +12,7 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from approvals import expiry  # noqa: E402
 from approvals.db_threads import RequestThreads  # noqa: E402
 from approvals.origins import SameOriginValidator  # noqa: E402
 from approvals.routing import websocket_urlpatterns  # noqa: E402
@@ -25,3 +26,6 @@ application = ProtocolTypeRouter(
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+# Parked calls past their deadline expire from here unless a task worker does it (approvals/expiry.py).
+expiry.start_for_server()
