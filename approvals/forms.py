@@ -196,6 +196,18 @@ class DeclineForm(forms.Form):
     )
 
 
+class ExtendDeadlineForm(forms.Form):
+    """A reviewer gives a waiting call more time (audited with the reason)."""
+
+    by_minutes = forms.TypedChoiceField(
+        coerce=int,
+        choices=[(15, "15 minutes"), (60, "1 hour"), (240, "4 hours"), (1440, "1 day")],
+        initial=60,
+        label="Extend by",
+    )
+    reason = forms.CharField(max_length=500, label="Reason (kept in the audit log)", strip=True)
+
+
 class NewRunForm(forms.Form):
     agent = forms.ChoiceField(label="Agent")
     prompt = forms.CharField(label="Prompt", max_length=8000, widget=forms.Textarea(attrs={"rows": 4}))

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from asgiref.sync import async_to_sync
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
 
 from agents_runtime.deadlines import Deadline
 from approvals.expiry import Sweeper
@@ -87,3 +92,60 @@ def test_escalation_and_extension_are_recorded_and_not_decisions(agents: Dashboa
     [waiting] = agents.suspended("helpdesk")
     assert waiting.tool_calls[0].escalated_to == "leads"
     assert waiting.tool_calls[0].expires_at == new
+
+
+def _waiting_with_deadline(agents: DashboardAgents, seconds: float) -> tuple[str, str]:
+    run = async_to_sync(agents.agent("helpdesk").generate)("refund soon", deadline=timedelta(seconds=seconds))
+    return run.run_id, run.tool_calls[0].tool_call_id
+
+
+def test_the_card_shows_the_deadline_with_the_seconds_left_by_the_servers_clock(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    _waiting_with_deadline(agents, 3600)
+    _waiting_with_deadline(agents, 120)
+
+    page = reviewer_client.get(reverse("approvals:inbox", args=["helpdesk"])).content.decode()
+
+    seconds = sorted(int(s) for s in re.findall(r'data-countdown="(\d+)"', page))
+    assert len(seconds) == 4  # the chip and the card's line of each call
+    assert 100 <= seconds[0] <= 120 and 3500 <= seconds[-1] <= 3600
+    assert page.count('class="chip chip-deadline is-due-soon"') == 1
+    assert "then it is declined unless someone decides" in page
+
+
+def test_a_reviewer_extends_a_deadline_with_a_reason(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    run_id, call_id = _waiting_with_deadline(agents, 600)
+    before = agents.suspended("helpdesk")[0].tool_calls[0].expires_at
+    url = reverse("approvals:extend_deadline", args=[run_id, call_id])
+
+    refused = reviewer_client.post(url, {"agent": "helpdesk", "by_minutes": "60", "reason": ""})
+    assert "The deadline was not extended" in refused.content.decode()
+    assert agents.suspended("helpdesk")[0].tool_calls[0].expires_at == before
+    assert not AuditEntry.objects.filter(action="extend").exists()
+
+    done = reviewer_client.post(
+        url, {"agent": "helpdesk", "by_minutes": "60", "reason": "Waiting on finance"}
+    )
+
+    assert "Deadline extended." in done.content.decode()
+    assert agents.suspended("helpdesk")[0].tool_calls[0].expires_at == before + timedelta(hours=1)
+    entry = AuditEntry.objects.get(action="extend")
+    assert (entry.username, entry.reason, entry.outcome) == ("rita", "Waiting on finance", "rescheduled")
+
+
+def test_a_viewer_who_may_not_decide_cannot_extend(
+    agents: DashboardAgents, viewer: User, client_for: Callable[[User], Client]
+) -> None:
+    run_id, call_id = _waiting_with_deadline(agents, 600)
+    before = agents.suspended("helpdesk")[0].tool_calls[0].expires_at
+
+    response = client_for(viewer).post(
+        reverse("approvals:extend_deadline", args=[run_id, call_id]),
+        {"agent": "helpdesk", "by_minutes": "60", "reason": "mine"},
+    )
+
+    assert response.status_code == 403
+    assert agents.suspended("helpdesk")[0].tool_calls[0].expires_at == before
