@@ -295,7 +295,7 @@ class Agent:
         page: int | None = None,
         tool_name: str | None = None,
         kind: CallKind | str | None = None,
-        order: Literal["newest", "oldest"] = "newest",
+        order: Literal["newest", "oldest", "deadline"] = "newest",
         delegated: bool | None = None,
         expiring_before: datetime | None = None,
     ) -> ListSuspendedRunsResult:
@@ -303,10 +303,10 @@ class Agent:
 
         Pagination applies when both ``per_page`` and ``page`` (zero-based) are given; ``total``
         counts every match. Beyond Mastra: ``tool_name`` and ``kind`` ("approval" | "input") keep
-        runs with such an undecided call, ``order="oldest"`` reverses the order, and ``delegated``
-        keeps only a sub-agent's inner runs (True: decided through the supervisor's run) or only the
-        others (False), ``expiring_before`` keeps runs with an undecided call whose deadline is
-        earlier.
+        runs with such an undecided call, ``order="oldest"`` reverses the order (``"deadline"``:
+        the call due soonest first, runs without a deadline last), and ``delegated`` keeps only a
+        sub-agent's inner runs (True: decided through the supervisor's run) or only the others
+        (False), ``expiring_before`` keeps runs with an undecided call whose deadline is earlier.
         """
         if expiring_before is not None and not isinstance(expiring_before, datetime):
             raise TypeError("expiring_before must be a datetime")
@@ -320,8 +320,8 @@ class Agent:
                 raise TypeError(f"{label} must be a string")
         if kind not in (None, *CallKind):
             raise ValueError(f"kind must be {' or '.join(repr(k.value) for k in CallKind)}")
-        if order not in ("newest", "oldest"):
-            raise ValueError("order must be 'newest' or 'oldest'")
+        if order not in ("newest", "oldest", "deadline"):
+            raise ValueError("order must be 'newest', 'oldest' or 'deadline'")
         paged = per_page is not None and page is not None
         query = RunQuery(
             agent_id=self.id,
@@ -332,6 +332,7 @@ class Agent:
             tool_name=tool_name,
             kind=CallKind(kind) if kind else None,
             oldest_first=order == "oldest",
+            by_deadline=order == "deadline",
             delegated=delegated,
             expiring_before=as_utc(expiring_before, end_of_day=False),
             limit=per_page if paged else None,

@@ -140,7 +140,10 @@ class InMemoryRunStore(RunStore):
                 for row in self._rows.values()
                 if row.run.status == "suspended" and _matches(row.run, query)
             ]
-        if query.oldest_first:
+        if query.by_deadline:
+            matches.sort(key=lambda r: (r.suspended_at, r.run_id))
+            matches.sort(key=_next_deadline)
+        elif query.oldest_first:
             matches.sort(key=lambda r: r.run_id)
             matches.sort(key=lambda r: r.suspended_at)
         else:
@@ -294,6 +297,11 @@ class InMemoryRunStore(RunStore):
     def thread_messages(self, agent_id: str, thread_id: str) -> list[Any]:
         with self._lock:
             return copy.deepcopy(self._threads.get((agent_id, thread_id), []))
+
+
+def _next_deadline(run: StoredRun) -> tuple[bool, datetime | None]:
+    due = [c.expires_at for c in run.undecided if c.expires_at is not None]
+    return (not due, min(due) if due else None)
 
 
 def _matches(run: StoredRun, query: RunQuery) -> bool:

@@ -174,6 +174,9 @@ class RunQuery:
     expiring_before: datetime | None = None
     #: Default: most recently suspended first, ties by ``run_id`` ascending.
     oldest_first: bool = False
+    #: Instead: the run whose undecided call is due soonest first (runs without a deadline last,
+    #: oldest suspension first among them).
+    by_deadline: bool = False
     limit: int | None = None
     offset: int = 0
 

@@ -104,7 +104,11 @@ class InboxFilterForm(_CreatedRangeForm):
         required=False,
         label="Order",
         # Oldest first: a queue is worked from the call that has waited longest.
-        choices=[("oldest", "Oldest suspension first"), ("newest", "Newest suspension first")],
+        choices=[
+            ("oldest", "Oldest suspension first"),
+            ("newest", "Newest suspension first"),
+            ("deadline", "Deadline, soonest first"),
+        ],
     )
     page = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
     per_page = forms.IntegerField(required=False, min_value=1, max_value=MAX_PER_PAGE, label="Per page")

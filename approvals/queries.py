@@ -111,7 +111,7 @@ def inbox_page(
     to_date: datetime | None = None,
     tool_name: str | None = None,
     kind: CallKind | None = None,
-    order: Literal["newest", "oldest"] = "oldest",
+    order: Literal["newest", "oldest", "deadline"] = "oldest",
     page: int = 1,
     per_page: int = 20,
     delegated: bool | None = None,

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import ClassVar
 
 from django.db import models
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q, Subquery
 
 from agents_runtime.vocabulary import CallKind, DecisionAction, choices
 
@@ -65,8 +65,15 @@ class RunRecordQuerySet(models.QuerySet["RunRecord"]):
             Exists(ParkedCallRecord.objects.filter(run=OuterRef("pk"), expires_at__lt=when).undecided())
         )
 
-    def in_suspension_order(self, *, oldest_first: bool = False) -> RunRecordQuerySet:
+    def in_suspension_order(
+        self, *, oldest_first: bool = False, by_deadline: bool = False
+    ) -> RunRecordQuerySet:
         # Ties by run_id ascending either way, so pages are stable.
+        if by_deadline:
+            due = ParkedCallRecord.objects.filter(run=OuterRef("pk"), expires_at__isnull=False).undecided()
+            return self.alias(
+                next_deadline=Subquery(due.order_by("expires_at").values("expires_at")[:1])
+            ).order_by(F("next_deadline").asc(nulls_last=True), "suspended_at", "run_id")
         return self.order_by("suspended_at" if oldest_first else "-suspended_at", "run_id")
 
     def with_calls(self) -> RunRecordQuerySet:

@@ -179,7 +179,9 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore):
             total = matches.count()
             if total == 0 or (query.limit is not None and (query.limit <= 0 or query.offset >= total)):
                 return [], total
-            ordered = listed_matches.in_suspension_order(oldest_first=query.oldest_first)
+            ordered = listed_matches.in_suspension_order(
+                oldest_first=query.oldest_first, by_deadline=query.by_deadline
+            )
             page = ordered
             if query.limit is not None:
                 window = slice(query.offset, query.offset + query.limit)
@@ -189,7 +191,9 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore):
                     # sort columns), without visiting the rows of every match in the range, which
                     # is what SQLite's planner does otherwise (2-3x slower at 100k).
                     page = self._runs().filter(pk__in=ordered.values("pk")[window])
-                    page = page.in_suspension_order(oldest_first=query.oldest_first)
+                    page = page.in_suspension_order(
+                        oldest_first=query.oldest_first, by_deadline=query.by_deadline
+                    )
             runs = list(page.values(*_RUN_COLUMNS))
             calls = self._call_rows([run["pk"] for run in runs])
             listed = []

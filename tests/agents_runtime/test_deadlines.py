@@ -260,3 +260,21 @@ async def test_expiry_racing_approvals_from_threads_decides_once_and_runs_the_to
     assert len(approvals) + expiries == 1, outcomes
     assert log.calls == [{"amount": 50}]
     assert await stored_run(store, suspended.run_id) is None
+
+
+async def test_runs_can_be_listed_by_deadline_soonest_first(runtime_for: RuntimeFor) -> None:
+    agent, _ = deadline_agent(ToolLog(), Call("refund", {"amount": 1}), Reply("Done."))
+    runtime_for(agent)
+    late = await agent.generate("refund", deadline=timedelta(hours=2))
+    none = await agent.generate("refund")
+    soon_ = await agent.generate("refund", deadline=timedelta(minutes=10))
+    middle = await agent.generate("refund", deadline=timedelta(hours=1))
+
+    listed = await agent.list_suspended_runs(order="deadline")
+    paged = await agent.list_suspended_runs(order="deadline", per_page=2, page=1)
+
+    order = [soon_.run_id, middle.run_id, late.run_id, none.run_id]
+    assert [r.run_id for r in listed.runs] == order
+    assert [r.run_id for r in paged.runs] == order[2:]
+    due = await agent.list_suspended_runs(expiring_before=soon(timedelta(minutes=90)), order="deadline")
+    assert [r.run_id for r in due.runs] == order[:2]

@@ -149,3 +149,17 @@ def test_a_viewer_who_may_not_decide_cannot_extend(
 
     assert response.status_code == 403
     assert agents.suspended("helpdesk")[0].tool_calls[0].expires_at == before
+
+
+def test_the_inbox_sorts_by_deadline(agents: DashboardAgents, reviewer_client: Client) -> None:
+    later, _ = _waiting_with_deadline(agents, 7200)
+    sooner, _ = _waiting_with_deadline(agents, 600)
+
+    page = reviewer_client.get(reverse("approvals:inbox", args=["helpdesk"]), {"sort": "deadline"})
+    oldest_first = reviewer_client.get(reverse("approvals:inbox", args=["helpdesk"]))
+
+    text = page.content.decode()
+    assert text.index(f'data-run-id="{sooner}"') < text.index(f'data-run-id="{later}"')
+    assert '<option value="deadline" selected>' in text
+    old = oldest_first.content.decode()
+    assert old.index(f'data-run-id="{later}"') < old.index(f'data-run-id="{sooner}"')
