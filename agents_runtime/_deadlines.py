@@ -32,6 +32,14 @@ class NotDue(AgentsRuntimeError):
     """The call is not (or no longer) due: a reviewer extended its deadline, or it never had one."""
 
 
+class _Escalate(Exception):  # noqa: N818 (a signal out of the decision rule, not an error)
+    """Raised by the expiry's decision rule: this call escalates instead (nothing is decided)."""
+
+    def __init__(self, deadline: Deadline) -> None:
+        super().__init__("escalate")
+        self.deadline = deadline
+
+
 def with_deadlines(
     agent: RunAgent, calls: Sequence[ParkedCall], run_deadline: Deadline | None
 ) -> list[ParkedCall]:
@@ -57,28 +65,29 @@ def _due(run: StoredRun, tool_call_id: str, at: datetime) -> ParkedCall:
 
 async def expire_call(agent: RunAgent, run_id: str, tool_call_id: str, at: datetime) -> str | None:
     """Expire (or escalate) one due call; what happened ("expired", "escalated"), None if nothing."""
-    run: StoredRun | None = await agent._store(agent.storage.get_run, run_id)
-    call = None if run is None else next((c for c in run.calls if c.tool_call_id == tool_call_id), None)
-    if call is None or call.deadline is None:
-        return None
-    deadline = call.deadline
+
+    def rule(run: StoredRun) -> tuple[str, Decision]:
+        # Read in the store's atomic step only (no read before it: the sweep's cost per call).
+        due = _due(run, tool_call_id, at)
+        deadline = due.deadline
+        if deadline is None or due.expires_at is None:
+            raise NotDue(f"Tool call {tool_call_id!r} has no deadline")
+        if deadline.on_expiry == "escalate" and due.escalated_to is None:
+            raise _Escalate(deadline)
+        approve = deadline.on_expiry == "approve" and due.kind == CallKind.APPROVAL
+        return due.tool_call_id, Decision(
+            action=DecisionAction.EXPIRE,
+            decided_at=now(),
+            reason=expiry_reason(due.expires_at - run.suspended_at),
+            resume_data={"approved": approve},
+        )
+
     try:
-        if deadline.on_expiry == "escalate" and call.escalated_to is None:
-            await _escalate(agent, run_id, tool_call_id, deadline, at)
+        try:
+            stream = await settle(agent, run_id, rule, None)
+        except _Escalate as escalation:
+            await _escalate(agent, run_id, tool_call_id, escalation.deadline, at)
             return "escalated"
-
-        def rule(run: StoredRun) -> tuple[str, Decision]:
-            due = _due(run, tool_call_id, at)
-            assert due.expires_at is not None
-            approve = deadline.on_expiry == "approve" and due.kind == CallKind.APPROVAL
-            return due.tool_call_id, Decision(
-                action=DecisionAction.EXPIRE,
-                decided_at=now(),
-                reason=expiry_reason(due.expires_at - run.suspended_at),
-                resume_data={"approved": approve},
-            )
-
-        stream = await settle(agent, run_id, rule, None)
     except (NotDue, RunAlreadyDecided, RunNotFound, ToolCallNotSuspended):
         return None  # a reviewer (or another sweeper) got there first, or the deadline moved
     await stream.result()

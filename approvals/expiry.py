@@ -7,8 +7,9 @@ worker: each ASGI server process, started by ``config/asgi.py``), ``"worker"`` (
 step, so a call expires once whoever sweeps. The sweep runs right away when it starts, so calls that
 fell due while nothing ran (a restart) expire at once.
 
-The sweep is a daemon thread with its own event loop, like ``manage.py run_agent``'s runs: the
-runtime's store calls run in it as they would anywhere (``db_threads``); ``stop()`` ends it (tests).
+The sweep is a daemon thread with its own event loop; the runtime's store calls run on one database
+thread of its own (never asgiref's shared one, which the server's sockets use), which gives its
+connection back after each sweep. ``stop()`` ends both (tests).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import asyncio
 import logging
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 
@@ -63,23 +66,40 @@ class Sweeper:
         if thread is not None:
             thread.join(timeout)
 
-    def sweep_once(self) -> int:
-        """One sweep (on the calling thread): how many calls expired or escalated."""
+    def sweep_once(self, executor: ThreadPoolExecutor | None = None) -> int:
+        """One sweep (from the calling thread): how many calls expired or escalated."""
+        own = executor is None
+        executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="countersign-expiry-db")
         try:
-            return asyncio.run(agents.runtime().expire_due())
+            return asyncio.run(self._sweep(executor))
         finally:
-            # This thread is no request: give back connections Django would otherwise keep.
-            close_old_connections()
+            if own:
+                executor.shutdown(wait=True)
+
+    @staticmethod
+    async def _sweep(executor: ThreadPoolExecutor) -> int:
+        async with ThreadSensitiveContext(executor=executor):
+            try:
+                return await agents.runtime().expire_due()
+            finally:
+                # No request cycle closes this thread's connection: give it back.
+                await sync_to_async(close_old_connections, thread_sensitive=True)()
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                done = self.sweep_once()
-                if done:
-                    logger.info("Expired or escalated %d call(s) past their deadline", done)
-            except Exception:
-                logger.exception("The expiry sweep failed; trying again")
-            self._stop.wait(self.interval)
+        # One database thread for the sweeper's life: its connection is reused between sweeps.
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="countersign-expiry-db")
+        try:
+            while not self._stop.is_set():
+                try:
+                    done = self.sweep_once(executor)
+                    if done:
+                        logger.info("Expired or escalated %d call(s) past their deadline", done)
+                except Exception:
+                    logger.exception("The expiry sweep failed; trying again")
+                self._stop.wait(self.interval)
+        finally:
+            executor.submit(close_old_connections)
+            executor.shutdown(wait=True)
 
 
 sweeper = Sweeper()
