@@ -13,6 +13,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import Literal
 
 from ._convert import now
 from ._decisions import pick_call, settle
@@ -20,6 +21,7 @@ from ._host import RunAgent
 from .deadlines import Deadline, expiry_reason
 from .errors import AgentsRuntimeError, RunAlreadyDecided, RunNotFound, ToolCallNotSuspended
 from .store import DeadlineChange, Decision, ParkedCall, StoredRun
+from .stream import RunStream
 from .vocabulary import CallKind, DecisionAction
 
 logger = logging.getLogger("agents_runtime")
@@ -32,7 +34,7 @@ class NotDue(AgentsRuntimeError):
     """The call is not (or no longer) due: a reviewer extended its deadline, or it never had one."""
 
 
-class _Escalate(Exception):  # noqa: N818 (a signal out of the decision rule, not an error)
+class _Escalate(Exception):
     """Raised by the expiry's decision rule: this call escalates instead (nothing is decided)."""
 
     def __init__(self, deadline: Deadline) -> None:
@@ -63,8 +65,11 @@ def _due(run: StoredRun, tool_call_id: str, at: datetime) -> ParkedCall:
     return call
 
 
-async def expire_call(agent: RunAgent, run_id: str, tool_call_id: str, at: datetime) -> str | None:
-    """Expire (or escalate) one due call; what happened ("expired", "escalated"), None if nothing."""
+async def expire_call(
+    agent: RunAgent, run_id: str, tool_call_id: str, at: datetime
+) -> RunStream | Literal["escalated"] | None:
+    """Expire (or escalate) one due call: the expired run's continuation to consume (or
+    ``"escalated"``); None when nothing changed."""
 
     def rule(run: StoredRun) -> tuple[str, Decision]:
         # Read in the store's atomic step only (no read before it: the sweep's cost per call).
@@ -90,8 +95,7 @@ async def expire_call(agent: RunAgent, run_id: str, tool_call_id: str, at: datet
             return "escalated"
     except (NotDue, RunAlreadyDecided, RunNotFound, ToolCallNotSuspended):
         return None  # a reviewer (or another sweeper) got there first, or the deadline moved
-    await stream.result()
-    return "expired"
+    return stream
 
 
 async def _escalate(
@@ -125,15 +129,28 @@ async def expire_overdue(agent: RunAgent, at: datetime) -> int:
         due = [key for key in page if key not in seen]
         if not due:
             return done
+        # Every due call of the page is decided first, then the runs go on: a continuation (the
+        # model, the tool) never makes the next expiry late.
+        continuing: list[RunStream] = []
         for run_id, tool_call_id in due:
             seen.add((run_id, tool_call_id))
             try:
-                if await expire_call(agent, run_id, tool_call_id, at) is not None:
-                    done += 1
+                outcome = await expire_call(agent, run_id, tool_call_id, at)
             except Exception:
                 # One broken run must not stop the others from expiring on time.
                 logger.exception(
                     "Run %s of agent %r: expiring call %s failed", run_id, agent.id, tool_call_id
+                )
+                continue
+            done += outcome is not None
+            if isinstance(outcome, RunStream):
+                continuing.append(outcome)
+        for stream in continuing:
+            try:
+                await stream.result()
+            except Exception:
+                logger.exception(
+                    "Run %s of agent %r: continuing after its expiry failed", stream.run_id, agent.id
                 )
 
 
