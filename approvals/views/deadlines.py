@@ -23,7 +23,7 @@ def call_extend_deadline(request: HtmxHttpRequest, run_id: str, tool_call_id: st
     target = visible_agent(request, request.POST.get("agent", ""))
     form = ExtendDeadlineForm(request.POST, auto_id=f"{dom_ids.call_block_id(run_id, tool_call_id)}-x-%s")
     if not form.is_valid():
-        problems = "; ".join(" ".join(errors) for errors in form.errors.values())
+        problems = "; ".join(" ".join(map(str, errors)) for errors in form.errors.values())
         notice = f"The deadline was not extended: {problems}"
     else:
         notice = deadline_extend(
