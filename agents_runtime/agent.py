@@ -298,6 +298,7 @@ class Agent:
         order: Literal["newest", "oldest", "deadline"] = "newest",
         delegated: bool | None = None,
         expiring_before: datetime | None = None,
+        escalated_to: Iterable[str] | None = None,
     ) -> ListSuspendedRunsResult:
         """This agent's suspended runs, most recently suspended first, from storage.
 
@@ -306,10 +307,13 @@ class Agent:
         runs with such an undecided call, ``order="oldest"`` reverses the order (``"deadline"``:
         the call due soonest first, runs without a deadline last), and ``delegated`` keeps only a
         sub-agent's inner runs (True: decided through the supervisor's run) or only the others
-        (False), ``expiring_before`` keeps runs with an undecided call whose deadline is earlier.
+        (False), ``expiring_before`` keeps runs with an undecided call whose deadline is earlier,
+        ``escalated_to`` (group names) those with an undecided call escalated to one of them.
         """
         if expiring_before is not None and not isinstance(expiring_before, datetime):
             raise TypeError("expiring_before must be a datetime")
+        if isinstance(escalated_to, str):
+            raise TypeError("escalated_to is a collection of group names, not one string")
         check_pagination(per_page, page)
         for label, value in (
             ("thread_id", thread_id),
@@ -335,6 +339,7 @@ class Agent:
             by_deadline=order == "deadline",
             delegated=delegated,
             expiring_before=as_utc(expiring_before, end_of_day=False),
+            escalated_to=None if escalated_to is None else frozenset(escalated_to),
             limit=per_page if paged else None,
             offset=(per_page * page) if paged and per_page is not None and page is not None else 0,
         )

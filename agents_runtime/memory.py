@@ -318,6 +318,8 @@ def _matches(run: StoredRun, query: RunQuery) -> bool:
     if query.created_to is not None and run.created_at > query.created_to:
         return False
     undecided = run.undecided
+    if query.escalated_to is not None and not any(c.escalated_to in query.escalated_to for c in undecided):
+        return False
     before = query.expiring_before
     if before is not None and not any(c.expires_at is not None and c.expires_at < before for c in undecided):
         return False

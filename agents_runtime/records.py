@@ -172,6 +172,8 @@ class RunQuery:
     delegated: bool | None = None
     #: Only runs with an undecided call whose deadline is before this (aware datetime).
     expiring_before: datetime | None = None
+    #: Only runs with an undecided call escalated to one of these reviewer groups.
+    escalated_to: frozenset[str] | None = None
     #: Default: most recently suspended first, ties by ``run_id`` ascending.
     oldest_first: bool = False
     #: Instead: the run whose undecided call is due soonest first (runs without a deadline last,

@@ -17,7 +17,8 @@ _THEN = {"decline": "it is declined", "approve": "it is approved", "escalate": "
 
 @dataclass(frozen=True)
 class DeadlineView:
-    expires_at: datetime
+    #: None on a call escalated without a second deadline (it waits for its new group).
+    expires_at: datetime | None
     #: As the server counts it when the page is rendered: the page counts down from this, so the
     #: browser's clock never matters.
     remaining_seconds: int
@@ -27,7 +28,7 @@ class DeadlineView:
 
     @property
     def due_soon(self) -> bool:
-        return self.remaining_seconds < DUE_SOON_SECONDS
+        return self.expires_at is not None and self.remaining_seconds < DUE_SOON_SECONDS
 
     @property
     def remaining_text(self) -> str:
@@ -55,9 +56,9 @@ def remaining_text(seconds: int) -> str:
 
 
 def deadline_view(call: AgentRunToolCall, run_id: str, now: datetime | None = None) -> DeadlineView | None:
-    if call.expires_at is None:
+    if call.expires_at is None and not call.escalated_to:
         return None
-    left = (call.expires_at - (now or datetime.now(UTC))).total_seconds()
+    left = 0.0 if call.expires_at is None else (call.expires_at - (now or datetime.now(UTC))).total_seconds()
     return DeadlineView(
         expires_at=call.expires_at,
         remaining_seconds=max(0, int(left)),

@@ -57,6 +57,13 @@ class RunRecordQuerySet(models.QuerySet["RunRecord"]):
             qs = qs.filter(Exists(undecided.filter(kind=kind)))
         return qs
 
+    def escalated_to(self, groups: frozenset[str] | None) -> RunRecordQuerySet:
+        """Runs with an undecided call escalated to one of ``groups`` (None: any run)."""
+        if groups is None:
+            return self
+        calls = ParkedCallRecord.objects.filter(run=OuterRef("pk"), escalated_to__in=list(groups))
+        return self.filter(Exists(calls.undecided()))
+
     def expiring_before(self, when: datetime | None) -> RunRecordQuerySet:
         """Runs with an undecided call whose deadline is before ``when`` (None: any run)."""
         if when is None:
@@ -230,6 +237,12 @@ class ParkedCallRecord(models.Model):
                 fields=["expires_at"],
                 condition=Q(action__isnull=True, expires_at__isnull=False),
                 name="call_undecided_expiry_idx",
+            ),
+            # Who sees an agent for its escalated calls (access.escalated_agent_ids): only those.
+            models.Index(
+                fields=["escalated_to"],
+                condition=Q(action__isnull=True, escalated_to__isnull=False),
+                name="call_escalated_idx",
             ),
         ]
 

@@ -160,6 +160,7 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore):
                 )
                 .waiting_on(tool_name=query.tool_name, kind=query.kind)
                 .expiring_before(None if query.expiring_before is None else _utc(query.expiring_before))
+                .escalated_to(query.escalated_to)
             )
             if query.thread_id is not None:
                 matches = matches.filter(thread_id=query.thread_id)

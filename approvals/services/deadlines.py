@@ -27,6 +27,8 @@ def deadline_extend(
     target: AgentAccess, *, run_id: str, tool_call_id: str, by: timedelta, reason: str
 ) -> Extension:
     target.access.require(DECIDE_PERMISSION, to="extend deadlines")
+    if not target.may_decide_call(run_id, tool_call_id):
+        return Extension(None, "This call is not waiting any more: its deadline cannot change.")
     try:
         new = async_to_sync(target.agent.extend_deadline)(
             run_id=run_id, tool_call_id=tool_call_id, by=by, reason=reason, actor=target.access.username

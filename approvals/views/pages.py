@@ -60,14 +60,18 @@ def inbox(request: HtmxHttpRequest, agent_id: str) -> HttpResponse:
         )
     sub_agent = queries.is_sub_agent(agent)
     # A sub-agent's inner runs wait on its supervisor: listed apart, read-only, not counted here.
-    page = queries.inbox_page(agent, **form.filters(), delegated=False if sub_agent else None)
+    # Seen only for calls escalated to the user's groups: only those are listed.
+    escalated = access.access.groups if access.escalated_only else None
+    page = queries.inbox_page(
+        agent, **form.filters(), delegated=False if sub_agent else None, escalated_to=escalated
+    )
     next_url = request.get_full_path()
     name = agent.name or agent.id
     context["page"] = page
     context["cards"] = [
         cards.run_card(run, agent=agent, agent_name=name, next_url=next_url) for run in page.runs
     ]
-    if sub_agent:
+    if sub_agent and not access.escalated_only:
         shown = {**form.filters(), "page": 1, "per_page": DELEGATED_SHOWN}
         inner = queries.inbox_page(agent, **shown, delegated=True)
         context["delegated_total"] = inner.total

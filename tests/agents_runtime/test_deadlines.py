@@ -107,11 +107,14 @@ async def test_escalation_moves_the_call_to_another_group_with_a_new_deadline(
     events: list[RunEvent] = []
     runtime.add_listener(events.append)
     await agent.generate("refund")
+    assert (await agent.list_suspended_runs(escalated_to=["leads"])).total == 0
 
     assert await runtime.expire_due(soon()) == 1
     call = only_run(await agent.list_suspended_runs()).tool_calls[0]
     assert call.escalated_to == "leads"
     assert call.expires_at is not None and call.expires_at > soon(timedelta(minutes=55))
+    assert (await agent.list_suspended_runs(escalated_to=["leads"])).total == 1
+    assert (await agent.list_suspended_runs(escalated_to=["others"])).total == 0
     assert [e.type for e in events][-1] == "call-escalated"
     assert spy.calls == 1  # still waiting: the model was not told anything
 

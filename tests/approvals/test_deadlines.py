@@ -8,13 +8,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from asgiref.sync import async_to_sync
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 from django.urls import reverse
 
 from agents_runtime.deadlines import Deadline
 from approvals.expiry import Sweeper
 from approvals.models import AuditEntry
+from tests.approvals.conftest import ensure_groups
 from tests.approvals.runtime_fixtures import DashboardAgents
 
 
@@ -163,3 +164,43 @@ def test_the_inbox_sorts_by_deadline(agents: DashboardAgents, reviewer_client: C
     assert '<option value="deadline" selected>' in text
     old = oldest_first.content.decode()
     assert old.index(f'data-run-id="{later}"') < old.index(f'data-run-id="{sooner}"')
+
+
+def _lead(client_for: Callable[[User], Client]) -> Client:
+    """A member of "leads" only: may decide (its group holds the permission), sees no agent."""
+    ensure_groups()
+    leads, _ = Group.objects.get_or_create(name="leads")
+    leads.permissions.add(Permission.objects.get(codename="decide_runs"))
+    user = User.objects.create_user("leo", password="x")
+    user.groups.add(leads)
+    return client_for(user)
+
+
+def test_members_of_the_group_a_call_escalated_to_may_see_and_decide_that_call_only(
+    agents: DashboardAgents, client_for: Callable[[User], Client]
+) -> None:
+    helpdesk = agents.agent("helpdesk")
+    deadline = Deadline(timedelta(minutes=5), "escalate", escalate_to="leads")
+    escalating = async_to_sync(helpdesk.generate)("refund escalate me", deadline=deadline)
+    other = async_to_sync(helpdesk.generate)("refund not escalated", deadline=timedelta(hours=1))
+    lead = _lead(client_for)
+    inbox = reverse("approvals:inbox", args=["helpdesk"])
+    assert lead.get(inbox).status_code == 403  # not escalated yet
+
+    assert async_to_sync(agents.runtime.expire_due)(datetime.now(UTC) + timedelta(minutes=6)) == 1
+
+    page = lead.get(inbox).content.decode()
+    assert f'data-run-id="{escalating.run_id}"' in page
+    assert f'data-run-id="{other.run_id}"' not in page
+    assert "Escalated to leads" in page
+    other_call = other.tool_calls[0].tool_call_id
+    lead.post(reverse("approvals:approve", args=[other.run_id, other_call]), {"agent": "helpdesk"})
+    assert agents.executed["refund"].calls == []  # not theirs: nothing decided
+
+    call = escalating.tool_calls[0].tool_call_id
+    lead.post(reverse("approvals:approve", args=[escalating.run_id, call]), {"agent": "helpdesk"})
+
+    assert [c["note"] for c in agents.executed["refund"].calls] == ["escalate me"]
+    entry = AuditEntry.objects.get(run_id=escalating.run_id, action="approve")
+    assert entry.username == "leo"
+    assert [r.run_id for r in agents.suspended("helpdesk")] == [other.run_id]
