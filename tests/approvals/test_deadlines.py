@@ -204,3 +204,19 @@ def test_members_of_the_group_a_call_escalated_to_may_see_and_decide_that_call_o
     entry = AuditEntry.objects.get(run_id=escalating.run_id, action="approve")
     assert entry.username == "leo"
     assert [r.run_id for r in agents.suspended("helpdesk")] == [other.run_id]
+
+
+def test_a_background_continuations_result_keeps_a_calls_deadline() -> None:
+    import json
+
+    from agents_runtime import AgentRunToolCall, RunResult
+    from approvals.tasks import result_from_json, result_to_json
+
+    due = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    call = AgentRunToolCall("c-1", "refund", {"a": 1}, True, expires_at=due, on_expiry="approve")
+    result = RunResult(run_id="r-1", status="suspended", tool_calls=[call])
+
+    back = result_from_json(json.loads(json.dumps(result_to_json(result))))
+
+    assert back.tool_calls[0].expires_at == due
+    assert back.tool_calls[0].on_expiry == "approve"
