@@ -24,7 +24,7 @@ from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 
-from approvals import agents
+from approvals import agents, audit_channel
 
 logger = logging.getLogger(__name__)
 
@@ -78,12 +78,14 @@ class Sweeper:
 
     @staticmethod
     async def _sweep(executor: ThreadPoolExecutor) -> int:
-        async with ThreadSensitiveContext(executor=executor):
-            try:
-                return await agents.runtime().expire_due()
-            finally:
-                # No request cycle closes this thread's connection: give it back.
-                await sync_to_async(close_old_connections, thread_sensitive=True)()
+        # Its audit rows say where they came from: the deadline, not a page.
+        with audit_channel.using("deadline"):
+            async with ThreadSensitiveContext(executor=executor):
+                try:
+                    return await agents.runtime().expire_due()
+                finally:
+                    # No request cycle closes this thread's connection: give it back.
+                    await sync_to_async(close_old_connections, thread_sensitive=True)()
 
     def _run(self) -> None:
         # One database thread for the sweeper's life: its connection is reused between sweeps.

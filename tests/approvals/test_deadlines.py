@@ -40,7 +40,12 @@ def test_the_sweep_expires_a_due_call_with_no_page_open_and_records_it_as_expire
     assert not sweeper.running
 
     entry = AuditEntry.objects.get(run_id=run.run_id)
-    assert (entry.action, entry.outcome, entry.username) == ("expire", "expired", "")
+    assert (entry.action, entry.outcome, entry.username, entry.channel) == (
+        "expire",
+        "expired",
+        "",
+        "deadline",
+    )
     assert entry.reason == "No reviewer answered within 1 second"
     assert "declined" in entry.outcome_detail
     assert agents.executed["refund"].calls == []
