@@ -79,7 +79,11 @@ async def expire_call(
             raise NotDue(f"Tool call {tool_call_id!r} has no deadline")
         if deadline.on_expiry == "escalate" and due.escalated_to is None:
             raise _Escalate(deadline)
-        approve = deadline.on_expiry == "approve" and due.kind == CallKind.APPROVAL
+        # A tool that may have run already (interrupted after it started) runs again only on a
+        # person's confirmation: nobody answering declines it whatever the tool says.
+        approve = (
+            deadline.on_expiry == "approve" and due.kind == CallKind.APPROVAL and due.tool_started_at is None
+        )
         return due.tool_call_id, Decision(
             action=DecisionAction.EXPIRE,
             decided_at=now(),
