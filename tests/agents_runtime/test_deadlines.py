@@ -12,9 +12,10 @@ import pytest
 from agents_runtime import Agent, Call, Reply, RunResult, RunStore, Runtime, tool
 from agents_runtime.deadlines import Deadline
 from agents_runtime.events import RunEvent
+from agents_runtime.store import Decision
 
-from .conftest import RuntimeFor
-from .helpers import ModelSpy, ToolLog, only_run, stored_run
+from .conftest import MakeStore, RuntimeFor
+from .helpers import ModelSpy, ToolLog, off_loop, only_run, stored_run
 
 RACERS = 8
 LATER = timedelta(minutes=6)
@@ -281,3 +282,31 @@ async def test_runs_can_be_listed_by_deadline_soonest_first(runtime_for: Runtime
     assert [r.run_id for r in paged.runs] == order[2:]
     due = await agent.list_suspended_runs(expiring_before=soon(timedelta(minutes=90)), order="deadline")
     assert [r.run_id for r in due.runs] == order[:2]
+
+
+async def test_an_expiry_never_runs_again_a_tool_that_may_have_run(make_store: MakeStore) -> None:
+    lease = timedelta(milliseconds=300)
+    store = make_store(lease=lease)
+    log = ToolLog()
+    agent, spy = deadline_agent(log, expires_after=timedelta(minutes=5), on_expiry="approve")
+    runtime = Runtime([agent], storage=store)
+    suspended = await agent.generate("refund")
+    # A process approves, claims, marks the tool started and dies.
+    receipt = await off_loop(
+        lambda: store.record_decision(
+            agent_id="support",
+            run_id=suspended.run_id,
+            tool_call_id="call-1",
+            decision=Decision(action="approve", decided_at=datetime.now(UTC), actor="ghost"),
+        )
+    )
+    assert receipt.claimed_version is not None
+    version = receipt.claimed_version
+    assert await off_loop(lambda: store.mark_tool_started(suspended.run_id, "call-1", version=version))
+    await asyncio.sleep(lease.total_seconds() * 1.5)
+    assert only_run(await agent.list_suspended_runs()).tool_calls[0].tool_started_at is not None
+
+    assert await runtime.expire_due(soon()) == 1
+
+    assert log.calls == []
+    assert spy.tool_results()["call-1"].startswith("No reviewer answered within")
