@@ -19,6 +19,7 @@ import logging
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
@@ -108,9 +109,24 @@ sweeper = Sweeper()
 
 
 def start_for_server() -> None:
-    """From the ASGI app: sweep in this server process unless a worker does."""
+    """Sweep in this server process unless a worker does (``ServeWithSweep``)."""
     if mode() == "server":
         sweeper.start()
+
+
+class ServeWithSweep:
+    """ASGI middleware: the server's sweep starts when the server first serves anything, not when
+    the app is imported (importing it starts no thread: tests, ``manage.py check``)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self._started = False
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if not self._started:
+            self._started = True
+            start_for_server()
+        await self.app(scope, receive, send)
 
 
 def start_for_worker() -> None:
