@@ -76,6 +76,9 @@ def listed_call(call: ParkedCall) -> AgentRunToolCall:
         tool_started_at=call.tool_started_at if call.decision is None else None,
         context=CallContext.from_json(call.context),
         via_agent_id=call.delegation.agent_id if call.delegation is not None else None,
+        expires_at=call.expires_at,
+        on_expiry=None if call.deadline is None else call.deadline.on_expiry,
+        escalated_to=call.escalated_to,
     )
 
 

@@ -17,7 +17,7 @@ from .errors import (
     ToolCallNotSuspended,
 )
 from .events import Continuation
-from .store import Decision, DecisionReceipt, ParkedCall, StoredRun
+from .store import Decision, DecisionReceipt, DecisionRule, ParkedCall, StoredRun
 from .stream import Emit, RunStream
 from .tools import _validate, to_jsonable
 from .types import RunResult
@@ -69,6 +69,11 @@ async def decide(
             edited_args=edits,
         )
 
+    return await settle(agent, run_id, rule, actor)
+
+
+async def settle(agent: RunAgent, run_id: str, rule: DecisionRule, actor: str | None) -> RunStream:
+    """Record the decision ``rule`` makes (the store's atomic step), announce it, continue the run."""
     receipt: DecisionReceipt = await agent._store(
         agent.storage.decide, agent_id=agent.id, run_id=run_id, rule=rule
     )
@@ -174,8 +179,13 @@ def add_result(results: DeferredToolResults, call: ParkedCall) -> None:
     assert decision is not None, "continuing a run with an undecided call"
     if decision.action == DecisionAction.APPROVE:
         results.approvals[call.tool_call_id] = ToolApproved(override_args=decision.edited_args)
-    elif decision.action == DecisionAction.DECLINE:
+    elif decision.action == DecisionAction.DECLINE or (
+        decision.action == DecisionAction.EXPIRE and decision.resume_data != {"approved": True}
+    ):
         results.approvals[call.tool_call_id] = ToolDenied(decision.reason or DEFAULT_DECLINE_REASON)
+    elif decision.action == DecisionAction.EXPIRE:
+        # on_expiry="approve": the tool runs with the model's arguments.
+        results.approvals[call.tool_call_id] = ToolApproved()
     else:
         results.approvals[call.tool_call_id] = ToolApproved()
         results.metadata[call.tool_call_id] = {_pydantic.RESUME_KEY: decision.resume_data}

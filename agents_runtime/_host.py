@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ._pydantic import AgentSpec
+from .deadlines import Deadline
 from .events import Continuation, RunEvent
 from .store import RunStore, StoredRun
 from .stream import Emit
@@ -68,6 +69,7 @@ class RunAgent(AgentSpec, Protocol):
         resource_id: str | None,
         parent_run_id: str | None,
         emit: Emit,
+        deadline: Deadline | None = None,
     ) -> RunResult: ...
 
     async def _continue(

@@ -17,10 +17,12 @@ from pydantic_ai.run import AgentRunResultEvent
 from . import _pydantic
 from ._context import call_context, conversation_context, previous_answers
 from ._convert import chunk_for, listed_call, now, run_transcript, showing_edits, waiting_chunks
+from ._deadlines import with_deadlines
 from ._decisions import add_result
 from ._delegation import continue_inner, delegate, discard_inner_runs, mirror_inner_calls
 from ._host import RunAgent
 from ._pydantic import ClaimLost, RunDeps
+from .deadlines import Deadline
 from .store import ParkedCall, RunEnding, StoredRun, Suspension
 from .stream import Emit
 from .types import Chunk, RunResult
@@ -38,6 +40,7 @@ async def start(
     resource_id: str | None,
     parent_run_id: str | None,
     emit: Emit,
+    deadline: Deadline | None = None,
 ) -> RunResult:
     created_at = now()
     history: list[ModelMessage] = []
@@ -59,6 +62,7 @@ async def start(
         delegation_results={},
         claimed_version=None,
         emit=emit,
+        deadline=deadline,
     )
 
 
@@ -76,6 +80,7 @@ async def drive(
     claimed_version: int | None,
     emit: Emit,
     answered: list[dict[str, Any]] | None = None,
+    deadline: Deadline | None = None,
 ) -> RunResult:
     """One pydantic-ai run, then store what it ended in: a suspension, an answer or a failure.
 
@@ -90,6 +95,7 @@ async def drive(
         tool_started=None
         if claimed_version is None
         else functools.partial(_mark_tool_started, agent, run_id, claimed_version),
+        deadline=deadline,
     )
     result = await drive_once(
         agent,
@@ -160,7 +166,7 @@ async def drive_once(
 
     if isinstance(output, DeferredToolRequests):
         shared = {**conversation_context(agent, conversation.messages), "previous_answers": answered}
-        calls = await parked_calls(agent, output, shared)
+        calls = with_deadlines(agent, await parked_calls(agent, output, shared), deps.deadline)
         suspension = Suspension(
             run_id=run_id,
             agent_id=agent.id,
@@ -170,7 +176,9 @@ async def drive_once(
             created_at=created_at,
             suspended_at=now(),
             calls=tuple(calls),
-            snapshot=_pydantic.Snapshot(conversation, history_len, delegation_results).to_json(),
+            snapshot=_pydantic.Snapshot(
+                conversation, history_len, delegation_results, deps.deadline
+            ).to_json(),
         )
         return await store_suspension(agent, suspension, claimed_version, emit)
 
@@ -377,4 +385,5 @@ async def _continue_claimed(
         claimed_version=version,
         emit=showing_edits(emit, run.calls),
         answered=previous_answers(run.calls),
+        deadline=snapshot.deadline,
     )

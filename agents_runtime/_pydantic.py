@@ -19,6 +19,8 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRe
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import FunctionModel
 
+from . import deadlines
+from .deadlines import Deadline
 from .scripted import streaming
 from .tools import Tool, ToolContext, ToolSuspended, to_jsonable
 from .types import RunResult
@@ -89,6 +91,8 @@ class RunDeps:
     #: In a continuation: records durably that a decided call's tool starts (its tool call id);
     #: False when the run's claim was lost.
     tool_started: Callable[[str], Awaitable[bool]] | None = None
+    #: The run's own deadline for every call it parks (``Agent.generate(deadline=...)``).
+    deadline: Deadline | None = None
 
 
 def delegation_tool_name(agent_id: str) -> str:
@@ -278,6 +282,8 @@ class Snapshot:
     history_len: int
     #: Outcomes of sub-agent runs already finished while other delegations wait (by tool call id).
     delegation_results: dict[str, dict[str, Any]]
+    #: The run's deadline override, kept for the calls its continuations park.
+    deadline: Deadline | None = None
 
     def to_json(self) -> dict[str, Any]:
         snapshot: dict[str, Any] = clean_json(
@@ -286,6 +292,7 @@ class Snapshot:
                 "conversation": ConversationTypeAdapter.dump_python(self.conversation, mode="json"),
                 "history_len": self.history_len,
                 "delegation_results": self.delegation_results,
+                "deadline": deadlines.to_json(self.deadline),
             },
             max_depth=SNAPSHOT_MAX_DEPTH,
             what="a run's snapshot",
@@ -300,6 +307,7 @@ class Snapshot:
             conversation=ConversationTypeAdapter.validate_python(data["conversation"]),
             history_len=int(data["history_len"]),
             delegation_results=dict(data.get("delegation_results") or {}),
+            deadline=deadlines.from_json(data.get("deadline")),
         )
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 
 from .records import (
+    DeadlineRule,
     Decision,
     DecisionReceipt,
     DecisionRule,
@@ -76,6 +77,16 @@ class RunStore(Protocol):
             rule=lambda _run: (tool_call_id, decision),
             claim_when_complete=claim_when_complete,
         )
+
+    def change_deadline(self, *, agent_id: str, run_id: str, rule: DeadlineRule) -> StoredRun:
+        """Give one undecided call of a suspended run the new deadline (and group) ``rule`` returns,
+        atomically (the run's version moves); errors as for ``decide``, nothing changes on one."""
+        ...
+
+    def due_calls(self, agent_id: str, before: datetime, *, limit: int) -> list[tuple[str, str]]:
+        """``(run_id, tool_call_id)`` of undecided calls of ``agent_id``'s suspended runs (not
+        sub-agents' inner runs) whose deadline is at or before ``before``, earliest first."""
+        ...
 
     def claim(
         self,

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any, Literal
 
-from . import _decisions, _loop, _pydantic
+from . import _deadlines, _decisions, _loop, _pydantic
 from ._convert import agent_run, as_utc, check_pagination, new_run_id, plain_messages
+from ._convert import now as current_time
 from ._decisions import DEFAULT_DECLINE_REASON
 from ._host import Host
+from .deadlines import Deadline, as_deadline
 from .errors import RunNotFound
 from .events import RunEvent
 from .store import InMemoryRunStore, RunQuery, RunStore, StoredRun
@@ -23,6 +25,7 @@ from .store_calls import call_store
 from .stream import Emit, RunStream
 from .tools import Tool, tool
 from .types import AgentRun, ListSuspendedRunsResult, RunResult
+from .untrusted import clean_text
 from .vocabulary import CallKind, DecisionAction
 
 __all__ = ["DEFAULT_DECLINE_REASON", "Agent", "ListKind"]
@@ -128,20 +131,35 @@ class Agent:
     # -- starting runs ---------------------------------------------------------------------------
 
     async def generate(
-        self, prompt: str, *, thread_id: str | None = None, resource_id: str | None = None
+        self,
+        prompt: str,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        deadline: Deadline | timedelta | None = None,
     ) -> RunResult:
         """Run the agent on ``prompt`` until it answers, fails or suspends."""
-        stream = await self.stream(prompt, thread_id=thread_id, resource_id=resource_id)
+        stream = await self.stream(prompt, thread_id=thread_id, resource_id=resource_id, deadline=deadline)
         return await stream.result()
 
     async def stream(
-        self, prompt: str, *, thread_id: str | None = None, resource_id: str | None = None
+        self,
+        prompt: str,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        deadline: Deadline | timedelta | None = None,
     ) -> RunStream:
-        """Start a run and stream its chunks."""
+        """Start a run and stream its chunks.
+
+        Beyond Mastra: ``deadline`` (a ``Deadline``, or a timedelta after which calls are declined)
+        applies to every call this run parks, in place of its tool's own.
+        """
         run_id = new_run_id()
+        run_deadline = as_deadline(deadline)
 
         async def produce(emit: Emit) -> RunResult:
-            return await self._start(run_id, prompt, thread_id, resource_id, None, emit)
+            return await self._start(run_id, prompt, thread_id, resource_id, None, emit, run_deadline)
 
         return RunStream(run_id, produce)
 
@@ -153,8 +171,9 @@ class Agent:
         resource_id: str | None,
         parent_run_id: str | None,
         emit: Emit,
+        deadline: Deadline | None = None,
     ) -> RunResult:
-        return await _loop.start(self, run_id, prompt, thread_id, resource_id, parent_run_id, emit)
+        return await _loop.start(self, run_id, prompt, thread_id, resource_id, parent_run_id, emit, deadline)
 
     async def _continue(
         self, run_id: str, version: int, emit: Emit, known: StoredRun | None = None
@@ -226,6 +245,31 @@ class Agent:
             confirm_rerun=confirm_rerun,
         )
 
+    async def expire_overdue(self, now: datetime | None = None) -> int:
+        """Decide every parked call whose deadline passed by ``now`` (default: the current time) as
+        its tool says: decline or approve (the audit outcome ``expired``), or escalate (beyond
+        Mastra). Each goes through the store's atomic decision step, so a reviewer deciding at the
+        same moment either wins or loses whole. How many calls expired or escalated."""
+        return await _deadlines.expire_overdue(self, as_utc(now, end_of_day=False) or current_time())
+
+    async def extend_deadline(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str,
+        reason: str,
+        until: datetime | None = None,
+        by: timedelta | None = None,
+        actor: str | None = None,
+    ) -> datetime:
+        """Move a parked call's deadline to ``until`` or ``by`` later (beyond Mastra); the new one.
+
+        ``ValueError`` without a reason, for an earlier deadline or a call that has none.
+        """
+        return await _deadlines.extend(
+            self, run_id, tool_call_id, until=until, by=by, reason=clean_text(reason), actor=actor
+        )
+
     def continue_run(self, run_id: str, *, version: int) -> RunStream:
         """Continue a run claimed at ``version`` by a decision (beyond Mastra: for background workers).
 
@@ -251,17 +295,25 @@ class Agent:
         page: int | None = None,
         tool_name: str | None = None,
         kind: CallKind | str | None = None,
-        order: Literal["newest", "oldest"] = "newest",
+        order: Literal["newest", "oldest", "deadline"] = "newest",
         delegated: bool | None = None,
+        expiring_before: datetime | None = None,
+        escalated_to: Iterable[str] | None = None,
     ) -> ListSuspendedRunsResult:
         """This agent's suspended runs, most recently suspended first, from storage.
 
         Pagination applies when both ``per_page`` and ``page`` (zero-based) are given; ``total``
         counts every match. Beyond Mastra: ``tool_name`` and ``kind`` ("approval" | "input") keep
-        runs with such an undecided call, ``order="oldest"`` reverses the order, and ``delegated``
-        keeps only a sub-agent's inner runs (True: decided through the supervisor's run) or only the
-        others (False).
+        runs with such an undecided call, ``order="oldest"`` reverses the order (``"deadline"``:
+        the call due soonest first, runs without a deadline last), and ``delegated`` keeps only a
+        sub-agent's inner runs (True: decided through the supervisor's run) or only the others
+        (False), ``expiring_before`` keeps runs with an undecided call whose deadline is earlier,
+        ``escalated_to`` (group names) those with an undecided call escalated to one of them.
         """
+        if expiring_before is not None and not isinstance(expiring_before, datetime):
+            raise TypeError("expiring_before must be a datetime")
+        if isinstance(escalated_to, str):
+            raise TypeError("escalated_to is a collection of group names, not one string")
         check_pagination(per_page, page)
         for label, value in (
             ("thread_id", thread_id),
@@ -272,8 +324,8 @@ class Agent:
                 raise TypeError(f"{label} must be a string")
         if kind not in (None, *CallKind):
             raise ValueError(f"kind must be {' or '.join(repr(k.value) for k in CallKind)}")
-        if order not in ("newest", "oldest"):
-            raise ValueError("order must be 'newest' or 'oldest'")
+        if order not in ("newest", "oldest", "deadline"):
+            raise ValueError("order must be 'newest', 'oldest' or 'deadline'")
         paged = per_page is not None and page is not None
         query = RunQuery(
             agent_id=self.id,
@@ -284,7 +336,10 @@ class Agent:
             tool_name=tool_name,
             kind=CallKind(kind) if kind else None,
             oldest_first=order == "oldest",
+            by_deadline=order == "deadline",
             delegated=delegated,
+            expiring_before=as_utc(expiring_before, end_of_day=False),
+            escalated_to=None if escalated_to is None else frozenset(escalated_to),
             limit=per_page if paged else None,
             offset=(per_page * page) if paged and per_page is not None and page is not None else 0,
         )

@@ -5,7 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-RunEventType = Literal["run-suspended", "call-decided", "run-resumed", "run-completed", "run-failed"]
+RunEventType = Literal[
+    "run-suspended",
+    "call-decided",
+    "run-resumed",
+    "run-completed",
+    "run-failed",
+    # A parked call's deadline passed and it moved to another group, or a reviewer extended it.
+    "call-escalated",
+    "deadline-extended",
+]
 
 
 @dataclass(frozen=True)

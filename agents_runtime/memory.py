@@ -13,6 +13,7 @@ from ._runstore import RunStore
 from .errors import RunNotFound
 from .records import (
     DEFAULT_LEASE,
+    DeadlineRule,
     Decision,
     DecisionReceipt,
     DecisionRule,
@@ -139,7 +140,10 @@ class InMemoryRunStore(RunStore):
                 for row in self._rows.values()
                 if row.run.status == "suspended" and _matches(row.run, query)
             ]
-        if query.oldest_first:
+        if query.by_deadline:
+            matches.sort(key=lambda r: (r.suspended_at, r.run_id))
+            matches.sort(key=_next_deadline)
+        elif query.oldest_first:
             matches.sort(key=lambda r: r.run_id)
             matches.sort(key=lambda r: r.suspended_at)
         else:
@@ -177,6 +181,36 @@ class InMemoryRunStore(RunStore):
             return DecisionReceipt(
                 run=self._copy(row.run, with_snapshot=True), call=decided, claimed_version=claimed
             )
+
+    def change_deadline(self, *, agent_id: str, run_id: str, rule: DeadlineRule) -> StoredRun:
+        with self._lock:
+            self._reclaim_expired()
+            row = self._rows.get(run_id)
+            if row is None or row.run.agent_id != agent_id:
+                raise RunNotFound(run_id)
+            run = row.run
+            change = rule(self._copy(run, with_snapshot=False))
+            call = next((c for c in run.calls if c.tool_call_id == change.tool_call_id), None)
+            if call is None or call.decision is not None or run.status != "suspended":
+                raise decision_conflict(run, call, change.tool_call_id)
+            moved = replace(call, expires_at=change.expires_at, escalated_to=change.escalated_to)
+            calls = tuple(moved if c is call else c for c in run.calls)
+            row.run = replace(run, calls=calls, version=run.version + 1)
+            return self._copy(row.run, with_snapshot=False)
+
+    def due_calls(self, agent_id: str, before: datetime, *, limit: int) -> list[tuple[str, str]]:
+        with self._lock:
+            self._reclaim_expired()
+            due = [
+                (call.expires_at, row.run.run_id, call.tool_call_id)
+                for row in self._rows.values()
+                if row.run.agent_id == agent_id
+                and row.run.status == "suspended"
+                and row.run.parent_run_id is None
+                for call in row.run.undecided
+                if call.expires_at is not None and call.expires_at <= before
+            ]
+        return [(run_id, tool_call_id) for _at, run_id, tool_call_id in sorted(due)[:limit]]
 
     def claim(
         self,
@@ -265,6 +299,11 @@ class InMemoryRunStore(RunStore):
             return copy.deepcopy(self._threads.get((agent_id, thread_id), []))
 
 
+def _next_deadline(run: StoredRun) -> tuple[bool, datetime | None]:
+    due = [c.expires_at for c in run.undecided if c.expires_at is not None]
+    return (not due, min(due) if due else None)
+
+
 def _matches(run: StoredRun, query: RunQuery) -> bool:
     if run.agent_id != query.agent_id:
         return False
@@ -279,6 +318,11 @@ def _matches(run: StoredRun, query: RunQuery) -> bool:
     if query.created_to is not None and run.created_at > query.created_to:
         return False
     undecided = run.undecided
+    if query.escalated_to is not None and not any(c.escalated_to in query.escalated_to for c in undecided):
+        return False
+    before = query.expiring_before
+    if before is not None and not any(c.expires_at is not None and c.expires_at < before for c in undecided):
+        return False
     if query.tool_name is not None and not any(c.tool_name == query.tool_name for c in undecided):
         return False
     return query.kind is None or any(c.kind == query.kind for c in undecided)

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import PlainSerializer, PlainValidator, TypeAdapter
 
+from .deadlines import Deadline
 from .errors import RunAlreadyDecided, ToolCallNotSuspended
 from .vocabulary import CallKind, DecisionAction
 
@@ -90,6 +91,11 @@ class ParkedCall:
     #: Why the call waits, gathered when it parked (``types.CallContext``'s JSON form): the last user
     #: message, what the agent said, key results of earlier calls, the approval rule's reason.
     context: dict[str, Any] | None = None
+    #: When nobody answering decides the call (``deadline`` says how); None: it waits forever.
+    expires_at: IsoDatetime | None = None
+    deadline: Deadline | None = None
+    #: Set once the deadline passed and the call moved to this reviewer group (``on_expiry="escalate"``).
+    escalated_to: str | None = None
 
     def __post_init__(self) -> None:
         if type(self.kind) is not CallKind:
@@ -164,8 +170,15 @@ class RunQuery:
     #: True: only sub-agents' inner runs (decided through their supervisor's run); False: only the
     #: others; None: both.
     delegated: bool | None = None
+    #: Only runs with an undecided call whose deadline is before this (aware datetime).
+    expiring_before: datetime | None = None
+    #: Only runs with an undecided call escalated to one of these reviewer groups.
+    escalated_to: frozenset[str] | None = None
     #: Default: most recently suspended first, ties by ``run_id`` ascending.
     oldest_first: bool = False
+    #: Instead: the run whose undecided call is due soonest first (runs without a deadline last,
+    #: oldest suspension first among them).
+    by_deadline: bool = False
     limit: int | None = None
     offset: int = 0
 
@@ -197,6 +210,24 @@ class DecisionReceipt:
 #: Picks the call to decide on a run and builds its decision, or raises to refuse (nothing changes).
 #: Stores call it with the run locked, so what it checks still holds when the decision is written.
 DecisionRule = Callable[[StoredRun], tuple[str, Decision]]
+
+
+@dataclass(frozen=True)
+class DeadlineChange:
+    """A new deadline for a call that keeps waiting: a reviewer extended it, or it was escalated."""
+
+    tool_call_id: str
+    action: Literal[DecisionAction.EXTEND, DecisionAction.ESCALATE]
+    expires_at: datetime | None
+    changed_at: datetime
+    #: The reviewer group now deciding the call (unchanged by an extension).
+    escalated_to: str | None = None
+    actor: str | None = None
+    reason: str = ""
+
+
+#: Picks the call whose deadline changes on a run, or raises to refuse; called with the run locked.
+DeadlineRule = Callable[[StoredRun], DeadlineChange]
 
 
 def decision_conflict(run: StoredRun, call: ParkedCall | None, tool_call_id: str) -> Exception:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from datetime import UTC, datetime
 
 from ._host import Scheduler
 from .agent import Agent
@@ -79,6 +80,19 @@ class Runtime:
             return self._agents[agent_id]
         except KeyError:
             raise KeyError(f"No agent {agent_id!r} in this runtime") from None
+
+    async def expire_due(self, now: datetime | None = None) -> int:
+        """Expire (or escalate) every parked call of every agent whose deadline passed by ``now``.
+
+        Whoever hosts the runtime calls it on a timer (the Django app: ``approvals.expiry``); a
+        call a reviewer decides at the same moment is decided once, by whichever comes first.
+        How many calls expired or escalated.
+        """
+        at = now or datetime.now(UTC)
+        done = 0
+        for agent in self.agents:
+            done += await agent.expire_overdue(at)
+        return done
 
     def add_listener(self, listener: Listener) -> None:
         """Call ``listener(event)`` (sync or async) after every stored change of a run."""

@@ -28,6 +28,8 @@ from ._runstore import RunStore
 from .memory import InMemoryRunStore
 from .records import (
     DEFAULT_LEASE,
+    DeadlineChange,
+    DeadlineRule,
     Decision,
     DecisionReceipt,
     DecisionRule,
@@ -46,6 +48,8 @@ from .vocabulary import CallKind, DecisionAction
 __all__ = [
     "DEFAULT_LEASE",
     "CallKind",
+    "DeadlineChange",
+    "DeadlineRule",
     "Decision",
     "DecisionAction",
     "DecisionReceipt",

@@ -8,11 +8,12 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
-from typing import Any, NoReturn, cast, overload
+from typing import Any, NoReturn, Unpack, cast, overload
 
 import jsonschema
 import pydantic
 
+from .deadlines import Deadline, DeadlineOptions, deadline_from
 from .errors import InvalidResumeData, InvalidToolArgs
 from .presentation import ApprovalRule, FieldHint, Money, approval_reason, title_for
 from .schema_check import schema_problems
@@ -147,6 +148,8 @@ class Tool:
     risky: Mapping[str, tuple[Any, ...]] = dataclass_field(default_factory=dict)
     key_results: tuple[str, ...] = ()
     confirm: bool = False
+    #: How long its calls may wait for a reviewer and what happens then (None: forever).
+    deadline: Deadline | None = None
 
     def __post_init__(self) -> None:
         for field_name in ("suspend_schema", "resume_schema"):
@@ -265,6 +268,7 @@ def _build(
     suspend_schema: SchemaSpec,
     resume_schema: SchemaSpec,
     presentation: _Presentation = _Presentation(),
+    deadline: Deadline | None = None,
 ) -> Tool:
     if not callable(fn):
         raise TypeError("tool() needs a function")
@@ -304,6 +308,7 @@ def _build(
         },
         key_results=tuple(presentation.key_results),
         confirm=presentation.confirm,
+        deadline=deadline,
     )
 
 
@@ -325,6 +330,7 @@ def tool(
     risky: Mapping[str, Any] | None = None,
     key_results: tuple[str, ...] | list[str] = (),
     confirm: bool = False,
+    **deadline: Unpack[DeadlineOptions],
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -341,6 +347,7 @@ def tool(
     risky: Mapping[str, Any] | None = None,
     key_results: tuple[str, ...] | list[str] = (),
     confirm: bool = False,
+    **deadline: Unpack[DeadlineOptions],
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function a tool.
 
@@ -355,7 +362,12 @@ def tool(
     (``{"environment": ["production"]}``: shown as a warning chip, and approving asks for
     confirmation), ``key_results`` (the fields of this tool's results shown on later cards of the
     run) and ``confirm=True`` (every approval asks for confirmation).
+
+    A deadline (``deadlines.Deadline``): ``expires_after`` (a timedelta), ``on_expiry``
+    (``"decline"``, ``"approve"`` or ``"escalate"``), ``escalate_to`` (a group name) and
+    ``escalation_expires_after``.
     """
+    checked_deadline = deadline_from(deadline)
 
     def decorate(f: Callable[..., Any]) -> Tool:
         return _build(
@@ -365,6 +377,7 @@ def tool(
             suspend_schema=suspend_schema,
             resume_schema=resume_schema,
             presentation=_Presentation(title, fields, risky, tuple(key_results), confirm),
+            deadline=checked_deadline,
         )
 
     if fn is not None:

@@ -105,6 +105,12 @@ class AgentRunToolCall:
     context: CallContext | None = None
     #: Beyond Mastra: on a supervisor's run, the sub-agent whose call this really is.
     via_agent_id: str | None = None
+    #: Beyond Mastra: when nobody answering decides the call (``tool(expires_after=...)``), and
+    #: what happens then (``"decline"``, ``"approve"``, ``"escalate"``); None: it waits forever.
+    expires_at: datetime | None = None
+    on_expiry: str | None = None
+    #: Set once its deadline passed and it moved to this reviewer group (``on_expiry="escalate"``).
+    escalated_to: str | None = None
 
     @property
     def interrupted_after_start(self) -> bool:

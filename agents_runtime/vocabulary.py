@@ -27,6 +27,13 @@ class DecisionAction(StrEnum):
     APPROVE = "approve"
     DECLINE = "decline"
     RESUME = "resume"
+    #: Nobody answered before the call's deadline (``tool(expires_after=...)``): declined, or
+    #: approved when the tool says ``on_expiry="approve"``. Never a reviewer's word.
+    EXPIRE = "expire"
+    #: Not decisions (the call keeps waiting), recorded in the audit log beside them: the deadline
+    #: passed and the call moved to another group (``on_expiry="escalate"``), or a reviewer extended it.
+    ESCALATE = "escalate"
+    EXTEND = "extend"
 
     @property
     def label(self) -> str:
@@ -56,6 +63,10 @@ class Outcome(StrEnum):
     #: The call's tool may have run already (interrupted after it started) and running it again was
     #: not confirmed: nothing decided, nothing to record.
     UNCONFIRMED = "unconfirmed"
+    #: Nobody answered in time: the call's deadline decided it (never ``declined``).
+    EXPIRED = "expired"
+    #: Not a decision: the call's deadline changed (escalated to another group, or extended).
+    RESCHEDULED = "rescheduled"
 
     @property
     def label(self) -> str:
@@ -86,6 +97,8 @@ class Verdict(StrEnum):
     def of(cls, action: DecisionAction, *, edited: bool = False) -> Verdict:
         if action == DecisionAction.APPROVE:
             return cls.APPROVED_WITH_EDITS if edited else cls.APPROVED
+        if action == DecisionAction.EXPIRE:
+            return cls.EXPIRED
         return cls.DECLINED if action == DecisionAction.DECLINE else cls.ANSWERED
 
 
@@ -101,6 +114,9 @@ _ACTION_LABELS = {
     DecisionAction.APPROVE: ("Approve", "approved"),
     DecisionAction.DECLINE: ("Decline", "declined"),
     DecisionAction.RESUME: ("Resume", "answered"),
+    DecisionAction.EXPIRE: ("Expired", "let expire"),
+    DecisionAction.ESCALATE: ("Escalated", "escalated"),
+    DecisionAction.EXTEND: ("Deadline extended", "extended the deadline of"),
 }
 _OUTCOME_LABELS = {
     Outcome.COMPLETED: ("Completed", "Completed"),
@@ -112,6 +128,8 @@ _OUTCOME_LABELS = {
     Outcome.INVALID: ("Refused as invalid", "Refused"),
     Outcome.NOT_FOUND: ("Not waiting", "No longer waiting"),
     Outcome.UNCONFIRMED: ("Not confirmed", "Needs confirmation"),
+    Outcome.EXPIRED: ("Expired", "Expired"),
+    Outcome.RESCHEDULED: ("Deadline changed", "Still waiting"),
 }
 
 #: Outcomes the audit log records (its column's choices).
@@ -121,7 +139,7 @@ EFFECTIVE_OUTCOMES = frozenset(
     {Outcome.COMPLETED, Outcome.SUSPENDED_AGAIN, Outcome.CONTINUING, Outcome.FAILED}
 )
 #: Recorded outcomes that mean the decision did not take effect.
-NO_EFFECT_OUTCOMES = frozenset({Outcome.LOST_RACE, Outcome.INVALID})
+NO_EFFECT_OUTCOMES = frozenset({Outcome.LOST_RACE, Outcome.INVALID, Outcome.RESCHEDULED})
 
 
 def choices(words: type[CallKind] | type[DecisionAction] | tuple[Outcome, ...]) -> list[tuple[str, str]]:

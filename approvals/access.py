@@ -7,6 +7,9 @@ A user sees an agent only through a group that grants it:
 - otherwise the Reviewers and Admins groups see every agent;
 - anyone else sees nothing, unless ``settings.COUNTERSIGN_OPEN_VISIBILITY`` is on (small teams
   that want every logged-in user to see every agent). Superusers see everything.
+- a call escalated to a group (``tool(on_expiry="escalate", escalate_to=...)``) may also be seen
+  and decided by that group's members: its agent's inbox lists them only those calls
+  (``AgentAccess.escalated_only``; the decision services check the call).
 
 ``manage.py grant`` puts users in these groups; so does the Django admin.
 
@@ -21,23 +24,31 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 
-from agents_runtime import Agent
+from agents_runtime import Agent, RunNotFound
 from approvals import agents
 from approvals.groups import AGENT_GROUP_PREFIX, ALL_AGENTS_GROUPS, REVIEWERS, agent_group_name
+from approvals.models import ParkedCallRecord
 
 
-def visible_agent_ids(user: Any) -> list[str]:
+def _groups(user: Any) -> frozenset[str]:
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
+        return frozenset()
+    return frozenset(user.groups.values_list("name", flat=True))
+
+
+def visible_agent_ids(user: Any, groups: frozenset[str] | None = None) -> list[str]:
     """The ids of the agents ``user`` may see, in the runtime's order (empty when anonymous)."""
     if not getattr(user, "is_authenticated", False) or not user.is_active:
         return []
     all_ids = [agent.id for agent in agents.all_agents()]
     if user.is_superuser:
         return all_ids
-    groups = set(user.groups.values_list("name", flat=True))
+    groups = _groups(user) if groups is None else groups
     designated = {
         name.removeprefix(AGENT_GROUP_PREFIX) for name in groups if name.startswith(AGENT_GROUP_PREFIX)
     }
@@ -46,6 +57,20 @@ def visible_agent_ids(user: Any) -> list[str]:
     if groups & ALL_AGENTS_GROUPS or getattr(settings, "COUNTERSIGN_OPEN_VISIBILITY", False):
         return all_ids
     return []
+
+
+def escalated_agent_ids(groups: frozenset[str], seen: tuple[str, ...]) -> tuple[str, ...]:
+    """Agents not in ``seen`` with a waiting call escalated to one of ``groups``."""
+    if not groups:
+        return ()
+    # An indexed probe (call_escalated_idx): escalated calls are few.
+    found = set(
+        ParkedCallRecord.objects.undecided()
+        .filter(escalated_to__in=groups)
+        .values_list("run__agent_id", flat=True)
+        .distinct()
+    )
+    return tuple(a.id for a in agents.all_agents() if a.id in found and a.id not in seen)
 
 
 def can_see_agent(user: Any, agent_id: str) -> bool:
@@ -121,6 +146,9 @@ class Access:
     can_decide: bool
     can_audit: bool
     _checked: object = field(default=None, repr=False, compare=False)
+    #: The user's groups, and the agents they see only for the calls escalated to those groups.
+    groups: frozenset[str] = frozenset()
+    escalated_agent_ids: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self._checked is not _CHECKED:
@@ -128,13 +156,23 @@ class Access:
 
     @classmethod
     def of(cls, user: Any) -> Access:
+        groups = _groups(user)
+        seen = tuple(visible_agent_ids(user, groups))
         return cls(
             user=user,
-            agent_ids=tuple(visible_agent_ids(user)),
+            agent_ids=seen,
             can_decide=bool(user.has_perm(DECIDE_PERMISSION)),
             can_audit=bool(user.has_perm(AUDIT_PERMISSION)),
             _checked=_CHECKED,
+            groups=groups,
+            escalated_agent_ids=escalated_agent_ids(groups, seen),
         )
+
+    @property
+    def decidable_agent_ids(self) -> tuple[str, ...]:
+        """The agents whose runs a decision may be about: those seen, and those seen for calls
+        escalated to the user's groups (the services check the call)."""
+        return (*self.agent_ids, *self.escalated_agent_ids)
 
     @property
     def username(self) -> str:
@@ -156,9 +194,11 @@ class Access:
         when the user may not see it.
         """
         agent = agents.get(agent_id)
-        if agent.id not in self.agent_ids:
-            raise agent_denied(agent.id)
-        return AgentAccess(self, agent, _CHECKED)
+        if agent.id in self.agent_ids:
+            return AgentAccess(self, agent, _CHECKED)
+        if agent.id in self.escalated_agent_ids:
+            return AgentAccess(self, agent, _CHECKED, escalated_only=True)
+        raise agent_denied(agent.id)
 
 
 @dataclass(frozen=True)
@@ -168,10 +208,25 @@ class AgentAccess:
     access: Access
     agent: Agent
     _checked: object = field(default=None, repr=False, compare=False)
+    #: The user sees this agent only for the calls escalated to one of their groups.
+    escalated_only: bool = False
 
     def __post_init__(self) -> None:
         if self._checked is not _CHECKED:
             raise TypeError("Build an AgentAccess with Access.for_agent(agent_id)")
+
+    def may_decide_call(self, run_id: str, tool_call_id: str) -> bool:
+        """Whether this call is the user's to decide as far as escalation goes (the permission is
+        checked apart). Escalation only ever adds a group, so a call that is theirs stays theirs
+        until it is decided: checking before the store's decision step cannot go stale."""
+        if not self.escalated_only:
+            return True
+        try:
+            run = async_to_sync(self.agent.get_suspended_run)(run_id)
+        except RunNotFound:
+            return False
+        call = next((c for c in run.tool_calls if c.tool_call_id == tool_call_id), None)
+        return call is not None and call.escalated_to in self.access.groups
 
     @property
     def user(self) -> Any:

@@ -21,6 +21,7 @@ from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import CallKind
 from approvals import dom_ids
 from approvals.arg_views import ArgView, arg_views, values_view
+from approvals.deadline_views import DeadlineView, deadline_view
 from approvals.display import reveal_invisible
 from approvals.field_views import FieldView, bound_fields, unbound_fields
 from approvals.forms import DeclineForm, EditedArgsForm
@@ -117,6 +118,10 @@ class CallView:
     @property
     def kind_label(self) -> str:
         return self.kind.label
+
+    @functools.cached_property
+    def deadline(self) -> DeadlineView | None:
+        return deadline_view(self.call, self.run_id)
 
     @property
     def risky_args(self) -> list[ArgView]:

@@ -104,7 +104,11 @@ class InboxFilterForm(_CreatedRangeForm):
         required=False,
         label="Order",
         # Oldest first: a queue is worked from the call that has waited longest.
-        choices=[("oldest", "Oldest suspension first"), ("newest", "Newest suspension first")],
+        choices=[
+            ("oldest", "Oldest suspension first"),
+            ("newest", "Newest suspension first"),
+            ("deadline", "Deadline, soonest first"),
+        ],
     )
     page = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
     per_page = forms.IntegerField(required=False, min_value=1, max_value=MAX_PER_PAGE, label="Per page")
@@ -194,6 +198,18 @@ class DeclineForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="Optional. The model receives it as the tool's result.",
     )
+
+
+class ExtendDeadlineForm(forms.Form):
+    """A reviewer gives a waiting call more time (audited with the reason)."""
+
+    by_minutes = forms.TypedChoiceField(
+        coerce=int,
+        choices=[(15, "15 minutes"), (60, "1 hour"), (240, "4 hours"), (1440, "1 day")],
+        initial=60,
+        label="Extend by",
+    )
+    reason = forms.CharField(max_length=500, label="Reason (kept in the audit log)", strip=True)
 
 
 class NewRunForm(forms.Form):

@@ -111,10 +111,11 @@ def inbox_page(
     to_date: datetime | None = None,
     tool_name: str | None = None,
     kind: CallKind | None = None,
-    order: Literal["newest", "oldest"] = "oldest",
+    order: Literal["newest", "oldest", "deadline"] = "oldest",
     page: int = 1,
     per_page: int = 20,
     delegated: bool | None = None,
+    escalated_to: frozenset[str] | None = None,
 ) -> InboxPage:
     """One page of the agent's suspended runs; ``page`` is 1-based (the runtime's is 0-based).
 
@@ -130,6 +131,7 @@ def inbox_page(
         per_page=per_page,
         page=page - 1,
         delegated=delegated,
+        escalated_to=escalated_to,
     )
     return InboxPage(runs=list(result.runs), total=result.total, page=page, per_page=per_page)
 

@@ -113,16 +113,19 @@ def result_to_json(result: RunResult) -> dict[str, Any]:
 
 def _call_to_json(call: AgentRunToolCall) -> dict[str, Any]:
     data = dataclasses.asdict(call)
-    started = call.tool_started_at
-    data["tool_started_at"] = None if started is None else started.isoformat()
+    for name in _TIMES:
+        value = getattr(call, name)
+        data[name] = None if value is None else value.isoformat()
     return data
 
 
+#: The datetimes of a call, as ISO text in a task's JSON result.
+_TIMES = ("tool_started_at", "expires_at")
+
+
 def _call_from_json(data: dict[str, Any]) -> AgentRunToolCall:
-    started = data.get("tool_started_at")
-    return AgentRunToolCall(
-        **{**data, "tool_started_at": None if started is None else datetime.fromisoformat(started)}
-    )
+    times = {name: None if data.get(name) is None else datetime.fromisoformat(data[name]) for name in _TIMES}
+    return AgentRunToolCall(**{**data, **times})
 
 
 def result_from_json(data: dict[str, Any]) -> RunResult:

@@ -31,6 +31,16 @@ def django_db_modify_db_settings(
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _no_expiry_sweep() -> Iterator[None]:
+    """The ASGI app starts the expiry sweep when it first serves: not in this process (tests that
+    use the app in-process would leave its thread running). Tests run a ``Sweeper`` of their own."""
+    from django.conf import settings
+
+    settings.EXPIRY_SWEEP = "off"
+    yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _nothing_collected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Pages name the static files by their plain names, whatever var/static holds.
 

@@ -25,7 +25,13 @@ from agents_runtime.vocabulary import NO_EFFECT_OUTCOMES, RECORDED_OUTCOMES, Dec
 from .fields import OrderedJSONField
 
 #: ``AuditEntry.channel``: where a decision came from (``approvals.audit_channel`` sets it).
-CHANNEL_CHOICES = [("dashboard", "dashboard"), ("api", "via API"), ("cli", "command line")]
+CHANNEL_CHOICES = [
+    ("dashboard", "dashboard"),
+    ("api", "via API"),
+    ("cli", "command line"),
+    # The expiry sweep: nobody's decision (approvals/expiry.py).
+    ("deadline", "deadline"),
+]
 
 
 class AppendOnlyError(Exception):

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import ClassVar
 
 from django.db import models
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q, Subquery
 
 from agents_runtime.vocabulary import CallKind, DecisionAction, choices
 
@@ -57,8 +57,30 @@ class RunRecordQuerySet(models.QuerySet["RunRecord"]):
             qs = qs.filter(Exists(undecided.filter(kind=kind)))
         return qs
 
-    def in_suspension_order(self, *, oldest_first: bool = False) -> RunRecordQuerySet:
+    def escalated_to(self, groups: frozenset[str] | None) -> RunRecordQuerySet:
+        """Runs with an undecided call escalated to one of ``groups`` (None: any run)."""
+        if groups is None:
+            return self
+        calls = ParkedCallRecord.objects.filter(run=OuterRef("pk"), escalated_to__in=list(groups))
+        return self.filter(Exists(calls.undecided()))
+
+    def expiring_before(self, when: datetime | None) -> RunRecordQuerySet:
+        """Runs with an undecided call whose deadline is before ``when`` (None: any run)."""
+        if when is None:
+            return self
+        return self.filter(
+            Exists(ParkedCallRecord.objects.filter(run=OuterRef("pk"), expires_at__lt=when).undecided())
+        )
+
+    def in_suspension_order(
+        self, *, oldest_first: bool = False, by_deadline: bool = False
+    ) -> RunRecordQuerySet:
         # Ties by run_id ascending either way, so pages are stable.
+        if by_deadline:
+            due = ParkedCallRecord.objects.filter(run=OuterRef("pk"), expires_at__isnull=False).undecided()
+            return self.alias(
+                next_deadline=Subquery(due.order_by("expires_at").values("expires_at")[:1])
+            ).order_by(F("next_deadline").asc(nulls_last=True), "suspended_at", "run_id")
         return self.order_by("suspended_at" if oldest_first else "-suspended_at", "run_id")
 
     def with_calls(self) -> RunRecordQuerySet:
@@ -188,6 +210,11 @@ class ParkedCallRecord(models.Model):
     tool_started_at = models.DateTimeField(null=True, blank=True)
     #: Why the call waits, gathered when it parked (``ParkedCall.context``): the card's "why".
     context = OrderedJSONField(null=True, blank=True)
+    #: When nobody answering decides the call (``ParkedCall.deadline`` says how, its JSON form).
+    expires_at = models.DateTimeField(null=True, blank=True)
+    deadline = models.JSONField(null=True, blank=True)
+    #: The reviewer group the call moved to when its first deadline passed (``on_expiry="escalate"``).
+    escalated_to = models.CharField(max_length=150, null=True, blank=True)  # noqa: DJ001
 
     objects: ClassVar[ParkedCallRecordQuerySet] = ParkedCallRecordQuerySet.as_manager()  # type: ignore[assignment]
 
@@ -203,6 +230,19 @@ class ParkedCallRecord(models.Model):
             ),
             models.Index(
                 fields=["run", "kind"], condition=Q(action__isnull=True), name="call_undecided_kind_idx"
+            ),
+            # The expiry sweep: undecided calls with a deadline, earliest first (a range scan of
+            # the few that are due).
+            models.Index(
+                fields=["expires_at"],
+                condition=Q(action__isnull=True, expires_at__isnull=False),
+                name="call_undecided_expiry_idx",
+            ),
+            # Who sees an agent for its escalated calls (access.escalated_agent_ids): only those.
+            models.Index(
+                fields=["escalated_to"],
+                condition=Q(action__isnull=True, escalated_to__isnull=False),
+                name="call_escalated_idx",
             ),
         ]
 

@@ -69,6 +69,13 @@ def decision_values(
     else:
         waiting = [c for c in calls_after if c.decision is None]
         outcome, detail = Outcome.SUSPENDED_AGAIN, waiting_detail(waiting)
+    if decision.action == DecisionAction.EXPIRE:
+        # Its own outcome, never settled into the run's: "nobody answered" stays apart from "no".
+        taken = "approved" if decision.resume_data == {"approved": True} else "declined"
+        outcome, detail = (
+            Outcome.EXPIRED,
+            f"{decision.reason or 'Nobody answered in time'}: {taken}. {detail}",
+        )
     return {
         "created_at": decision.decided_at,
         "user_id": None,

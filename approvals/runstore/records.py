@@ -8,6 +8,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from agents_runtime import deadlines
 from agents_runtime.store import Decision, Delegation, ParkedCall, StoredRun
 from agents_runtime.vocabulary import CallKind, DecisionAction
 from approvals.models import ParkedCallRecord
@@ -55,6 +56,9 @@ _CALL_COLUMNS = (
     "edited_args",
     "tool_started_at",
     "context",
+    "expires_at",
+    "deadline",
+    "escalated_to",
 )
 
 Row = Mapping[str, Any]
@@ -134,6 +138,9 @@ def _call_records(run_pk: int, calls: Iterable[ParkedCall]) -> list[ParkedCallRe
                 },
                 context=call.context,
                 tool_started_at=None if call.tool_started_at is None else _utc(call.tool_started_at),
+                expires_at=None if call.expires_at is None else _utc(call.expires_at),
+                deadline=deadlines.to_json(call.deadline),
+                escalated_to=call.escalated_to,
                 **({} if call.decision is None else _decision_columns(call.decision)),
             )
         )
@@ -193,7 +200,17 @@ def _parked_call(row: Row) -> ParkedCall:
         decision=decision,
         tool_started_at=None if row["tool_started_at"] is None else _utc(row["tool_started_at"]),
         context=row.get("context") if isinstance(row.get("context"), dict) else None,
+        expires_at=None if row["expires_at"] is None else _utc(row["expires_at"]),
+        deadline=_deadline(row),
+        escalated_to=row["escalated_to"],
     )
+
+
+def _deadline(row: Row) -> deadlines.Deadline | None:
+    try:
+        return deadlines.from_json(row["deadline"])
+    except ValueError as exc:  # pydantic's ValidationError is one
+        raise CorruptRow(f"call {row['tool_call_id']!r} has an unreadable deadline") from exc
 
 
 def _parked_calls(rows: Iterable[Row]) -> tuple[ParkedCall, ...]:

@@ -39,6 +39,7 @@ from agents_runtime.vocabulary import Outcome
 from approvals.models import AuditEntry, EndedRun, ThreadMessage
 from approvals.models.runs import RunRecordQuerySet, RunStatus
 from approvals.runstore import audit as decision_records
+from approvals.runstore.deadlines import DeadlineSteps
 from approvals.runstore.decide import DecisionSteps
 from approvals.runstore.records import (
     _RUN_COLUMNS,
@@ -56,7 +57,7 @@ from approvals.runstore.sql import _FINISH_REMEMBERING_SQL, _FINISH_SQL, _MARK_T
 logger = logging.getLogger(__name__)
 
 
-class DjangoRunStore(DecisionSteps, RunStore):
+class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore):
     """The run store on the default database (or ``using``); safe to share between threads.
 
     ``lease`` defaults to ``settings.RUN_LEASE_SECONDS`` (300), read when first needed. Building a
@@ -158,6 +159,8 @@ class DjangoRunStore(DecisionSteps, RunStore):
                     None if query.created_to is None else _utc(query.created_to),
                 )
                 .waiting_on(tool_name=query.tool_name, kind=query.kind)
+                .expiring_before(None if query.expiring_before is None else _utc(query.expiring_before))
+                .escalated_to(query.escalated_to)
             )
             if query.thread_id is not None:
                 matches = matches.filter(thread_id=query.thread_id)
@@ -177,7 +180,9 @@ class DjangoRunStore(DecisionSteps, RunStore):
             total = matches.count()
             if total == 0 or (query.limit is not None and (query.limit <= 0 or query.offset >= total)):
                 return [], total
-            ordered = listed_matches.in_suspension_order(oldest_first=query.oldest_first)
+            ordered = listed_matches.in_suspension_order(
+                oldest_first=query.oldest_first, by_deadline=query.by_deadline
+            )
             page = ordered
             if query.limit is not None:
                 window = slice(query.offset, query.offset + query.limit)
@@ -187,7 +192,9 @@ class DjangoRunStore(DecisionSteps, RunStore):
                     # sort columns), without visiting the rows of every match in the range, which
                     # is what SQLite's planner does otherwise (2-3x slower at 100k).
                     page = self._runs().filter(pk__in=ordered.values("pk")[window])
-                    page = page.in_suspension_order(oldest_first=query.oldest_first)
+                    page = page.in_suspension_order(
+                        oldest_first=query.oldest_first, by_deadline=query.by_deadline
+                    )
             runs = list(page.values(*_RUN_COLUMNS))
             calls = self._call_rows([run["pk"] for run in runs])
             listed = []

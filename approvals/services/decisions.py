@@ -144,7 +144,10 @@ def _decide(
     who.require(DECIDE_PERMISSION, to="decide on suspended runs")
     user, actor = who.user, who.username
     agent_id = ""
-    if isinstance(access, AgentAccess):
+    if isinstance(access, AgentAccess) and not access.may_decide_call(run_id, tool_call_id):
+        # Seen only for calls escalated to the user's groups, and this is none of them.
+        attempt = Attempt(error=RunNotFound(run_id), edited_args=edited_args)
+    elif isinstance(access, AgentAccess):
         agent_id = access.agent.id
         attempt = async_to_sync(_attempt)(
             access.agent,

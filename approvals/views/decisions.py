@@ -123,7 +123,7 @@ def _card_with_errors(
 ) -> HttpResponse:
     """The card again with the call's form errors: the run is unchanged."""
     access = access_of(request)
-    found = queries.run_locate(run_id, agent_hint=agent_id, agent_ids=access.agent_ids)
+    found = queries.run_locate(run_id, agent_hint=agent_id, agent_ids=access.decidable_agent_ids)
     if found is None:
         raise Http404("This run is not waiting any more.")
     agent, run = found
@@ -222,7 +222,9 @@ def _waiting_call(
     request: HttpRequest, run_id: str, tool_call_id: str, agent_id: str
 ) -> tuple[Agent, AgentRunToolCall] | None:
     """The agent and the call as it waits now (None: not waiting; the services say why)."""
-    found = queries.run_locate(run_id, agent_hint=agent_id or None, agent_ids=access_of(request).agent_ids)
+    found = queries.run_locate(
+        run_id, agent_hint=agent_id or None, agent_ids=access_of(request).decidable_agent_ids
+    )
     if found is None:
         return None
     call = next((c for c in found[1].tool_calls if c.tool_call_id == tool_call_id), None)

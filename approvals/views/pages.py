@@ -63,14 +63,18 @@ def inbox(request: HtmxHttpRequest, agent_id: str) -> HttpResponse:
         )
     sub_agent = queries.is_sub_agent(agent)
     # A sub-agent's inner runs wait on its supervisor: listed apart, read-only, not counted here.
-    page = queries.inbox_page(agent, **form.filters(), delegated=False if sub_agent else None)
+    # Seen only for calls escalated to the user's groups: only those are listed.
+    escalated = access.access.groups if access.escalated_only else None
+    page = queries.inbox_page(
+        agent, **form.filters(), delegated=False if sub_agent else None, escalated_to=escalated
+    )
     next_url = request.get_full_path()
     name = agent.name or agent.id
     context["page"] = page
     context["cards"] = [
         cards.run_card(run, agent=agent, agent_name=name, next_url=next_url) for run in page.runs
     ]
-    if sub_agent:
+    if sub_agent and not access.escalated_only:
         shown = {**form.filters(), "page": 1, "per_page": DELEGATED_SHOWN}
         inner = queries.inbox_page(agent, **shown, delegated=True)
         context["delegated_total"] = inner.total
@@ -143,8 +147,13 @@ def call_body(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpR
     if not is_partial(request):
         return redirect(run_url)
     access = access_of(request)
-    found = queries.run_locate(run_id, agent_hint=request.GET.get("agent"), agent_ids=access.agent_ids)
+    found = queries.run_locate(
+        run_id, agent_hint=request.GET.get("agent"), agent_ids=access.decidable_agent_ids
+    )
     call = next((c for c in found[1].tool_calls if c.tool_call_id == tool_call_id), None) if found else None
+    if found is not None and call is not None and found[0].id not in access.agent_ids:
+        # Seen only for calls escalated to the user's groups: only those.
+        call = call if call.escalated_to in access.groups else None
     if found is None or call is None:
         # 200: htmx swaps it in place of "Loading…"; the row itself goes with the list's live refetch.
         response = render(request, "approvals/partials/run_card.html#call-gone", {"run_url": run_url})

@@ -327,6 +327,8 @@
   // --- A call decided elsewhere ---------------------------------------------------------------------
 
   const DECIDED = { approve: "Approved", decline: "Declined", resume: "Answered" };
+  // An expiry is nobody's decision: said apart from a reviewer's "no".
+  const EXPIRED_NOTE = "Expired: nobody answered before its deadline. Nothing you do here decides it again.";
 
   // Said at once on the call, whatever the card's refetch waits for (the reviewer typing in it, the
   // pointer on it): who decided, and its buttons disabled. What the reviewer typed stays.
@@ -339,6 +341,12 @@
     const note = document.createElement("p");
     note.className = "decided-note";
     note.setAttribute("role", "status");
+    if (event.action === "expire") {
+      note.append(EXPIRED_NOTE);
+      call.prepend(note);
+      for (const button of all(call, "button")) button.disabled = true;
+      return;
+    }
     const when = Object.assign(document.createElement("time"), { textContent: "just now" });
     when.dateTime = new Date().toISOString();
     when.setAttribute("data-relative", "");

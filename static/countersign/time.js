@@ -73,13 +73,46 @@
     });
   }
 
+  // Deadlines count down from the seconds left as the server counted them when it rendered the
+  // element (data-countdown), so a browser clock that is off changes nothing. The same words as
+  // approvals.deadline_views.remaining_text; a call due within DUE_SOON_S stands out.
+  var DUE_SOON_S = 300;
+  var seen = new WeakMap();
+
+  function remainingText(seconds) {
+    if (seconds <= 0) return "due now";
+    var hours = Math.floor(seconds / 3600);
+    var minutes = Math.floor((seconds % 3600) / 60);
+    var secs = seconds % 60;
+    if (hours) return hours + " h " + minutes + " min left";
+    if (minutes) return minutes + " min " + secs + " s left";
+    return secs + " s left";
+  }
+
+  function countDown() {
+    var now = performance.now();
+    document.querySelectorAll("[data-countdown]").forEach(function (element) {
+      var total = parseInt(element.getAttribute("data-countdown"), 10);
+      if (isNaN(total)) return;
+      if (!seen.has(element)) seen.set(element, now);
+      var left = Math.max(0, total - Math.floor((now - seen.get(element)) / 1000));
+      var text = remainingText(left);
+      if (element.textContent !== text) element.textContent = text;
+      var holder = element.closest(".chip-deadline, .deadline");
+      if (holder) holder.classList.toggle("is-due-soon", left < DUE_SOON_S);
+    });
+  }
+
   function start() {
     localize(document);
     tick();
+    countDown();
     window.setInterval(tick, TICK_MS);
+    window.setInterval(countDown, 1000);
     document.addEventListener("htmx:afterSettle", function (event) {
       localize(event.target);
       tick();
+      countDown();
     });
   }
 

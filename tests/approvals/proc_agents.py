@@ -50,6 +50,7 @@ from agents_runtime import (  # noqa: E402
     ToolContext,
     tool,
 )
+from agents_runtime.deadlines import Deadline  # noqa: E402
 from approvals.store import DjangoRunStore  # noqa: E402
 
 AGENT_ID = "proc-support"
@@ -158,7 +159,9 @@ async def _listing(agent: Agent, thread_id: str | None) -> list[dict[str, Any]]:
 
 async def main(argv: list[str]) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="proc_agents")
-    parser.add_argument("command", choices=["start", "list", "show", "approve", "decline", "resume"])
+    parser.add_argument(
+        "command", choices=["start", "list", "show", "approve", "decline", "resume", "expire"]
+    )
     parser.add_argument("--prompt", action="append", default=[])
     parser.add_argument("--thread")
     parser.add_argument("--run")
@@ -169,11 +172,18 @@ async def main(argv: list[str]) -> dict[str, Any]:
     parser.add_argument("--ready")
     parser.add_argument("--go")
     parser.add_argument("--confirm-rerun", action="store_true")
+    #: start: the run's deadline (approved when it passes), in seconds.
+    parser.add_argument("--approve-after", type=float)
     args = parser.parse_args(argv)
     agent = build_agent()
 
     if args.command == "start":
-        results = [await agent.generate(p, thread_id=args.thread) for p in args.prompt]
+        deadline = (
+            None
+            if args.approve_after is None
+            else Deadline(timedelta(seconds=args.approve_after), on_expiry="approve")
+        )
+        results = [await agent.generate(p, thread_id=args.thread, deadline=deadline) for p in args.prompt]
         return {
             "runs": [{"run_id": r.run_id, "status": r.status} for r in results],
             "listing": await _listing(agent, args.thread),
@@ -195,6 +205,10 @@ async def main(argv: list[str]) -> dict[str, Any]:
         }
 
     _wait_for_go(args.ready, args.go)
+    if args.command == "expire":
+        assert agent._runtime is not None
+        expired = await agent._runtime.expire_due()  # type: ignore[attr-defined]
+        return {"outcome": "decided" if expired else "nothing due", "expired": expired}
     try:
         if args.command == "approve":
             stream = await agent.approve_tool_call(

@@ -247,3 +247,31 @@ def test_a_run_claimed_by_a_killed_process_is_offered_again_after_the_lease(proc
     assert (again["status"], again["text"]) == ("success", "done: refunded 42 for crash-1")
     assert len(procs.tool_lines("ran refund")) == 1  # the killed attempt never finished its tool
     assert procs.run("list")["runs"] == [] and procs.run_status(run_id) is None
+
+
+def test_an_expiry_racing_approvals_in_eight_processes_decides_once(procs: ProcEnv) -> None:
+    [run] = procs.run("start", "--prompt", "refund late-1", "--approve-after", "0.2")["runs"]
+    assert run["status"] == "suspended"
+    time.sleep(0.3)  # past its deadline: the expiry may win now
+    go = procs.tmp / "go"
+    ready = [procs.tmp / f"ready-{i}" for i in range(8)]
+    children = [
+        procs.spawn(
+            *(("expire",) if i % 2 else ("approve", "--run", run["run_id"], "--call", "rf-late-1")),
+            "--ready",
+            str(ready[i]),
+            "--go",
+            str(go),
+        )
+        for i in range(8)
+    ]
+    wait_until(lambda: all(path.exists() for path in ready), timeout=120, what="8 children ready")
+    go.touch()
+
+    outcomes = [output_of(child) for child in children]
+
+    winners = [o for o in outcomes if o["outcome"] == "decided"]
+    assert len(winners) == 1, outcomes
+    assert {o["outcome"] for o in outcomes if o is not winners[0]} <= LOSING_OUTCOMES | {"nothing due"}
+    assert len(procs.tool_lines("ran refund")) == 1
+    assert procs.run("list")["runs"] == []

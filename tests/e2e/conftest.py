@@ -75,6 +75,8 @@ class RunRequest(NamedTuple):
     prompt: str
     thread: str
     resource: str | None = None
+    #: The run's deadline in seconds (``run_agent --expires-after``).
+    expires_after: float | None = None
 
 
 def unique(prefix: str) -> str:
@@ -115,6 +117,8 @@ class Server:
             args = ["run_agent", run.agent_id, run.prompt, "--thread", run.thread]
             if run.resource is not None:
                 args += ["--resource", run.resource]
+            if run.expires_after is not None:
+                args += ["--expires-after", str(run.expires_after)]
             printed = dict(
                 line.split(": ", 1)
                 for line in self.manage(*args).splitlines()

@@ -1,12 +1,15 @@
-"""``manage.py run_agent AGENT_ID "prompt" [--thread T] [--resource R]``: start a run, print id and status."""
+"""``manage.py run_agent AGENT_ID "prompt" [--thread T] [--resource R] [--expires-after S [--on-expiry X]]``:
+start a run, print id and status."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.core.management.base import BaseCommand, CommandError
 
+from agents_runtime.deadlines import Deadline
 from agents_runtime.vocabulary import CallKind
 from approvals import agents
 
@@ -19,6 +22,19 @@ class Command(BaseCommand):
         parser.add_argument("prompt", help="What to ask the agent.")
         parser.add_argument("--thread", default=None, help="Thread id (runs on one thread share memory).")
         parser.add_argument("--resource", default=None, help="Resource id (e.g. the end user).")
+        parser.add_argument(
+            "--expires-after",
+            type=float,
+            default=None,
+            metavar="SECONDS",
+            help="The run's deadline for every call it parks, instead of its tools' own.",
+        )
+        parser.add_argument(
+            "--on-expiry",
+            choices=["decline", "approve"],
+            default="decline",
+            help="What a call of this run becomes when nobody answered in time (with --expires-after).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         runtime = agents.runtime()
@@ -27,8 +43,14 @@ class Command(BaseCommand):
         except KeyError:
             known = ", ".join(a.id for a in runtime.agents) or "none"
             raise CommandError(f"Unknown agent {options['agent_id']!r}; known agents: {known}") from None
+        deadline = None
+        if options["expires_after"] is not None:
+            try:
+                deadline = Deadline(timedelta(seconds=options["expires_after"]), options["on_expiry"])
+            except ValueError as exc:
+                raise CommandError(f"--expires-after: {exc}") from None
         result = async_to_sync(agent.generate)(
-            options["prompt"], thread_id=options["thread"], resource_id=options["resource"]
+            options["prompt"], thread_id=options["thread"], resource_id=options["resource"], deadline=deadline
         )
         self.stdout.write(f"run_id: {result.run_id}")
         self.stdout.write(f"status: {result.status}")

@@ -1,0 +1,135 @@
+"""Deadlines happen on time with no page open: a sweep that expires due calls, every second.
+
+One place runs it, chosen by ``settings.EXPIRY_SWEEP``: ``"server"`` (the default without a task
+worker: each ASGI server process, started by ``config/asgi.py``), ``"worker"`` (the default with
+``TASKS_BACKEND=database``: the ``manage.py db_worker`` process, started by ``ApprovalsConfig``) or
+``"off"``. Several sweepers at once are harmless: an expiry is a decision through the store's atomic
+step, so a call expires once whoever sweeps. The sweep runs right away when it starts, so calls that
+fell due while nothing ran (a restart) expire at once.
+
+The sweep is a daemon thread with its own event loop; the runtime's store calls run on one database
+thread of its own (never asgiref's shared one, which the server's sockets use), which gives its
+connection back after each sweep. ``stop()`` ends both (tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.conf import settings
+from django.db import close_old_connections
+
+from approvals import agents, audit_channel
+
+logger = logging.getLogger(__name__)
+
+#: How often the sweep looks for due calls: an expiry happens at most this long after its deadline
+#: (plus the sweep's own time). One indexed query per agent when nothing is due.
+SWEEP_SECONDS = 1.0
+
+
+def mode() -> str:
+    default = "worker" if "django_tasks_db" in str(settings.TASKS["default"]["BACKEND"]) else "server"
+    return str(getattr(settings, "EXPIRY_SWEEP", "") or default)
+
+
+class Sweeper:
+    """Expires the runtime's due calls every ``interval`` seconds in a thread of its own."""
+
+    def __init__(self, interval: float = SWEEP_SECONDS) -> None:
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        with self._lock:
+            if self.running:
+                return
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="countersign-expiry", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        with self._lock:
+            thread, self._thread = self._thread, None
+            self._stop.set()
+        if thread is not None:
+            thread.join(timeout)
+
+    def sweep_once(self, executor: ThreadPoolExecutor | None = None) -> int:
+        """One sweep (from the calling thread): how many calls expired or escalated."""
+        own = executor is None
+        executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="countersign-expiry-db")
+        try:
+            return asyncio.run(self._sweep(executor))
+        finally:
+            if own:
+                executor.shutdown(wait=True)
+
+    @staticmethod
+    async def _sweep(executor: ThreadPoolExecutor) -> int:
+        # Its audit rows say where they came from: the deadline, not a page.
+        with audit_channel.using("deadline"):
+            async with ThreadSensitiveContext(executor=executor):
+                try:
+                    return await agents.runtime().expire_due()
+                finally:
+                    # No request cycle closes this thread's connection: give it back.
+                    await sync_to_async(close_old_connections, thread_sensitive=True)()
+
+    def _run(self) -> None:
+        # One database thread for the sweeper's life: its connection is reused between sweeps.
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="countersign-expiry-db")
+        try:
+            while not self._stop.is_set():
+                try:
+                    done = self.sweep_once(executor)
+                    if done:
+                        logger.info("Expired or escalated %d call(s) past their deadline", done)
+                except Exception:
+                    logger.exception("The expiry sweep failed; trying again")
+                self._stop.wait(self.interval)
+        finally:
+            executor.submit(close_old_connections)
+            executor.shutdown(wait=True)
+
+
+sweeper = Sweeper()
+
+
+def start_for_server() -> None:
+    """Sweep in this server process unless a worker does (``ServeWithSweep``)."""
+    if mode() == "server":
+        sweeper.start()
+
+
+class ServeWithSweep:
+    """ASGI middleware: the server's sweep starts when the server first serves anything, not when
+    the app is imported (importing it starts no thread: tests, ``manage.py check``)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self._started = False
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if not self._started:
+            self._started = True
+            start_for_server()
+        await self.app(scope, receive, send)
+
+
+def start_for_worker() -> None:
+    """From ``ApprovalsConfig.ready``: in a ``db_worker`` process, sweep when the worker is to."""
+    if mode() == "worker" and "db_worker" in sys.argv[1:2]:
+        sweeper.start()

@@ -1,0 +1,114 @@
+"""Deadlines in the run store: the due calls the expiry sweep reads, and moving a call's deadline.
+
+An expiry itself is a decision (``decide``); escalating a call or extending its deadline is not: the
+call keeps waiting with a new deadline (and group), changed under the run row's lock with the run's
+version moved, so a decision planned on the old deadline is planned again. Its audit row (outcome
+``rescheduled``) is written in the same transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+
+from agents_runtime.errors import RunNotFound
+from agents_runtime.store import DeadlineChange, DeadlineRule, StoredRun, decision_conflict
+from agents_runtime.untrusted import clean_text
+from agents_runtime.vocabulary import CallKind, DecisionAction, Outcome
+from approvals import audit_channel
+from approvals.models.runs import RunStatus
+from approvals.runstore import audit as decision_records
+from approvals.runstore.base import StoreBase
+from approvals.runstore.records import CorruptRow, _parked_calls, _stored_run, _utc
+
+logger = logging.getLogger(__name__)
+
+
+class DeadlineSteps(StoreBase):
+    """``DjangoRunStore.due_calls`` and ``change_deadline`` (a mixin on the store's queries)."""
+
+    def due_calls(self, agent_id: str, before: datetime, *, limit: int) -> list[tuple[str, str]]:
+        with self._connection_scope():
+            # A range scan of the partial index call_undecided_expiry_idx: only the due calls.
+            rows = (
+                self._calls()
+                .undecided()
+                .filter(
+                    expires_at__lte=_utc(before),
+                    run__agent_id=agent_id,
+                    run__status=RunStatus.SUSPENDED,
+                    run__parent_run_id__isnull=True,
+                )
+                .order_by("expires_at", "pk")
+                .values_list("run__run_id", "tool_call_id")[:limit]
+            )
+            return [(str(run_id), str(tool_call_id)) for run_id, tool_call_id in rows]
+
+    def change_deadline(self, *, agent_id: str, run_id: str, rule: DeadlineRule) -> StoredRun:
+        runs = self._runs().filter(run_id=run_id, agent_id=agent_id)
+        with self._connection_scope(), transaction.atomic(using=self.using):
+            found = self._current_run(runs, with_snapshot=False, lock=True)
+            if found is None:
+                raise RunNotFound(run_id)
+            row, call_rows = found
+            try:
+                run = _stored_run(row, _parked_calls(call_rows), with_snapshot=False)
+            except CorruptRow as exc:
+                logger.warning("Run %s is unreadable and treated as missing: %s", run_id, exc)
+                raise RunNotFound(run_id) from exc
+            change = rule(run)
+            index = next((i for i, c in enumerate(run.calls) if c.tool_call_id == change.tool_call_id), None)
+            call = None if index is None else run.calls[index]
+            if index is None or call is None or call.decision is not None or run.status != "suspended":
+                raise decision_conflict(run, call, change.tool_call_id)
+            expires_at = None if change.expires_at is None else _utc(change.expires_at)
+            self._calls().filter(pk=call_rows[index]["id"]).undecided().update(
+                expires_at=expires_at, escalated_to=change.escalated_to
+            )
+            self._runs().filter(pk=row["pk"], version=run.version).update(version=run.version + 1)
+            moved = replace(call, expires_at=expires_at, escalated_to=change.escalated_to)
+            after = replace(
+                run,
+                version=run.version + 1,
+                calls=tuple(moved if i == index else c for i, c in enumerate(run.calls)),
+            )
+            decision_records.create_decision_row(
+                self.using, _audit_values(after, moved, change, call.expires_at)
+            )
+            return after
+
+
+def _audit_values(
+    run: StoredRun, call: Any, change: DeadlineChange, before: datetime | None
+) -> dict[str, Any]:
+    new = "none" if change.expires_at is None else _utc(change.expires_at).isoformat(timespec="seconds")
+    old = "none" if before is None else _utc(before).isoformat(timespec="seconds")
+    if change.action == DecisionAction.ESCALATE:
+        detail = f"Escalated to {change.escalated_to}; new deadline {new}."
+    else:
+        detail = f"Deadline moved from {old} to {new}."
+    return {
+        "created_at": change.changed_at,
+        "user_id": None,
+        "username": clean_text(change.actor or "")[:150],
+        "agent_id": run.agent_id,
+        "run_id": run.run_id,
+        "thread_id": run.thread_id or "",
+        "resource_id": run.resource_id or "",
+        "tool_call_id": call.tool_call_id,
+        "tool_name": call.tool_name,
+        "args": call.args if call.kind == CallKind.APPROVAL else None,
+        "suspend_payload": call.suspend_payload if call.kind == CallKind.INPUT else None,
+        "action": change.action,
+        "reason": clean_text(change.reason),
+        "resume_data": None,
+        "edited_args": None,
+        "outcome": Outcome.RESCHEDULED,
+        "outcome_detail": detail,
+        "channel": audit_channel.current(),
+        "batch_id": None,
+    }

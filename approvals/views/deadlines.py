@@ -1,0 +1,39 @@
+"""Extending a call's deadline from its card (the form under "Extend deadline…")."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse
+from django.views.decorators.http import require_POST
+
+from approvals import dom_ids
+from approvals.forms import ExtendDeadlineForm
+from approvals.services import DECIDE_PERMISSION
+from approvals.services.deadlines import deadline_extend
+from approvals.views.base import HtmxHttpRequest, permission_required, visible_agent
+from approvals.views.decisions import _card_with_errors
+
+
+@require_POST
+@login_required
+@permission_required(DECIDE_PERMISSION, to="extend deadlines")
+def call_extend_deadline(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpResponse:
+    target = visible_agent(request, request.POST.get("agent", ""))
+    form = ExtendDeadlineForm(request.POST, auto_id=f"{dom_ids.call_block_id(run_id, tool_call_id)}-x-%s")
+    if not form.is_valid():
+        problems = "; ".join(" ".join(map(str, errors)) for errors in form.errors.values())
+        notice = f"The deadline was not extended: {problems}"
+    else:
+        notice = deadline_extend(
+            target,
+            run_id=run_id,
+            tool_call_id=tool_call_id,
+            by=timedelta(minutes=form.cleaned_data["by_minutes"]),
+            reason=form.cleaned_data["reason"],
+        ).message
+    # The card again, as it waits now, with what happened on the call.
+    return _card_with_errors(
+        request, run_id=run_id, agent_id=target.agent.id, tool_call_id=tool_call_id, notice=notice
+    )
