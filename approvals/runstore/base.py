@@ -17,11 +17,9 @@ from approvals import db_threads
 from approvals.models import AuditEntry, ParkedCallRecord, RunRecord
 from approvals.models.runs import ParkedCallRecordQuerySet, RunRecordQuerySet, RunStatus
 from approvals.runstore import audit as decision_records
+from approvals.runstore.reads import one_run_rows
 from approvals.runstore.records import (
     _CALL_COLUMNS,
-    _JOINED_CALL_COLUMNS,
-    _LEASE_COLUMNS,
-    _RUN_COLUMNS,
     Row,
     _overturned,
     _utc,
@@ -103,22 +101,16 @@ class StoreBase:
                 connection.close()
 
     def _one_run(
-        self, runs: RunRecordQuerySet, *, with_snapshot: bool, lock: bool = False
+        self, run_id: str, *, agent_id: str | None = None, with_snapshot: bool, lock: bool = False
     ) -> tuple[Row, list[Row]] | None:
-        """One run row and its call rows, in one query (a LEFT JOIN; the run row locked if asked)."""
-        if lock:
-            # OF: lock the run row only (PostgreSQL refuses to lock the nullable side of a join).
-            runs = runs.select_for_update(of=("self",))
-        columns = (
-            *_RUN_COLUMNS,
-            *_LEASE_COLUMNS,
-            *(("snapshot",) if with_snapshot else ()),
-            *_JOINED_CALL_COLUMNS,
+        """One run row (of ``agent_id``'s, if given) and its call rows, in one query (a LEFT JOIN; the
+        run row locked if asked)."""
+        rows = one_run_rows(
+            self.using, run_id=run_id, agent_id=agent_id, with_snapshot=with_snapshot, lock=lock
         )
-        rows = list(runs.order_by("calls__position").values(*columns))
         if not rows:
             return None
-        run = {name: rows[0][name] for name in columns if not name.startswith("calls__")}
+        run = {name: value for name, value in rows[0].items() if not name.startswith("calls__")}
         calls: list[Row] = [
             {name: row[f"calls__{name}"] for name in _CALL_COLUMNS if name != "run_id"}
             | {"run_id": run["pk"]}
@@ -137,7 +129,7 @@ class StoreBase:
         return by_run
 
     def _current_run(
-        self, runs: RunRecordQuerySet, *, with_snapshot: bool, lock: bool = False
+        self, run_id: str, *, agent_id: str | None = None, with_snapshot: bool, lock: bool = False
     ) -> tuple[Row, list[Row]] | None:
         """``_one_run`` as of after lease reclaim: a run whose claim ran out comes back suspended.
 
@@ -145,7 +137,7 @@ class StoreBase:
         global sweep would cost a query on every decision. A sub-agent's run also changes when its
         supervisor is reclaimed, so for those the sweep runs after all.
         """
-        found = self._one_run(runs, with_snapshot=with_snapshot, lock=lock)
+        found = self._one_run(run_id, agent_id=agent_id, with_snapshot=with_snapshot, lock=lock)
         if found is None:
             return None
         row = found[0]
@@ -155,7 +147,7 @@ class StoreBase:
             self._reclaim(row["pk"], row["version"], now)
         elif row["parent_run_id"] is None or not self._reclaim_expired():
             return found
-        return self._one_run(runs, with_snapshot=with_snapshot, lock=lock)
+        return self._one_run(run_id, agent_id=agent_id, with_snapshot=with_snapshot, lock=lock)
 
     # -- protocol ---------------------------------------------------------------------------------
 

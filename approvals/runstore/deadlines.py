@@ -49,9 +49,8 @@ class DeadlineSteps(StoreBase):
             return [(str(run_id), str(tool_call_id)) for run_id, tool_call_id in rows]
 
     def change_deadline(self, *, agent_id: str, run_id: str, rule: DeadlineRule) -> StoredRun:
-        runs = self._runs().filter(run_id=run_id, agent_id=agent_id)
         with self._connection_scope(), transaction.atomic(using=self.using):
-            found = self._current_run(runs, with_snapshot=False, lock=True)
+            found = self._current_run(run_id, agent_id=agent_id, with_snapshot=False, lock=True)
             if found is None:
                 raise RunNotFound(run_id)
             row, call_rows = found

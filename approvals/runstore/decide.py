@@ -83,11 +83,10 @@ class DecisionSteps(StoreBase):
         rule: DecisionRule,
         claim_when_complete: bool = True,
     ) -> DecisionReceipt:
-        runs = self._runs().filter(run_id=run_id, agent_id=agent_id)
         with self._connection_scope():
             if connections[self.using].vendor != "postgresql":
                 with transaction.atomic(using=self.using):
-                    found = self._current_run(runs, with_snapshot=True, lock=True)
+                    found = self._current_run(run_id, agent_id=agent_id, with_snapshot=True, lock=True)
                     plan = self._plan_decision(run_id, found, rule, claim_when_complete)
                     if not self._write_decision_locked(plan):
                         raise self._conflict(plan.run, plan.call_pk, plan.call.tool_call_id)
@@ -97,7 +96,7 @@ class DecisionSteps(StoreBase):
             # round trips instead of five on every approval). Optimistic: when the run changed in
             # between (another call of it was decided), read it again and decide on what is current.
             for _ in range(_OPTIMISTIC_ATTEMPTS):
-                found = self._current_run(runs, with_snapshot=True)
+                found = self._current_run(run_id, agent_id=agent_id, with_snapshot=True)
                 plan = self._plan_decision(run_id, found, rule, claim_when_complete)
                 if self._write_decision_at_version(plan):
                     return plan.receipt()

@@ -106,9 +106,7 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore):
 
     def resuspend(self, suspension: Suspension, *, expected_version: int) -> StoredRun | None:
         with self._connection_scope(), transaction.atomic(using=self.using):
-            found = self._current_run(
-                self._runs().filter(run_id=suspension.run_id), with_snapshot=False, lock=True
-            )
+            found = self._current_run(suspension.run_id, with_snapshot=False, lock=True)
             if found is None:
                 return None
             row = found[0]
@@ -137,7 +135,7 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore):
 
     def get_run(self, run_id: str, *, with_snapshot: bool = True) -> StoredRun | None:
         with self._connection_scope():
-            found = self._current_run(self._runs().filter(run_id=run_id), with_snapshot=with_snapshot)
+            found = self._current_run(run_id, with_snapshot=with_snapshot)
             if found is None:
                 return None
             run, call_rows = found
@@ -215,7 +213,7 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore):
         decisions: Mapping[str, Decision] | None = None,
     ) -> StoredRun | None:
         with self._connection_scope(), transaction.atomic(using=self.using):
-            found = self._current_run(self._runs().filter(run_id=run_id), with_snapshot=True, lock=True)
+            found = self._current_run(run_id, with_snapshot=True, lock=True)
             if found is None or found[0]["status"] != RunStatus.SUSPENDED:
                 return None
             if expected_version is not None and found[0]["version"] != expected_version:
