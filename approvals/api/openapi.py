@@ -6,8 +6,8 @@ already writes JSON Schema 2020-12, which OpenAPI 3.1 takes as it is; this modul
 operations around it. ``OPERATIONS`` is the one list of what each route takes and answers; a test
 checks it against the URL configuration so a route cannot go undocumented.
 
-The Mastra-compatible routes (``/api/agents/...``) are described by Mastra's own client and are not
-in this document: their bodies follow zod's rules and messages, not these models.
+The Mastra-compatible routes (``/api/agents/...``) are in the document too, with schemas written by
+hand (``mastra_doc``): their requests follow zod's rules and messages, not these models.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from approvals.api import mastra_doc
 from approvals.api.v1 import schemas as s
 
 REF = "#/components/schemas/{model}"
@@ -161,12 +162,43 @@ def document() -> dict[str, Any]:
                 "content": {"application/json": {"schema": refs[(op.body, "validation")]}},
             }
         paths.setdefault(op.path, {})[op.method] = entry
+    error = refs[(s.ErrorOut, "serialization")]
+    for method, path, operation_id, summary, body, ok, errors in mastra_doc.ROUTES:
+        entry = {
+            "operationId": operation_id,
+            "summary": summary,
+            "tags": ["mastra"],
+            "parameters": _path_parameters(path) + (mastra_doc.LIST_QUERY if method == "get" else []),
+            "responses": {
+                "200": ok,
+                **{
+                    str(code): {
+                        "description": _REASONS[code],
+                        "content": {"application/json": {"schema": error}},
+                        **(
+                            {"headers": {"Retry-After": {"schema": {"type": "integer"}}}}
+                            if code == 429
+                            else {}
+                        ),
+                    }
+                    for code in errors
+                },
+            },
+        }
+        if body is not None:
+            entry["requestBody"] = {
+                "required": True,
+                "content": {"application/json": {"schema": {"$ref": REF.format(model=body)}}},
+            }
+        paths.setdefault(path, {})[method] = entry
+    components.update(mastra_doc.SCHEMAS)
     return {
         "openapi": "3.1.0",
         "info": {
             "title": "Countersign API",
             "version": "1",
-            "description": "The native API of Countersign's approval desk. Every route takes "
+            "description": "The native API of Countersign's approval desk (`/api/v1/`) and the routes "
+            "Mastra's client speaks (`/api/agents/...`). Every route takes "
             "`Authorization: Bearer <token>` (tokens: the dashboard's API tokens page).",
         },
         "servers": [{"url": "/"}],
@@ -201,12 +233,7 @@ def docs_page(request: HttpRequest) -> HttpResponse:
                     "parameters": op["parameters"],
                     "body": body["$ref"].rsplit("/", 1)[-1] if body else None,
                     "responses": [
-                        (
-                            code,
-                            r["description"],
-                            r["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1],
-                        )
-                        for code, r in op["responses"].items()
+                        (code, r["description"], _answer(r)) for code, r in op["responses"].items()
                     ],
                 }
             )
@@ -216,6 +243,13 @@ def docs_page(request: HttpRequest) -> HttpResponse:
         "approvals/api_docs.html",
         {"operations": operations, "schemas": [(name, _pretty(schema)) for name, schema in schemas]},
     )
+
+
+def _answer(response: dict[str, Any]) -> str:
+    """What a response holds, as the page names it: a schema's name, or the stream's media type."""
+    media, content = next(iter(response["content"].items()))
+    ref = content["schema"].get("$ref")
+    return str(ref.rsplit("/", 1)[-1]) if ref else media
 
 
 def _pretty(schema: dict[str, Any]) -> str:

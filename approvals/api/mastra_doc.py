@@ -1,0 +1,200 @@
+"""The Mastra-compatible routes (``/api/agents/...``) in the OpenAPI document.
+
+Their requests are checked by ``params`` with zod's rules and messages (what ``@mastra/client-js``
+and Mastra's server agree on), not by pydantic models, so their schemas are written here by hand.
+The fuzz test holds the two together: it sends what these schemas call valid and fails on a 400.
+Streams answer ``text/event-stream``: ``data: {...}`` events ending with ``data: [DONE]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from approvals.api.params import MAX_NUMBER
+
+_AGENT = "/api/agents/{agentId}"
+_STRING = {"type": "string"}
+#: Each event (as OpenAPI 3.2 describes a stream: ``data`` is the event's text): a chunk of Mastra's
+#: as JSON (its type, the run, what it carries), then ``[DONE]``.
+_CHUNK = {
+    "type": "object",
+    "required": ["type", "payload"],
+    "properties": {
+        "type": {"type": "string"},
+        "runId": {"type": "string"},
+        "from": {"type": "string"},
+        "payload": {"type": "object"},
+    },
+}
+_EVENT = {
+    "type": "object",
+    "required": ["data"],
+    "properties": {
+        "data": {
+            "type": "string",
+            "anyOf": [
+                {"const": "[DONE]"},
+                {"contentMediaType": "application/json", "contentSchema": _CHUNK},
+            ],
+        },
+    },
+}
+_STREAM = {
+    "description": "A stream of Mastra's chunk events (`data: {...}`), ending with `data: [DONE]`",
+    "content": {"text/event-stream": {"schema": _EVENT}},
+}
+
+_TOOL_CALL = {
+    "type": "object",
+    "required": ["toolCallId", "toolName", "requiresApproval"],
+    "properties": {
+        "toolCallId": _STRING,
+        "toolName": _STRING,
+        "requiresApproval": {"type": "boolean"},
+        "args": {"type": "object"},
+        "suspendPayload": {},
+        "toolStartedAt": {"type": "string", "format": "date-time"},
+    },
+}
+_RUN = {
+    "type": "object",
+    "required": ["runId", "status", "suspendedAt", "toolCalls"],
+    "properties": {
+        "runId": _STRING,
+        "status": {"const": "suspended"},
+        "threadId": _STRING,
+        "resourceId": _STRING,
+        "suspendedAt": {"type": "string", "format": "date-time"},
+        "toolCalls": {"type": "array", "items": _TOOL_CALL},
+    },
+}
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "MastraSuspendedRuns": {
+        "type": "object",
+        "required": ["runs", "total"],
+        "properties": {"runs": {"type": "array", "items": _RUN}, "total": {"type": "integer", "minimum": 0}},
+    },
+    "MastraStartBody": {
+        "type": "object",
+        "required": ["messages"],
+        "properties": {
+            "messages": {
+                "description": "The prompt, or messages whose last user message holds it",
+                "anyOf": [
+                    {"type": "string", "pattern": r"\S"},
+                    {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": r"\S"}},
+                ],
+            },
+            "memory": {
+                "type": "object",
+                "properties": {"thread": _STRING, "resource": _STRING},
+            },
+            "threadId": _STRING,
+            "resourceId": _STRING,
+        },
+    },
+    "MastraApproveBody": {
+        "type": "object",
+        "required": ["runId", "toolCallId"],
+        "properties": {
+            "runId": _STRING,
+            "toolCallId": _STRING,
+            "editedArgs": {
+                "type": "object",
+                "description": "Beyond Mastra: run the tool with these arguments",
+            },
+            "confirmRerun": {
+                "type": "boolean",
+                "description": "Beyond Mastra: the tool may have run already",
+            },
+        },
+    },
+    "MastraDeclineBody": {
+        "type": "object",
+        "required": ["runId", "toolCallId"],
+        "properties": {"runId": _STRING, "toolCallId": _STRING, "reason": _STRING},
+    },
+    "MastraResumeBody": {
+        "type": "object",
+        "required": ["runId", "resumeData"],
+        "properties": {
+            "runId": _STRING,
+            "toolCallId": {**_STRING, "description": "Optional when the run waits on one call"},
+            "resumeData": {"not": {"type": "null"}},
+            "confirmRerun": {"type": "boolean"},
+        },
+    },
+}
+
+_NUMBER = {"type": "integer", "maximum": MAX_NUMBER}
+LIST_QUERY: list[dict[str, Any]] = [
+    {"name": "threadId", "in": "query", "required": False, "schema": _STRING},
+    {"name": "resourceId", "in": "query", "required": False, "schema": _STRING},
+    {
+        "name": "fromDate",
+        "in": "query",
+        "required": False,
+        "schema": {"type": "string", "format": "date-time"},
+    },
+    {"name": "toDate", "in": "query", "required": False, "schema": {"type": "string", "format": "date-time"}},
+    {"name": "perPage", "in": "query", "required": False, "schema": {**_NUMBER, "minimum": 1}},
+    {"name": "page", "in": "query", "required": False, "schema": {**_NUMBER, "minimum": 0}},
+    {"name": "toolName", "in": "query", "required": False, "schema": _STRING},
+    {"name": "kind", "in": "query", "required": False, "schema": {"enum": ["approval", "input"]}},
+    {"name": "order", "in": "query", "required": False, "schema": {"enum": ["newest", "oldest"]}},
+]
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+#: (method, path, operationId, summary, body schema name or None, 200 answer, error statuses)
+ROUTES: tuple[tuple[str, str, str, str, str | None, dict[str, Any], tuple[int, ...]], ...] = (
+    (
+        "get",
+        f"{_AGENT}/suspended-runs",
+        "mastraListSuspendedRuns",
+        "Mastra's listSuspendedRuns: the agent's suspended runs, newest first (`perPage` and `page` "
+        "go together; `fromDate` is not after `toDate`)",
+        None,
+        {"description": "OK", "content": {"application/json": {"schema": _ref("MastraSuspendedRuns")}}},
+        (400, 401, 403, 404),
+    ),
+    (
+        "post",
+        f"{_AGENT}/stream",
+        "mastraStream",
+        "Start a run; its events as they happen",
+        "MastraStartBody",
+        _STREAM,
+        (400, 401, 403, 404),
+    ),
+    (
+        "post",
+        f"{_AGENT}/approve-tool-call",
+        "mastraApproveToolCall",
+        "Mastra's approveToolCall: the continuation as a stream",
+        "MastraApproveBody",
+        _STREAM,
+        (400, 401, 403, 404, 409, 429),
+    ),
+    (
+        "post",
+        f"{_AGENT}/decline-tool-call",
+        "mastraDeclineToolCall",
+        "Mastra's declineToolCall: the continuation as a stream",
+        "MastraDeclineBody",
+        _STREAM,
+        (400, 401, 403, 404, 409, 429),
+    ),
+    (
+        "post",
+        f"{_AGENT}/resume-stream",
+        "mastraResumeStream",
+        "Mastra's resumeStream: answer a suspend()-ed call (or an approval with {approved})",
+        "MastraResumeBody",
+        _STREAM,
+        (400, 401, 403, 404, 409, 429),
+    ),
+)
