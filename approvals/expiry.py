@@ -7,6 +7,9 @@ worker: each ASGI server process, started by ``config/asgi.py``), ``"worker"`` (
 step, so a call expires once whoever sweeps. The sweep runs right away when it starts, so calls that
 fell due while nothing ran (a restart) expire at once.
 
+The same thread also hands webhook deliveries orphaned by a restart to a sender, every
+``ORPHAN_SWEEP_SECONDS`` (``webhooks.sending.schedule_orphans``).
+
 The sweep is a daemon thread with its own event loop; the runtime's store calls run on one database
 thread of its own (never asgiref's shared one, which the server's sockets use), which gives its
 connection back after each sweep. ``stop()`` ends both (tests).
@@ -18,6 +21,7 @@ import asyncio
 import logging
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -26,12 +30,14 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from approvals import agents, audit_channel
+from approvals.webhooks import sending
 
 logger = logging.getLogger(__name__)
 
 #: How often the sweep looks for due calls: an expiry happens at most this long after its deadline
 #: (plus the sweep's own time). One indexed query per agent when nothing is due.
 SWEEP_SECONDS = 1.0
+ORPHAN_SWEEP_SECONDS = 30.0
 
 
 def mode() -> str:
@@ -91,6 +97,7 @@ class Sweeper:
     def _run(self) -> None:
         # One database thread for the sweeper's life: its connection is reused between sweeps.
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="countersign-expiry-db")
+        orphans_due = 0.0
         try:
             while not self._stop.is_set():
                 try:
@@ -99,6 +106,12 @@ class Sweeper:
                         logger.info("Expired or escalated %d call(s) past their deadline", done)
                 except Exception:
                     logger.exception("The expiry sweep failed; trying again")
+                if time.monotonic() >= orphans_due:
+                    orphans_due = time.monotonic() + ORPHAN_SWEEP_SECONDS
+                    try:
+                        executor.submit(sending.schedule_orphans).result()
+                    except Exception:
+                        logger.exception("Looking for orphaned webhook deliveries failed; trying again")
                 self._stop.wait(self.interval)
         finally:
             executor.submit(close_old_connections)

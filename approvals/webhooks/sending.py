@@ -8,9 +8,11 @@ would fall more than ``WEBHOOK_GIVE_UP_SECONDS`` after the event: then the deliv
 
 Each attempt is a ``django.tasks`` task. With a backend that defers (the database backend, run by
 ``db_worker``) the retry is a task due later; the Immediate backend would run a task inside the
-request that made the event, so there each delivery goes on in a thread of its own instead, and
-``manage.py send_webhooks`` sends what is due after a restart. A delivery is claimed before it is
-sent (a lease), so two senders never send the same attempt.
+request that made the event, so there each delivery goes on in a thread of its own instead; a
+delivery whose thread died with its process (a restart) is picked up by the server's background
+sweep (``schedule_orphans``, from ``approvals.expiry``) or ``manage.py send_webhooks``. A delivery is
+claimed before it is sent (a lease), so two senders never send the same attempt; an attempt cut off
+mid-send is taken again once its lease runs out.
 """
 
 from __future__ import annotations
@@ -57,11 +59,13 @@ def _claim(delivery_id: int, *, force: bool = False) -> WebhookDelivery | None:
     """Take the delivery for one attempt, if it is due and no other sender holds it."""
     now = timezone.now()
     timeout = float(_setting("WEBHOOK_TIMEOUT_SECONDS", 10))
-    due = Q(pk=delivery_id, status=WebhookDelivery.Status.PENDING) & (
+    waiting = Q(status=WebhookDelivery.Status.PENDING) & (
         Q(claimed_until__isnull=True) | Q(claimed_until__lt=now)
     )
     if not force:
-        due &= Q(next_attempt_at__lte=now)
+        waiting &= Q(next_attempt_at__lte=now)
+    # A sender that died mid-attempt leaves it "sending": its lease running out makes it due again.
+    due = Q(pk=delivery_id) & (waiting | Q(status=WebhookDelivery.Status.SENDING, claimed_until__lt=now))
     taken = WebhookDelivery.objects.filter(due).update(
         status=WebhookDelivery.Status.SENDING, claimed_until=now + timedelta(seconds=timeout * 3 + 5)
     )
@@ -175,6 +179,29 @@ def resend(deliveries: list[WebhookDelivery]) -> int:
         schedule(delivery.pk, 0.0)
         count += 1
     return count
+
+
+#: How long past its time a delivery waits for the thread that should send it before it counts as
+#: orphaned (that thread's process is gone).
+ORPHAN_GRACE = timedelta(seconds=30)
+
+
+def schedule_orphans() -> int:
+    """Deliveries no sender holds any more (their threads died with a restart): sent again, each
+    with its own ``webhook-id``; how many. Only for the Immediate backend: another keeps its retries
+    as tasks of its queue."""
+    if not isinstance(send_webhook.get_backend(), ImmediateBackend):
+        return 0
+    now = timezone.now()
+    orphans = list(
+        WebhookDelivery.objects.filter(
+            Q(status=WebhookDelivery.Status.PENDING, next_attempt_at__lte=now - ORPHAN_GRACE)
+            | Q(status=WebhookDelivery.Status.SENDING, claimed_until__lt=now)
+        ).values_list("pk", flat=True)[:500]
+    )
+    for pk in orphans:
+        schedule(pk, 0.0)
+    return len(orphans)
 
 
 def send_due() -> int:

@@ -255,3 +255,40 @@ def test_with_the_database_backend_a_worker_sends_the_delivery(
     delivery = WebhookDelivery.objects.get()
     assert (delivery.status, delivery.attempts) == ("delivered", 1)
     assert [r["json"]["data"]["runId"] for r in receiver.events()] == [result.run_id]
+
+
+def test_deliveries_orphaned_by_a_restart_go_out_with_their_own_ids(
+    transactional_db: None, receiver: Receiver
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from approvals.webhooks.sending import schedule_orphans
+
+    hook = endpoint(receiver.url, events=["call.suspended"])
+    long_ago = timezone.now() - timedelta(minutes=5)
+    # As a restart leaves them: one waiting for a retry its thread no longer makes, one cut off
+    # mid-send (its lease ran out), and one whose retry is not due yet.
+    waiting = WebhookDelivery.objects.create(
+        endpoint=hook, message_id="msg_waiting", event_type="call.suspended", payload={"n": 1},
+        attempts=1, next_attempt_at=long_ago,
+    )  # fmt: skip
+    cut_off = WebhookDelivery.objects.create(
+        endpoint=hook, message_id="msg_cut_off", event_type="call.suspended", payload={"n": 2},
+        status="sending", claimed_until=long_ago, next_attempt_at=long_ago,
+    )  # fmt: skip
+    WebhookDelivery.objects.create(
+        endpoint=hook, message_id="msg_later", event_type="call.suspended", payload={"n": 3},
+        attempts=1, next_attempt_at=timezone.now() + timedelta(hours=1),
+    )  # fmt: skip
+
+    assert schedule_orphans() == 2
+    wait_for(lambda: len(receiver.events()) == 2)
+
+    assert sorted(r["headers"]["webhook-id"] for r in receiver.events()) == ["msg_cut_off", "msg_waiting"]
+    for delivery in (waiting, cut_off):
+        delivery.refresh_from_db()
+        assert delivery.status == "delivered"
+    assert WebhookDelivery.objects.get(message_id="msg_later").status == "pending"
+    assert schedule_orphans() == 0  # nothing is sent twice
