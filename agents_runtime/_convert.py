@@ -76,6 +76,7 @@ def listed_call(call: ParkedCall) -> AgentRunToolCall:
         tool_started_at=call.tool_started_at if call.decision is None else None,
         context=CallContext.from_json(call.context),
         via_agent_id=call.delegation.agent_id if call.delegation is not None else None,
+        approved_by=tuple(v.actor or "" for v in call.votes),
     )
 
 
@@ -89,6 +90,7 @@ def agent_run(run: StoredRun) -> AgentRun:
         created_at=run.created_at,
         tool_calls=[listed_call(c) for c in run.undecided],
         parent_run_id=run.parent_run_id,
+        started_by=run.started_by,
         interrupted=run.interrupted,
     )
 

@@ -68,6 +68,8 @@ class RunAgent(AgentSpec, Protocol):
         resource_id: str | None,
         parent_run_id: str | None,
         emit: Emit,
+        *,
+        started_by: str | None = None,
     ) -> RunResult: ...
 
     async def _continue(

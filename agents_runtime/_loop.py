@@ -38,6 +38,8 @@ async def start(
     resource_id: str | None,
     parent_run_id: str | None,
     emit: Emit,
+    *,
+    started_by: str | None = None,
 ) -> RunResult:
     created_at = now()
     history: list[ModelMessage] = []
@@ -59,6 +61,7 @@ async def start(
         delegation_results={},
         claimed_version=None,
         emit=emit,
+        started_by=started_by,
     )
 
 
@@ -76,6 +79,7 @@ async def drive(
     claimed_version: int | None,
     emit: Emit,
     answered: list[dict[str, Any]] | None = None,
+    started_by: str | None = None,
 ) -> RunResult:
     """One pydantic-ai run, then store what it ended in: a suspension, an answer or a failure.
 
@@ -90,6 +94,7 @@ async def drive(
         tool_started=None
         if claimed_version is None
         else functools.partial(_mark_tool_started, agent, run_id, claimed_version),
+        started_by=started_by,
     )
     result = await drive_once(
         agent,
@@ -171,6 +176,7 @@ async def drive_once(
             suspended_at=now(),
             calls=tuple(calls),
             snapshot=_pydantic.Snapshot(conversation, history_len, delegation_results).to_json(),
+            started_by=deps.started_by,
         )
         return await store_suspension(agent, suspension, claimed_version, emit)
 
@@ -377,4 +383,5 @@ async def _continue_claimed(
         claimed_version=version,
         emit=showing_edits(emit, run.calls),
         answered=previous_answers(run.calls),
+        started_by=run.started_by,
     )

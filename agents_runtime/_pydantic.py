@@ -89,6 +89,8 @@ class RunDeps:
     #: In a continuation: records durably that a decided call's tool starts (its tool call id);
     #: False when the run's claim was lost.
     tool_started: Callable[[str], Awaitable[bool]] | None = None
+    #: Who started the run (``Agent.stream(started_by=...)``), written with its first suspension.
+    started_by: str | None = None
 
 
 def delegation_tool_name(agent_id: str) -> str:

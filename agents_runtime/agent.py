@@ -128,20 +128,38 @@ class Agent:
     # -- starting runs ---------------------------------------------------------------------------
 
     async def generate(
-        self, prompt: str, *, thread_id: str | None = None, resource_id: str | None = None
+        self,
+        prompt: str,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        started_by: str | None = None,
     ) -> RunResult:
         """Run the agent on ``prompt`` until it answers, fails or suspends."""
-        stream = await self.stream(prompt, thread_id=thread_id, resource_id=resource_id)
+        stream = await self.stream(
+            prompt, thread_id=thread_id, resource_id=resource_id, started_by=started_by
+        )
         return await stream.result()
 
     async def stream(
-        self, prompt: str, *, thread_id: str | None = None, resource_id: str | None = None
+        self,
+        prompt: str,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        started_by: str | None = None,
     ) -> RunStream:
-        """Start a run and stream its chunks."""
+        """Start a run and stream its chunks.
+
+        Beyond Mastra: ``started_by`` names who started it (kept with the run): a tool with
+        ``separate_duties=True`` refuses that reviewer's approvals.
+        """
         run_id = new_run_id()
 
         async def produce(emit: Emit) -> RunResult:
-            return await self._start(run_id, prompt, thread_id, resource_id, None, emit)
+            return await self._start(
+                run_id, prompt, thread_id, resource_id, None, emit, started_by=started_by
+            )
 
         return RunStream(run_id, produce)
 
@@ -153,8 +171,12 @@ class Agent:
         resource_id: str | None,
         parent_run_id: str | None,
         emit: Emit,
+        *,
+        started_by: str | None = None,
     ) -> RunResult:
-        return await _loop.start(self, run_id, prompt, thread_id, resource_id, parent_run_id, emit)
+        return await _loop.start(
+            self, run_id, prompt, thread_id, resource_id, parent_run_id, emit, started_by=started_by
+        )
 
     async def _continue(
         self, run_id: str, version: int, emit: Emit, known: StoredRun | None = None

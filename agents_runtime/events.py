@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-RunEventType = Literal["run-suspended", "call-decided", "run-resumed", "run-completed", "run-failed"]
+#: ``call-voted``: an approval recorded as one vote of several (the call still waits).
+RunEventType = Literal[
+    "run-suspended", "call-decided", "call-voted", "run-resumed", "run-completed", "run-failed"
+]
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from .records import (
     RunState,
     StoredRun,
     Suspension,
+    Vote,
     decision_conflict,
     reclaimed_calls,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "RunStore",
     "StoredRun",
     "Suspension",
+    "Vote",
     "decision_conflict",
     "reclaimed_calls",
 ]

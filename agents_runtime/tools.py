@@ -147,8 +147,16 @@ class Tool:
     risky: Mapping[str, tuple[Any, ...]] = dataclass_field(default_factory=dict)
     key_results: tuple[str, ...] = ()
     confirm: bool = False
+    #: Distinct reviewers who must approve a call before it runs (``_votes``), and whether the
+    #: person who started the run is refused as one of them.
+    approvals: int = 1
+    separate_duties: bool = False
 
     def __post_init__(self) -> None:
+        if type(self.approvals) is not int or self.approvals < 1:
+            raise ValueError(f"Tool {self.name!r}: approvals must be an int >= 1")
+        if (self.approvals > 1 or self.separate_duties) and self.requires_approval is False:
+            raise ValueError(f"Tool {self.name!r}: approvals / separate_duties need requires_approval")
         for field_name in ("suspend_schema", "resume_schema"):
             spec = getattr(self, field_name)
             if spec is None or (isinstance(spec, type) and issubclass(spec, pydantic.BaseModel)):
@@ -265,6 +273,8 @@ def _build(
     suspend_schema: SchemaSpec,
     resume_schema: SchemaSpec,
     presentation: _Presentation = _Presentation(),
+    approvals: int = 1,
+    separate_duties: bool = False,
 ) -> Tool:
     if not callable(fn):
         raise TypeError("tool() needs a function")
@@ -304,6 +314,8 @@ def _build(
         },
         key_results=tuple(presentation.key_results),
         confirm=presentation.confirm,
+        approvals=approvals,
+        separate_duties=separate_duties,
     )
 
 
@@ -325,6 +337,8 @@ def tool(
     risky: Mapping[str, Any] | None = None,
     key_results: tuple[str, ...] | list[str] = (),
     confirm: bool = False,
+    approvals: int = 1,
+    separate_duties: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -341,6 +355,8 @@ def tool(
     risky: Mapping[str, Any] | None = None,
     key_results: tuple[str, ...] | list[str] = (),
     confirm: bool = False,
+    approvals: int = 1,
+    separate_duties: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function a tool.
 
@@ -355,6 +371,9 @@ def tool(
     (``{"environment": ["production"]}``: shown as a warning chip, and approving asks for
     confirmation), ``key_results`` (the fields of this tool's results shown on later cards of the
     run) and ``confirm=True`` (every approval asks for confirmation).
+
+    Who decides (README): ``approvals=2`` (a call runs once two distinct reviewers approved it; a
+    decline declines at once) and ``separate_duties=True`` (whoever started the run may not approve).
     """
 
     def decorate(f: Callable[..., Any]) -> Tool:
@@ -365,6 +384,8 @@ def tool(
             suspend_schema=suspend_schema,
             resume_schema=resume_schema,
             presentation=_Presentation(title, fields, risky, tuple(key_results), confirm),
+            approvals=approvals,
+            separate_duties=separate_duties,
         )
 
     if fn is not None:

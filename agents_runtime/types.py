@@ -105,6 +105,8 @@ class AgentRunToolCall:
     context: CallContext | None = None
     #: Beyond Mastra: on a supervisor's run, the sub-agent whose call this really is.
     via_agent_id: str | None = None
+    #: Beyond Mastra: on a call whose tool needs several approvals, who approved it so far.
+    approved_by: tuple[str, ...] = ()
 
     @property
     def interrupted_after_start(self) -> bool:
@@ -128,6 +130,8 @@ class AgentRun:
     interrupted: bool = False
     agent_id: str = ""
     status: Literal["suspended"] = "suspended"
+    #: Beyond Mastra: who started the run, when the starter said (``stream(started_by=...)``).
+    started_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -135,6 +139,19 @@ class ListSuspendedRunsResult:
     runs: list[AgentRun]
     #: Every match before pagination.
     total: int
+
+
+@dataclass(frozen=True)
+class ApprovalTally:
+    """Beyond Mastra: an approval recorded as one vote of several (``tool(approvals=N)``)."""
+
+    tool_call_id: str
+    #: Who approved so far, oldest first (this approval last).
+    approved_by: tuple[str, ...]
+    required: int
+
+    def __str__(self) -> str:
+        return f"{len(self.approved_by)} of {self.required} approvals"
 
 
 @dataclass(frozen=True)
@@ -148,6 +165,8 @@ class RunResult:
     tool_calls: list[AgentRunToolCall] = field(default_factory=list)
     #: The error message when ``status == "failed"``.
     error: str | None = None
+    #: Set when an approval was recorded as a vote: the call still waits (``status == "suspended"``).
+    approvals: ApprovalTally | None = None
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,10 @@ class Outcome(StrEnum):
     #: The call's tool may have run already (interrupted after it started) and running it again was
     #: not confirmed: nothing decided, nothing to record.
     UNCONFIRMED = "unconfirmed"
+    #: An approval recorded as one vote of several (``tool(approvals=N)``): the call still waits.
+    VOTE_RECORDED = "vote_recorded"
+    #: Refused by the tool's rule on who may approve (separation of duties, a second vote).
+    REFUSED = "refused"
 
     @property
     def label(self) -> str:
@@ -112,16 +116,18 @@ _OUTCOME_LABELS = {
     Outcome.INVALID: ("Refused as invalid", "Refused"),
     Outcome.NOT_FOUND: ("Not waiting", "No longer waiting"),
     Outcome.UNCONFIRMED: ("Not confirmed", "Needs confirmation"),
+    Outcome.VOTE_RECORDED: ("Vote recorded", "Vote recorded"),
+    Outcome.REFUSED: ("Refused by the approval rule", "Refused"),
 }
 
 #: Outcomes the audit log records (its column's choices).
 RECORDED_OUTCOMES = tuple(o for o in Outcome if o not in {Outcome.NOT_FOUND, Outcome.UNCONFIRMED})
 #: Outcomes of a decision that took effect.
 EFFECTIVE_OUTCOMES = frozenset(
-    {Outcome.COMPLETED, Outcome.SUSPENDED_AGAIN, Outcome.CONTINUING, Outcome.FAILED}
+    {Outcome.COMPLETED, Outcome.SUSPENDED_AGAIN, Outcome.CONTINUING, Outcome.FAILED, Outcome.VOTE_RECORDED}
 )
 #: Recorded outcomes that mean the decision did not take effect.
-NO_EFFECT_OUTCOMES = frozenset({Outcome.LOST_RACE, Outcome.INVALID})
+NO_EFFECT_OUTCOMES = frozenset({Outcome.LOST_RACE, Outcome.INVALID, Outcome.REFUSED})
 
 
 def choices(words: type[CallKind] | type[DecisionAction] | tuple[Outcome, ...]) -> list[tuple[str, str]]:
