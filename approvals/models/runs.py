@@ -95,6 +95,8 @@ class RunRecord(models.Model):
     snapshot = models.JSONField()
     #: Decisions overturned by an interrupted continuation, oldest first.
     history = models.JSONField(default=list, blank=True)
+    #: Who started the run (username), when known: ``tool(separate_duties=True)`` refuses them.
+    started_by = models.CharField(max_length=150, null=True, blank=True)  # noqa: DJ001
 
     objects: ClassVar[RunRecordQuerySet] = RunRecordQuerySet.as_manager()  # type: ignore[assignment]
 
@@ -188,6 +190,8 @@ class ParkedCallRecord(models.Model):
     tool_started_at = models.DateTimeField(null=True, blank=True)
     #: Why the call waits, gathered when it parked (``ParkedCall.context``): the card's "why".
     context = OrderedJSONField(null=True, blank=True)
+    #: ``tool(approvals=N)``: the approvals recorded before the one that decides (``Decision`` JSON).
+    votes = models.JSONField(default=list, blank=True)
 
     objects: ClassVar[ParkedCallRecordQuerySet] = ParkedCallRecordQuerySet.as_manager()  # type: ignore[assignment]
 

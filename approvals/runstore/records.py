@@ -33,6 +33,7 @@ _RUN_COLUMNS = (
     "version",
     "interrupted",
     "history",
+    "started_by",
 )
 #: Also read where one run is fetched to act on, to reclaim it first if its lease ran out.
 _LEASE_COLUMNS = ("lease_expires_at",)
@@ -55,6 +56,7 @@ _CALL_COLUMNS = (
     "edited_args",
     "tool_started_at",
     "context",
+    "votes",
 )
 
 Row = Mapping[str, Any]
@@ -79,6 +81,10 @@ def _decision_columns(decision: Decision) -> dict[str, Any]:
         "resume_data": decision.resume_data,
         "edited_args": decision.edited_args,
     }
+
+
+def _votes_column(votes: Iterable[Decision]) -> list[dict[str, Any]]:
+    return [replace(v, decided_at=_utc(v.decided_at)).to_json() for v in votes]
 
 
 def _decided(call: ParkedCall, decision: Decision) -> ParkedCall:
@@ -133,6 +139,7 @@ def _call_records(run_pk: int, calls: Iterable[ParkedCall]) -> list[ParkedCallRe
                     "agent_id": delegation.agent_id,
                 },
                 context=call.context,
+                votes=_votes_column(call.votes),
                 tool_started_at=None if call.tool_started_at is None else _utc(call.tool_started_at),
                 **({} if call.decision is None else _decision_columns(call.decision)),
             )
@@ -193,7 +200,16 @@ def _parked_call(row: Row) -> ParkedCall:
         decision=decision,
         tool_started_at=None if row["tool_started_at"] is None else _utc(row["tool_started_at"]),
         context=row.get("context") if isinstance(row.get("context"), dict) else None,
+        votes=_votes(row),
     )
+
+
+def _votes(row: Row) -> tuple[Decision, ...]:
+    votes = row.get("votes") or []
+    try:
+        return tuple(Decision.from_json(v) for v in votes)
+    except (TypeError, ValueError) as exc:
+        raise CorruptRow(f"call {row['tool_call_id']!r} has unreadable votes") from exc
 
 
 def _parked_calls(rows: Iterable[Row]) -> tuple[ParkedCall, ...]:
@@ -223,4 +239,5 @@ def _stored_run(row: Row, calls: tuple[ParkedCall, ...], *, with_snapshot: bool)
         calls=calls,
         snapshot=snapshot,
         history=tuple(history),
+        started_by=row.get("started_by"),
     )

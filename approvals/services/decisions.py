@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from agents_runtime import (
     Agent,
+    DecisionRefused,
     InvalidResumeData,
     RerunNotConfirmed,
     RunAlreadyDecided,
@@ -104,6 +105,7 @@ async def _attempt(
         RunAlreadyDecided,
         InvalidResumeData,
         RerunNotConfirmed,
+        DecisionRefused,
     ) as exc:
         attempt.error = exc
         return attempt
