@@ -104,10 +104,28 @@ class CallView:
     via_agent: str = ""
     #: The row starts expanded (errors or a notice to show, or the only call on its page).
     open: bool = False
+    #: ``tool(approvals=N, separate_duties=...)``: approvals the call needs, and whether the run's
+    #: starter is refused (``call.approved_by``: who approved so far).
+    approvals_required: int = 1
+    separate_duties: bool = False
+    started_by: str | None = None
 
     @property
     def is_approval(self) -> bool:
         return self.call.requires_approval
+
+    def approval_block(self, username: str) -> str:
+        """Why ``username`` is not offered Approve ("" when they are). Only what the card shows: the
+        store's decide step refuses these approvals whatever the page offered."""
+        if username in self.call.approved_by:
+            missing = self.approvals_required - len(self.call.approved_by)
+            return f"You approved this call. It runs once {missing} more reviewer(s) approve it."
+        if self.separate_duties and self.started_by is not None and self.started_by == username:
+            return (
+                "You started this run, so another reviewer must approve this call (separation of "
+                "duties). You may still decline it."
+            )
+        return ""
 
     @property
     def kind(self) -> CallKind:
@@ -314,6 +332,9 @@ def call_view(
         args_form_lazy=args_form_lazy,
         needs_confirmation=call.requires_approval and needs_confirmation(tool, call.args),
         via_agent=via,
+        approvals_required=tool.approvals if tool is not None else 1,
+        separate_duties=tool is not None and tool.separate_duties,
+        started_by=run.started_by,
         open=bool(
             edit_open or notice or resume_errors or reason.errors or any(f.errors for f in resume_fields)
         ),

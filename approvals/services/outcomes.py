@@ -84,6 +84,8 @@ class DecisionOutcome:
             return Verdict.EXPIRED
         if self.status not in EFFECTIVE_OUTCOMES and self.status != Outcome.INTERRUPTED:
             return None
+        if self.status == Outcome.VOTE_RECORDED:
+            return None  # one approval of several: nothing is decided yet
         return Verdict.of(DecisionAction(self.action), edited=self.edited)
 
     @property

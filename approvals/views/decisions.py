@@ -199,6 +199,12 @@ def call_approve(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Ht
     )
     if outcome.status == Outcome.UNCONFIRMED:
         return errors(edited_args_form=form, args_form=args_form, notice=outcome.message)
+    if outcome.status == Outcome.REFUSED:
+        # This reviewer may not approve (separation of duties, a second vote): nothing changed.
+        refused = errors(notice=outcome.message)
+        if not is_partial(request):
+            refused.status_code = 403
+        return refused
     if outcome.refused_args and args_form is not None:
         # Nothing was decided: the runtime's reasons next to the fields they are about.
         args_form.add_field_errors(outcome.field_errors)

@@ -1,10 +1,12 @@
-"""``manage.py run_agent AGENT_ID "prompt" [--thread T] [--resource R]``: start a run, print id and status."""
+"""``manage.py run_agent AGENT_ID "prompt" [--thread T] [--resource R] [--as USER]``: start a run,
+print id and status."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from agents_runtime.vocabulary import CallKind
@@ -19,6 +21,12 @@ class Command(BaseCommand):
         parser.add_argument("prompt", help="What to ask the agent.")
         parser.add_argument("--thread", default=None, help="Thread id (runs on one thread share memory).")
         parser.add_argument("--resource", default=None, help="Resource id (e.g. the end user).")
+        parser.add_argument(
+            "--as",
+            dest="user",
+            default=None,
+            help="Username the run is started as (tools with separate_duties=True refuse their approvals).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         runtime = agents.runtime()
@@ -27,8 +35,16 @@ class Command(BaseCommand):
         except KeyError:
             known = ", ".join(a.id for a in runtime.agents) or "none"
             raise CommandError(f"Unknown agent {options['agent_id']!r}; known agents: {known}") from None
+        started_by = options["user"]
+        if started_by is not None:
+            user = get_user_model()
+            if not user._default_manager.filter(**{user.USERNAME_FIELD: started_by}).exists():
+                raise CommandError(f"Unknown user {started_by!r}")
         result = async_to_sync(agent.generate)(
-            options["prompt"], thread_id=options["thread"], resource_id=options["resource"]
+            options["prompt"],
+            thread_id=options["thread"],
+            resource_id=options["resource"],
+            started_by=started_by,
         )
         self.stdout.write(f"run_id: {result.run_id}")
         self.stdout.write(f"status: {result.status}")
