@@ -109,6 +109,8 @@ class CallView:
     approvals_required: int = 1
     separate_duties: bool = False
     started_by: str | None = None
+    #: Who is on this call right now (a live ``CallClaim``), if anyone.
+    claim: Any = None
 
     @property
     def is_approval(self) -> bool:
@@ -143,6 +145,10 @@ class CallView:
     @functools.cached_property
     def approve_url(self) -> str:
         return reverse("approvals:approve", args=[self.run_id, self.call.tool_call_id])
+
+    @functools.cached_property
+    def claim_url(self) -> str:
+        return reverse("approvals:claim", args=[self.run_id, self.call.tool_call_id])
 
     @functools.cached_property
     def decline_url(self) -> str:
@@ -251,6 +257,7 @@ def call_view(
     args_form: ResumeForm | None = None,
     notice: str = "",
     full: bool = True,
+    claim: Any = None,
 ) -> CallView:
     """A parked call; the forms given are shown with their data and errors, the others empty.
 
@@ -335,6 +342,7 @@ def call_view(
         approvals_required=tool.approvals if tool is not None else 1,
         separate_duties=tool is not None and tool.separate_duties,
         started_by=run.started_by,
+        claim=claim,
         open=bool(
             edit_open or notice or resume_errors or reason.errors or any(f.errors for f in resume_fields)
         ),

@@ -64,8 +64,10 @@ def inbox(request: HtmxHttpRequest, agent_id: str) -> HttpResponse:
     next_url = request.get_full_path()
     name = agent.name or agent.id
     context["page"] = page
+    claims = queries.call_claims([run.run_id for run in page.runs])
     context["cards"] = [
-        cards.run_card(run, agent=agent, agent_name=name, next_url=next_url) for run in page.runs
+        cards.run_card(run, agent=agent, agent_name=name, next_url=next_url, claims=claims)
+        for run in page.runs
     ]
     if sub_agent:
         shown = {**form.filters(), "page": 1, "per_page": DELEGATED_SHOWN}
@@ -123,7 +125,12 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     agent, run = found
     context["agent"] = agent
     context["card"] = cards.run_card(
-        run, agent=agent, agent_name=agent.name or agent.id, next_url=request.get_full_path(), expanded=True
+        run,
+        agent=agent,
+        agent_name=agent.name or agent.id,
+        next_url=request.get_full_path(),
+        expanded=True,
+        claims=queries.call_claims([run_id]),
     )
     context["conversation"] = cards.conversation(queries.run_conversation(agent, run_id))
     return render_page(request, "approvals/run.html", "run-state", context)
