@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+
 import pytest
 from asgiref.sync import sync_to_async
+from channels import DEFAULT_CHANNEL_LAYER
+from channels.layers import channel_layers, get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 
@@ -26,6 +31,24 @@ async def _users(communicator: WebsocketCommunicator, run_id: str) -> list[str]:
     assert message["run_id"] == run_id
     users: list[str] = message["users"]
     return users
+
+
+@pytest.fixture(autouse=True)
+async def fresh_layer_after() -> AsyncIterator[None]:
+    """The next test gets a channel layer of its own.
+
+    The "leave" messages of the last sockets arrive as this test's event loop closes; a Redis layer
+    releases a channel's lock from a cleanup task it starts per message received, and one still
+    pending then leaves the lock held, bound to this loop, for the next test's loop (one loop per
+    server process in production: only tests meet this)."""
+    yield
+    await asyncio.sleep(0.1)
+    layer = get_channel_layer()
+    for _ in range(100):
+        if not getattr(layer, "receive_cleaners", None):
+            break
+        await asyncio.sleep(0.02)
+    channel_layers.backends.pop(DEFAULT_CHANNEL_LAYER, None)
 
 
 async def test_pages_hear_who_else_has_the_card_open_and_when_they_leave(
