@@ -10,6 +10,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
+from approvals.live import uses_outbox
 from approvals.models import CallClaim, LiveEvent
 from tests.approvals.runtime_fixtures import DashboardAgents
 
@@ -33,7 +34,8 @@ def test_a_claim_is_shown_to_others_and_deciding_it_asks_for_confirmation_first(
     assert (
         "You are on this call" in claimed.content.decode() and ">Renew</button>" in claimed.content.decode()
     )
-    assert LiveEvent.objects.filter(payload__type="call-claimed", run_id=run.run_id).exists()
+    if uses_outbox():  # with Redis it goes to the layer at once (tests/e2e sees it reach a page)
+        assert LiveEvent.objects.filter(payload__type="call-claimed", run_id=run.run_id).exists()
     admin = client_for(admin_member)
     page = admin.get(f"/runs/{run.run_id}/").content.decode()
     assert "<strong>rita</strong> is on this call" in page and "Decide anyway (rita is on it)" in page
