@@ -6,12 +6,15 @@ Pure Python: never imports Django. See ``Agent`` for runs and decisions, ``Runti
 from .agent import Agent
 from .errors import (
     AgentsRuntimeError,
+    DecisionRefused,
+    DuplicateVote,
     InvalidPagination,
     InvalidResumeData,
     InvalidToolArgs,
     RerunNotConfirmed,
     RunAlreadyDecided,
     RunNotFound,
+    SelfApprovalRefused,
     ToolCallNotSuspended,
 )
 from .events import Continuation, RunEvent
@@ -20,16 +23,19 @@ from .scripted import Call, Reply, ScriptContext, scripted_model
 from .store import InMemoryRunStore, RunStore
 from .stream import RunStream
 from .tools import Tool, ToolContext, tool
-from .types import AgentRun, AgentRunToolCall, Chunk, ListSuspendedRunsResult, RunResult
+from .types import AgentRun, AgentRunToolCall, ApprovalTally, Chunk, ListSuspendedRunsResult, RunResult
 
 __all__ = [
     "Agent",
     "AgentRun",
     "AgentRunToolCall",
     "AgentsRuntimeError",
+    "ApprovalTally",
     "Call",
     "Chunk",
     "Continuation",
+    "DecisionRefused",
+    "DuplicateVote",
     "InMemoryRunStore",
     "InvalidPagination",
     "InvalidResumeData",
@@ -45,6 +51,7 @@ __all__ = [
     "RunStream",
     "Runtime",
     "ScriptContext",
+    "SelfApprovalRefused",
     "Tool",
     "ToolCallNotSuspended",
     "ToolContext",

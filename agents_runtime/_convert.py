@@ -79,6 +79,7 @@ def listed_call(call: ParkedCall) -> AgentRunToolCall:
         expires_at=call.expires_at,
         on_expiry=None if call.deadline is None else call.deadline.on_expiry,
         escalated_to=call.escalated_to,
+        approved_by=tuple(v.actor or "" for v in call.votes),
     )
 
 
@@ -92,6 +93,7 @@ def agent_run(run: StoredRun) -> AgentRun:
         created_at=run.created_at,
         tool_calls=[listed_call(c) for c in run.undecided],
         parent_run_id=run.parent_run_id,
+        started_by=run.started_by,
         interrupted=run.interrupted,
     )
 

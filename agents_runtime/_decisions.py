@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic_ai import DeferredToolResults, ToolApproved, ToolDenied
 
-from . import _pydantic
+from . import _pydantic, _votes
 from ._convert import listed_call, now
 from ._host import RunAgent
 from .errors import (
@@ -17,10 +17,10 @@ from .errors import (
     ToolCallNotSuspended,
 )
 from .events import Continuation
-from .store import Decision, DecisionReceipt, DecisionRule, ParkedCall, StoredRun
+from .store import Decision, DecisionReceipt, DecisionRule, ParkedCall, StoredRun, Vote
 from .stream import Emit, RunStream
 from .tools import _validate, to_jsonable
-from .types import RunResult
+from .types import ApprovalTally, RunResult
 from .untrusted import check_decision, checked_json
 from .vocabulary import CallKind, DecisionAction
 
@@ -43,7 +43,7 @@ async def decide(
         raise RunNotFound(str(run_id))
     check_decision(action, reason=reason, resume_data=resume_data, edited_args=edited_args)
 
-    def rule(run: StoredRun) -> tuple[str, Decision]:
+    def rule(run: StoredRun) -> tuple[str, Decision | Vote]:
         # Runs inside the store's atomic step: the checks still hold when the decision lands.
         if run.parent_run_id is not None:
             raise ToolCallNotSuspended(
@@ -60,7 +60,7 @@ async def decide(
             raise RerunNotConfirmed(run_id=run_id, tool_call_id=call.tool_call_id, started_at=started)
         checked, why, stored_resume = validated_decision(agent, call, action, reason, resume_data)
         edits = None if edited_args is None else validated_edits(agent, call, edited_args)
-        return call.tool_call_id, Decision(
+        decision = Decision(
             action=checked,
             decided_at=now(),
             actor=actor,
@@ -68,6 +68,7 @@ async def decide(
             resume_data=stored_resume,
             edited_args=edits,
         )
+        return call.tool_call_id, _votes.verdict(agent, run, call, decision)
 
     return await settle(agent, run_id, rule, actor)
 
@@ -77,6 +78,8 @@ async def settle(agent: RunAgent, run_id: str, rule: DecisionRule, actor: str | 
     receipt: DecisionReceipt = await agent._store(
         agent.storage.decide, agent_id=agent.id, run_id=run_id, rule=rule
     )
+    if receipt.vote is not None:
+        return await _voted(agent, receipt, receipt.vote)
     call, decision = receipt.call, receipt.call.decision
     assert decision is not None
     await agent._notify(
@@ -101,6 +104,24 @@ async def settle(agent: RunAgent, run_id: str, rule: DecisionRule, actor: str | 
         return await agent._continue(run_id, version, emit, claimed)
 
     return RunStream(run_id, produce)
+
+
+async def _voted(agent: RunAgent, receipt: DecisionReceipt, vote: Vote) -> RunStream:
+    """An approval recorded as one vote of several: the call still waits, nothing continues."""
+    run_id, call = receipt.run.run_id, receipt.call
+    await agent._notify(
+        "call-voted",
+        run_id,
+        tool_call_id=call.tool_call_id,
+        action=vote.approval.action,
+        actor=vote.approval.actor,
+        edited=vote.approval.edited_args is not None,
+    )
+    tally = ApprovalTally(call.tool_call_id, tuple(v.actor or "" for v in vote.votes), vote.required)
+    remaining = [listed_call(c) for c in receipt.run.undecided]
+    return RunStream.finished(
+        RunResult(run_id=run_id, status="suspended", tool_calls=remaining, approvals=tally)
+    )
 
 
 def validated_decision(

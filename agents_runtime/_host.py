@@ -70,6 +70,8 @@ class RunAgent(AgentSpec, Protocol):
         parent_run_id: str | None,
         emit: Emit,
         deadline: Deadline | None = None,
+        *,
+        started_by: str | None = None,
     ) -> RunResult: ...
 
     async def _continue(

@@ -41,6 +41,8 @@ async def start(
     parent_run_id: str | None,
     emit: Emit,
     deadline: Deadline | None = None,
+    *,
+    started_by: str | None = None,
 ) -> RunResult:
     created_at = now()
     history: list[ModelMessage] = []
@@ -63,6 +65,7 @@ async def start(
         claimed_version=None,
         emit=emit,
         deadline=deadline,
+        started_by=started_by,
     )
 
 
@@ -81,6 +84,7 @@ async def drive(
     emit: Emit,
     answered: list[dict[str, Any]] | None = None,
     deadline: Deadline | None = None,
+    started_by: str | None = None,
 ) -> RunResult:
     """One pydantic-ai run, then store what it ended in: a suspension, an answer or a failure.
 
@@ -96,6 +100,7 @@ async def drive(
         if claimed_version is None
         else functools.partial(_mark_tool_started, agent, run_id, claimed_version),
         deadline=deadline,
+        started_by=started_by,
     )
     result = await drive_once(
         agent,
@@ -179,6 +184,7 @@ async def drive_once(
             snapshot=_pydantic.Snapshot(
                 conversation, history_len, delegation_results, deps.deadline
             ).to_json(),
+            started_by=deps.started_by,
         )
         return await store_suspension(agent, suspension, claimed_version, emit)
 
@@ -386,4 +392,5 @@ async def _continue_claimed(
         emit=showing_edits(emit, run.calls),
         answered=previous_answers(run.calls),
         deadline=snapshot.deadline,
+        started_by=run.started_by,
     )

@@ -93,6 +93,8 @@ class RunDeps:
     tool_started: Callable[[str], Awaitable[bool]] | None = None
     #: The run's own deadline for every call it parks (``Agent.generate(deadline=...)``).
     deadline: Deadline | None = None
+    #: Who started the run (``Agent.stream(started_by=...)``), written with its first suspension.
+    started_by: str | None = None
 
 
 def delegation_tool_name(agent_id: str) -> str:

@@ -137,9 +137,12 @@ class Agent:
         thread_id: str | None = None,
         resource_id: str | None = None,
         deadline: Deadline | timedelta | None = None,
+        started_by: str | None = None,
     ) -> RunResult:
         """Run the agent on ``prompt`` until it answers, fails or suspends."""
-        stream = await self.stream(prompt, thread_id=thread_id, resource_id=resource_id, deadline=deadline)
+        stream = await self.stream(
+            prompt, thread_id=thread_id, resource_id=resource_id, deadline=deadline, started_by=started_by
+        )
         return await stream.result()
 
     async def stream(
@@ -149,17 +152,22 @@ class Agent:
         thread_id: str | None = None,
         resource_id: str | None = None,
         deadline: Deadline | timedelta | None = None,
+        started_by: str | None = None,
     ) -> RunStream:
         """Start a run and stream its chunks.
 
         Beyond Mastra: ``deadline`` (a ``Deadline``, or a timedelta after which calls are declined)
-        applies to every call this run parks, in place of its tool's own.
+        applies to every call this run parks, in place of its tool's own; ``started_by`` names who
+        started it (kept with the run): a tool with ``separate_duties=True`` refuses that reviewer's
+        approvals.
         """
         run_id = new_run_id()
         run_deadline = as_deadline(deadline)
 
         async def produce(emit: Emit) -> RunResult:
-            return await self._start(run_id, prompt, thread_id, resource_id, None, emit, run_deadline)
+            return await self._start(
+                run_id, prompt, thread_id, resource_id, None, emit, run_deadline, started_by=started_by
+            )
 
         return RunStream(run_id, produce)
 
@@ -172,8 +180,12 @@ class Agent:
         parent_run_id: str | None,
         emit: Emit,
         deadline: Deadline | None = None,
+        *,
+        started_by: str | None = None,
     ) -> RunResult:
-        return await _loop.start(self, run_id, prompt, thread_id, resource_id, parent_run_id, emit, deadline)
+        return await _loop.start(
+            self, run_id, prompt, thread_id, resource_id, parent_run_id, emit, deadline, started_by=started_by
+        )
 
     async def _continue(
         self, run_id: str, version: int, emit: Emit, known: StoredRun | None = None

@@ -79,3 +79,22 @@ class InvalidToolArgs(InvalidResumeData):
 
 class InvalidPagination(AgentsRuntimeError, ValueError):
     """``per_page`` must be a positive int and ``page`` a non-negative int."""
+
+
+class DecisionRefused(AgentsRuntimeError):
+    """A decision the call's tool does not take from this reviewer (beyond Mastra: ``tool(approvals=,
+    separate_duties=)``). Nothing is recorded; another reviewer may still decide."""
+
+    def __init__(self, message: str, *, run_id: str, tool_call_id: str, actor: str | None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.tool_call_id = tool_call_id
+        self.actor = actor
+
+
+class SelfApprovalRefused(DecisionRefused):
+    """``separate_duties=True``: whoever started the run may not approve its calls (admins neither)."""
+
+
+class DuplicateVote(DecisionRefused):
+    """``approvals=N``: this reviewer already approved the call; it needs someone else's approval."""

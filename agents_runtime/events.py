@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+#: ``call-voted``: an approval recorded as one vote of several (the call still waits).
 RunEventType = Literal[
     "run-suspended",
     "call-decided",
+    "call-voted",
     "run-resumed",
     "run-completed",
     "run-failed",

@@ -21,6 +21,7 @@ from .records import (
     RunQuery,
     StoredRun,
     Suspension,
+    Vote,
     decision_conflict,
     reclaimed_calls,
 )
@@ -104,6 +105,7 @@ class InMemoryRunStore(RunStore):
                 interrupted=False,
                 calls=tuple(suspension.calls),
                 snapshot=copy.deepcopy(suspension.snapshot),
+                started_by=suspension.started_by,
             )
             self._rows[run.run_id] = _Row(run)
             return self._copy(run, with_snapshot=True)
@@ -168,18 +170,22 @@ class InMemoryRunStore(RunStore):
             if row is None or row.run.agent_id != agent_id:
                 raise RunNotFound(run_id)
             run = row.run
-            tool_call_id, decision = rule(self._copy(run, with_snapshot=True))
+            tool_call_id, verdict = rule(self._copy(run, with_snapshot=True))
             call = next((c for c in run.calls if c.tool_call_id == tool_call_id), None)
             if call is None or call.decision is not None or run.status != "suspended":
                 raise decision_conflict(run, call, tool_call_id)
-            decided = replace(call, decision=decision)
+            vote = verdict if isinstance(verdict, Vote) else None
+            if isinstance(verdict, Vote):
+                decided = replace(call, votes=verdict.votes)
+            else:
+                decided = replace(call, decision=verdict)
             calls = tuple(decided if c is call else c for c in run.calls)
             row.run = replace(run, calls=calls, version=run.version + 1)
             claimed: int | None = None
-            if claim_when_complete and all(c.decision is not None for c in calls):
+            if vote is None and claim_when_complete and all(c.decision is not None for c in calls):
                 claimed = self._claim_row(row).version
             return DecisionReceipt(
-                run=self._copy(row.run, with_snapshot=True), call=decided, claimed_version=claimed
+                run=self._copy(row.run, with_snapshot=True), call=decided, claimed_version=claimed, vote=vote
             )
 
     def change_deadline(self, *, agent_id: str, run_id: str, rule: DeadlineRule) -> StoredRun:

@@ -96,6 +96,9 @@ class ParkedCall:
     deadline: Deadline | None = None
     #: Set once the deadline passed and the call moved to this reviewer group (``on_expiry="escalate"``).
     escalated_to: str | None = None
+    #: Approvals recorded so far on a call its tool says needs several (``tool(approvals=N)``),
+    #: oldest first; the approval that completes them is the call's ``decision``.
+    votes: tuple[Decision, ...] = ()
 
     def __post_init__(self) -> None:
         if type(self.kind) is not CallKind:
@@ -128,6 +131,8 @@ class Suspension:
     calls: tuple[ParkedCall, ...]
     #: Opaque, JSON-compatible: the runtime's continuation state.
     snapshot: dict[str, Any]
+    #: Who started the run (``Agent.stream(started_by=...)``); kept by ``insert_suspended`` only.
+    started_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -147,6 +152,8 @@ class StoredRun:
     snapshot: dict[str, Any] | None = None
     #: Decisions overturned by an interrupted continuation, kept for the record (JSON dicts).
     history: tuple[dict[str, Any], ...] = ()
+    #: Who started the run, when known: ``tool(separate_duties=True)`` refuses their approvals.
+    started_by: str | None = None
 
     @property
     def undecided(self) -> tuple[ParkedCall, ...]:
@@ -198,6 +205,19 @@ class RunEnding:
 
 
 @dataclass(frozen=True)
+class Vote:
+    """An approval that is not yet the call's decision: its tool needs more (``tool(approvals=N)``)."""
+
+    #: The approval as cast (who, when, the arguments it approves).
+    approval: Decision
+    #: The call's votes once this one is recorded: the store writes them as they are (votes for
+    #: other arguments than this one's were dropped by the rule).
+    votes: tuple[Decision, ...]
+    #: How many distinct approvals the call needs.
+    required: int
+
+
+@dataclass(frozen=True)
 class DecisionReceipt:
     #: The run after the decision, with its snapshot.
     run: StoredRun
@@ -205,11 +225,14 @@ class DecisionReceipt:
     call: ParkedCall
     #: Set when this decision was the last one and claimed the run: the version to continue with.
     claimed_version: int | None
+    #: Set when the rule recorded a vote instead of a decision (``call.decision`` is None then).
+    vote: Vote | None = None
 
 
-#: Picks the call to decide on a run and builds its decision, or raises to refuse (nothing changes).
-#: Stores call it with the run locked, so what it checks still holds when the decision is written.
-DecisionRule = Callable[[StoredRun], tuple[str, Decision]]
+#: Picks the call to decide on a run and builds its decision (or, on a call that needs several
+#: approvals, a ``Vote``), or raises to refuse (nothing changes). Stores call it with the run locked,
+#: so what it checks still holds when the decision or vote is written.
+DecisionRule = Callable[[StoredRun], tuple[str, "Decision | Vote"]]
 
 
 @dataclass(frozen=True)
@@ -257,4 +280,5 @@ def reclaimed_calls(
         for c in calls
         if c.decision is not None
     ]
-    return tuple(replace(c, decision=None) for c in calls), (*history, *overturned)
+    # Votes go too: the call waits for all its approvals again, as for a first decision.
+    return tuple(replace(c, decision=None, votes=()) for c in calls), (*history, *overturned)

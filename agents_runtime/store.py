@@ -40,6 +40,7 @@ from .records import (
     RunState,
     StoredRun,
     Suspension,
+    Vote,
     decision_conflict,
     reclaimed_calls,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "RunStore",
     "StoredRun",
     "Suspension",
+    "Vote",
     "decision_conflict",
     "reclaimed_calls",
 ]

@@ -150,8 +150,16 @@ class Tool:
     confirm: bool = False
     #: How long its calls may wait for a reviewer and what happens then (None: forever).
     deadline: Deadline | None = None
+    #: Distinct reviewers who must approve a call before it runs (``_votes``), and whether the
+    #: person who started the run is refused as one of them.
+    approvals: int = 1
+    separate_duties: bool = False
 
     def __post_init__(self) -> None:
+        if type(self.approvals) is not int or self.approvals < 1:
+            raise ValueError(f"Tool {self.name!r}: approvals must be an int >= 1")
+        if (self.approvals > 1 or self.separate_duties) and self.requires_approval is False:
+            raise ValueError(f"Tool {self.name!r}: approvals / separate_duties need requires_approval")
         for field_name in ("suspend_schema", "resume_schema"):
             spec = getattr(self, field_name)
             if spec is None or (isinstance(spec, type) and issubclass(spec, pydantic.BaseModel)):
@@ -269,6 +277,8 @@ def _build(
     resume_schema: SchemaSpec,
     presentation: _Presentation = _Presentation(),
     deadline: Deadline | None = None,
+    approvals: int = 1,
+    separate_duties: bool = False,
 ) -> Tool:
     if not callable(fn):
         raise TypeError("tool() needs a function")
@@ -309,6 +319,8 @@ def _build(
         key_results=tuple(presentation.key_results),
         confirm=presentation.confirm,
         deadline=deadline,
+        approvals=approvals,
+        separate_duties=separate_duties,
     )
 
 
@@ -330,6 +342,8 @@ def tool(
     risky: Mapping[str, Any] | None = None,
     key_results: tuple[str, ...] | list[str] = (),
     confirm: bool = False,
+    approvals: int = 1,
+    separate_duties: bool = False,
     **deadline: Unpack[DeadlineOptions],
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
@@ -347,6 +361,8 @@ def tool(
     risky: Mapping[str, Any] | None = None,
     key_results: tuple[str, ...] | list[str] = (),
     confirm: bool = False,
+    approvals: int = 1,
+    separate_duties: bool = False,
     **deadline: Unpack[DeadlineOptions],
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function a tool.
@@ -366,6 +382,8 @@ def tool(
     A deadline (``deadlines.Deadline``): ``expires_after`` (a timedelta), ``on_expiry``
     (``"decline"``, ``"approve"`` or ``"escalate"``), ``escalate_to`` (a group name) and
     ``escalation_expires_after``.
+    Who decides (README): ``approvals=2`` (a call runs once two distinct reviewers approved it; a
+    decline declines at once) and ``separate_duties=True`` (whoever started the run may not approve).
     """
     checked_deadline = deadline_from(deadline)
 
@@ -378,6 +396,8 @@ def tool(
             resume_schema=resume_schema,
             presentation=_Presentation(title, fields, risky, tuple(key_results), confirm),
             deadline=checked_deadline,
+            approvals=approvals,
+            separate_duties=separate_duties,
         )
 
     if fn is not None:

@@ -111,6 +111,8 @@ class AgentRunToolCall:
     on_expiry: str | None = None
     #: Set once its deadline passed and it moved to this reviewer group (``on_expiry="escalate"``).
     escalated_to: str | None = None
+    #: Beyond Mastra: on a call whose tool needs several approvals, who approved it so far.
+    approved_by: tuple[str, ...] = ()
 
     @property
     def interrupted_after_start(self) -> bool:
@@ -134,6 +136,8 @@ class AgentRun:
     interrupted: bool = False
     agent_id: str = ""
     status: Literal["suspended"] = "suspended"
+    #: Beyond Mastra: who started the run, when the starter said (``stream(started_by=...)``).
+    started_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,19 @@ class ListSuspendedRunsResult:
     runs: list[AgentRun]
     #: Every match before pagination.
     total: int
+
+
+@dataclass(frozen=True)
+class ApprovalTally:
+    """Beyond Mastra: an approval recorded as one vote of several (``tool(approvals=N)``)."""
+
+    tool_call_id: str
+    #: Who approved so far, oldest first (this approval last).
+    approved_by: tuple[str, ...]
+    required: int
+
+    def __str__(self) -> str:
+        return f"{len(self.approved_by)} of {self.required} approvals"
 
 
 @dataclass(frozen=True)
@@ -154,6 +171,8 @@ class RunResult:
     tool_calls: list[AgentRunToolCall] = field(default_factory=list)
     #: The error message when ``status == "failed"``.
     error: str | None = None
+    #: Set when an approval was recorded as a vote: the call still waits (``status == "suspended"``).
+    approvals: ApprovalTally | None = None
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,10 @@ class Outcome(StrEnum):
     EXPIRED = "expired"
     #: Not a decision: the call's deadline changed (escalated to another group, or extended).
     RESCHEDULED = "rescheduled"
+    #: An approval recorded as one vote of several (``tool(approvals=N)``): the call still waits.
+    VOTE_RECORDED = "vote_recorded"
+    #: Refused by the tool's rule on who may approve (separation of duties, a second vote).
+    REFUSED = "refused"
 
     @property
     def label(self) -> str:
@@ -130,16 +134,18 @@ _OUTCOME_LABELS = {
     Outcome.UNCONFIRMED: ("Not confirmed", "Needs confirmation"),
     Outcome.EXPIRED: ("Expired", "Expired"),
     Outcome.RESCHEDULED: ("Deadline changed", "Still waiting"),
+    Outcome.VOTE_RECORDED: ("Vote recorded", "Vote recorded"),
+    Outcome.REFUSED: ("Refused by the approval rule", "Refused"),
 }
 
 #: Outcomes the audit log records (its column's choices).
 RECORDED_OUTCOMES = tuple(o for o in Outcome if o not in {Outcome.NOT_FOUND, Outcome.UNCONFIRMED})
 #: Outcomes of a decision that took effect.
 EFFECTIVE_OUTCOMES = frozenset(
-    {Outcome.COMPLETED, Outcome.SUSPENDED_AGAIN, Outcome.CONTINUING, Outcome.FAILED}
+    {Outcome.COMPLETED, Outcome.SUSPENDED_AGAIN, Outcome.CONTINUING, Outcome.FAILED, Outcome.VOTE_RECORDED}
 )
 #: Recorded outcomes that mean the decision did not take effect.
-NO_EFFECT_OUTCOMES = frozenset({Outcome.LOST_RACE, Outcome.INVALID, Outcome.RESCHEDULED})
+NO_EFFECT_OUTCOMES = frozenset({Outcome.LOST_RACE, Outcome.INVALID, Outcome.RESCHEDULED, Outcome.REFUSED})
 
 
 def choices(words: type[CallKind] | type[DecisionAction] | tuple[Outcome, ...]) -> list[tuple[str, str]]:

@@ -106,10 +106,30 @@ class CallView:
     #: A folded inbox row: only its summary is built; the body (why, arguments, forms) is fetched
     #: from ``body_url`` when the reviewer opens it (an inbox page shows fifty rows, most unread).
     lazy: bool = False
+    #: ``tool(approvals=N, separate_duties=...)``: approvals the call needs, and whether the run's
+    #: starter is refused (``call.approved_by``: who approved so far).
+    approvals_required: int = 1
+    separate_duties: bool = False
+    started_by: str | None = None
+    #: Who is on this call right now (a live ``CallClaim``), if anyone.
+    claim: Any = None
 
     @property
     def is_approval(self) -> bool:
         return self.call.requires_approval
+
+    def approval_block(self, username: str) -> str:
+        """Why ``username`` is not offered Approve ("" when they are). Only what the card shows: the
+        store's decide step refuses these approvals whatever the page offered."""
+        if username in self.call.approved_by:
+            missing = self.approvals_required - len(self.call.approved_by)
+            return f"You approved this call. It runs once {missing} more reviewer(s) approve it."
+        if self.separate_duties and self.started_by is not None and self.started_by == username:
+            return (
+                "You started this run, so another reviewer must approve this call (separation of "
+                "duties). You may still decline it."
+            )
+        return ""
 
     @property
     def kind(self) -> CallKind:
@@ -142,6 +162,10 @@ class CallView:
     @functools.cached_property
     def approve_url(self) -> str:
         return reverse("approvals:approve", args=[self.run_id, self.call.tool_call_id])
+
+    @functools.cached_property
+    def claim_url(self) -> str:
+        return reverse("approvals:claim", args=[self.run_id, self.call.tool_call_id])
 
     @functools.cached_property
     def decline_url(self) -> str:
@@ -250,6 +274,7 @@ def call_view(
     args_form: ResumeForm | None = None,
     notice: str = "",
     folded: bool = False,
+    claim: Any = None,
 ) -> CallView:
     """A parked call; the forms given are shown with their data and errors, the others empty.
 
@@ -335,6 +360,10 @@ def call_view(
         args_fields=args_fields,
         args_errors=args_errors,
         needs_confirmation=call.requires_approval and needs_confirmation(tool, call.args),
+        approvals_required=tool.approvals if tool is not None else 1,
+        separate_duties=tool is not None and tool.separate_duties,
+        started_by=run.started_by,
+        claim=claim,
         **summary,
         open=bool(
             edit_open or notice or resume_errors or reason.errors or any(f.errors for f in resume_fields)

@@ -111,9 +111,11 @@ def run_card(
     args_forms: Mapping[str, ResumeForm] | None = None,
     notices: Mapping[str, str] | None = None,
     expanded: bool = False,
+    claims: Mapping[tuple[str, str], Any] | None = None,
 ) -> RunCard:
     """``agent``: the run's agent, whose tools say how their calls read (titles, money, risky
-    values); ``expanded``: every call starts open (the run page), not as a one-line row."""
+    values); ``expanded``: every call starts open (the run page), not as a one-line row; ``claims``:
+    who is on which call (``queries.call_claims``, loaded once for the page)."""
     args_forms = args_forms or {}
     resume_forms = resume_forms or {}
     decline_forms = decline_forms or {}
@@ -142,6 +144,7 @@ def run_card(
                 notice=notices.get(call.tool_call_id, ""),
                 # An inbox row starts folded, its body fetched when opened; an outcome shows it all.
                 folded=not expanded and outcome is None,
+                claim=(claims or {}).get((run.run_id, call.tool_call_id)),
             )
             for call in run.tool_calls
         ],

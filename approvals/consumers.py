@@ -6,18 +6,20 @@ import asyncio
 import json
 import logging
 import random
+import uuid
 from importlib import import_module
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib import auth
 from django.http import HttpRequest
 
 from approvals import agents
 from approvals.access import visible_agent_ids
-from approvals.live import agent_group, fanout, relay, run_group, session_group
+from approvals.live import agent_group, fanout, presence_group, relay, run_group, session_group
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +48,11 @@ def _usable_run_id(value: Any) -> bool:
 class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     """Joins the groups of the agents the logged-in user may see; forwards their run events.
 
-    A page showing one run may also ask for that run's output: ``{"subscribe_run": "<run id>"}``.
+    A page showing one run may also ask for that run's output: ``{"subscribe_run": "<run id>"}``,
+    and a page showing a run's card says so with ``{"presence": "<run id>"}``: it then hears who
+    else has that card open (``{"type": "presence", "run_id", "users"}``) as pages join and leave.
+    Presence goes through the channel layer's group of the run (no table, no polling): a joining
+    socket announces itself, the others answer "here", and a closing one says it leaves.
     The socket closes with 4401 when its session logs out (anywhere) and when a periodic re-check
     (``LIVE_SESSION_CHECK_SECONDS``) finds the session gone or its user unable to log in; the same
     re-check follows changes to which agents the user may see.
@@ -62,9 +68,17 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     signed_out = False
     watcher: asyncio.Task[None] | None = None
     bad_frames = 0
+    #: Presence: the runs whose card this page shows (with their agents), and who else has each open
+    #: (other sockets' keys -> usernames).
+    present: dict[str, str]
+    others: dict[str, dict[str, str]]
+    member_key = ""
+    username = ""
 
     async def connect(self) -> None:
         self.agent_ids, self.joined, self.runs = [], [], {}
+        self.present, self.others = {}, {}
+        self.member_key = uuid.uuid4().hex
         user = self.scope.get("user")
         session = self.scope.get("session")
         self.session_key = (session.session_key if session is not None else None) or ""
@@ -75,6 +89,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await self.close(code=UNAUTHENTICATED)
             return
         self.user_pk = user.pk
+        self.username = user.get_username()
         self.agent_ids = await database_sync_to_async(visible_agent_ids)(user)
         await self._join(session_group(self.session_key))
         for agent_id in self.agent_ids:
@@ -102,6 +117,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     async def disconnect(self, code: int) -> None:
         self.accepted = False
+        for run_id in list(self.present):
+            await self._announce_presence(run_id, "leave")
+        self.present, self.others = {}, {}
         if self.watcher is not None:
             self.watcher.cancel()
             self.watcher = None
@@ -155,6 +173,12 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             if agent_id in gone:
                 del self.runs[run_id]
                 await self._leave(run_group(run_id))
+        for run_id, agent_id in list(self.present.items()):
+            if agent_id in gone:
+                await self._announce_presence(run_id, "leave")
+                del self.present[run_id]
+                self.others.pop(run_id, None)
+                await self._leave(presence_group(run_id))
         for agent_id in agent_ids:
             await self._join(agent_group(agent_id))
         # The page refetches its partials: what it shows may have changed with the access.
@@ -183,6 +207,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         await self.send_json({"type": "error", **answer})
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if isinstance(content, dict) and "presence" in content:
+            await self._be_present(content["presence"])
+            return
         run_id = content.get("subscribe_run") if isinstance(content, dict) else None
         if not isinstance(run_id, str) or not _usable_run_id(run_id):
             await self._refuse({"error": "expected {'subscribe_run': '<run id>'}"})
@@ -215,6 +242,75 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         agent_id: str | None = entries.values_list("agent_id", flat=True).first()
         return agent_id
 
+    # -- presence --------------------------------------------------------------------------------
+
+    async def _be_present(self, run_id: Any) -> None:
+        if not _usable_run_id(run_id):
+            await self._refuse({"error": "expected {'presence': '<run id>'}"})
+            return
+        if run_id in self.present:
+            await self._send_presence(run_id)
+            return
+        limit = int(getattr(settings, "LIVE_MAX_RUN_SUBSCRIPTIONS", DEFAULT_MAX_RUN_SUBSCRIPTIONS))
+        if len(self.present) >= limit:
+            await self._refuse({"error": f"a page may show at most {limit} runs", "run_id": run_id})
+            return
+        agent_id = await database_sync_to_async(self._waiting_agent_of)(run_id)
+        if agent_id is None:
+            # Same answer for a foreign run and an unknown one, as for subscribe_run.
+            await self.send_json({"type": "error", "error": "unknown run", "run_id": run_id})
+            return
+        self.present[run_id] = agent_id
+        self.others[run_id] = {}
+        await self._join(presence_group(run_id))
+        await self._announce_presence(run_id, "join")
+        await self._send_presence(run_id)
+
+    def _waiting_agent_of(self, run_id: str) -> str | None:
+        """The agent of a waiting run this user may see (one indexed read, no snapshot)."""
+        from approvals.models import RunRecord
+
+        found: str | None = (
+            RunRecord.objects.filter(run_id=run_id, agent_id__in=self.agent_ids)
+            .values_list("agent_id", flat=True)
+            .first()
+        )
+        return found
+
+    async def _announce_presence(self, run_id: str, op: str) -> None:
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        group = presence_group(run_id)
+        await layer.group_send(
+            group,
+            {
+                "type": "presence.changed",
+                "group": group,
+                "op": op,
+                "run_id": run_id,
+                "member": self.member_key,
+                "who": self.username,
+            },
+        )
+
+    async def _send_presence(self, run_id: str) -> None:
+        users = sorted(set(self.others.get(run_id, {}).values()) - {self.username})
+        await self.send_json({"type": "presence", "run_id": run_id, "users": users})
+
+    async def _presence_changed(self, message: dict[str, Any]) -> None:
+        run_id, member = message.get("run_id"), message.get("member")
+        if member == self.member_key or run_id not in self.present or not isinstance(member, str):
+            return
+        seen = self.others.setdefault(run_id, {})
+        if message.get("op") == "leave":
+            seen.pop(member, None)
+        else:
+            seen[member] = str(message.get("who") or "")
+            if message.get("op") == "join":
+                await self._announce_presence(run_id, "here")  # so the newcomer learns of this page
+        await self._send_presence(run_id)
+
     # -- from the fan-out ------------------------------------------------------------------------
 
     async def forward(self, message: dict[str, Any]) -> None:
@@ -225,6 +321,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         if not self.accepted:
             # Joined, not yet accepted (sending now would accept the socket behind connect's back).
             # Nothing is lost: the page refetches everything once its socket is open.
+            return
+        if message["type"] == "presence.changed":
+            await self._presence_changed(message)
             return
         if message["type"] == "run.event":
             visible = message["event"].get("agent_id") in self.agent_ids

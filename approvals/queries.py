@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from asgiref.sync import async_to_sync
+from django.utils import timezone
 
 from agents_runtime import Agent, AgentRun, RunNotFound
 from agents_runtime.store import StoredRun
@@ -22,6 +23,7 @@ from approvals import agents
 from approvals.models import EndedRun
 from approvals.models.audit import AuditEntry, AuditEntryQuerySet
 from approvals.models.batches import FollowedAgent
+from approvals.models.claims import CallClaim
 
 
 @dataclass(frozen=True)
@@ -227,3 +229,11 @@ def audit_choices(agent_ids: Collection[str]) -> AuditChoices:
     tools |= set(entries.exclude(tool_name="").values_list("tool_name", flat=True).distinct())
     users = sorted({u for u in entries.values_list("username", flat=True).distinct() if u})
     return AuditChoices(agents=agent_choices, users=users, tools=sorted(tools))
+
+
+def call_claims(run_ids: Collection[str]) -> dict[tuple[str, str], CallClaim]:
+    """The live claims on these runs' calls, by (run id, tool call id): one query for a page."""
+    if not run_ids:
+        return {}
+    live = CallClaim.objects.filter(run_id__in=list(run_ids), expires_at__gt=timezone.now())
+    return {(c.run_id, c.tool_call_id): c for c in live}

@@ -3,7 +3,7 @@
 from django.urls import path, register_converter
 
 from approvals.converters import CallIdConverter, IdConverter
-from approvals.views import audit, batches, deadlines, decisions, pages, profile, tokens
+from approvals.views import audit, batches, claims, deadlines, decisions, pages, profile, tokens
 
 register_converter(IdConverter, "id")
 register_converter(CallIdConverter, "call_id")
@@ -29,6 +29,7 @@ urlpatterns = [
         deadlines.call_extend_deadline,
         name="extend_deadline",
     ),
+    path("runs/<id:run_id>/calls/<call_id:tool_call_id>/claim", claims.call_claim, name="claim"),
     path("audit/", audit.audit_log, name="audit"),
     path("audit/export.csv", audit.audit_export, name="audit_export"),
     path("profile/time-zone/", profile.time_zone_set, name="time_zone"),

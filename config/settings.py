@@ -193,6 +193,8 @@ AGENTS_MODEL = _env("AGENTS_MODEL", "")
 AGENTS_RUNTIME = _env("AGENTS_RUNTIME", "demo.agents:runtime")
 # How long a claimed resumption may run before the run is offered for a decision again.
 RUN_LEASE_SECONDS = int(_env("RUN_LEASE_SECONDS", "300"))
+#: How long a reviewer's claim on a call ("I'm on it") holds unless renewed.
+CALL_CLAIM_SECONDS = int(_env("CALL_CLAIM_SECONDS", "300"))
 # Days an ended run's record (its transcript) is kept; `manage.py prune_run_records` empties older
 # ones (the audit log stays). Unset or 0: kept for good.
 RUN_RECORD_RETENTION_DAYS = int(_env("RUN_RECORD_RETENTION_DAYS", "0")) or None

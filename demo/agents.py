@@ -107,6 +107,32 @@ ops = Agent(
     tools=[tools.request_change_window, tools.deploy_service],
 )
 
+
+def _finance_first_step(ctx: ScriptContext) -> Any:
+    invoice = re.search(r"\bINV-\d+\b", ctx.prompt)
+    vendor = re.search(r"\bto ([A-Z][\w&.-]*(?: [A-Z][\w&.-]*)*)", ctx.prompt)
+    if "pay" not in ctx.prompt.lower():
+        return Reply("Tell me which invoice to pay, e.g. 'pay INV-2231 to Acme Supplies, $1,250.00'.")
+    return Call(
+        "pay_invoice",
+        {
+            "vendor": vendor.group(1) if vendor else "Acme Supplies",
+            "invoice": invoice.group(0) if invoice else "INV-2231",
+            "amount_cents": _amount_cents(ctx.prompt.replace(",", "")),
+        },
+        say="This payment needs two approvals.",
+    )
+
+
+finance = Agent(
+    "finance",
+    name="Accounts payable",
+    description="Pays suppliers' invoices; every payment needs two reviewers other than the requester.",
+    instructions="You pay invoices the team asks you to pay.",
+    model=_model(_finance_first_step),
+    tools=[tools.pay_invoice],
+)
+
 coordinator = Agent(
     "coordinator",
     name="Coordinator",
@@ -119,4 +145,4 @@ coordinator = Agent(
 
 # No store here: the dashboard gives a runtime without one its database store (approvals.agents);
 # used on its own, the runtime keeps runs in memory.
-runtime = Runtime(agents=[support, ops, coordinator])
+runtime = Runtime(agents=[support, ops, coordinator, finance])

@@ -67,6 +67,18 @@ def deploy_service(service: str, version: str, environment: Literal["staging", "
     return f"{service} {version} is live on {environment}"
 
 
+@tool(
+    requires_approval=ApprovalRule(because="Payments need two reviewers, neither of them the requester"),
+    title="Pay {amount_cents|money} to {vendor}",
+    fields={"amount_cents": Money(cents=True, currency="USD")},
+    approvals=2,
+    separate_duties=True,
+)
+def pay_invoice(vendor: str, invoice: str, amount_cents: int) -> str:
+    """Pay a supplier's invoice: two reviewers approve it, and not whoever asked for it."""
+    return f"Paid ${amount_cents / 100:.2f} to {vendor} for {invoice}"
+
+
 class ChangeWindowRequest(BaseModel):
     service: str
     question: str

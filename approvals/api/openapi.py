@@ -95,7 +95,8 @@ OPERATIONS: tuple[Operation, ...] = (
 _REASONS = {
     400: "Invalid query or body: `issues` names each field",
     401: "No valid Bearer token",
-    403: "The user may not see this agent, or lacks the permission",
+    403: "The user may not see this agent, lacks the permission, or may not approve this call (they"
+    " started its run and the tool separates duties, or they already approved it)",
     404: "Unknown agent, or no such suspended run / parked call",
     409: "Already decided (by whom, when), or a rerun not confirmed",
     429: "Too many decisions with this token: see Retry-After",

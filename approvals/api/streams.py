@@ -17,7 +17,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import PermissionDenied
-from django.http import StreamingHttpResponse
+from django.http import HttpResponseBase, JsonResponse, StreamingHttpResponse
 
 from agents_runtime import AgentRunToolCall, Chunk, RunStream
 from agents_runtime.vocabulary import Outcome
@@ -87,6 +87,11 @@ def outcome_error(outcome: DecisionOutcome, calls: list[AgentRunToolCall]) -> Ap
             runId=outcome.run_id,
             toolCallId=outcome.tool_call_id,
         )
+    if status == Outcome.REFUSED:
+        # Separation of duties or a second vote: this reviewer may not approve; others may.
+        return ApiError(
+            403, outcome.message, "approval_refused", runId=outcome.run_id, toolCallId=outcome.tool_call_id
+        )
     if status == Outcome.INVALID:
         root = "editedArgs" if outcome.refused_args else "resumeData"
         issues = [
@@ -106,7 +111,7 @@ async def decision_response(
     calls: list[AgentRunToolCall],
     args: dict[str, Any],
     declined: dict[str, str],
-) -> StreamingHttpResponse:
+) -> HttpResponseBase:
     if continues_elsewhere():
         return await _followed_decision(decide, run_id, calls=calls, args=args, declined=declined)
     loop = asyncio.get_running_loop()
@@ -126,7 +131,9 @@ async def decision_response(
 
     first = await queue.get()
     if first is None:
-        _raise_refusal(task, calls)
+        outcome = _raise_refusal(task, calls)
+        if outcome.status == Outcome.VOTE_RECORDED:
+            return _vote_response(outcome)
 
     async def body() -> AsyncIterator[bytes]:
         events = MastraEvents(run_id, calls=calls, args=args, declined=declined)
@@ -138,6 +145,23 @@ async def decision_response(
         yield DONE
 
     return _sse(body())
+
+
+def _vote_response(outcome: DecisionOutcome) -> JsonResponse:
+    """An approval recorded as one vote of several: no stream (nothing continues), the tally."""
+    tally = outcome.approvals
+    return JsonResponse(
+        {
+            "status": str(Outcome.VOTE_RECORDED),
+            "runId": outcome.run_id,
+            "toolCallId": outcome.tool_call_id,
+            "approvals": str(tally) if tally else "",
+            "approvedBy": list(tally.approved_by) if tally else [],
+            "required": tally.required if tally else None,
+            "message": outcome.message,
+        },
+        status=202,
+    )
 
 
 def _raise_refusal(task: asyncio.Future[DecisionOutcome], calls: list[AgentRunToolCall]) -> DecisionOutcome:
@@ -158,7 +182,7 @@ async def _followed_decision(
     calls: list[AgentRunToolCall],
     args: dict[str, Any],
     declined: dict[str, str],
-) -> StreamingHttpResponse:
+) -> HttpResponseBase:
     """The decision's continuation runs in a worker: its chunks come through the run's live group."""
     follower = RunFollower(run_id)
     # Joined before deciding: the worker may start (and finish) before the decision call returns.
@@ -171,6 +195,9 @@ async def _followed_decision(
     except BaseException:
         await follower.leave()
         raise
+    if outcome.status == Outcome.VOTE_RECORDED:
+        await follower.leave()
+        return _vote_response(outcome)
     if outcome.status != Outcome.CONTINUING:
         # Nothing continues (another call of the run still waits): the stream ends here.
         await follower.leave()

@@ -21,7 +21,7 @@ per page.
 
 from approvals.live.events import announce, deliver, end_session, publish
 from approvals.live.fanout import Fanout, fanout
-from approvals.live.groups import agent_group, run_group, session_group, uses_outbox
+from approvals.live.groups import agent_group, presence_group, run_group, session_group, uses_outbox
 from approvals.live.outbox import relay
 from approvals.live.output import RunOutput, tapping
 
@@ -33,6 +33,7 @@ __all__ = [
     "deliver",
     "end_session",
     "fanout",
+    "presence_group",
     "publish",
     "relay",
     "run_group",

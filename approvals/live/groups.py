@@ -21,6 +21,11 @@ def run_group(run_id: str) -> str:
     return f"run.{safe(run_id)}"[:99]
 
 
+def presence_group(run_id: str) -> str:
+    """The open pages of one run's card (who else has it open: ``LiveConsumer``'s presence)."""
+    return f"presence.{safe(run_id)}"[:99]
+
+
 def session_group(session_key: str) -> str:
     # A digest, never the key: group names travel through Redis and the outbox, and a key is a login.
     return "session." + hashlib.sha256(session_key.encode()).hexdigest()[:40]

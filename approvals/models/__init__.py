@@ -1,5 +1,6 @@
 from .audit import AuditEntry
 from .batches import Batch, BatchItem, FollowedAgent
+from .claims import CallClaim
 from .ended import EndedRun
 from .live import LiveEvent
 from .runs import ParkedCallRecord, RunRecord, ThreadMessage
@@ -11,6 +12,7 @@ __all__ = [
     "AuditEntry",
     "Batch",
     "BatchItem",
+    "CallClaim",
     "EndedRun",
     "FollowedAgent",
     "LiveEvent",

@@ -117,6 +117,8 @@ class RunRecord(models.Model):
     snapshot = models.JSONField()
     #: Decisions overturned by an interrupted continuation, oldest first.
     history = models.JSONField(default=list, blank=True)
+    #: Who started the run (username), when known: ``tool(separate_duties=True)`` refuses them.
+    started_by = models.CharField(max_length=150, null=True, blank=True)  # noqa: DJ001
 
     objects: ClassVar[RunRecordQuerySet] = RunRecordQuerySet.as_manager()  # type: ignore[assignment]
 
@@ -215,6 +217,8 @@ class ParkedCallRecord(models.Model):
     deadline = models.JSONField(null=True, blank=True)
     #: The reviewer group the call moved to when its first deadline passed (``on_expiry="escalate"``).
     escalated_to = models.CharField(max_length=150, null=True, blank=True)  # noqa: DJ001
+    #: ``tool(approvals=N)``: the approvals recorded before the one that decides (``Decision`` JSON).
+    votes = models.JSONField(default=list, blank=True)
 
     objects: ClassVar[ParkedCallRecordQuerySet] = ParkedCallRecordQuerySet.as_manager()  # type: ignore[assignment]
 

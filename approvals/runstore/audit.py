@@ -14,7 +14,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from agents_runtime.store import Decision, ParkedCall, RunEnding, StoredRun
+from agents_runtime.store import Decision, ParkedCall, RunEnding, StoredRun, Vote
 from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import CallKind, DecisionAction, Outcome
 from approvals import audit_channel
@@ -60,11 +60,25 @@ def ending_outcome(ending: RunEnding | None) -> tuple[str, str]:
 COLUMNS = ("user_id", *RECORD_FIELDS, "batch_id")
 
 
+def vote_detail(vote: Vote) -> str:
+    names = ", ".join(v.actor or "?" for v in vote.votes)
+    more = vote.required - len(vote.votes)
+    return f"Approval {len(vote.votes)} of {vote.required} ({names}); the call waits for {more} more."
+
+
 def decision_values(
-    run: StoredRun, call: ParkedCall, decision: Decision, *, claims: bool, calls_after: Sequence[ParkedCall]
+    run: StoredRun,
+    call: ParkedCall,
+    decision: Decision,
+    *,
+    claims: bool,
+    calls_after: Sequence[ParkedCall],
+    vote: Vote | None = None,
 ) -> dict[str, Any]:
     """The audit row of ``decision`` on ``call`` (``user_id`` is looked up from the username)."""
-    if claims:
+    if vote is not None:
+        outcome, detail = Outcome.VOTE_RECORDED, vote_detail(vote)
+    elif claims:
         outcome, detail = Outcome.CONTINUING, CONTINUING_DETAIL
     else:
         waiting = [c for c in calls_after if c.decision is None]

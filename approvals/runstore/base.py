@@ -203,7 +203,13 @@ class StoreBase:
             return []
         history = run["history"] if isinstance(run["history"], list) else []
         self._calls().filter(pk__in=[row["id"] for row in decided]).update(
-            action=None, actor=None, decided_at=None, reason=None, resume_data=None, edited_args=None
+            action=None,
+            actor=None,
+            decided_at=None,
+            reason=None,
+            resume_data=None,
+            edited_args=None,
+            votes=[],
         )
         changes: dict[str, Any] = {
             "version": run["version"] + 1,

@@ -16,6 +16,7 @@ from agents_runtime.store import (
     DecisionRule,
     ParkedCall,
     StoredRun,
+    Vote,
     decision_conflict,
 )
 from approvals.models import ParkedCallRecord
@@ -31,8 +32,15 @@ from approvals.runstore.records import (
     _parked_call,
     _parked_calls,
     _stored_run,
+    _utc,
+    _votes_column,
 )
-from approvals.runstore.sql import _DECISION_COLUMN_ORDER, _OPTIMISTIC_ATTEMPTS, _decide_at_version_sql
+from approvals.runstore.sql import (
+    _DECISION_COLUMN_ORDER,
+    _OPTIMISTIC_ATTEMPTS,
+    _decide_at_version_sql,
+    _vote_at_version_sql,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +57,8 @@ class _DecisionPlan:
     version: int
     #: Set when this decision claims the run.
     lease_expires_at: datetime | None
+    #: Set when the rule recorded an approval as one vote of several (``decision`` is that approval).
+    vote: Vote | None = None
 
     @property
     def claimed(self) -> bool:
@@ -56,8 +66,14 @@ class _DecisionPlan:
 
     def audit_values(self) -> dict[str, Any]:
         return decision_records.decision_values(
-            self.run, self.call, self.decision, claims=self.claimed, calls_after=self.calls
+            self.run, self.call, self.decision, claims=self.claimed, calls_after=self.calls, vote=self.vote
         )
+
+    def call_columns(self) -> dict[str, Any]:
+        """What the call's row gets: its decision, or (a vote) its votes."""
+        if self.vote is not None:
+            return {"votes": _votes_column(self.vote.votes)}
+        return _decision_columns(self.decision)
 
     def receipt(self) -> DecisionReceipt:
         decided = next(c for c in self.calls if c.tool_call_id == self.call.tool_call_id)
@@ -68,7 +84,7 @@ class _DecisionPlan:
             status="running" if self.claimed else "suspended",
         )
         return DecisionReceipt(
-            run=after, call=decided, claimed_version=self.version if self.claimed else None
+            run=after, call=decided, claimed_version=self.version if self.claimed else None, vote=self.vote
         )
 
 
@@ -114,16 +130,22 @@ class DecisionSteps(StoreBase):
         except CorruptRow as exc:
             logger.warning("Run %s is unreadable and treated as missing: %s", run_id, exc)
             raise RunNotFound(run_id) from exc
-        tool_call_id, decision = rule(run)
+        tool_call_id, verdict = rule(run)
         index = next((i for i, c in enumerate(run.calls) if c.tool_call_id == tool_call_id), None)
         if index is None:
             raise decision_conflict(run, None, tool_call_id)
         call, call_pk = run.calls[index], call_rows[index]["id"]
         if call.decision is not None or run.status != "suspended":
             raise self._conflict(run, call_pk, tool_call_id)
-        decided = _decided(call, decision)
+        vote = verdict if isinstance(verdict, Vote) else None
+        decision = verdict.approval if isinstance(verdict, Vote) else verdict
+        if vote is not None:
+            votes = tuple(replace(v, decided_at=_utc(v.decided_at)) for v in vote.votes)
+            decided = replace(call, votes=votes)
+        else:
+            decided = _decided(call, decision)
         calls = tuple(c if i != index else decided for i, c in enumerate(run.calls))
-        claim = claim_when_complete and all(c.decision is not None for c in calls)
+        claim = vote is None and claim_when_complete and all(c.decision is not None for c in calls)
         return _DecisionPlan(
             run=run,
             run_pk=row["pk"],
@@ -133,12 +155,13 @@ class DecisionSteps(StoreBase):
             calls=calls,
             version=run.version + (2 if claim else 1),
             lease_expires_at=self.clock() + self.lease if claim else None,
+            vote=vote,
         )
 
     def _write_decision_locked(self, plan: _DecisionPlan) -> bool:
         """Both writes, in the transaction that locked the run row."""
         recorded = self._calls().filter(pk=plan.call_pk).undecided()
-        if recorded.update(**_decision_columns(plan.decision)) != 1:
+        if recorded.update(**plan.call_columns()) != 1:
             return False
         changes: dict[str, Any] = {"version": plan.version}
         if plan.claimed:
@@ -155,10 +178,11 @@ class DecisionSteps(StoreBase):
         """
         connection = connections[self.using]
         ops = connection.ops
-        columns = _decision_columns(plan.decision)
+        columns = plan.call_columns()
+        names = _DECISION_COLUMN_ORDER if plan.vote is None else ("votes",)
         with connection.cursor() as cursor:
             cursor.execute(
-                _decide_at_version_sql(),
+                _decide_at_version_sql() if plan.vote is None else _vote_at_version_sql(),
                 [
                     plan.version,
                     (RunStatus.RUNNING if plan.claimed else RunStatus.SUSPENDED).value,
@@ -167,7 +191,7 @@ class DecisionSteps(StoreBase):
                     plan.run.version,
                     *(
                         ParkedCallRecord._meta.get_field(name).get_db_prep_save(columns[name], connection)  # type: ignore[union-attr]
-                        for name in _DECISION_COLUMN_ORDER
+                        for name in names
                     ),
                     plan.call_pk,
                     *decision_records.insert_params(plan.audit_values(), connection),

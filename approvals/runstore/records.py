@@ -34,6 +34,7 @@ _RUN_COLUMNS = (
     "version",
     "interrupted",
     "history",
+    "started_by",
 )
 #: Also read where one run is fetched to act on, to reclaim it first if its lease ran out.
 _LEASE_COLUMNS = ("lease_expires_at",)
@@ -59,6 +60,7 @@ _CALL_COLUMNS = (
     "expires_at",
     "deadline",
     "escalated_to",
+    "votes",
 )
 
 Row = Mapping[str, Any]
@@ -83,6 +85,10 @@ def _decision_columns(decision: Decision) -> dict[str, Any]:
         "resume_data": decision.resume_data,
         "edited_args": decision.edited_args,
     }
+
+
+def _votes_column(votes: Iterable[Decision]) -> list[dict[str, Any]]:
+    return [replace(v, decided_at=_utc(v.decided_at)).to_json() for v in votes]
 
 
 def _decided(call: ParkedCall, decision: Decision) -> ParkedCall:
@@ -137,6 +143,7 @@ def _call_records(run_pk: int, calls: Iterable[ParkedCall]) -> list[ParkedCallRe
                     "agent_id": delegation.agent_id,
                 },
                 context=call.context,
+                votes=_votes_column(call.votes),
                 tool_started_at=None if call.tool_started_at is None else _utc(call.tool_started_at),
                 expires_at=None if call.expires_at is None else _utc(call.expires_at),
                 deadline=deadlines.to_json(call.deadline),
@@ -203,6 +210,7 @@ def _parked_call(row: Row) -> ParkedCall:
         expires_at=None if row["expires_at"] is None else _utc(row["expires_at"]),
         deadline=_deadline(row),
         escalated_to=row["escalated_to"],
+        votes=_votes(row),
     )
 
 
@@ -211,6 +219,14 @@ def _deadline(row: Row) -> deadlines.Deadline | None:
         return deadlines.from_json(row["deadline"])
     except ValueError as exc:  # pydantic's ValidationError is one
         raise CorruptRow(f"call {row['tool_call_id']!r} has an unreadable deadline") from exc
+
+
+def _votes(row: Row) -> tuple[Decision, ...]:
+    votes = row.get("votes") or []
+    try:
+        return tuple(Decision.from_json(v) for v in votes)
+    except (TypeError, ValueError) as exc:
+        raise CorruptRow(f"call {row['tool_call_id']!r} has unreadable votes") from exc
 
 
 def _parked_calls(rows: Iterable[Row]) -> tuple[ParkedCall, ...]:
@@ -240,4 +256,5 @@ def _stored_run(row: Row, calls: tuple[ParkedCall, ...], *, with_snapshot: bool)
         calls=calls,
         snapshot=snapshot,
         history=tuple(history),
+        started_by=row.get("started_by"),
     )

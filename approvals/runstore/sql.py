@@ -56,24 +56,33 @@ _MARK_TOOL_STARTED_SQL = (
 )
 
 _DECISION_COLUMN_ORDER = ("action", "actor", "decided_at", "reason", "resume_data", "edited_args")
-#: PostgreSQL: record a decision if the run is still at the version it was read at (see
-#: ``DjangoRunStore._write_decision_at_version``).
-_DECIDE_AT_VERSION_SQL = (
-    f"WITH run AS (UPDATE {RunRecord._meta.db_table} SET version = %s, status = %s, lease_expires_at = %s"
-    f" WHERE id = %s AND version = %s AND status = '{RunStatus.SUSPENDED.value}' RETURNING id),"
-    f" call AS (UPDATE {ParkedCallRecord._meta.db_table}"
-    f" SET {', '.join(f'{name} = %s' for name in _DECISION_COLUMN_ORDER)}"
-    " WHERE id = %s AND action IS NULL AND EXISTS (SELECT 1 FROM run) RETURNING id),"
-    # The decision's audit row, in the same statement: written exactly when the call's is.
-    " audit AS ({audit})"
-    " SELECT (SELECT count(*) FROM run), (SELECT count(*) FROM call)"
-)
+
+
+def _at_version_sql(columns: tuple[str, ...]) -> str:
+    """PostgreSQL: write ``columns`` of an undecided call if its run is still at the version it was
+    read at (see ``DjangoRunStore._write_decision_at_version``), with the audit row."""
+    return (
+        f"WITH run AS (UPDATE {RunRecord._meta.db_table} SET version = %s, status = %s, lease_expires_at = %s"
+        f" WHERE id = %s AND version = %s AND status = '{RunStatus.SUSPENDED.value}' RETURNING id),"
+        f" call AS (UPDATE {ParkedCallRecord._meta.db_table}"
+        f" SET {', '.join(f'{name} = %s' for name in columns)}"
+        " WHERE id = %s AND action IS NULL AND EXISTS (SELECT 1 FROM run) RETURNING id),"
+        # The decision's audit row, in the same statement: written exactly when the call's is.
+        f" audit AS ({decision_records.insert_sql('call')})"
+        " SELECT (SELECT count(*) FROM run), (SELECT count(*) FROM call)"
+    )
 
 
 @cache
 def _decide_at_version_sql() -> str:
     # Built on first use: naming the user table needs the app registry.
-    return _DECIDE_AT_VERSION_SQL.replace("{audit}", decision_records.insert_sql("call"))
+    return _at_version_sql(_DECISION_COLUMN_ORDER)
+
+
+@cache
+def _vote_at_version_sql() -> str:
+    """The same for a vote (``tool(approvals=N)``): the call's votes instead of its decision."""
+    return _at_version_sql(("votes",))
 
 
 #: How often a decision is tried again on PostgreSQL when other decisions on the run come first.

@@ -83,6 +83,7 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore):
                         interrupted=False,
                         snapshot=suspension.snapshot,
                         history=[],
+                        started_by=suspension.started_by,
                     )
                     self._calls().bulk_create(_call_records(record.pk, suspension.calls))
             except IntegrityError as exc:
@@ -102,6 +103,7 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore):
                 interrupted=False,
                 calls=tuple(_stored_call(c) for c in suspension.calls),
                 snapshot=suspension.snapshot,
+                started_by=suspension.started_by,
             )
 
     def resuspend(self, suspension: Suspension, *, expected_version: int) -> StoredRun | None:

@@ -9,6 +9,7 @@ user who may not act.
 
 from approvals.access import AUDIT_PERMISSION, DECIDE_PERMISSION, Access, AgentAccess
 from approvals.services.batches import batch_counts, batch_prepare, batch_run, batch_start
+from approvals.services.claims import ClaimRefused, claim_call, claim_warning, release_claim
 from approvals.services.decisions import (
     attempt_invalid_record,
     decision_approve,
@@ -23,14 +24,18 @@ __all__ = [
     "DECIDE_PERMISSION",
     "Access",
     "AgentAccess",
+    "ClaimRefused",
     "DecisionOutcome",
     "attempt_invalid_record",
     "batch_counts",
     "batch_prepare",
     "batch_run",
     "batch_start",
+    "claim_call",
+    "claim_warning",
     "decision_approve",
     "decision_decline",
     "decision_resume",
+    "release_claim",
     "run_start",
 ]

@@ -31,6 +31,7 @@ from django.utils import timezone
 from agents_runtime import (
     Agent,
     AgentRun,
+    DecisionRefused,
     InvalidResumeData,
     RerunNotConfirmed,
     RunAlreadyDecided,
@@ -107,6 +108,7 @@ async def _attempt(
         RunAlreadyDecided,
         InvalidResumeData,
         RerunNotConfirmed,
+        DecisionRefused,
     ) as exc:
         attempt.error = exc
         return attempt

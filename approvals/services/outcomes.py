@@ -16,6 +16,8 @@ from django.utils import timezone
 from agents_runtime import (
     AgentRun,
     AgentRunToolCall,
+    ApprovalTally,
+    DecisionRefused,
     InvalidResumeData,
     InvalidToolArgs,
     RerunNotConfirmed,
@@ -68,6 +70,8 @@ class DecisionOutcome:
     #: Approved with edited arguments: what the tool runs with instead of ``args`` (None: as shown).
     edited_args: dict[str, Any] | None = None
     audit_entry_id: int | None = None
+    #: ``vote_recorded``: the approvals so far ("1 of 2 approvals").
+    approvals: ApprovalTally | None = None
 
     @property
     def verb(self) -> str:
@@ -80,6 +84,8 @@ class DecisionOutcome:
             return Verdict.EXPIRED
         if self.status not in EFFECTIVE_OUTCOMES and self.status != Outcome.INTERRUPTED:
             return None
+        if self.status == Outcome.VOTE_RECORDED:
+            return None  # one approval of several: nothing is decided yet
         return Verdict.of(DecisionAction(self.action), edited=self.edited)
 
     @property
@@ -155,6 +161,9 @@ def outcome_of(
             else "This run is not waiting for a decision any more (it ended, or it does not exist)."
         )
         return DecisionOutcome(status=Outcome.NOT_FOUND, message=message, **base)
+    if isinstance(error, DecisionRefused):
+        # Separation of duties or a second vote by the same reviewer: nothing recorded on the run.
+        return DecisionOutcome(status=Outcome.REFUSED, message=str(error), **base)
     if isinstance(error, RerunNotConfirmed):
         return DecisionOutcome(
             status=Outcome.UNCONFIRMED,
@@ -198,6 +207,16 @@ def outcome_of(
             status=Outcome.FAILED,
             message=f"Failed: {result.error or 'unknown error'}",
             error=result.error,
+            **base,
+        )
+    if result.approvals is not None:
+        tally = result.approvals
+        return DecisionOutcome(
+            status=Outcome.VOTE_RECORDED,
+            message=f"Your approval is recorded: {tally}. The call runs once "
+            f"{tally.required - len(tally.approved_by)} more reviewer(s) approve it.",
+            run=attempt.run_after,
+            approvals=tally,
             **base,
         )
     waiting = attempt.run_after.tool_calls if attempt.run_after else result.tool_calls

@@ -19,7 +19,13 @@ def run_start(
     access.access.require(DECIDE_PERMISSION, to="start runs")
     agent = access.agent
     logger.info("%s starts a run of %s (thread %s)", access.access.username, agent.id, thread_id)
-    return async_to_sync(agent.generate)(prompt, thread_id=thread_id or None, resource_id=resource_id or None)
+    return async_to_sync(agent.generate)(
+        prompt,
+        thread_id=thread_id or None,
+        resource_id=resource_id or None,
+        # The login's name: a tool with separate_duties=True refuses this user's approvals.
+        started_by=access.access.username,
+    )
 
 
 async def run_stream(
@@ -29,4 +35,6 @@ async def run_stream(
     access.access.require(DECIDE_PERMISSION, to="start runs")
     agent = access.agent
     logger.info("%s starts a run of %s over the API (thread %s)", access.access.username, agent.id, thread_id)
-    return await agent.stream(prompt, thread_id=thread_id, resource_id=resource_id)
+    return await agent.stream(
+        prompt, thread_id=thread_id, resource_id=resource_id, started_by=access.access.username
+    )

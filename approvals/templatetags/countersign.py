@@ -48,6 +48,12 @@ def bulk_key(call_view: Any) -> str:
     return json.dumps([call_view.run_id, call_view.call.tool_call_id])
 
 
+@register.filter
+def approval_block(call_view: Any, user: Any) -> str:
+    """Why this user is not offered Approve on the call ("" when they are): ``CallView.approval_block``."""
+    return str(call_view.approval_block(user.get_username())) if user.is_authenticated else ""
+
+
 @register.simple_tag(takes_context=True)
 def followed_agents(context: template.Context) -> str:
     """The ids of the agents the user follows (JSON), for the page's notifications."""

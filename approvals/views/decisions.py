@@ -70,6 +70,23 @@ def _record_invalid(
     )
 
 
+#: The card's "Decide anyway" box, on a call someone else claimed.
+CONFIRM_CLAIMED = "confirm_claimed"
+
+
+def _claimed_elsewhere(request: HttpRequest, run_id: str, tool_call_id: str) -> str:
+    """The warning step before deciding a call someone else is on ("" when none, or confirmed)."""
+    if _ticked(request, CONFIRM_CLAIMED):
+        return ""
+    held = services.claim_warning(run_id, tool_call_id, access_of(request).username)
+    if held is None:
+        return ""
+    return (
+        f"{held.username} is on this call (claimed it). Nothing was decided: tick “Decide anyway” "
+        "to decide it yourself."
+    )
+
+
 def _rerun_confirmed(request: HttpRequest) -> bool:
     """The card's "Run it again" box, ticked (a call whose tool may have run already)."""
     return _ticked(request, "confirm_rerun")
@@ -137,6 +154,7 @@ def _card_with_errors(
         edited_args_forms={tool_call_id: edited_args_form} if edited_args_form is not None else None,
         args_forms={tool_call_id: args_form} if args_form is not None else None,
         notices={tool_call_id: notice} if notice else None,
+        claims=queries.call_claims([run_id]),
     )
     context = {"card": card, "can_decide": access.can_decide}
     if is_partial(request):
@@ -190,6 +208,9 @@ def call_approve(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Ht
     ):
         # Enforced here, not only by the checkbox's ``required``: nothing is decided unticked.
         return errors(edited_args_form=form, args_form=args_form, notice=call_views.CONFIRM_RISKY_NOTICE)
+    claimed = _claimed_elsewhere(request, run_id, tool_call_id)
+    if claimed:
+        return errors(edited_args_form=form, args_form=args_form, notice=claimed)
     outcome = services.decision_approve(
         target,
         run_id=run_id,
@@ -199,6 +220,12 @@ def call_approve(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Ht
     )
     if outcome.status == Outcome.UNCONFIRMED:
         return errors(edited_args_form=form, args_form=args_form, notice=outcome.message)
+    if outcome.status == Outcome.REFUSED:
+        # This reviewer may not approve (separation of duties, a second vote): nothing changed.
+        refused = errors(notice=outcome.message)
+        if not is_partial(request):
+            refused.status_code = 403
+        return refused
     if outcome.refused_args and args_form is not None:
         # Nothing was decided: the runtime's reasons next to the fields they are about.
         args_form.add_field_errors(outcome.field_errors)
@@ -243,6 +270,16 @@ def call_decline(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Ht
         return _card_with_errors(
             request, run_id=run_id, agent_id=agent_id, tool_call_id=tool_call_id, decline_form=form
         )
+    claimed = _claimed_elsewhere(request, run_id, tool_call_id)
+    if claimed:
+        return _card_with_errors(
+            request,
+            run_id=run_id,
+            agent_id=agent_id,
+            tool_call_id=tool_call_id,
+            decline_form=form,
+            notice=claimed,
+        )
     outcome = services.decision_decline(
         target,
         run_id=run_id,
@@ -278,6 +315,16 @@ def call_resume(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Htt
         _record_invalid(target, run_id, tool_call_id, DecisionAction.RESUME, form)
         return _card_with_errors(
             request, run_id=run_id, agent_id=agent_id, tool_call_id=tool_call_id, resume_form=form
+        )
+    claimed = _claimed_elsewhere(request, run_id, tool_call_id)
+    if claimed:
+        return _card_with_errors(
+            request,
+            run_id=run_id,
+            agent_id=agent_id,
+            tool_call_id=tool_call_id,
+            resume_form=form,
+            notice=claimed,
         )
     outcome = services.decision_resume(
         target,

@@ -71,8 +71,10 @@ def inbox(request: HtmxHttpRequest, agent_id: str) -> HttpResponse:
     next_url = request.get_full_path()
     name = agent.name or agent.id
     context["page"] = page
+    claims = queries.call_claims([run.run_id for run in page.runs])
     context["cards"] = [
-        cards.run_card(run, agent=agent, agent_name=name, next_url=next_url) for run in page.runs
+        cards.run_card(run, agent=agent, agent_name=name, next_url=next_url, claims=claims)
+        for run in page.runs
     ]
     if sub_agent and not access.escalated_only:
         shown = {**form.filters(), "page": 1, "per_page": DELEGATED_SHOWN}
@@ -132,7 +134,12 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     # Opened from an inbox row without JavaScript: its forms return to that inbox, filters kept.
     back = next_url(request, request.GET.get("next") or request.get_full_path(), run_id)
     context["card"] = cards.run_card(
-        run, agent=agent, agent_name=agent.name or agent.id, next_url=back, expanded=True
+        run,
+        agent=agent,
+        agent_name=agent.name or agent.id,
+        next_url=back,
+        expanded=True,
+        claims=queries.call_claims([run_id]),
     )
     context["conversation"] = cards.conversation(queries.run_conversation(agent, run_id))
     return render_page(request, "approvals/run.html", "run-state", context)
@@ -165,6 +172,7 @@ def call_body(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpR
             agent_name=agent.name or agent.id,
             next_url=next_url(request, request.GET.get("next", ""), run_id),
             expanded=True,
+            claims=queries.call_claims([run_id]),
         )
         cv = next(cv for cv in card.calls if cv.call.tool_call_id == tool_call_id)
         context = {"card": card, "cv": cv, "can_decide": access.for_agent(agent.id).can_decide}

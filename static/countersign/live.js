@@ -14,6 +14,8 @@
 //   .call[data-call-id]          a call; a `call-decided` event from elsewhere puts a .decided-note
 //                                (who, when) in it at once and disables its buttons
 //   .call-body[data-body-key]    a call's body; .call-body-lazy: not fetched yet (a folded row)
+//   [data-presence-run=RUN_ID]   (hidden) who else has this run's card open; the page tells the
+//                                socket which cards it shows, the socket says who joins and leaves
 //
 // A refetch never gets in the reviewer's way. It waits (data-stale) while a request from inside the
 // partial is in flight (a decision, whose answer swaps into its card) and while a field in it has
@@ -404,6 +406,30 @@
     }
   }
 
+  // --- Presence: who else has a card open (names as text, never HTML) ------------------------------
+
+  const present = new Map(); // run id -> the other reviewers with its card open
+  const announced = new Set(); // run ids this socket said it shows
+
+  function showPresence(el) {
+    const users = present.get(el.getAttribute("data-presence-run")) || [];
+    el.hidden = users.length === 0;
+    el.textContent = users.length ? `Also open here: ${users.join(", ")}` : "";
+  }
+
+  function announcePresence() {
+    for (const el of all(document, "[data-presence-run]")) {
+      const run = el.getAttribute("data-presence-run");
+      if (socket?.readyState === WebSocket.OPEN && !announced.has(run)) {
+        announced.add(run);
+        socket.send(JSON.stringify({ presence: run }));
+      }
+      showPresence(el);
+    }
+  }
+  // A refetched or new card: announce it, and show who is there at once.
+  document.addEventListener("htmx:afterSettle", announcePresence);
+
   // Whatever changed while this socket did not listen (the page loading, the connection away, the
   // agents this reviewer may see changing): every live partial refetches once.
   const refreshAll = () => all(document, LIVE).forEach(schedule);
@@ -423,6 +449,9 @@
       if (run) selectors.push(`[data-live-run='${CSS.escape(run)}']`);
       all(document, selectors.join(",")).forEach(schedule);
       if (data.event.type === "call-decided" && data.event.tool_call_id) markDecided(data.event);
+    } else if (data.type === "presence" && data.run_id) {
+      present.set(data.run_id, Array.isArray(data.users) ? data.users.map(String) : []);
+      all(document, `[data-presence-run='${CSS.escape(data.run_id)}']`).forEach(showPresence);
     } else if (data.type === "chunk" && data.chunk) {
       appendOutput(data.chunk);
     } else if (data.type === "agents") {
@@ -440,6 +469,9 @@
       attempts = 0;
       setState("live");
       subscribeRuns();
+      announced.clear();
+      present.clear();
+      announcePresence();
       refreshAll();
     });
     ws.addEventListener("message", receive);

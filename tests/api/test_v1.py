@@ -80,6 +80,7 @@ async def test_one_run_with_its_parked_calls_and_conversation(mastra: Runtime, r
             "suspendPayload": None,
             "resumeSchema": None,
             "toolStartedAt": None,
+            "approvedBy": [],
         }
     ]
     assert [(m["role"], m["kind"]) for m in body["messages"]] == [

@@ -4,8 +4,9 @@ Agents:
 - ``helpdesk``: ``refund`` (always needs approval), ``transfer`` (needs approval over 100),
   ``schedule_maintenance`` (calls ``suspend()``; its resume schema mixes string, integer, boolean and
   enum fields) and ``file_report`` (suspends with a nested resume schema the form cannot render field
-  by field: the JSON fallback). The prompt picks the call: "refund <note>", "transfer <n>",
-  "schedule", "report", "both" (a refund and a schedule in one run).
+  by field: the JSON fallback), ``payout`` (two distinct reviewers must approve, and not whoever
+  started the run). The prompt picks the call: "refund <note>", "transfer <n>", "schedule",
+  "report", "payout", "both" (a refund and a schedule in one run).
 - ``boss`` supervises ``worker``, whose ``wipe_disk`` needs approval; "two disks" makes the worker
   park two calls, listed on the boss as ``<delegation id>:<inner id>``.
 
@@ -62,9 +63,17 @@ class DashboardAgents:
         return self.runtime.get_agent(agent_id)
 
     def start(
-        self, agent_id: str, prompt: str, *, thread: str | None = None, resource: str | None = None
+        self,
+        agent_id: str,
+        prompt: str,
+        *,
+        thread: str | None = None,
+        resource: str | None = None,
+        started_by: str | None = None,
     ) -> RunResult:
-        return async_to_sync(self.agent(agent_id).generate)(prompt, thread_id=thread, resource_id=resource)
+        return async_to_sync(self.agent(agent_id).generate)(
+            prompt, thread_id=thread, resource_id=resource, started_by=started_by
+        )
 
     def suspended(self, agent_id: str, **filters: Any) -> list[Any]:
         return list(async_to_sync(self.agent(agent_id).list_suspended_runs)(**filters).runs)
@@ -83,6 +92,8 @@ def _helpdesk_first_step(ctx: ScriptContext) -> Any:
         return Call("schedule_maintenance", {"system": "db-1"})
     if prompt.startswith("report"):
         return Call("file_report", {"incident": "INC-7"})
+    if prompt.startswith("payout"):
+        return Call("payout", {"vendor": "Acme", "amount_cents": 90000})
     if prompt.startswith("both"):
         return [
             Call("refund", {"order_id": "A-2", "amount_cents": 900, "note": "both"}),
@@ -105,7 +116,9 @@ def _worker_first_step(ctx: ScriptContext) -> Any:
 def build_runtime() -> DashboardAgents:
     """A fresh runtime on the test database; also what ``AGENTS_RUNTIME`` imports from now on."""
     global runtime
-    executed = {name: ToolLog() for name in ("refund", "transfer", "schedule_maintenance", "wipe_disk")}
+    executed = {
+        name: ToolLog() for name in ("refund", "transfer", "schedule_maintenance", "wipe_disk", "payout")
+    }
 
     @tool(requires_approval=True)
     def refund(order_id: str, amount_cents: int, note: str) -> str:
@@ -136,6 +149,12 @@ def build_runtime() -> DashboardAgents:
         report: Report = ctx.resume_data
         return f"{incident}: {report.summary} ({len(report.steps)} steps)"
 
+    @tool(requires_approval=True, approvals=2, separate_duties=True)
+    def payout(vendor: str, amount_cents: int) -> str:
+        """Pay a vendor: two reviewers, neither of them whoever asked for it."""
+        executed["payout"].record(vendor=vendor, amount_cents=amount_cents)
+        return f"paid {amount_cents} to {vendor}"
+
     @tool(requires_approval=True)
     def wipe_disk(disk: str) -> str:
         """Erase a disk."""
@@ -148,7 +167,7 @@ def build_runtime() -> DashboardAgents:
         "helpdesk",
         name="Help desk",
         model=helpdesk_model.model,
-        tools=[refund, transfer, schedule_maintenance, file_report],
+        tools=[refund, transfer, schedule_maintenance, file_report, payout],
     )
     worker = Agent("worker", name="Worker", model=worker_model.model, tools=[wipe_disk])
     boss = Agent(

@@ -84,6 +84,9 @@ class ToolCallOut(Wire):
     suspend_payload: JsonValue = None
     resume_schema: dict[str, JsonValue] | None = None
     tool_started_at: datetime | None = None
+    approved_by: list[str] = Field(
+        default_factory=list, description="A call that needs several approvals: who approved so far."
+    )
 
 
 class MessageOut(Wire):
@@ -140,7 +143,10 @@ class DecisionOut(Wire):
     """What a decision did (the run went as far as it goes: completed, suspended again, failed, or
     continuing in a background worker)."""
 
-    outcome: Outcome = Field(description="completed, suspended_again, continuing, failed or interrupted.")
+    outcome: Outcome = Field(
+        description="completed, suspended_again, continuing, failed, interrupted, or vote_recorded (an "
+        "approval of a call that needs several: it still waits; see approvals)."
+    )
     message: str
     agent_id: str
     run_id: str
@@ -150,8 +156,9 @@ class DecisionOut(Wire):
     decided_at: datetime
     text: str | None = None
     error: str | None = None
-    run: RunOut | None = Field(None, description="The run as it waits now (suspended_again).")
+    run: RunOut | None = Field(None, description="The run as it waits now (suspended_again, vote_recorded).")
     audit_entry_id: int | None = None
+    approvals: str | None = Field(None, description='vote_recorded: e.g. "1 of 2 approvals".')
 
 
 class Issue(BaseModel):

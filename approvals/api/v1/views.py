@@ -103,6 +103,7 @@ def run_out(agent_id: str, run: AgentRun, messages: list[dict[str, Any]]) -> s.R
                 suspend_payload=c.suspend_payload,
                 resume_schema=c.resume_schema,
                 tool_started_at=c.tool_started_at,
+                approved_by=list(c.approved_by),
             )
             for c in run.tool_calls
         ],
@@ -176,6 +177,7 @@ def _decision_out(outcome: DecisionOutcome, agent_id: str) -> s.DecisionOut:
         error=outcome.error,
         run=run_out(agent_id, outcome.run, []) if outcome.run is not None else None,
         audit_entry_id=outcome.audit_entry_id,
+        approvals=str(outcome.approvals) if outcome.approvals is not None else None,
     )
 
 

@@ -1,5 +1,5 @@
-"""``manage.py run_agent AGENT_ID "prompt" [--thread T] [--resource R] [--expires-after S [--on-expiry X]]``:
-start a run, print id and status."""
+"""``manage.py run_agent AGENT_ID "prompt" [--thread T] [--resource R] [--as USER]
+[--expires-after S [--on-expiry X]]``: start a run, print id and status."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from agents_runtime.deadlines import Deadline
@@ -35,6 +36,12 @@ class Command(BaseCommand):
             default="decline",
             help="What a call of this run becomes when nobody answered in time (with --expires-after).",
         )
+        parser.add_argument(
+            "--as",
+            dest="user",
+            default=None,
+            help="Username the run is started as (tools with separate_duties=True refuse their approvals).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         runtime = agents.runtime()
@@ -49,8 +56,17 @@ class Command(BaseCommand):
                 deadline = Deadline(timedelta(seconds=options["expires_after"]), options["on_expiry"])
             except ValueError as exc:
                 raise CommandError(f"--expires-after: {exc}") from None
+        started_by = options["user"]
+        if started_by is not None:
+            user = get_user_model()
+            if not user._default_manager.filter(**{user.USERNAME_FIELD: started_by}).exists():
+                raise CommandError(f"Unknown user {started_by!r}")
         result = async_to_sync(agent.generate)(
-            options["prompt"], thread_id=options["thread"], resource_id=options["resource"], deadline=deadline
+            options["prompt"],
+            thread_id=options["thread"],
+            resource_id=options["resource"],
+            deadline=deadline,
+            started_by=started_by,
         )
         self.stdout.write(f"run_id: {result.run_id}")
         self.stdout.write(f"status: {result.status}")

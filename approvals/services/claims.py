@@ -1,0 +1,99 @@
+"""Claims: "I'm on it" on a parked call, and the warning a decision on someone else's claim gets.
+
+A claim is a courtesy between reviewers, not a lock: it never blocks a decision, it only makes the
+dashboard ask "decide anyway?" first (``claim_warning``). It lapses after ``CALL_CLAIM_SECONDS``
+unless its holder renews it (claiming again). Each change is announced (ids only) so open pages
+refetch the card.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import partial
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from agents_runtime import RunNotFound
+from approvals import live
+from approvals.access import DECIDE_PERMISSION, AgentAccess
+from approvals.models import CallClaim
+
+
+class ClaimRefused(Exception):
+    """The call is not waiting, or someone else holds it (``holder``)."""
+
+    def __init__(self, message: str, *, holder: CallClaim | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
+@dataclass(frozen=True)
+class ClaimChange:
+    claim: CallClaim | None
+    message: str
+
+
+def _duration() -> timedelta:
+    return timedelta(seconds=int(getattr(settings, "CALL_CLAIM_SECONDS", 300)))
+
+
+def claim_call(access: AgentAccess, *, run_id: str, tool_call_id: str) -> ClaimChange:
+    """Claim (or renew one's claim on) a waiting call; refused while someone else holds it."""
+    who = access.access
+    who.require(DECIDE_PERMISSION, to="claim tool calls")
+    try:
+        run = async_to_sync(access.agent.get_suspended_run)(run_id)
+    except RunNotFound:
+        raise ClaimRefused("This run is not waiting any more.") from None
+    if not any(c.tool_call_id == tool_call_id for c in run.tool_calls):
+        raise ClaimRefused("This call is not waiting any more.")
+    now = timezone.now()
+    with transaction.atomic():
+        held = CallClaim.objects.select_for_update().filter(run_id=run_id, tool_call_id=tool_call_id).first()
+        if held is not None and held.expires_at > now and held.user_id != who.user.pk:
+            raise ClaimRefused(f"{held.username} is already on this call.", holder=held)
+        if held is not None:
+            held.delete()
+        claim = CallClaim.objects.create(
+            agent_id=access.agent.id,
+            run_id=run_id,
+            tool_call_id=tool_call_id,
+            user=who.user,
+            username=who.username,
+            claimed_at=now,
+            expires_at=now + _duration(),
+        )
+        _announce(claim.agent_id, run_id, tool_call_id)
+    renewed = held is not None and held.user_id == who.user.pk and held.expires_at > now
+    minutes = round(_duration().total_seconds() / 60)
+    verb = "renewed" if renewed else "claimed"
+    return ClaimChange(claim, f"You {verb} this call for {minutes} minutes.")
+
+
+def release_claim(access: AgentAccess, *, run_id: str, tool_call_id: str) -> ClaimChange:
+    """Give up one's own claim (someone else's stays)."""
+    who = access.access
+    who.require(DECIDE_PERMISSION, to="claim tool calls")
+    with transaction.atomic():
+        gone, _ = CallClaim.objects.filter(run_id=run_id, tool_call_id=tool_call_id, user=who.user).delete()
+        if gone:
+            _announce(access.agent.id, run_id, tool_call_id)
+    return ClaimChange(None, "You released this call." if gone else "You held no claim on this call.")
+
+
+def claim_warning(run_id: str, tool_call_id: str, username: str) -> CallClaim | None:
+    """Someone else's claim on the call that is still live (a decision asks for confirmation)."""
+    return (
+        CallClaim.objects.filter(run_id=run_id, tool_call_id=tool_call_id, expires_at__gt=timezone.now())
+        .exclude(username=username)
+        .first()
+    )
+
+
+def _announce(agent_id: str, run_id: str, tool_call_id: str) -> None:
+    event = {"type": "call-claimed", "agent_id": agent_id, "run_id": run_id, "tool_call_id": tool_call_id}
+    transaction.on_commit(partial(live.announce, event), robust=True)
