@@ -66,6 +66,7 @@
   // (After any swap, a history restore included: a row may come back open with its body unloaded;
   // hx-sync drops a second request while one is on its way.)
   document.addEventListener("htmx:load", function () { loadBodies(document); });
+  document.addEventListener("htmx:historyRestore", function () { loadBodies(document); });
   document.addEventListener("htmx:afterSettle", function () { loadBodies(document); });
 
   // On a phone the filters start folded behind their button, unless they have something to say.
