@@ -110,13 +110,15 @@ def measure(port: int, token: str, calls: int) -> dict[str, tuple[float, float]]
     out["list in process"] = _timed(calls, listed)
     out["GET suspended-runs"] = _timed(calls, listed_http)
 
-    def fresh() -> list[Any]:
+    def fresh(case: str) -> list[Any]:
+        # A thread per case: each run's continuation adds to its thread's history, which the next
+        # run of that thread loads; shared, the later cases would carry the earlier ones' history.
         return [
-            async_to_sync(agent.generate)("Refund order A-1001", thread_id="bench-api")
+            async_to_sync(agent.generate)("Refund order A-1001", thread_id=f"bench-api-{case}")
             for _ in range(calls + 3)
         ]
 
-    pending = iter(fresh())
+    pending = iter(fresh("in-process"))
 
     def approve(i: int) -> None:
         run = next(pending)
@@ -127,7 +129,7 @@ def measure(port: int, token: str, calls: int) -> dict[str, tuple[float, float]]
 
     out["approve e2e in process"] = _timed(calls, approve)
 
-    pending = iter(fresh())
+    pending = iter(fresh("v1"))
 
     def approve_v1(i: int) -> None:
         run = next(pending)
@@ -137,7 +139,7 @@ def measure(port: int, token: str, calls: int) -> dict[str, tuple[float, float]]
 
     out["POST v1 approve"] = _timed(calls, approve_v1)
 
-    pending = iter(fresh())
+    pending = iter(fresh("mastra"))
 
     def approve_mastra(i: int) -> None:
         run = next(pending)

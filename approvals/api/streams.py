@@ -12,10 +12,9 @@ layer, from the run's live group that the dashboard's run page watches too (``re
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseBase, JsonResponse, StreamingHttpResponse
 
@@ -105,7 +104,7 @@ def outcome_error(outcome: DecisionOutcome, calls: list[AgentRunToolCall]) -> Ap
 
 
 async def decision_response(
-    decide: Callable[[], DecisionOutcome],
+    decide: Callable[[], Awaitable[DecisionOutcome]],
     run_id: str,
     *,
     calls: list[AgentRunToolCall],
@@ -125,7 +124,7 @@ async def decision_response(
         # The task copies this context: the decision's audit row says "api", and the continuation
         # it starts reports to ``listener``. Not cancelled with the request: a decision on record
         # goes on even if the client hangs up.
-        task = asyncio.ensure_future(sync_to_async(decide)())
+        task = asyncio.ensure_future(decide())
     # Queued after every chunk the continuation sent (both go through the loop's queue in order).
     task.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, None))
 
@@ -176,7 +175,7 @@ def _raise_refusal(task: asyncio.Future[DecisionOutcome], calls: list[AgentRunTo
 
 
 async def _followed_decision(
-    decide: Callable[[], DecisionOutcome],
+    decide: Callable[[], Awaitable[DecisionOutcome]],
     run_id: str,
     *,
     calls: list[AgentRunToolCall],
@@ -189,7 +188,7 @@ async def _followed_decision(
     await follower.__aenter__()
     try:
         with audit_channel.using("api"):
-            task = asyncio.ensure_future(sync_to_async(decide)())
+            task = asyncio.ensure_future(decide())
         await asyncio.wait([task])
         outcome = _raise_refusal(task, calls)
     except BaseException:

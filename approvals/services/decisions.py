@@ -24,7 +24,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
@@ -130,7 +130,7 @@ async def _attempt(
     return attempt
 
 
-def _decide(
+async def adecide(
     access: Access | AgentAccess,
     *,
     run_id: str,
@@ -142,21 +142,26 @@ def _decide(
     confirm_rerun: bool = False,
     shown: AgentRun | None = None,
 ) -> DecisionOutcome:
+    """A decision (``action`` on the call, with what it carries), from async code: the runtime's
+    call awaited on this loop, the record's reads and writes on the caller's database thread (an
+    async API view makes one hop to the database, not a round trip through a thread and back).
+    ``decision_approve`` and the others say what each action takes."""
     who = access.access if isinstance(access, AgentAccess) else access
     who.require(DECIDE_PERMISSION, to="decide on suspended runs")
-    user, actor = who.user, who.username
     agent_id = ""
-    if isinstance(access, AgentAccess) and not access.may_decide_call(run_id, tool_call_id):
+    if isinstance(access, AgentAccess) and not await sync_to_async(access.may_decide_call)(
+        run_id, tool_call_id
+    ):
         # Seen only for calls escalated to the user's groups, and this is none of them.
         attempt = Attempt(error=RunNotFound(run_id), edited_args=edited_args)
     elif isinstance(access, AgentAccess):
         agent_id = access.agent.id
-        attempt = async_to_sync(_attempt)(
+        attempt = await _attempt(
             access.agent,
             action=action,
             run_id=run_id,
             tool_call_id=tool_call_id,
-            actor=actor,
+            actor=who.username,
             reason=reason,
             resume_data=resume_data,
             edited_args=edited_args,
@@ -167,6 +172,30 @@ def _decide(
         # No agent of the user's has this run waiting (the caller looked): report who decided it,
         # if anyone here did.
         attempt = Attempt(error=RunNotFound(run_id), edited_args=edited_args)
+    return await sync_to_async(_recorded)(
+        who, agent_id, attempt, run_id=run_id, tool_call_id=tool_call_id, action=action,
+        reason=reason, resume_data=resume_data,
+    )  # fmt: skip
+
+
+def _decide(access: Access | AgentAccess, **decision: Any) -> DecisionOutcome:
+    """The decision, from a request's thread (the dashboard's views, batches)."""
+    return async_to_sync(adecide)(access, **decision)
+
+
+def _recorded(
+    who: Access,
+    agent_id: str,
+    attempt: Attempt,
+    *,
+    run_id: str,
+    tool_call_id: str,
+    action: DecisionAction,
+    reason: str,
+    resume_data: Any,
+) -> DecisionOutcome:
+    """What the attempt came to, with its audit row (the store wrote it for a decision it took)."""
+    user, actor = who.user, who.username
     base: dict[str, Any] = {
         "action": action,
         "agent_id": agent_id,

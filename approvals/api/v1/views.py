@@ -212,7 +212,7 @@ async def _decide(
     decide = deciding.decision_call(access, action, run_id, tool_call_id, decision, run)
     with audit_channel.using("api"):
         try:
-            outcome = await sync_to_async(decide)()
+            outcome = await decide()
         except PermissionDenied as exc:
             raise ApiError(403, str(exc), "permission_denied") from None
     error = outcome_error(outcome, calls)
