@@ -115,7 +115,9 @@
   // (partials/run_card.html): a key pressed meanwhile acts once the body is in, on the call it was
   // pressed on, and only while the reviewer has not moved on (or for a few seconds).
   let pending = null; // {id, act}
-  const loading = (call) => call.querySelector(":scope > details > .call-body-lazy") !== null;
+  // (Until htmx has settled the new body, htmx-added: its forms would post without htmx.)
+  const loading = (call) =>
+    call.querySelector(":scope > details > :is(.call-body-lazy, .call-body.htmx-added)") !== null;
 
   function act(call, fn) {
     if (!loading(call)) return fn(call);
