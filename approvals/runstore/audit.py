@@ -90,10 +90,33 @@ def decision_values(
             Outcome.EXPIRED,
             f"{decision.reason or 'Nobody answered in time'}: {taken}. {detail}",
         )
+    return call_row_values(
+        run, call, at=decision.decided_at, actor=decision.actor, action=decision.action,
+        reason=decision.reason, outcome=outcome, detail=detail,
+    ) | {
+        "resume_data": decision.resume_data if decision.action == DecisionAction.RESUME else None,
+        "edited_args": decision.edited_args if decision.action == DecisionAction.APPROVE else None,
+        "batch_id": DECIDING_BATCH.get(),
+    }  # fmt: skip
+
+
+def call_row_values(
+    run: Any,
+    call: Any,
+    *,
+    at: Any,
+    actor: str | None,
+    action: str,
+    reason: str | None,
+    outcome: str,
+    detail: str,
+) -> dict[str, Any]:
+    """The audit row of something done to a parked call (a decision, a deadline change): who, what,
+    which call as it was shown, and what came of it."""
     return {
-        "created_at": decision.decided_at,
+        "created_at": at,
         "user_id": None,
-        "username": clean_text(decision.actor or "")[:150],
+        "username": clean_text(actor or "")[:150],
         "agent_id": run.agent_id,
         "run_id": run.run_id,
         "thread_id": run.thread_id or "",
@@ -102,14 +125,14 @@ def decision_values(
         "tool_name": call.tool_name,
         "args": call.args if call.kind == CallKind.APPROVAL else None,
         "suspend_payload": call.suspend_payload if call.kind == CallKind.INPUT else None,
-        "action": decision.action,
-        "reason": clean_text(decision.reason or ""),
-        "resume_data": decision.resume_data if decision.action == DecisionAction.RESUME else None,
-        "edited_args": decision.edited_args if decision.action == DecisionAction.APPROVE else None,
+        "action": action,
+        "reason": clean_text(reason or ""),
+        "resume_data": None,
+        "edited_args": None,
         "outcome": outcome,
         "outcome_detail": detail,
         "channel": audit_channel.current(),
-        "batch_id": DECIDING_BATCH.get(),
+        "batch_id": None,
     }
 
 

@@ -17,9 +17,7 @@ from django.db import transaction
 
 from agents_runtime.errors import RunNotFound
 from agents_runtime.store import DeadlineChange, DeadlineRule, StoredRun, decision_conflict
-from agents_runtime.untrusted import clean_text
-from agents_runtime.vocabulary import CallKind, DecisionAction, Outcome
-from approvals import audit_channel
+from agents_runtime.vocabulary import DecisionAction, Outcome
 from approvals.models.runs import RunStatus
 from approvals.runstore import audit as decision_records
 from approvals.runstore.base import StoreBase
@@ -90,24 +88,7 @@ def _audit_values(
         detail = f"Escalated to {change.escalated_to}; new deadline {new}."
     else:
         detail = f"Deadline moved from {old} to {new}."
-    return {
-        "created_at": change.changed_at,
-        "user_id": None,
-        "username": clean_text(change.actor or "")[:150],
-        "agent_id": run.agent_id,
-        "run_id": run.run_id,
-        "thread_id": run.thread_id or "",
-        "resource_id": run.resource_id or "",
-        "tool_call_id": call.tool_call_id,
-        "tool_name": call.tool_name,
-        "args": call.args if call.kind == CallKind.APPROVAL else None,
-        "suspend_payload": call.suspend_payload if call.kind == CallKind.INPUT else None,
-        "action": change.action,
-        "reason": clean_text(change.reason),
-        "resume_data": None,
-        "edited_args": None,
-        "outcome": Outcome.RESCHEDULED,
-        "outcome_detail": detail,
-        "channel": audit_channel.current(),
-        "batch_id": None,
-    }
+    return decision_records.call_row_values(
+        run, call, at=change.changed_at, actor=change.actor, action=change.action,
+        reason=change.reason, outcome=Outcome.RESCHEDULED, detail=detail,
+    )  # fmt: skip
