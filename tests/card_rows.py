@@ -10,6 +10,10 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 #: How long ``expanded`` waits for a card still on its way.
 ARRIVAL_MS = 3_000
 
+#: How long ``expanded`` waits for the bodies of the rows it opened: a round trip to the server, which a
+#: loaded CI machine (the whole suite, a browser and the server on two cores) can take seconds over.
+BODY_MS = 15_000
+
 #: The accessible name of a call's plain Approve button ("Approve Refund $890.00 · A-1044"), not of
 #: its "Approve ... with these arguments" buttons.
 APPROVE = re.compile(r"^Approve\b(?!.*with these)")
@@ -26,12 +30,19 @@ def expanded(card: Locator) -> Locator:
         card.first.wait_for(state="attached", timeout=ARRIVAL_MS)
     except PlaywrightTimeoutError:
         return card
-    card.locator("details.call-row:not([open]) > summary").evaluate_all(
-        "(rows) => rows.forEach((r) => r.click())"
-    )
-    expect(card.locator(".call-body-lazy")).to_have_count(0)
+    closed = card.locator("details.call-row:not([open]) > summary")
+    closed.evaluate_all("(rows) => rows.forEach((r) => r.click())")
+    try:
+        expect(card.locator(".call-body-lazy")).to_have_count(0, timeout=BODY_MS // 3)
+    except AssertionError:
+        # Seen now and then on a loaded CI machine, not understood yet: a row found
+        # folded again with its body never fetched. Say so in the log, open it again, and go on.
+        folded = closed.count()
+        print(f"!!! expanded(): {folded} row(s) folded again with their body unloaded; opening again")
+        closed.evaluate_all("(rows) => rows.forEach((r) => r.click())")
+        expect(card.locator(".call-body-lazy")).to_have_count(0, timeout=BODY_MS)
     # htmx wires up new content when it settles: a click before that would post without htmx.
-    expect(card.locator(".call-body.htmx-added")).to_have_count(0)
+    expect(card.locator(".call-body.htmx-added")).to_have_count(0, timeout=BODY_MS)
     return card
 
 

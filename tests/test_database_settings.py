@@ -83,7 +83,8 @@ def test_a_pool_whose_connections_the_server_dropped_hands_out_a_live_one_at_onc
         for conn in held:
             pool.putconn(conn)
         with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", [pids])
+            # (The timeout waits for each backend to end: before that its socket may not say so yet.)
+            admin.execute("SELECT pg_terminate_backend(pid, 5000) FROM unnest(%s::int[]) AS pid", [pids])
 
         started = time.monotonic()
         with pool.connection() as conn:
@@ -121,8 +122,7 @@ def test_a_live_idle_connection_is_handed_out_without_a_round_trip() -> None:
         with pool.connection() as conn:
             pid = conn.info.backend_pid
         with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", [pid])
-        time.sleep(0.1)
+            admin.execute("SELECT pg_terminate_backend(%s, 5000)", [pid])
         with pool.connection() as conn:
             assert conn.info.backend_pid != pid
             assert conn.execute("SELECT 1").fetchone() == (1,)

@@ -52,22 +52,24 @@
   });
 
   // A folded inbox row's body is fetched when the row opens (partials/run_card.html), whatever
-  // opened it: a click, the keys, a refetch putting it back open. (toggle does not bubble: the
-  // document hears it while it is captured.)
-  function loadBodies(root) {
-    root.querySelectorAll("details.call-row[open] > .call-body-lazy").forEach(function (body) {
-      window.htmx.trigger(body, "cs:load-body");
-    });
+  // opened it: a click, the keys, a refetch or a history restore putting it back open. Either the
+  // row opens after htmx wired its placeholder up (toggle, which does not bubble: the document hears
+  // it while it is captured), or htmx wires up a placeholder whose row is already open (a swap, a
+  // restore, a card kept by live.js: a trigger sent before then had no listener yet). hx-sync drops
+  // a second request while one is on its way.
+  var LAZY = "details.call-row[open] > .call-body-lazy";
+  function loadBody(body) {
+    window.htmx.trigger(body, "cs:load-body");
   }
   document.addEventListener("toggle", function (event) {
     var row = event.target;
-    if (row.matches && row.matches("details.call-row") && row.open) loadBodies(row.parentNode);
+    if (row.matches && row.matches("details.call-row") && row.open) {
+      row.parentNode.querySelectorAll(LAZY).forEach(loadBody);
+    }
   }, true);
-  // (After any swap, a history restore included: a row may come back open with its body unloaded;
-  // hx-sync drops a second request while one is on its way.)
-  document.addEventListener("htmx:load", function () { loadBodies(document); });
-  document.addEventListener("htmx:historyRestore", function () { loadBodies(document); });
-  document.addEventListener("htmx:afterSettle", function () { loadBodies(document); });
+  document.addEventListener("htmx:afterProcessNode", function (event) {
+    if (event.target.matches && event.target.matches(LAZY)) loadBody(event.target);
+  });
 
   // On a phone the filters start folded behind their button, unless they have something to say.
   if (window.matchMedia("(max-width: 40rem)").matches) {

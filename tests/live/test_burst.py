@@ -100,10 +100,13 @@ def _inbox_all_at_once(browsers: list[burst.Browser]) -> list[int]:
 
 
 def _terminate_sessions(database_url: str) -> int:
-    """Have PostgreSQL end every other session on this database; how many it ended."""
+    """Have PostgreSQL end every other session on this database; how many it ended.
+
+    Each call waits (up to 5 s) for its backend to be gone, as after a restart: until then the
+    connection's socket may not yet say it was dropped."""
     with psycopg.connect(database_url, autocommit=True) as conn:
         row = conn.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         ).fetchone()
     assert row is not None
