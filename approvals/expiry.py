@@ -13,15 +13,24 @@ The same thread also hands webhook deliveries orphaned by a restart to a sender,
 The sweep is a daemon thread with its own event loop; the runtime's store calls run on one database
 thread of its own (never asgiref's shared one, which the server's sockets use), which gives its
 connection back after each sweep. ``stop()`` ends both (tests).
+
+An expired run goes on (the model hears nobody answered, or the tool runs) as any decided run does:
+queued for the ``db_worker`` with the database task backend. With the Immediate backend the task
+would run inside the sweep, one run after the other, and every later expiry would wait for them: the
+sweep hands those to ``Continuations`` instead, a few threads of their own. A continuation still
+queued when the process ends is not lost: its claim's lease runs out and the run is recovered as
+after any crash.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import queue
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -29,7 +38,8 @@ from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 
-from approvals import agents, audit_channel
+from agents_runtime import Continuation
+from approvals import agents, audit_channel, tasks
 from approvals.webhooks import sending
 
 logger = logging.getLogger(__name__)
@@ -38,11 +48,66 @@ logger = logging.getLogger(__name__)
 #: (plus the sweep's own time). One indexed query per agent when nothing is due.
 SWEEP_SECONDS = 1.0
 ORPHAN_SWEEP_SECONDS = 30.0
+#: Threads running the runs the sweep expired (Immediate backend), each with its own connection.
+CONTINUATION_THREADS = 2
 
 
 def mode() -> str:
     default = "worker" if "django_tasks_db" in str(settings.TASKS["default"]["BACKEND"]) else "server"
     return str(getattr(settings, "EXPIRY_SWEEP", "") or default)
+
+
+class Continuations:
+    """Runs the runs the sweep expired on threads of their own, in the order they expired."""
+
+    def __init__(self, threads: int = CONTINUATION_THREADS) -> None:
+        self._size = threads
+        self._queue: queue.SimpleQueue[Continuation | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def put(self, continuation: Continuation) -> None:
+        with self._lock:
+            if not self._threads:
+                self._threads = [
+                    threading.Thread(target=self._work, name=f"countersign-expired-{i}", daemon=True)
+                    for i in range(self._size)
+                ]
+                for thread in self._threads:
+                    thread.start()
+        self._queue.put(continuation)
+
+    def stop(self, timeout: float) -> None:
+        """Run what is queued, then end the threads (waiting up to ``timeout`` seconds)."""
+        with self._lock:
+            threads, self._threads = self._threads, []
+        for _ in threads:
+            self._queue.put(None)
+        ends = time.monotonic() + timeout
+        for thread in threads:
+            thread.join(max(0.0, ends - time.monotonic()))
+
+    def _work(self) -> None:
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="countersign-expired-db")
+        try:
+            while (continuation := self._queue.get()) is not None:
+                try:
+                    asyncio.run(self._continue(continuation, executor))
+                except Exception:
+                    logger.exception("Continuing run %s after its expiry failed", continuation.run_id)
+        finally:
+            executor.submit(close_old_connections)
+            executor.shutdown(wait=True)
+
+    @staticmethod
+    async def _continue(continuation: Continuation, executor: ThreadPoolExecutor) -> None:
+        async with ThreadSensitiveContext(executor=executor):
+            try:
+                await tasks.continue_run.aenqueue(
+                    continuation.agent_id, continuation.run_id, continuation.version
+                )
+            finally:
+                await sync_to_async(close_old_connections, thread_sensitive=True)()
 
 
 class Sweeper:
@@ -53,6 +118,7 @@ class Sweeper:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self.continuations = Continuations()
 
     @property
     def running(self) -> bool:
@@ -72,21 +138,26 @@ class Sweeper:
             self._stop.set()
         if thread is not None:
             thread.join(timeout)
+        self.continuations.stop(timeout)
 
     def sweep_once(self, executor: ThreadPoolExecutor | None = None) -> int:
-        """One sweep (from the calling thread): how many calls expired or escalated."""
+        """One sweep (from the calling thread): how many calls expired or escalated.
+
+        Called on its own (a test, a command), the expired runs go on before it returns; the
+        background sweep hands them to ``continuations`` instead."""
         own = executor is None
         executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="countersign-expiry-db")
         try:
-            return asyncio.run(self._sweep(executor))
+            return asyncio.run(self._sweep(executor, None if own else self.continuations.put))
         finally:
             if own:
                 executor.shutdown(wait=True)
 
     @staticmethod
-    async def _sweep(executor: ThreadPoolExecutor) -> int:
+    async def _sweep(executor: ThreadPoolExecutor, handoff: Callable[[Continuation], None] | None) -> int:
         # Its audit rows say where they came from: the deadline, not a page.
         with audit_channel.using("deadline"):
+            tasks.handoff.set(handoff)  # (this run of the loop's own context)
             async with ThreadSensitiveContext(executor=executor):
                 try:
                     return await agents.runtime().expire_due()

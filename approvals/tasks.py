@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Callable
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any, cast
 
@@ -33,8 +35,17 @@ async def continue_run(agent_id: str, run_id: str, version: int) -> dict[str, An
     return result_to_json(result)
 
 
+#: Where a continuation goes instead of running at once under the Immediate backend, while set: the
+#: expiry sweep's own threads (approvals/expiry.py), so that no continuation makes the next expiry late.
+handoff: ContextVar[Callable[[Continuation], None] | None] = ContextVar("handoff", default=None)
+
+
 async def schedule_continuation(continuation: Continuation) -> RunResult | None:
     """The runtime's scheduler: enqueue, and return the result when the backend ran it already."""
+    hand = handoff.get()
+    if hand is not None and isinstance(continue_run.get_backend(), ImmediateBackend):
+        hand(continuation)
+        return None
     task_result = await continue_run.aenqueue(
         continuation.agent_id, continuation.run_id, continuation.version
     )

@@ -141,6 +141,8 @@ def worker(n: int, span: float, measure: float | None) -> dict[str, Any]:
         "seed_seconds": round(seeded, 1),
         "sweep_seconds": round((finished - first_due).total_seconds(), 1),
         "pending_at_end": ParkedCallRecord.objects.filter(action__isnull=True).count(),
+        # Expired but not yet gone on (the model told, the run ended) when the measure stopped.
+        "expired_runs_not_ended": RunRecord.objects.filter(calls__action__isnull=False).distinct().count(),
         "load_average": os.getloadavg(),
         "lateness_p50_s": round(_pct(lateness, 0.50), 3),
         "lateness_p99_s": round(_pct(lateness, 0.99), 3),

@@ -17,6 +17,7 @@ for every test.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -50,6 +51,10 @@ class Step(BaseModel):
 class Report(BaseModel):
     summary: str
     steps: list[Step]
+
+
+#: How long the refund tool takes for the note "slowly" (the prompt "refund slowly").
+SLOW_REFUND_SECONDS = 2.0
 
 
 @dataclass
@@ -123,6 +128,8 @@ def build_runtime() -> DashboardAgents:
     @tool(requires_approval=True)
     def refund(order_id: str, amount_cents: int, note: str) -> str:
         """Refund an order."""
+        if note == "slowly":
+            time.sleep(SLOW_REFUND_SECONDS)  # a payment provider taking its time
         executed["refund"].record(order_id=order_id, amount_cents=amount_cents, note=note)
         return f"refunded {amount_cents} on {order_id}"
 

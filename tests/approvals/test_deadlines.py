@@ -17,7 +17,7 @@ from approvals.expiry import Sweeper
 from approvals.models import AuditEntry
 from tests.approvals.conftest import ensure_groups
 from tests.approvals.inbox_rows import inbox, opened
-from tests.approvals.runtime_fixtures import DashboardAgents
+from tests.approvals.runtime_fixtures import SLOW_REFUND_SECONDS, DashboardAgents
 
 
 def wait_for(condition: object, timeout: float = 15.0) -> None:
@@ -67,6 +67,35 @@ def test_a_sweep_after_a_restart_expires_what_fell_due_meanwhile(agents: Dashboa
     assert (entry.action, entry.outcome) == ("expire", "expired")
     assert "approved" in entry.outcome_detail
     assert len(agents.executed["refund"].calls) == 1
+
+
+def test_a_run_slow_to_go_on_after_its_expiry_does_not_make_the_next_expiry_late(
+    agents: DashboardAgents,
+) -> None:
+    helpdesk = agents.agent("helpdesk")
+    # Both approve themselves when nobody answers; the first one's refund then takes its time.
+    slow = async_to_sync(helpdesk.generate)(
+        "refund slowly", deadline=Deadline(timedelta(milliseconds=300), on_expiry="approve")
+    )
+    due = async_to_sync(helpdesk.generate)(
+        "refund next", deadline=Deadline(timedelta(milliseconds=900), on_expiry="approve")
+    )
+    [call] = due.tool_calls
+    assert call.expires_at is not None
+    sweeper = Sweeper(interval=0.05)
+    sweeper.start()
+    try:
+        wait_for(lambda: AuditEntry.objects.filter(run_id=due.run_id, action="expire").exists())
+        expired_at = AuditEntry.objects.get(run_id=due.run_id, action="expire").created_at
+    finally:
+        sweeper.stop()
+
+    # Not after the slow refund (SLOW_REFUND_SECONDS): within a few sweeps of its deadline.
+    assert (expired_at - call.expires_at).total_seconds() < SLOW_REFUND_SECONDS / 2
+    # Stopping the sweep let both runs go on: both refunds ran, nothing waits.
+    assert sorted(c["note"] for c in agents.executed["refund"].calls) == ["next", "slowly"]
+    assert agents.suspended("helpdesk") == []
+    assert {e.run_id for e in AuditEntry.objects.filter(action="expire")} == {slow.run_id, due.run_id}
 
 
 def test_escalation_and_extension_are_recorded_and_not_decisions(agents: DashboardAgents) -> None:
