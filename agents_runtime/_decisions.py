@@ -73,6 +73,17 @@ async def decide(
     return await settle(agent, run_id, rule, actor)
 
 
+#: Runs claimed by a decision of this process while its continuation is being scheduled, by agent,
+#: run and claimed version (see ``settle`` and ``take_claimed``).
+_claimed_here: dict[tuple[str, str, int], StoredRun] = {}
+
+
+def take_claimed(agent_id: str, run_id: str, version: int) -> StoredRun | None:
+    """The run a decision of this process just claimed at ``version``, with its snapshot, when its
+    continuation runs while the decision schedules it (once; None otherwise: read it)."""
+    return _claimed_here.pop((agent_id, run_id, version), None)
+
+
 async def settle(agent: RunAgent, run_id: str, rule: DecisionRule, actor: str | None) -> RunStream:
     """Record the decision ``rule`` makes (the store's atomic step), announce it, continue the run."""
     receipt: DecisionReceipt = await agent._store(
@@ -95,8 +106,15 @@ async def settle(agent: RunAgent, run_id: str, rule: DecisionRule, actor: str | 
         return RunStream.finished(RunResult(run_id=run_id, status="suspended", tool_calls=remaining))
     version: int = receipt.claimed_version
     if agent._runtime is not None and agent._runtime.scheduler is not None:
-        # A worker continues the run; the claim's lease covers the wait in its queue.
-        done = await agent._runtime._schedule(Continuation(agent_id=agent.id, run_id=run_id, version=version))
+        # A worker continues the run; the claim's lease covers the wait in its queue. A scheduler
+        # that runs it at once, in this process, finds the claimed run rather than read it back.
+        key = (agent.id, run_id, version)
+        _claimed_here[key] = receipt.run
+        try:
+            continuation = Continuation(agent_id=agent.id, run_id=run_id, version=version)
+            done = await agent._runtime._schedule(continuation)
+        finally:
+            _claimed_here.pop(key, None)
         return RunStream.finished(done or RunResult(run_id=run_id, status="running"))
     claimed = receipt.run
 

@@ -18,7 +18,7 @@ from . import _pydantic
 from ._context import call_context, conversation_context, previous_answers
 from ._convert import chunk_for, listed_call, now, run_transcript, showing_edits, waiting_chunks
 from ._deadlines import with_deadlines
-from ._decisions import add_result
+from ._decisions import add_result, take_claimed
 from ._delegation import continue_inner, delegate, discard_inner_runs, mirror_inner_calls
 from ._host import RunAgent
 from ._pydantic import ClaimLost, RunDeps
@@ -278,6 +278,7 @@ async def continue_run(
 
     ``known`` is the claimed run with its snapshot when the caller has it (saves a read).
     """
+    known = known or take_claimed(agent.id, run_id, version)
     heartbeat = asyncio.ensure_future(_heartbeat(agent, run_id, version))
     try:
         return await _continue_claimed(agent, run_id, version, emit, known)

@@ -61,8 +61,9 @@ def visible_agent_ids(user: Any, groups: frozenset[str] | None = None) -> list[s
 
 def escalated_agent_ids(groups: frozenset[str], seen: tuple[str, ...]) -> tuple[str, ...]:
     """Agents not in ``seen`` with a waiting call escalated to one of ``groups``."""
-    if not groups:
-        return ()
+    unseen = [a.id for a in agents.all_agents() if a.id not in seen]
+    if not groups or not unseen:
+        return ()  # (a user who sees every agent has nothing to probe for: most requests)
     # An indexed probe (call_escalated_idx): escalated calls are few.
     found = set(
         ParkedCallRecord.objects.undecided()
@@ -70,7 +71,7 @@ def escalated_agent_ids(groups: frozenset[str], seen: tuple[str, ...]) -> tuple[
         .values_list("run__agent_id", flat=True)
         .distinct()
     )
-    return tuple(a.id for a in agents.all_agents() if a.id in found and a.id not in seen)
+    return tuple(agent_id for agent_id in unseen if agent_id in found)
 
 
 def can_see_agent(user: Any, agent_id: str) -> bool:

@@ -224,7 +224,7 @@ COUNTERSIGN_BASE_URL = _env("COUNTERSIGN_BASE_URL", "")
 AUTHENTICATION_BACKENDS = [
     # First: refuses a locked-out login before the password is even checked.
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    "approvals.backends.ModelBackend",  # (its permissions in one query)
 ]
 
 # Login throttling (django-axes): after LOGIN_FAILURE_LIMIT failed logins for one username from one

@@ -223,13 +223,16 @@ def _recorded(
             .order_by("-created_at", "-id")
             .first()
         )
-        if attempt.crash is not None:
-            # The continuation broke in this process before the run settled: say so on the record.
-            detail = clean_text(outcome.message)
-            AuditEntry.objects.settle(run_id, Outcome.FAILED, detail)
+        if attempt.crash is None:
+            # The store wrote the row when it took the decision, and settles its outcome as the run
+            # ends: the run's own events (call-decided, then how it ended) tell pages to look again.
+            return replace(outcome, audit_entry_id=entry.pk if entry is not None else None)
+        # The continuation broke in this process before the run settled: say so on the record.
+        AuditEntry.objects.settle(run_id, Outcome.FAILED, clean_text(outcome.message))
     else:
         entry = _refused_attempt_row(user, actor, outcome, attempt, action, reason, resume_data)
-    # Pages that show decisions (the run page) refetch once the record is there.
+    # A record the run's events do not announce: pages that show decisions (the run page, the
+    # audit log) refetch once it is there.
     event = {
         "type": "decision-recorded",
         "agent_id": outcome.agent_id,

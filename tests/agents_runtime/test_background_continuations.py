@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from agents_runtime import Agent, Call, Continuation, Reply, RunEvent, RunResult, tool
 from tests.agents_runtime.conftest import RuntimeFor
@@ -69,12 +70,24 @@ async def test_a_scheduler_that_runs_at_once_returns_the_final_result(runtime_fo
     async def run_now(continuation: Continuation) -> RunResult:
         return await agent.continue_run(continuation.run_id, version=continuation.version).result()
 
-    runtime_for(agent).scheduler = run_now
+    runtime = runtime_for(agent)
+    runtime.scheduler = run_now
     run = await agent.generate("refund A-7")
+    store = runtime.storage
+    reads: list[str] = []
+    read_run = store.get_run
+
+    def counted(run_id: str, *args: Any, **kwargs: Any) -> Any:
+        reads.append(run_id)
+        return read_run(run_id, *args, **kwargs)
+
+    store.get_run = counted  # type: ignore[method-assign]
     result = await (
         await agent.approve_tool_call(run_id=run.run_id, tool_call_id=run.tool_calls[0].tool_call_id)
     ).result()
     assert (result.status, result.text) == ("success", "all done")
+    # The continuation ran here, while the decision scheduled it: it had the run the decision claimed.
+    assert reads == []
 
 
 async def test_listeners_hear_every_stored_change_in_order(runtime_for: RuntimeFor) -> None:

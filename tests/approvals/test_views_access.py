@@ -192,6 +192,29 @@ def test_a_decision_resolves_the_users_agents_and_rights_once(
     assert len(group_reads) == 2, group_reads
 
 
+@pytest.mark.django_db
+def test_a_users_rights_come_from_their_groups_and_their_own_permissions_in_one_query() -> None:
+    from django.contrib.auth.models import Permission
+
+    from approvals.access import AUDIT_PERMISSION, DECIDE_PERMISSION
+    from tests.approvals.conftest import _user
+
+    auditor = _user("alma")  # no group: the audit permission given to her alone
+    auditor.user_permissions.add(Permission.objects.get(codename=AUDIT_PERMISSION.split(".")[1]))
+    reviewer = _user("ravi", "Reviewers")
+
+    for user, decides, audits in ((auditor, False, True), (reviewer, True, False)):
+        fresh = User.objects.get(pk=user.pk)  # (no permissions cached on it yet)
+        with CaptureQueriesContext(connection) as queries:
+            rights = (fresh.has_perm(DECIDE_PERMISSION), fresh.has_perm(AUDIT_PERMISSION))
+        assert rights == (decides, audits)
+        assert len(queries.captured_queries) == 1, [q["sql"] for q in queries.captured_queries]
+
+    fresh = User.objects.get(pk=reviewer.pk)
+    fresh.is_active = False
+    assert not fresh.has_perm(DECIDE_PERMISSION)
+
+
 def test_services_refuse_who_may_not_decide_and_rights_cannot_be_made_up(
     agents: DashboardAgents, viewer: User
 ) -> None:
