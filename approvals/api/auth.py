@@ -1,8 +1,11 @@
-"""Who an API request acts as: the user of its Bearer token, and nothing else.
+"""Who an API request acts as: the user of its Bearer token, or of its session with a CSRF token.
 
-Session cookies never authenticate the API: its POSTs are exempt from CSRF (a token is not sent by
-a browser on its own), so a cookie that counted would let any site decide through a logged-in
-reviewer's browser.
+A Bearer token is what services and scripts send; a browser never sends one on its own, so requests
+carrying one skip Django's CSRF check (the API's views are exempt from the middleware's). A
+same-origin script in a reviewer's signed-in browser may instead use the session cookie, which a
+browser does send on its own: such a request is checked for CSRF here as a dashboard form would be
+(``X-CSRFToken`` header, and the Origin/Referer checks), or refused with 403. A request with an
+``Authorization`` header is judged by that header alone.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.middleware.csrf import CsrfViewMiddleware
 
 from approvals import agents
 from approvals.access import Access, AgentAccess
@@ -21,8 +25,38 @@ from approvals.services.tokens import InvalidToken, authenticate
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="countersign"'}
 
 
+class _CsrfCheck(CsrfViewMiddleware):
+    """Django's CSRF check of one request, answering the refusal's reason rather than a page."""
+
+    def _reject(self, request: HttpRequest, reason: str) -> Any:
+        return reason
+
+
+def _not_exempt(request: HttpRequest) -> HttpResponse:  # (a view the check does not skip)
+    return HttpResponse()
+
+
+def _session_user(request: HttpRequest) -> Any:
+    """The signed-in user of the request's session, its CSRF token checked; None without one."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return None
+    refusal = _CsrfCheck(lambda _: HttpResponse()).process_view(request, _not_exempt, (), {})
+    if refusal is not None:
+        raise ApiError(
+            403,
+            f"CSRF check failed ({refusal}): send the X-CSRFToken header, or a Bearer token",
+            "csrf_failed",
+        )
+    return user
+
+
 def _user(request: HttpRequest) -> Any:
     header = request.headers.get("Authorization", "")
+    if not header:
+        user = _session_user(request)
+        if user is not None:
+            return user
     scheme, _, raw = header.partition(" ")
     if scheme.lower() != "bearer" or not raw.strip():
         raise ApiError(

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
@@ -200,14 +201,20 @@ def document() -> dict[str, Any]:
             "version": "1",
             "description": "The native API of Countersign's approval desk (`/api/v1/`) and the routes "
             "Mastra's client speaks (`/api/agents/...`). Every route takes "
-            "`Authorization: Bearer <token>` (tokens: the dashboard's API tokens page).",
+            "`Authorization: Bearer <token>` (tokens: the dashboard's API tokens page); a same-origin "
+            "script in a signed-in browser may use its session instead, with the `X-CSRFToken` "
+            "header on POSTs.",
         },
         "servers": [{"url": "/"}],
-        "security": [{"bearer": []}],
+        "security": [{"bearer": []}, {"session": [], "csrf": []}],
         "paths": paths,
         "components": {
             "schemas": components,
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer"},
+                "session": {"type": "apiKey", "in": "cookie", "name": settings.SESSION_COOKIE_NAME},
+                "csrf": {"type": "apiKey", "in": "header", "name": "X-CSRFToken"},
+            },
         },
     }
 

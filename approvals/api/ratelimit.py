@@ -1,4 +1,4 @@
-"""Decisions per API token, in a fixed window: past the limit a 429 with ``Retry-After``.
+"""Decisions per API token (or signed-in user), in a fixed window: past the limit a 429 with ``Retry-After``.
 
 ``API_DECISION_RATE_LIMIT`` is ``"<count>/<seconds>"`` ("0" turns it off). The counter lives in
 Django's cache, keyed by a digest of the token (never the token itself): per process with the
@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
@@ -28,14 +29,16 @@ def _limit() -> tuple[int, int] | None:
     return int(count), max(1, int(window or 60))
 
 
-async def limit_decisions(request: HttpRequest) -> None:
-    """Count this decision against its token; ``ApiError(429)`` when the window is full."""
+async def limit_decisions(request: HttpRequest, user: Any) -> None:
+    """Count this decision against its token (or, signed in, its user); ``ApiError(429)`` when the
+    window is full."""
     limit = _limit()
     if limit is None:
         return
     count, window = limit
     token = request.headers.get("Authorization", "").partition(" ")[2].strip()
-    digest = hashlib.sha256(token.encode()).hexdigest()[:32]
+    caller = token or f"session-user:{user.pk}"
+    digest = hashlib.sha256(caller.encode()).hexdigest()[:32]
     now = time.time()
     slot = int(now // window)
     key = f"countersign:api-rate:{digest}:{slot}"

@@ -28,7 +28,8 @@ View = Callable[..., Awaitable[HttpResponseBase]]
 
 
 def api_view(*methods: str) -> Callable[[View], Any]:
-    """Bearer-only, CSRF-exempt, one method list; ``ApiError`` becomes its JSON answer."""
+    """Exempt from the CSRF middleware (``auth`` checks a session's requests itself), one method
+    list; ``ApiError`` becomes its JSON answer."""
 
     # Typed ``Any`` outward: Django's ``path`` stubs know only synchronous views.
     def decorator(view: View) -> Any:
@@ -105,7 +106,7 @@ async def _decision(request: HttpRequest, agent_id: str, action: params.Action) 
     access = await agent_access(request, agent_id)
     body = params.decision_body(params.json_body(request), action)
     await require(access, DECIDE_PERMISSION, to="decide on suspended runs")
-    await limit_decisions(request)
+    await limit_decisions(request, access.user)
     run, args = await _parked(access, body.run_id)
     calls = list(run.tool_calls) if run is not None else []
     tool_call_id = body.tool_call_id

@@ -6,15 +6,17 @@ import hashlib
 import io
 import re
 from datetime import timedelta
+from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
 from agents_runtime import Runtime
+from approvals import agents
 from approvals.models import ApiToken, AuditEntry
 from approvals.services.tokens import create_token
 from tests.api.conftest import Api, read
@@ -132,22 +134,47 @@ async def test_a_token_of_a_user_who_may_not_decide_cannot_decide(
     assert len((await mastra.get_agent("approver").list_suspended_runs()).runs) == 1
 
 
-def test_a_session_cookie_does_not_authenticate_the_api(mastra: Runtime, reviewer: User) -> None:
+def test_a_signed_in_browser_may_read_but_decides_only_with_its_csrf_token(
+    mastra: Runtime, reviewer: User
+) -> None:
     run = mastra_start()
     client = Client(enforce_csrf_checks=True)
     client.force_login(reviewer)
-    body = {"runId": run.run_id, "toolCallId": run.tool_calls[0].tool_call_id}
-    response = client.post("/api/agents/approver/approve-tool-call", body, content_type="application/json")
-    assert response.status_code == 401
-    assert client.get(LIST).status_code == 401
+    body: dict[str, Any] = {}
+    approve = f"/api/v1/agents/approver/runs/{run.run_id}/calls/{run.tool_calls[0].tool_call_id}/approve"
+
+    assert client.get(LIST).status_code == 200  # a read needs no CSRF token
+
+    # A page of another site posting through the reviewer's cookie: no token, or not this origin.
+    refused = client.post(approve, body, content_type="application/json")
+    assert refused.status_code == 403 and refused.json()["code"] == "csrf_failed"
+    client.get("/")  # the dashboard hands the browser its CSRF cookie
+    token = client.cookies["csrftoken"].value
+    forged = client.post(
+        approve,
+        body,
+        content_type="application/json",
+        headers={"X-CSRFToken": token, "Origin": "https://evil.test"},
+    )
+    assert forged.status_code == 403 and forged.json()["code"] == "csrf_failed"
     assert not AuditEntry.objects.exists()
+    assert len(async_to_sync(agents.get("approver").list_suspended_runs)().runs) == 1
+
+    # A same-origin script sends the token, as the dashboard's own requests do.
+    response = client.post(approve, body, content_type="application/json", headers={"X-CSRFToken": token})
+    assert response.status_code == 200 and response.json()["outcome"] == "completed"
+    entry = AuditEntry.objects.get()
+    assert (entry.username, entry.channel, entry.action) == ("rita", "api", "approve")
 
 
-def mastra_start() -> object:
-    from asgiref.sync import async_to_sync
+def test_an_authorization_header_is_judged_alone_even_with_a_session(mastra: Runtime, reviewer: User) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(reviewer)
+    response = client.get(LIST, headers={"Authorization": "Bearer cs_nope_nope"})
+    assert response.status_code == 401 and response.json()["code"] == "invalid_token"
 
-    from approvals import agents
 
+def mastra_start() -> Any:
     return async_to_sync(agents.get("approver").generate)("Please delete /tmp/s")
 
 

@@ -193,7 +193,7 @@ async def _decide(
     model = bodies[action]
     body: Any = _body(model, request)
     await require(access, DECIDE_PERMISSION, to="decide on suspended runs")
-    await limit_decisions(request)
+    await limit_decisions(request, access.user)
     decision = params.Decision(
         run_id=run_id,
         tool_call_id=tool_call_id,
