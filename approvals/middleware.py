@@ -13,6 +13,7 @@ it inside htmx's request, and htmx would swap the whole login page into the card
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from asgiref.sync import iscoroutinefunction
@@ -86,18 +87,20 @@ def private_pages(get_response: Handler | AsyncHandler) -> Handler | AsyncHandle
     if iscoroutinefunction(get_response):
 
         async def async_middleware(request: HttpRequest) -> HttpResponseBase:
-            return _no_store(request, await get_response(request))
+            response = await get_response(request)
+            # (request.user may not be loaded yet, and loading it reads the session: not on the loop.)
+            auser = getattr(request, "auser", None)
+            return _no_store(None if auser is None else await auser(), response)
 
         return async_middleware
 
     def middleware(request: HttpRequest) -> HttpResponseBase:
-        return _no_store(request, get_response(request))  # type: ignore[arg-type]
+        return _no_store(getattr(request, "user", None), get_response(request))  # type: ignore[arg-type]
 
     return middleware
 
 
-def _no_store(request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
-    user = getattr(request, "user", None)
+def _no_store(user: Any, response: HttpResponseBase) -> HttpResponseBase:
     if user is not None and user.is_authenticated:
         patch_cache_control(response, private=True, no_store=True)
     return response

@@ -93,7 +93,9 @@ async def _parked(access: Any, run_id: str) -> tuple[AgentRun | None, dict[str, 
     there), for the stream that answers the decision."""
     try:
         run = await access.agent.get_suspended_run(run_id)
-        messages = await access.agent.run_messages(run_id)
+        # (An approval's call carries its arguments: the conversation is read only for the others.)
+        needs_conversation = any(call.args is None for call in run.tool_calls)
+        messages = await access.agent.run_messages(run_id) if needs_conversation else []
     except RunNotFound:
         return None, {}
     args = {
