@@ -17,7 +17,7 @@ from approvals import db_threads
 from approvals.models import AuditEntry, ParkedCallRecord, RunRecord
 from approvals.models.runs import ParkedCallRecordQuerySet, RunRecordQuerySet, RunStatus
 from approvals.runstore import audit as decision_records
-from approvals.runstore.reads import one_run_rows
+from approvals.runstore.reads import calls_of_runs_rows, one_run_rows
 from approvals.runstore.records import (
     _CALL_COLUMNS,
     Row,
@@ -123,8 +123,7 @@ class StoreBase:
         """The parked calls of these runs, in their original order, by run primary key."""
         by_run: dict[int, list[Row]] = {pk: [] for pk in run_pks}
         if run_pks:
-            rows = self._calls().filter(run__in=run_pks).order_by("run", "position").values(*_CALL_COLUMNS)
-            for row in rows:
+            for row in calls_of_runs_rows(self.using, list(run_pks)):
                 by_run[row["run_id"]].append(row)
         return by_run
 

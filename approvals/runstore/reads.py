@@ -1,9 +1,10 @@
-"""Reading one run and its calls by run id: the statement the ORM builds, compiled once per shape.
+"""The run store's hottest reads: the statements the ORM builds, compiled once per shape.
 
-Every decision, claim and continuation reads one run this way. Building that query (a join over some
-thirty columns) costs about a millisecond of CPU, several times running it, and it never changes: it
-is compiled once per shape (by run id or by run id and agent, with or without the snapshot, locked
-or not) and database, then run on the calling thread's connection through the ORM's own converters.
+Every decision, claim and continuation reads one run and its calls by run id, and every listing reads
+the calls of a page of runs. Building those queries (some thirty columns) costs about a millisecond
+of CPU each, several times running them, and they never change: each is compiled once per shape (by
+run id or by run id and agent, with or without the snapshot, locked or not; the calls of N runs) and
+database, then run on the calling thread's connection through the ORM's own converters.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from typing import Any
 
 from django.db import connections
 
-from approvals.models import RunRecord
-from approvals.runstore.records import _JOINED_CALL_COLUMNS, _LEASE_COLUMNS, _RUN_COLUMNS, Row
+from approvals.models import ParkedCallRecord, RunRecord
+from approvals.runstore.records import _CALL_COLUMNS, _JOINED_CALL_COLUMNS, _LEASE_COLUMNS, _RUN_COLUMNS, Row
 
 #: Stand-ins for the values, found again among the compiled statement's parameters.
 _RUN_ID = "\x00run_id"
 _AGENT_ID = "\x00agent_id"
+_RUN_PKS = -424242  # (a primary key: the ORM checks the type of what ``run__in`` takes)
 
 
 @dataclass(frozen=True)
@@ -40,19 +42,12 @@ def _columns(with_snapshot: bool) -> tuple[str, ...]:
     return (*_RUN_COLUMNS, *_LEASE_COLUMNS, *(("snapshot",) if with_snapshot else ()), *_JOINED_CALL_COLUMNS)
 
 
-def _compile(using: str, by_agent: bool, with_snapshot: bool, lock: bool) -> _Statement:
-    runs = RunRecord.objects.using(using).filter(run_id=_RUN_ID)
-    if by_agent:
-        runs = runs.filter(agent_id=_AGENT_ID)
-    if lock:
-        # OF: lock the run row only (PostgreSQL refuses to lock the nullable side of a join).
-        runs = runs.select_for_update(of=("self",))
-    query = runs.order_by("calls__position").values(*_columns(with_snapshot)).query
+def _statement(query: Any, using: str, stand_ins: set[Any]) -> _Statement:
     compiler = query.get_compiler(using)
     sql, params = compiler.as_sql()
     names = (*query.extra_select, *query.values_select, *query.annotation_select)
-    if len(names) != len(compiler.select) or set(params) - {_RUN_ID, _AGENT_ID}:
-        raise AssertionError(f"Unexpected shape of the one-run statement: {sql}")
+    if len(names) != len(compiler.select) or set(params) - stand_ins:
+        raise AssertionError(f"Unexpected shape of a compiled read: {sql}")
     converters = compiler.get_converters([expression for expression, _, _ in compiler.select])
     return _Statement(
         sql=sql,
@@ -62,21 +57,19 @@ def _compile(using: str, by_agent: bool, with_snapshot: bool, lock: bool) -> _St
     )
 
 
-def one_run_rows(
-    using: str, *, run_id: str, agent_id: str | None, with_snapshot: bool, lock: bool
-) -> list[Row]:
-    """The run's row joined with each of its calls (one row with empty call columns when it has none),
-    calls in their order; empty when no run has this id (and agent)."""
-    connection = connections[using]
-    key = (using, connection.vendor, agent_id is not None, with_snapshot, lock)
+def _compiled_for(key: tuple[Any, ...], compile_: Callable[[], _Statement]) -> _Statement:
     statement = _compiled.get(key)
     if statement is None:
         with _compiling:
-            statement = _compiled.get(key) or _compile(using, agent_id is not None, with_snapshot, lock)
+            statement = _compiled.get(key) or compile_()
             _compiled[key] = statement
-    values = {_RUN_ID: run_id, _AGENT_ID: agent_id}
+    return statement
+
+
+def _rows(using: str, sql: str, params: list[Any], statement: _Statement) -> list[Row]:
+    connection = connections[using]
     with connection.cursor() as cursor:
-        cursor.execute(statement.sql, [values[p] for p in statement.params])
+        cursor.execute(sql, params)
         fetched = cursor.fetchall()
     rows: list[Row] = []
     for fetched_row in fetched:
@@ -88,3 +81,48 @@ def one_run_rows(
             row[pos] = value
         rows.append(dict(zip(statement.names, row, strict=True)))
     return rows
+
+
+def _compile_one_run(using: str, by_agent: bool, with_snapshot: bool, lock: bool) -> _Statement:
+    runs = RunRecord.objects.using(using).filter(run_id=_RUN_ID)
+    if by_agent:
+        runs = runs.filter(agent_id=_AGENT_ID)
+    if lock:
+        # OF: lock the run row only (PostgreSQL refuses to lock the nullable side of a join).
+        runs = runs.select_for_update(of=("self",))
+    query = runs.order_by("calls__position").values(*_columns(with_snapshot)).query
+    return _statement(query, using, {_RUN_ID, _AGENT_ID})
+
+
+def one_run_rows(
+    using: str, *, run_id: str, agent_id: str | None, with_snapshot: bool, lock: bool
+) -> list[Row]:
+    """The run's row joined with each of its calls (one row with empty call columns when it has none),
+    calls in their order; empty when no run has this id (and agent)."""
+    vendor = connections[using].vendor
+    statement = _compiled_for(
+        ("one run", using, vendor, agent_id is not None, with_snapshot, lock),
+        lambda: _compile_one_run(using, agent_id is not None, with_snapshot, lock),
+    )
+    values = {_RUN_ID: run_id, _AGENT_ID: agent_id}
+    return _rows(using, statement.sql, [values[p] for p in statement.params], statement)
+
+
+def _compile_calls_of_runs(using: str) -> _Statement:
+    calls = ParkedCallRecord.objects.using(using).filter(run__in=[_RUN_PKS])
+    statement = _statement(calls.order_by("run", "position").values(*_CALL_COLUMNS).query, using, {_RUN_PKS})
+    if statement.params != (_RUN_PKS,) or statement.sql.count(" IN (%s)") != 1:
+        raise AssertionError(f"Unexpected shape of the calls-of-runs statement: {statement.sql}")
+    return statement
+
+
+def calls_of_runs_rows(using: str, run_pks: list[int]) -> list[Row]:
+    """The calls of these runs (by primary key), each run's in order, ordered by run."""
+    connection = connections[using]
+    key = ("calls of runs", using, connection.vendor)
+    statement = _compiled_for(key, lambda: _compile_calls_of_runs(using))
+    if connection.vendor == "postgresql":
+        # One parameter whatever the number of runs: one statement for the server to prepare.
+        return _rows(using, statement.sql.replace(" IN (%s)", " = ANY(%s)"), [list(run_pks)], statement)
+    marks = ", ".join(["%s"] * len(run_pks))
+    return _rows(using, statement.sql.replace(" IN (%s)", f" IN ({marks})"), list(run_pks), statement)
