@@ -171,6 +171,7 @@ class Sweeper:
         orphans_due = 0.0
         try:
             while not self._stop.is_set():
+                started = time.monotonic()
                 try:
                     done = self.sweep_once(executor)
                     if done:
@@ -183,7 +184,9 @@ class Sweeper:
                         executor.submit(sending.schedule_orphans).result()
                     except Exception:
                         logger.exception("Looking for orphaned webhook deliveries failed; trying again")
-                self._stop.wait(self.interval)
+                # Every ``interval`` from the start of one sweep to the next: a sweep that took its
+                # time does not push the next one (and every deadline after it) later still.
+                self._stop.wait(max(0.0, started + self.interval - time.monotonic()))
         finally:
             executor.submit(close_old_connections)
             executor.shutdown(wait=True)

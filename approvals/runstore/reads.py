@@ -26,7 +26,7 @@ _RUN_PKS = -424242  # (a primary key: the ORM checks the type of what ``run__in`
 
 
 @dataclass(frozen=True)
-class _Statement:
+class Statement:
     sql: str
     params: tuple[Any, ...]
     names: tuple[str, ...]
@@ -34,7 +34,7 @@ class _Statement:
     converters: tuple[tuple[int, tuple[Callable[..., Any], ...], Any], ...]
 
 
-_compiled: dict[tuple[Any, ...], _Statement] = {}
+_compiled: dict[tuple[Any, ...], Statement] = {}
 _compiling = threading.Lock()
 
 
@@ -42,14 +42,15 @@ def _columns(with_snapshot: bool) -> tuple[str, ...]:
     return (*_RUN_COLUMNS, *_LEASE_COLUMNS, *(("snapshot",) if with_snapshot else ()), *_JOINED_CALL_COLUMNS)
 
 
-def _statement(query: Any, using: str, stand_ins: set[Any]) -> _Statement:
+def statement_of(query: Any, using: str) -> Statement:
+    """A ``values()`` query's SQL, parameters, column names and the ORM's converters for them."""
     compiler = query.get_compiler(using)
     sql, params = compiler.as_sql()
     names = (*query.extra_select, *query.values_select, *query.annotation_select)
-    if len(names) != len(compiler.select) or set(params) - stand_ins:
+    if len(names) != len(compiler.select):
         raise AssertionError(f"Unexpected shape of a compiled read: {sql}")
     converters = compiler.get_converters([expression for expression, _, _ in compiler.select])
-    return _Statement(
+    return Statement(
         sql=sql,
         params=tuple(params),
         names=names,
@@ -57,7 +58,14 @@ def _statement(query: Any, using: str, stand_ins: set[Any]) -> _Statement:
     )
 
 
-def _compiled_for(key: tuple[Any, ...], compile_: Callable[[], _Statement]) -> _Statement:
+def _statement(query: Any, using: str, stand_ins: set[Any]) -> Statement:
+    statement = statement_of(query, using)
+    if set(statement.params) - stand_ins:
+        raise AssertionError(f"Unexpected parameters in a compiled read: {statement.sql}")
+    return statement
+
+
+def _compiled_for(key: tuple[Any, ...], compile_: Callable[[], Statement]) -> Statement:
     statement = _compiled.get(key)
     if statement is None:
         with _compiling:
@@ -66,7 +74,8 @@ def _compiled_for(key: tuple[Any, ...], compile_: Callable[[], _Statement]) -> _
     return statement
 
 
-def _rows(using: str, sql: str, params: list[Any], statement: _Statement) -> list[Row]:
+def run_statement(using: str, sql: str, params: list[Any], statement: Statement) -> list[Row]:
+    """``sql`` (``statement``'s, or a variant of it) run with ``params``, its rows converted."""
     connection = connections[using]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -83,7 +92,7 @@ def _rows(using: str, sql: str, params: list[Any], statement: _Statement) -> lis
     return rows
 
 
-def _compile_one_run(using: str, by_agent: bool, with_snapshot: bool, lock: bool) -> _Statement:
+def _compile_one_run(using: str, by_agent: bool, with_snapshot: bool, lock: bool) -> Statement:
     runs = RunRecord.objects.using(using).filter(run_id=_RUN_ID)
     if by_agent:
         runs = runs.filter(agent_id=_AGENT_ID)
@@ -105,10 +114,10 @@ def one_run_rows(
         lambda: _compile_one_run(using, agent_id is not None, with_snapshot, lock),
     )
     values = {_RUN_ID: run_id, _AGENT_ID: agent_id}
-    return _rows(using, statement.sql, [values[p] for p in statement.params], statement)
+    return run_statement(using, statement.sql, [values[p] for p in statement.params], statement)
 
 
-def _compile_calls_of_runs(using: str) -> _Statement:
+def _compile_calls_of_runs(using: str) -> Statement:
     calls = ParkedCallRecord.objects.using(using).filter(run__in=[_RUN_PKS])
     statement = _statement(calls.order_by("run", "position").values(*_CALL_COLUMNS).query, using, {_RUN_PKS})
     if statement.params != (_RUN_PKS,) or statement.sql.count(" IN (%s)") != 1:
@@ -123,6 +132,8 @@ def calls_of_runs_rows(using: str, run_pks: list[int]) -> list[Row]:
     statement = _compiled_for(key, lambda: _compile_calls_of_runs(using))
     if connection.vendor == "postgresql":
         # One parameter whatever the number of runs: one statement for the server to prepare.
-        return _rows(using, statement.sql.replace(" IN (%s)", " = ANY(%s)"), [list(run_pks)], statement)
+        return run_statement(
+            using, statement.sql.replace(" IN (%s)", " = ANY(%s)"), [list(run_pks)], statement
+        )
     marks = ", ".join(["%s"] * len(run_pks))
-    return _rows(using, statement.sql.replace(" IN (%s)", f" IN ({marks})"), list(run_pks), statement)
+    return run_statement(using, statement.sql.replace(" IN (%s)", f" IN ({marks})"), list(run_pks), statement)

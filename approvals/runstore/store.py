@@ -23,8 +23,6 @@ from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
-from django.db.models import Value
-from django.db.models.functions import Coalesce
 
 from agents_runtime.store import (
     Decision,
@@ -39,10 +37,10 @@ from agents_runtime.vocabulary import Outcome
 from approvals.models import AuditEntry, EndedRun, ThreadMessage
 from approvals.models.runs import RunRecordQuerySet, RunStatus
 from approvals.runstore import audit as decision_records
+from approvals.runstore import listing
 from approvals.runstore.deadlines import DeadlineSteps
 from approvals.runstore.decide import DecisionSteps
 from approvals.runstore.records import (
-    _RUN_COLUMNS,
     CorruptRow,
     _call_records,
     _decided,
@@ -150,52 +148,13 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore):
     def list_suspended(self, query: RunQuery) -> tuple[list[StoredRun], int]:
         with self._connection_scope():
             self._reclaim_expired()
-            matches = (
-                self._runs()
-                .for_agent(query.agent_id)
-                .suspended()
-                .created_between(
-                    None if query.created_from is None else _utc(query.created_from),
-                    None if query.created_to is None else _utc(query.created_to),
-                )
-                .waiting_on(tool_name=query.tool_name, kind=query.kind)
-                .expiring_before(None if query.expiring_before is None else _utc(query.expiring_before))
-                .escalated_to(query.escalated_to)
+            query = replace(
+                query,
+                created_from=None if query.created_from is None else _utc(query.created_from),
+                created_to=None if query.created_to is None else _utc(query.created_to),
+                expiring_before=None if query.expiring_before is None else _utc(query.expiring_before),
             )
-            if query.thread_id is not None:
-                matches = matches.filter(thread_id=query.thread_id)
-            if query.resource_id is not None:
-                matches = matches.filter(resource_id=query.resource_id)
-            listed_matches = matches
-            if query.delegated is not None:
-                unfiltered = matches
-                matches = listed_matches = matches.filter(parent_run_id__isnull=not query.delegated)
-                if not query.delegated:
-                    # Counted from the (agent, status, parent_run_id) index, listed in the listing
-                    # index's order: written as an expression, the test cannot make the planner
-                    # pick the counting index (and sort every waiting run of the agent for a page).
-                    listed_matches = unfiltered.alias(
-                        parent_or_empty=Coalesce("parent_run_id", Value(""))
-                    ).filter(parent_or_empty="")
-            total = matches.count()
-            if total == 0 or (query.limit is not None and (query.limit <= 0 or query.offset >= total)):
-                return [], total
-            ordered = listed_matches.in_suspension_order(
-                oldest_first=query.oldest_first, by_deadline=query.by_deadline
-            )
-            page = ordered
-            if query.limit is not None:
-                window = slice(query.offset, query.offset + query.limit)
-                page = ordered[window]
-                if query.created_from is not None or query.created_to is not None:
-                    # Pick the page's ids first: from the creation-date index alone (it holds the
-                    # sort columns), without visiting the rows of every match in the range, which
-                    # is what SQLite's planner does otherwise (2-3x slower at 100k).
-                    page = self._runs().filter(pk__in=ordered.values("pk")[window])
-                    page = page.in_suspension_order(
-                        oldest_first=query.oldest_first, by_deadline=query.by_deadline
-                    )
-            runs = list(page.values(*_RUN_COLUMNS))
+            runs, total = listing.page(self._runs(), self.using, query)
             calls = self._call_rows([run["pk"] for run in runs])
             listed = []
             for run in runs:
