@@ -53,8 +53,11 @@ def dumps(value: Any) -> str:
 
 
 def iso(when: datetime) -> str:
-    """``Date.toISOString()``: UTC, milliseconds, ``Z``."""
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+    """``Date.toISOString()``: UTC, milliseconds, ``Z``.
+
+    (Not ``strftime``: glibc's looks the local time zone up again on every call, which made the
+    times of a page of fifty runs cost more than reading the page.)"""
+    return when.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
 
 
 # -- JSON ----------------------------------------------------------------------------------------
