@@ -251,12 +251,12 @@ class Tool:
 
 def _annotated_hints(parameters: tuple[inspect.Parameter, ...]) -> dict[str, FieldHint]:
     """Field hints given as ``Annotated`` metadata of a parameter (``Annotated[int, Money(cents=True)]``)."""
-    hints: dict[str, FieldHint] = {}
-    for param in parameters:
-        for meta in getattr(param.annotation, "__metadata__", ()):
-            if isinstance(meta, Money):
-                hints[param.name] = meta
-    return hints
+    return {
+        param.name: meta
+        for param in parameters
+        for meta in getattr(param.annotation, "__metadata__", ())
+        if isinstance(meta, Money)
+    }
 
 
 @dataclass(frozen=True)
@@ -290,15 +290,13 @@ def _build(
             if context_param is not None:
                 raise TypeError(f"{fn.__qualname__} takes more than one ToolContext")
             context_param = param.name
+        elif param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.POSITIONAL_ONLY):
+            raise TypeError(f"{fn.__qualname__}: tool parameters must be passable by keyword")
         else:
-            if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.POSITIONAL_ONLY):
-                raise TypeError(f"{fn.__qualname__}: tool parameters must be passable by keyword")
             others.append(param)
     # Resolve the model-facing annotations only (the ToolContext one may not be resolvable).
     shim = cast(Any, lambda: None)
-    shim.__annotations__ = {
-        p.name: p.annotation for p in others if p.annotation is not inspect.Parameter.empty
-    }
+    shim.__annotations__ = {p.name: p.annotation for p in others if p.annotation is not p.empty}
     hints = typing.get_type_hints(shim, globalns=getattr(fn, "__globals__", {}), include_extras=True)
     parameters = tuple(p.replace(annotation=hints.get(p.name, Any)) for p in others)
     return Tool(
@@ -379,11 +377,10 @@ def tool(
     confirmation), ``key_results`` (the fields of this tool's results shown on later cards of the
     run) and ``confirm=True`` (every approval asks for confirmation).
 
-    A deadline (``deadlines.Deadline``): ``expires_after`` (a timedelta), ``on_expiry``
-    (``"decline"``, ``"approve"`` or ``"escalate"``), ``escalate_to`` (a group name) and
-    ``escalation_expires_after``.
-    Who decides (README): ``approvals=2`` (a call runs once two distinct reviewers approved it; a
-    decline declines at once) and ``separate_duties=True`` (whoever started the run may not approve).
+    A deadline (``deadlines.Deadline``): ``expires_after``, ``on_expiry`` ("decline", "approve",
+    "escalate"), ``escalate_to``, ``escalation_expires_after``. Who decides (README): ``approvals=2``
+    (two distinct reviewers approve; any decline declines) and ``separate_duties=True`` (whoever
+    started the run may not approve).
     """
     checked_deadline = deadline_from(deadline)
 
@@ -400,6 +397,4 @@ def tool(
             separate_duties=separate_duties,
         )
 
-    if fn is not None:
-        return decorate(fn)
-    return decorate
+    return decorate(fn) if fn is not None else decorate

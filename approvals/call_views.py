@@ -251,10 +251,8 @@ def args_form_for(
     tool: Tool | None, *, run_id: str, tool_call_id: str, data: Mapping[str, Any] | None = None
 ) -> ResumeForm | None:
     form_class = args_form_class(tool)
-    if form_class is None:
-        return None
     auto_id = f"{dom_ids.call_block_id(run_id, tool_call_id)}-%s"
-    return form_class(data=data, prefix=ARGS_PREFIX, auto_id=auto_id)
+    return None if form_class is None else form_class(data=data, prefix=ARGS_PREFIX, auto_id=auto_id)
 
 
 def needs_confirmation(tool: Tool | None, *arg_sets: Any) -> bool:

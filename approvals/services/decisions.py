@@ -216,21 +216,16 @@ def _recorded(
         # Nothing was decided and nothing of the run changed (as a form that fails validation).
         return outcome
     if outcome.took_effect:
-        entry = (
-            AuditEntry.objects.for_call(run_id, tool_call_id)
-            .winning()
-            .filter(username=actor)
-            .order_by("-created_at", "-id")
-            .first()
-        )
+        written = AuditEntry.objects.for_call(run_id, tool_call_id).winning().filter(username=actor)
+        entry_id = written.order_by("-created_at", "-id").values_list("pk", flat=True).first()
         if attempt.crash is None:
             # The store wrote the row when it took the decision, and settles its outcome as the run
             # ends: the run's own events (call-decided, then how it ended) tell pages to look again.
-            return replace(outcome, audit_entry_id=entry.pk if entry is not None else None)
+            return replace(outcome, audit_entry_id=entry_id)
         # The continuation broke in this process before the run settled: say so on the record.
         AuditEntry.objects.settle(run_id, Outcome.FAILED, clean_text(outcome.message))
     else:
-        entry = _refused_attempt_row(user, actor, outcome, attempt, action, reason, resume_data)
+        entry_id = _refused_attempt_row(user, actor, outcome, attempt, action, reason, resume_data).pk
     # A record the run's events do not announce: pages that show decisions (the run page, the
     # audit log) refetch once it is there.
     event = {
@@ -242,7 +237,7 @@ def _recorded(
         "actor": actor,
     }
     transaction.on_commit(partial(live.announce, event), robust=True)
-    return replace(outcome, audit_entry_id=entry.pk if entry is not None else None)
+    return replace(outcome, audit_entry_id=entry_id)
 
 
 def _refused_attempt_row(
