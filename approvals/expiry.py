@@ -30,7 +30,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -55,6 +55,16 @@ CONTINUATION_THREADS = 2
 def mode() -> str:
     default = "worker" if "django_tasks_db" in str(settings.TASKS["default"]["BACKEND"]) else "server"
     return str(getattr(settings, "EXPIRY_SWEEP", "") or default)
+
+
+async def _on_db_thread[T](executor: ThreadPoolExecutor, work: Callable[[], Awaitable[T]]) -> T:
+    """``work()``, its database calls on ``executor``'s one thread, whose connection is given back
+    after (no request cycle closes it)."""
+    async with ThreadSensitiveContext(executor=executor):
+        try:
+            return await work()
+        finally:
+            await sync_to_async(close_old_connections, thread_sensitive=True)()
 
 
 class Continuations:
@@ -101,13 +111,8 @@ class Continuations:
 
     @staticmethod
     async def _continue(continuation: Continuation, executor: ThreadPoolExecutor) -> None:
-        async with ThreadSensitiveContext(executor=executor):
-            try:
-                await tasks.continue_run.aenqueue(
-                    continuation.agent_id, continuation.run_id, continuation.version
-                )
-            finally:
-                await sync_to_async(close_old_connections, thread_sensitive=True)()
+        c = continuation
+        await _on_db_thread(executor, lambda: tasks.continue_run.aenqueue(c.agent_id, c.run_id, c.version))
 
 
 class Sweeper:
@@ -158,12 +163,7 @@ class Sweeper:
         # Its audit rows say where they came from: the deadline, not a page.
         with audit_channel.using("deadline"):
             tasks.handoff.set(handoff)  # (this run of the loop's own context)
-            async with ThreadSensitiveContext(executor=executor):
-                try:
-                    return await agents.runtime().expire_due()
-                finally:
-                    # No request cycle closes this thread's connection: give it back.
-                    await sync_to_async(close_old_connections, thread_sensitive=True)()
+            return await _on_db_thread(executor, agents.runtime().expire_due)
 
     def _run(self) -> None:
         # One database thread for the sweeper's life: its connection is reused between sweeps.

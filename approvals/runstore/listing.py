@@ -10,9 +10,7 @@ places. A query the stand-ins cannot stand for (``escalated_to``: a list of grou
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,8 +35,6 @@ _STAND_INS: dict[str, Any] = {
     "expiring_before": datetime(1901, 1, 1, 0, 0, 3, tzinfo=UTC),
 }
 _DATETIMES = ("created_from", "created_to", "expiring_before")
-#: Shapes kept (page windows make shapes too: the first pages of the common filters stay).
-_KEPT = 512
 
 
 def querysets(runs: RunRecordQuerySet, query: RunQuery) -> tuple[RunRecordQuerySet, Any]:
@@ -85,34 +81,22 @@ def page(runs: RunRecordQuerySet, using: str, query: RunQuery) -> tuple[list[Row
         matches, rows = querysets(runs, query)
         total = matches.count()
         return ([] if _past_the_end(query, total) else list(rows)), total
-    connection = connections[using]
     # (A window of no rows compiles to no statement: only the count is run for it.)
-    count, rows_statement = _statements(
-        runs, using, query if (query.limit or 0) > 0 else replace(query, limit=None)
+    compiled_as = query if (query.limit or 0) > 0 else replace(query, limit=None)
+    count, rows = reads.compiled_for(
+        ("listing", *_shape(using, connections[using].vendor, compiled_as)),
+        lambda: _compile(runs, using, compiled_as),
     )
-    values = _values(connection, query)
-    with connection.cursor() as cursor:
-        cursor.execute(count.sql, [values.get(p, p) for p in count.params])
-        fetched = cursor.fetchone()
-    total = int(fetched[0]) if fetched else 0
+    values = _values(connections[using], query)
+    counted = reads.run_statement(using, count.sql, [values.get(p, p) for p in count.params], count)
+    total = int(counted[0]["total"]) if counted else 0
     if _past_the_end(query, total):
         return [], total
-    params = [values.get(p, p) for p in rows_statement.params]
-    return reads.run_statement(using, rows_statement.sql, params, rows_statement), total
+    return reads.run_statement(using, rows.sql, [values.get(p, p) for p in rows.params], rows), total
 
 
 def _past_the_end(query: RunQuery, total: int) -> bool:
     return total == 0 or (query.limit is not None and (query.limit <= 0 or query.offset >= total))
-
-
-@dataclass(frozen=True)
-class _Count:
-    sql: str
-    params: tuple[Any, ...]
-
-
-_compiled: OrderedDict[tuple[Any, ...], tuple[_Count, reads.Statement]] = OrderedDict()
-_compiling = threading.Lock()
 
 
 def _shape(using: str, vendor: str, query: RunQuery) -> tuple[Any, ...]:
@@ -121,30 +105,17 @@ def _shape(using: str, vendor: str, query: RunQuery) -> tuple[Any, ...]:
     return (using, vendor, present, query.delegated, query.oldest_first, query.by_deadline, window)
 
 
-def _statements(runs: RunRecordQuerySet, using: str, query: RunQuery) -> tuple[_Count, reads.Statement]:
-    key = _shape(using, connections[using].vendor, query)
-    with _compiling:
-        found = _compiled.get(key)
-        if found is not None:
-            _compiled.move_to_end(key)
-            return found
+def _compile(runs: RunRecordQuerySet, using: str, query: RunQuery) -> tuple[reads.Statement, reads.Statement]:
+    """The count and page statements of ``query``'s shape, built with stand-ins for its values."""
     stand_in = replace(
         query, **{name: value for name, value in _STAND_INS.items() if getattr(query, name) is not None}
     )
     matches, rows = querysets(runs, stand_in)
-    compiled = (_count_statement(matches, using), reads.statement_of(rows.query, using))
-    with _compiling:
-        _compiled[key] = compiled
-        while len(_compiled) > _KEPT:
-            _compiled.popitem(last=False)
-    return compiled
-
-
-def _count_statement(matches: RunRecordQuerySet, using: str) -> _Count:
-    """A count of the matches: over their primary keys, which both databases' planners flatten into
-    the plain count the ORM's ``count()`` sends (the same indexes, no rows visited for it)."""
-    sql, params = matches.order_by().values("pk").query.get_compiler(using).as_sql()
-    return _Count(f"SELECT COUNT(*) FROM ({sql}) matches", tuple(params))
+    # The count over the matches' primary keys, which both databases' planners flatten into the plain
+    # count the ORM's ``count()`` sends (the same indexes, no rows visited for it).
+    keys, params = matches.order_by().values("pk").query.get_compiler(using).as_sql()
+    count = reads.Statement(f"SELECT COUNT(*) FROM ({keys}) matches", tuple(params), ("total",), ())
+    return count, reads.statement_of(rows.query, using)
 
 
 def _values(connection: Any, query: RunQuery) -> dict[Any, Any]:

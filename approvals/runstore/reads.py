@@ -10,9 +10,10 @@ database, then run on the calling thread's connection through the ORM's own conv
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from django.db import connections
 
@@ -34,8 +35,11 @@ class Statement:
     converters: tuple[tuple[int, tuple[Callable[..., Any], ...], Any], ...]
 
 
-_compiled: dict[tuple[Any, ...], Statement] = {}
+#: Compiled statements by shape (and database), the least recently used dropped past ``_KEPT``:
+#: a listing's page window is part of its shape, so shapes are not a fixed few.
+_compiled: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
 _compiling = threading.Lock()
+_KEPT = 512
 
 
 def _columns(with_snapshot: bool) -> tuple[str, ...]:
@@ -65,13 +69,17 @@ def _statement(query: Any, using: str, stand_ins: set[Any]) -> Statement:
     return statement
 
 
-def _compiled_for(key: tuple[Any, ...], compile_: Callable[[], Statement]) -> Statement:
-    statement = _compiled.get(key)
-    if statement is None:
-        with _compiling:
-            statement = _compiled.get(key) or compile_()
-            _compiled[key] = statement
-    return statement
+def compiled_for[T](key: tuple[Any, ...], compile_: Callable[[], T]) -> T:
+    """What ``compile_()`` gives for the shape ``key``: compiled the first time it is asked for."""
+    with _compiling:
+        found = _compiled.get(key)
+        if found is None:
+            found = _compiled[key] = compile_()
+            while len(_compiled) > _KEPT:
+                _compiled.popitem(last=False)
+        else:
+            _compiled.move_to_end(key)
+        return cast(T, found)
 
 
 def run_statement(using: str, sql: str, params: list[Any], statement: Statement) -> list[Row]:
@@ -109,7 +117,7 @@ def one_run_rows(
     """The run's row joined with each of its calls (one row with empty call columns when it has none),
     calls in their order; empty when no run has this id (and agent)."""
     vendor = connections[using].vendor
-    statement = _compiled_for(
+    statement = compiled_for(
         ("one run", using, vendor, agent_id is not None, with_snapshot, lock),
         lambda: _compile_one_run(using, agent_id is not None, with_snapshot, lock),
     )
@@ -129,7 +137,7 @@ def calls_of_runs_rows(using: str, run_pks: list[int]) -> list[Row]:
     """The calls of these runs (by primary key), each run's in order, ordered by run."""
     connection = connections[using]
     key = ("calls of runs", using, connection.vendor)
-    statement = _compiled_for(key, lambda: _compile_calls_of_runs(using))
+    statement = compiled_for(key, lambda: _compile_calls_of_runs(using))
     if connection.vendor == "postgresql":
         # One parameter whatever the number of runs: one statement for the server to prepare.
         return run_statement(
