@@ -57,19 +57,22 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Django's own; those of approvals.loop_middleware run their hooks on the event loop under ASGI
+    # when they do no I/O. (Security, CSRF and X-Frame-Options keep Django's names: its deploy checks
+    # look for them by name.)
     "django.middleware.security.SecurityMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
+    "approvals.loop_middleware.SessionMiddleware",
+    "approvals.loop_middleware.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "approvals.loop_middleware.AuthenticationMiddleware",
+    "approvals.loop_middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "approvals.middleware.htmx_login_redirect",
     "approvals.middleware.private_pages",
     # Times in the viewer's zone (approvals/times.py).
     "approvals.middleware.viewer_time_zone",
-    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    "approvals.loop_middleware.ContentSecurityPolicyMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into its 429 page.
     "axes.middleware.AxesMiddleware",
 ]
