@@ -180,9 +180,14 @@ class Access:
         name: str = self.user.get_username()
         return name
 
+    def holds(self, permission: str) -> bool | None:
+        """Whether the user holds ``permission``, as resolved with these rights (no query); None for
+        a permission not resolved here."""
+        return {DECIDE_PERMISSION: self.can_decide, AUDIT_PERMISSION: self.can_audit}.get(permission)
+
     def require(self, permission: str, *, to: str) -> None:
         """``require_permission`` from what was resolved (the query is only for the refusal)."""
-        held = {DECIDE_PERMISSION: self.can_decide, AUDIT_PERMISSION: self.can_audit}.get(permission)
+        held = self.holds(permission)
         if held is None:
             require_permission(self.user, permission, to=to)
         elif not held:

@@ -130,18 +130,47 @@ async def test_a_requests_thread_closes_its_connection_even_when_the_request_was
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await sync_to_async(view)()
 
-    request = asyncio.ensure_future(RequestThreads(app)({"type": "http"}, None, None))
+    threads = RequestThreads(app)
+    request = asyncio.ensure_future(threads({"type": "http"}, None, None))
     assert await asyncio.to_thread(started.wait, 10)
     request.cancel()
     with pytest.raises(asyncio.CancelledError):
         await request
     assert seen["thread"].name.startswith("countersign-request")
     assert seen["connection"].connection is not None  # still the view's
+    assert threads._idle == []  # not offered to the next request while the view still runs
 
     finish.set()
-    await asyncio.to_thread(seen["thread"].join, 10)
-    assert not seen["thread"].is_alive()
+    for _ in range(100):
+        if threads._idle:
+            break
+        await asyncio.sleep(0.05)
+    assert len(threads._idle) == 1  # waiting for the next request, its connection given back
     assert seen["connection"].connection is None
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_next_request_reuses_a_thread_whose_connection_was_given_back() -> None:
+    seen: list[tuple[threading.Thread, bool]] = []
+
+    def view() -> None:
+        connection = connections["default"]
+        seen.append((threading.current_thread(), connection.connection is None))
+        connection.ensure_connection()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await sync_to_async(view)()
+
+    threads = RequestThreads(app)
+    for _ in range(3):
+        await threads({"type": "http"}, None, None)
+        for _ in range(100):  # the clean-up runs on the thread after the request
+            if threads._idle:
+                break
+            await asyncio.sleep(0.01)
+
+    assert len({thread for thread, _ in seen}) == 1
+    assert all(closed for _, closed in seen)  # each request starts without the last one's connection
 
 
 async def test_other_protocols_pass_through_request_threads() -> None:
