@@ -2,7 +2,8 @@
 
 Seeds N suspended runs (as ``list_suspended_runs.py`` does: 5 agents, bulk inserts) into a scratch
 PostgreSQL database, starts Countersign under Daphne on it (one process, the Immediate task backend,
-no rate limit), and times p50 / p95 over ``--calls`` calls, through one kept-alive HTTP connection:
+no rate limit), and times p50 / p95 over ``--calls`` calls, through one kept-alive HTTP connection,
+the cases compared taking turns call by call (the listings; the three approvals):
 
 - ``list in process``: ``agent.list_suspended_runs(per_page=50, page=0)``
 - ``GET suspended-runs``: ``/api/agents/agent-0/suspended-runs?perPage=50&page=0`` over HTTP
@@ -36,6 +37,12 @@ from _common import ROOT, p50_p95, scratch_database
 
 RESULTS = ROOT / "bench" / "results" / "api.json"
 RUNTIME = "bench_api_runtime:runtime"
+#: The issue's targets: each HTTP figure over the in-process figure of the same operation.
+RATIOS = [
+    ("GET suspended-runs", "list in process", 2.0),
+    ("POST v1 approve", "approve e2e in process", 1.5),
+    ("POST approve-tool-call", "approve e2e in process", 1.5),
+]
 
 
 def _setup() -> None:
@@ -78,15 +85,20 @@ class Http:
         return response.status, response.read()
 
 
-def _timed(calls: int, call: Any) -> tuple[float, float]:
+def _timed_together(calls: int, cases: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """p50 / p95 of each case, the cases taking turns call by call: this machine's speed drifts by
+    tens of percent within a minute, and a case timed after another would carry the drift into
+    their ratio."""
     for i in range(3):  # warm-up: connections, caches, imports
-        call(i)
-    samples = []
+        for call in cases.values():
+            call(i)
+    samples: dict[str, list[float]] = {name: [] for name in cases}
     for i in range(calls):
-        started = time.perf_counter()
-        call(i)
-        samples.append((time.perf_counter() - started) * 1000)
-    return p50_p95(samples)
+        for name, call in cases.items():
+            started = time.perf_counter()
+            call(i)
+            samples[name].append((time.perf_counter() - started) * 1000)
+    return {name: p50_p95(taken) for name, taken in samples.items()}
 
 
 def measure(port: int, token: str, calls: int) -> dict[str, tuple[float, float]]:
@@ -107,8 +119,7 @@ def measure(port: int, token: str, calls: int) -> dict[str, tuple[float, float]]
         status, body = http_.request("GET", "/api/agents/agent-0/suspended-runs?perPage=50&page=0")
         assert status == 200 and len(json.loads(body)["runs"]) == 50, (status, body[:200])
 
-    out["list in process"] = _timed(calls, listed)
-    out["GET suspended-runs"] = _timed(calls, listed_http)
+    out.update(_timed_together(calls, {"list in process": listed, "GET suspended-runs": listed_http}))
 
     def fresh(case: str) -> list[Any]:
         # A thread per case: each run's continuation adds to its thread's history, which the next
@@ -118,36 +129,37 @@ def measure(port: int, token: str, calls: int) -> dict[str, tuple[float, float]]
             for _ in range(calls + 3)
         ]
 
-    pending = iter(fresh("in-process"))
+    in_process, v1, mastra = iter(fresh("in-process")), iter(fresh("v1")), iter(fresh("mastra"))
 
     def approve(i: int) -> None:
-        run = next(pending)
+        run = next(in_process)
         stream = async_to_sync(agent.approve_tool_call)(
             run_id=run.run_id, tool_call_id=run.tool_calls[0].tool_call_id
         )
         assert async_to_sync(stream.result)().status == "success"
 
-    out["approve e2e in process"] = _timed(calls, approve)
-
-    pending = iter(fresh("v1"))
-
     def approve_v1(i: int) -> None:
-        run = next(pending)
+        run = next(v1)
         path = f"/api/v1/agents/agent-0/runs/{run.run_id}/calls/{run.tool_calls[0].tool_call_id}/approve"
         status, body = http_.request("POST", path, {})
         assert status == 200 and json.loads(body)["outcome"] == "completed", (status, body[:300])
 
-    out["POST v1 approve"] = _timed(calls, approve_v1)
-
-    pending = iter(fresh("mastra"))
-
     def approve_mastra(i: int) -> None:
-        run = next(pending)
+        run = next(mastra)
         body = {"runId": run.run_id, "toolCallId": run.tool_calls[0].tool_call_id}
         status, raw = http_.request("POST", "/api/agents/agent-0/approve-tool-call", body)
         assert status == 200 and raw.endswith(b"data: [DONE]\n\n"), (status, raw[-200:])
 
-    out["POST approve-tool-call"] = _timed(calls, approve_mastra)
+    out.update(
+        _timed_together(
+            calls,
+            {
+                "approve e2e in process": approve,
+                "POST v1 approve": approve_v1,
+                "POST approve-tool-call": approve_mastra,
+            },
+        )
+    )
     return out
 
 
@@ -251,6 +263,13 @@ def main() -> None:
     print(f"{'case':<26}{'p50 ms':>9}{'p95 ms':>9}")
     for r in results:
         print(f"{r['case']:<26}{r['p50_ms']:9.2f}{r['p95_ms']:9.2f}")
+    p50 = {case: p for case, (p, _) in figures.items()}
+    print()
+    for over, base, target in RATIOS:
+        ratio = p50[over] / p50[base]
+        verdict = "ok" if ratio <= target else "MISSED"
+        print(f"{over} / {base}: {ratio:.2f}x (target <= {target}x) {verdict}")
+        results.append({"backend": backend, "n": args.size, "case": f"{over} / {base}", "ratio": round(ratio, 3)})
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nwritten to {RESULTS.relative_to(ROOT)}")

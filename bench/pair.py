@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-FIGURES = ("p50_ms", "p95_ms")
+FIGURES = ("p50_ms", "p95_ms", "ratio")
 
 
 def _commit(tree: Path, ref: str = "HEAD") -> str:
