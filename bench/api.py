@@ -269,7 +269,8 @@ def main() -> None:
         ratio = p50[over] / p50[base]
         verdict = "ok" if ratio <= target else "MISSED"
         print(f"{over} / {base}: {ratio:.2f}x (target <= {target}x) {verdict}")
-        results.append({"backend": backend, "n": args.size, "case": f"{over} / {base}", "ratio": round(ratio, 3)})
+        case = f"{over} / {base}"
+        results.append({"backend": backend, "n": args.size, "case": case, "ratio": round(ratio, 3)})
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nwritten to {RESULTS.relative_to(ROOT)}")
