@@ -55,7 +55,9 @@ def test_logged_in_pages_open_the_live_socket_and_show_the_badge(
     assert body and 'data-live-url="/ws/live/"' in body.group(0)
     badge = section(page, "live-status")
     assert 'role="status"' in badge and "hidden" in badge
-    assert '<script src="/static/countersign/live.js" defer></script>' in page
+    # The socket first, then the scripts that act on what it hears (they wait for window.csLive).
+    scripts = re.findall(r'<script src="/static/countersign/(live[^"]*)" defer></script>', page)
+    assert scripts == ["live.js", "live-refetch.js", "live-decided.js", "live-output.js", "live-presence.js"]
     # Strict CSP: no inline script or style anywhere on the page.
     assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>", page)
     assert " style=" not in page
@@ -66,7 +68,7 @@ def test_login_page_opens_no_socket(agents: DashboardAgents) -> None:
 
     assert "data-live-url" not in page
     assert "live-status" not in page
-    assert "live.js" not in page
+    assert "countersign/live" not in page
 
 
 def test_overview_table_refetches_itself_on_any_event(
