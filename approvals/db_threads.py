@@ -69,7 +69,8 @@ class RequestThreads:
             executor.submit(connections.close_all).add_done_callback(lambda _: self._release(executor))
 
     def _release(self, executor: ThreadPoolExecutor) -> None:
-        # (On the executor's own thread, its clean-up done; list appends are atomic.)
+        # (Once its clean-up is done: on the executor's thread, or on the loop's if it was done before
+        # the callback was added; list appends and pops are atomic either way.)
         if len(self._idle) < self.IDLE_THREADS:
             self._idle.append(executor)
         else:
