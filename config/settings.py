@@ -222,6 +222,14 @@ WEBHOOK_RETRY_SECONDS = [
 WEBHOOK_GIVE_UP_SECONDS = float(_env("WEBHOOK_GIVE_UP_SECONDS", "86400"))
 COUNTERSIGN_BASE_URL = _env("COUNTERSIGN_BASE_URL", "")
 
+# --- Queue health (approvals/probes.py, approvals/health/) ------------------------------------------
+
+# /metrics (Prometheus) answers only a request with "Authorization: Bearer <METRICS_TOKEN>". Unset:
+# /metrics is 404, unless DEBUG is on (local development), where it is open.
+METRICS_TOKEN = _env("METRICS_TOKEN", "")
+# How long /readyz waits for the database and for the channel layer's round trip, each.
+READYZ_TIMEOUT_SECONDS = float(_env("READYZ_TIMEOUT_SECONDS", "2"))
+
 # --- Auth -------------------------------------------------------------------------------------------
 
 AUTHENTICATION_BACKENDS = [

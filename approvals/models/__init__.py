@@ -2,6 +2,7 @@ from .audit import AuditEntry
 from .batches import Batch, BatchItem, FollowedAgent
 from .claims import CallClaim
 from .ended import EndedRun
+from .health import HealthCount, HealthWatermark
 from .live import LiveEvent
 from .runs import ParkedCallRecord, RunRecord, ThreadMessage
 from .tokens import ApiToken
@@ -15,6 +16,8 @@ __all__ = [
     "CallClaim",
     "EndedRun",
     "FollowedAgent",
+    "HealthCount",
+    "HealthWatermark",
     "LiveEvent",
     "ParkedCallRecord",
     "RunRecord",

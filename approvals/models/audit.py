@@ -158,6 +158,10 @@ class AuditEntry(models.Model):
     batch = models.ForeignKey(
         "approvals.Batch", null=True, blank=True, on_delete=models.PROTECT, related_name="audit_entries"
     )
+    #: When the decided call was parked (its run's last suspension): time to decision is
+    #: ``created_at - parked_at`` (the queue-health page, ``/metrics``). None on rows written
+    #: before it was kept and on attempts the services write (lost races, invalid forms).
+    parked_at = models.DateTimeField(null=True, blank=True)
 
     objects: ClassVar[AuditEntryQuerySet] = AuditEntryQuerySet.as_manager()  # type: ignore[assignment]
 

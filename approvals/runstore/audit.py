@@ -56,8 +56,9 @@ def ending_outcome(ending: RunEnding | None) -> tuple[str, str]:
 
 # -- the row -------------------------------------------------------------------------------------
 
-#: Columns of the decision row: the record's fields, the user it links to and its bulk decision.
-COLUMNS = ("user_id", *RECORD_FIELDS, "batch_id")
+#: Columns of the decision row: the record's fields, the user it links to, its bulk decision and when
+#: the call was parked.
+COLUMNS = ("user_id", *RECORD_FIELDS, "batch_id", "parked_at")
 
 
 def vote_detail(vote: Vote) -> str:
@@ -133,6 +134,7 @@ def call_row_values(
         "outcome_detail": detail,
         "channel": audit_channel.current(),
         "batch_id": None,
+        "parked_at": run.suspended_at,
     }
 
 

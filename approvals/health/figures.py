@@ -1,0 +1,333 @@
+"""What the queue-health page and ``/metrics`` show, read in a constant number of small queries.
+
+Pending calls are read live from the parked calls (one grouped query over the undecided calls of
+waiting runs: ``call_undecided_tool_idx``); everything about decisions comes from the hourly
+rollup (``HealthCount``) plus the audit rows not folded into it yet (``rollup.tail``), never from
+a scan of the audit log. A sub-agent's inner runs are counted on their supervisor's mirror call,
+as the overview counts them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.db.models import Count, Min, Q, Sum
+from django.db.models.functions import TruncHour
+from django.utils import timezone
+
+from approvals.health import rollup
+from approvals.health.counting import Counts, Key, final_labels, hour_of, label_bound
+from approvals.models.health import EVER, HealthCount, Series
+from approvals.models.runs import ParkedCallRecord, RunStatus
+
+DAY_HOURS = 24
+WEEK_HOURS = 7 * 24
+
+
+@dataclass(frozen=True)
+class PendingRow:
+    agent_id: str
+    tool_name: str
+    count: int
+    oldest: datetime
+
+
+@dataclass(frozen=True)
+class AgentPending:
+    agent_id: str
+    count: int
+    oldest: datetime
+    #: Seconds the oldest pending call has waited.
+    oldest_age: float
+
+
+@dataclass(frozen=True)
+class HourRow:
+    hour: datetime
+    parked: int
+    decided: int
+
+
+@dataclass(frozen=True)
+class WaitRow:
+    """Time to decision of one agent's final decisions: p50 / p90 as their buckets' upper bounds."""
+
+    agent_id: str
+    day_count: int
+    day_p50: float | None
+    day_p90: float | None
+    week_count: int
+    week_p50: float | None
+    week_p90: float | None
+
+
+@dataclass(frozen=True)
+class ReviewerRow:
+    username: str
+    day: int
+    week: int
+
+
+@dataclass(frozen=True)
+class GrantRow:
+    agent_id: str
+    tool_name: str
+    grant: str
+    day: int
+    week: int
+
+
+@dataclass(frozen=True)
+class Pending:
+    rows: list[PendingRow]
+    agents: list[AgentPending]
+    #: Pending calls by the UTC hour they were parked (for the parked-per-hour series).
+    by_hour: dict[datetime, int]
+
+    @property
+    def total(self) -> int:
+        return sum(r.count for r in self.rows)
+
+
+@dataclass(frozen=True)
+class HealthFigures:
+    now: datetime
+    pending: Pending
+    day: list[HourRow]
+    week: list[HourRow]
+    waits: list[WaitRow]
+    reviewers: list[ReviewerRow]
+    grants: list[GrantRow]
+    #: Audit rows not counted yet (the rollup is catching up); 0 normally.
+    behind: int
+
+
+# -- pending calls (live) ----------------------------------------------------------------------------
+
+
+def pending(agent_ids: Collection[str] | None, *, now: datetime, since: datetime | None = None) -> Pending:
+    """Undecided calls of waiting runs per agent and tool (``agent_ids`` None: every agent)."""
+    calls = ParkedCallRecord.objects.undecided().filter(
+        run__status=RunStatus.SUSPENDED, run__parent_run_id__isnull=True
+    )
+    if agent_ids is not None:
+        calls = calls.filter(run__agent_id__in=list(agent_ids))
+    grouped = (
+        calls.annotate(hour=TruncHour("run__suspended_at", tzinfo=UTC))
+        .values("run__agent_id", "tool_name", "hour")
+        .annotate(n=Count("pk"), oldest=Min("run__suspended_at"))
+        .order_by()
+    )
+    per_tool: dict[tuple[str, str], tuple[int, datetime]] = {}
+    by_hour: dict[datetime, int] = defaultdict(int)
+    for g in grouped:
+        key = (g["run__agent_id"], g["tool_name"])
+        count, oldest = per_tool.get(key, (0, g["oldest"]))
+        per_tool[key] = (count + g["n"], min(oldest, g["oldest"]))
+        if since is not None and g["hour"] >= since:
+            by_hour[g["hour"]] += g["n"]
+    rows = [PendingRow(a, t, n, oldest) for (a, t), (n, oldest) in sorted(per_tool.items())]
+    per_agent: dict[str, tuple[int, datetime]] = {}
+    for r in rows:
+        count, oldest = per_agent.get(r.agent_id, (0, r.oldest))
+        per_agent[r.agent_id] = (count + r.count, min(oldest, r.oldest))
+    agents = [
+        AgentPending(a, n, oldest, max(0.0, (now - oldest).total_seconds()))
+        for a, (n, oldest) in sorted(per_agent.items())
+    ]
+    return Pending(rows, agents, dict(by_hour))
+
+
+# -- the rollup, plus what is not folded yet ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """What a read sums: the hours from ``since`` (``EVER``: the all-time rows), of ``agent_ids``
+    (None: all), and the counts of the rows not folded yet."""
+
+    since: datetime
+    agent_ids: Collection[str] | None
+    tail: Counts
+
+
+def _summed(
+    series: Series,
+    fields: tuple[str, ...],
+    scope: _Scope,
+    *,
+    labels: Collection[str] | None = None,
+    split: datetime | None = None,
+) -> dict[tuple[object, ...], list[float]]:
+    """``series`` summed by ``fields`` in ``scope``: ``[count, seconds, count from split]`` per
+    group, the rollup's and the tail's together."""
+    since, agent_ids = scope.since, scope.agent_ids
+    rows = HealthCount.objects.filter(series=series)
+    rows = rows.filter(hour=EVER) if since == EVER else rows.filter(hour__gte=since).exclude(hour=EVER)
+    if agent_ids is not None:
+        rows = rows.filter(agent_id__in=list(agent_ids))
+    if labels is not None:
+        rows = rows.filter(label__in=list(labels))
+    extra = {"split": Sum("count", filter=Q(hour__gte=split))} if split is not None else {}
+    sums: dict[tuple[object, ...], list[float]] = {}
+    for r in rows.values(*fields).annotate(n=Sum("count"), s=Sum("seconds"), **extra).order_by():
+        sums[tuple(r[f] for f in fields)] = [r["n"], r["s"], r.get("split") or 0]
+    wanted = _tail_filter(series, since, agent_ids, labels)
+    for key, tally in scope.tail.items():
+        if wanted(key):
+            group = sums.setdefault(tuple(getattr(key, f) for f in fields), [0, 0.0, 0])
+            group[0] += tally.count
+            group[1] += tally.seconds
+            if split is not None and key.hour >= split:
+                group[2] += tally.count
+    return sums
+
+
+def _tail_filter(
+    series: Series, since: datetime, agent_ids: Collection[str] | None, labels: Collection[str] | None
+) -> Callable[[Key], bool]:
+    agents = None if agent_ids is None else set(agent_ids)
+    wanted_labels = None if labels is None else set(labels)
+
+    def wanted(key: Key) -> bool:
+        if key.series != series or (key.hour == EVER) != (since == EVER) or key.hour < since:
+            return False
+        if agents is not None and key.agent_id not in agents:
+            return False
+        return wanted_labels is None or key.label in wanted_labels
+
+    return wanted
+
+
+def quantile(buckets: dict[float, float], q: float) -> float | None:
+    """The upper bound of the bucket holding the ``q`` quantile (None without any count)."""
+    total = sum(buckets.values())
+    if total <= 0:
+        return None
+    rank = math.ceil(q * total)
+    seen = 0.0
+    for bound in sorted(buckets):
+        seen += buckets[bound]
+        if seen >= rank:
+            return bound
+    return math.inf
+
+
+def _hours(start: datetime, n: int) -> list[datetime]:
+    return [start + timedelta(hours=i) for i in range(n)]
+
+
+def health_figures(agent_ids: Collection[str], *, now: datetime | None = None) -> HealthFigures:
+    """The page's figures for ``agent_ids`` (the agents the viewer may see)."""
+    now = now or timezone.now()
+    rollup.fold()  # bounded; the sweep usually did it already
+    tail = rollup.tail()
+    this_hour = hour_of(now)
+    week_start = this_hour - timedelta(hours=WEEK_HOURS - 1)
+    day_start = this_hour - timedelta(hours=DAY_HOURS - 1)
+    waiting = pending(agent_ids, now=now, since=week_start)
+    scope = _Scope(week_start, agent_ids, tail.counts)
+    parked = _summed(Series.PARKED, ("hour",), scope)
+    decided = _summed(Series.DECIDED, ("hour",), scope, labels=final_labels())
+    week = [
+        HourRow(
+            h,
+            int(parked.get((h,), [0])[0]) + waiting.by_hour.get(h, 0),
+            int(decided.get((h,), [0])[0]),
+        )
+        for h in _hours(week_start, WEEK_HOURS)
+    ]
+    return HealthFigures(
+        now=now,
+        pending=waiting,
+        day=week[-DAY_HOURS:],
+        week=week,
+        waits=_waits(scope, day_start),
+        reviewers=_reviewers(scope, day_start),
+        grants=grants_used(agent_ids, since=week_start, day_start=day_start, tail=tail.counts),
+        behind=tail.behind,
+    )
+
+
+def _waits(scope: _Scope, day_start: datetime) -> list[WaitRow]:
+    sums = _summed(Series.WAIT, ("agent_id", "label", "hour"), scope)
+    day: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
+    week: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
+    for (agent_id, label, hour), (count, _, _) in sums.items():
+        week[str(agent_id)][label_bound(str(label))] += count
+        if isinstance(hour, datetime) and hour >= day_start:
+            day[str(agent_id)][label_bound(str(label))] += count
+    return [
+        WaitRow(
+            agent_id,
+            int(sum(day[agent_id].values())),
+            quantile(day[agent_id], 0.5),
+            quantile(day[agent_id], 0.9),
+            int(sum(buckets.values())),
+            quantile(buckets, 0.5),
+            quantile(buckets, 0.9),
+        )
+        for agent_id, buckets in sorted(week.items())
+    ]
+
+
+def _reviewers(scope: _Scope, day_start: datetime) -> list[ReviewerRow]:
+    sums = _summed(Series.REVIEWER, ("label",), scope, split=day_start)
+    rows = [ReviewerRow(str(label), int(v[2]), int(v[0])) for (label,), v in sums.items()]
+    return sorted(rows, key=lambda r: (-r.week, r.username))
+
+
+def grants_used(
+    agent_ids: Collection[str] | None,
+    *,
+    since: datetime,
+    day_start: datetime | None = None,
+    tail: Counts | None = None,
+) -> list[GrantRow]:
+    """Decisions standing grants took, per agent, tool and grant (none: an empty list).
+
+    The one read of grant use (what counts as one: ``counting.grant_of``); ``since=EVER`` gives
+    the all-time totals ``/metrics`` exposes.
+    """
+    tail = rollup.tail().counts if tail is None else tail
+    scope = _Scope(since, agent_ids, tail)
+    sums = _summed(Series.GRANT, ("agent_id", "tool_name", "label"), scope, split=day_start)
+    rows = [GrantRow(str(a), str(t), str(g), int(v[2]), int(v[0])) for (a, t, g), v in sums.items()]
+    return sorted(rows, key=lambda r: (-r.week, r.agent_id, r.tool_name, r.grant))
+
+
+# -- /metrics ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MetricFigures:
+    pending: Pending
+    #: (agent, action, outcome class) -> decisions, all time.
+    decisions: dict[tuple[str, str, str], int]
+    #: agent -> ({bucket bound: count}, sum of seconds), all time.
+    waits: dict[str, tuple[dict[float, int], float]]
+    grants: list[GrantRow]
+    behind: int
+
+
+def metric_figures(*, now: datetime | None = None) -> MetricFigures:
+    """Every agent's figures, all time (what ``/metrics`` exposes)."""
+    now = now or timezone.now()
+    rollup.fold()
+    tail = rollup.tail()
+    scope = _Scope(EVER, None, tail.counts)
+    decisions: dict[tuple[str, str, str], int] = {}
+    for (agent_id, label), (count, _, _) in _summed(Series.DECIDED, ("agent_id", "label"), scope).items():
+        action, _, klass = str(label).partition(":")
+        decisions[(str(agent_id), action, klass)] = int(count)
+    waits: dict[str, tuple[dict[float, int], float]] = {}
+    for (agent_id, label), (count, seconds, _) in _summed(Series.WAIT, ("agent_id", "label"), scope).items():
+        buckets, total = waits.get(str(agent_id), ({}, 0.0))
+        buckets[label_bound(str(label))] = int(count)
+        waits[str(agent_id)] = (buckets, total + seconds)
+    grants = grants_used(None, since=EVER, tail=tail.counts)
+    return MetricFigures(pending(None, now=now), decisions, waits, grants, tail.behind)

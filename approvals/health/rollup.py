@@ -1,0 +1,126 @@
+"""The audit log folded into ``HealthCount``, a bounded batch at a time, by a watermark.
+
+``fold`` takes the audit rows past ``HealthWatermark.last_id`` in id order, adds what they count
+(``counting.count_rows``) to the hourly rows with one upsert, and moves the watermark, all in one
+transaction: a row is counted once however many processes fold. The watermark row is locked
+(PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so a second folder goes away rather than wait; SQLite's
+transactions are ``IMMEDIATE`` already).
+
+Ids come from a sequence, and on PostgreSQL a row may commit after one with a higher id: folding
+past it would skip it for good. So the fold stops at the first row younger than ``FOLD_LAG``
+(decision rows are written by one statement; a commit that late would be a stalled transaction),
+and readers add the rows past the watermark themselves (``tail``), so the figures are exact and
+live while the fold lags behind.
+
+The expiry sweep folds in the background (``approvals.expiry``); the page and ``/metrics`` fold
+once (bounded) before they read, so the rollup keeps up without the sweep too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from approvals.health.counting import AuditRow, Counts, Key, count_rows
+from approvals.models.audit import AuditEntry
+from approvals.models.health import HealthCount, HealthWatermark
+
+#: The columns ``counting.AuditRow`` holds, in its order.
+AUDIT_COLUMNS = tuple(AuditRow._fields)
+#: Audit rows one fold takes at most (a fold of this many is tens of milliseconds).
+FOLD_BATCH = 5_000
+#: Rows younger than this are left to the next fold (see the module's docstring).
+FOLD_LAG = timedelta(seconds=5)
+#: Rows past the watermark a read adds itself at most; beyond, the figures say they lag behind.
+TAIL_MAX = 5_000
+_UPSERT_CHUNK = 500
+_WATERMARK = 1
+
+
+def fold(*, limit: int = FOLD_BATCH, now: datetime | None = None) -> int:
+    """Fold up to ``limit`` audit rows into the rollup: how many (0 when another fold holds it)."""
+    settled = (now or timezone.now()) - FOLD_LAG
+    HealthWatermark.objects.bulk_create([HealthWatermark(pk=_WATERMARK)], ignore_conflicts=True)
+    with transaction.atomic():
+        mark = (
+            HealthWatermark.objects.select_for_update(skip_locked=True).filter(pk=_WATERMARK).first()
+            if connection.features.has_select_for_update_skip_locked
+            else HealthWatermark.objects.filter(pk=_WATERMARK).first()
+        )
+        if mark is None:
+            return 0  # another process is folding these very rows
+        rows = []
+        for row in _rows_after(mark.last_id, limit):
+            if row.created_at > settled:
+                break
+            rows.append(row)
+        if not rows:
+            return 0
+        _upsert(count_rows(rows))
+        mark.last_id = rows[-1].id
+        mark.folded_at = timezone.now()
+        mark.save(update_fields=["last_id", "folded_at"])
+    return len(rows)
+
+
+def fold_all(*, batch: int = FOLD_BATCH) -> int:
+    """Fold until caught up (a command, a test): how many rows."""
+    total = 0
+    while done := fold(limit=batch):
+        total += done
+    return total
+
+
+@dataclass(frozen=True)
+class Tail:
+    """The audit rows past the watermark, counted: what a read adds to the rollup."""
+
+    counts: Counts
+    #: Rows past the watermark not counted (more than ``TAIL_MAX``): the figures lag by these.
+    behind: int
+
+
+def watermark() -> int:
+    found = HealthWatermark.objects.filter(pk=_WATERMARK).values_list("last_id", flat=True).first()
+    return found or 0
+
+
+def tail(*, limit: int = TAIL_MAX) -> Tail:
+    after = watermark()
+    rows = list(_rows_after(after, limit + 1))
+    if len(rows) <= limit:
+        return Tail(count_rows(rows), 0)
+    behind = AuditEntry.objects.filter(id__gt=rows[limit - 1].id).count()
+    return Tail(count_rows(rows[:limit]), behind)
+
+
+def _rows_after(last_id: int, limit: int) -> Iterable[AuditRow]:
+    found = AuditEntry.objects.filter(id__gt=last_id).order_by("id").values_list(*AUDIT_COLUMNS)[:limit]
+    return (AuditRow(*values) for values in found)
+
+
+def _upsert(counts: Counts) -> None:
+    """Add ``counts`` to their rows (created when new) in statements of ``_UPSERT_CHUNK`` rows."""
+    table = HealthCount._meta.db_table
+    key = ", ".join(Key._fields)
+    hour_field = HealthCount._meta.get_field("hour")
+    items = list(counts.items())
+    with connection.cursor() as cursor:
+        for start in range(0, len(items), _UPSERT_CHUNK):
+            chunk = items[start : start + _UPSERT_CHUNK]
+            params: list[Any] = []
+            for k, tally in chunk:
+                hour = hour_field.get_db_prep_value(k.hour, connection)
+                params += [k.series, hour, k.agent_id, k.tool_name, k.label, tally.count, tally.seconds]
+            values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(chunk))
+            cursor.execute(
+                f"INSERT INTO {table} ({key}, count, seconds) VALUES {values}"
+                f" ON CONFLICT ({key}) DO UPDATE SET count = {table}.count + excluded.count,"
+                f" seconds = {table}.seconds + excluded.seconds",
+                params,
+            )

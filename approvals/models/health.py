@@ -1,0 +1,67 @@
+"""The queue-health rollup: the audit log folded into hourly counts, so the health page and
+``/metrics`` read a few hundred rows whatever the size of the log.
+
+``approvals.health.rollup`` is the only writer: it folds audit rows past ``HealthWatermark.last_id``
+into ``HealthCount`` in one transaction (the watermark moves in the same one, so a row is counted
+once). Pending calls are not here: they are read live from the parked calls (``approvals.health``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from django.db import models
+
+#: The ``hour`` of the all-time rows (``/metrics``' counters): one row per key, whatever the age.
+EVER = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class Series(models.TextChoices):
+    #: Decided calls by the hour they were parked (pending ones are counted live).
+    PARKED = "parked", "parked"
+    #: Audit rows by the hour they were written; label: ``<action>:<outcome class>``.
+    DECIDED = "decided", "decided"
+    #: Time to decision of final decisions; label: the histogram bucket's upper bound in seconds.
+    WAIT = "wait", "wait"
+    #: A reviewer's decisions and votes; label: the username.
+    REVIEWER = "reviewer", "reviewer"
+    #: Decisions a standing grant took; label: the grant.
+    GRANT = "grant", "grant"
+
+
+class HealthCount(models.Model):
+    series = models.CharField(max_length=12, choices=Series.choices)
+    #: The UTC hour the counts fall in (``EVER``: all time).
+    hour = models.DateTimeField()
+    agent_id = models.CharField(max_length=255)
+    tool_name = models.CharField(max_length=255, blank=True)
+    label = models.CharField(max_length=255, blank=True)
+    count = models.BigIntegerField(default=0)
+    #: ``wait``: the sum of the times to decision in the bucket (the histogram's ``_sum``).
+    seconds = models.FloatField(default=0.0)
+
+    class Meta:
+        db_table = "approvals_health_count"
+        constraints = [
+            # The fold's upsert key, and the reads' index: a series over a range of hours.
+            models.UniqueConstraint(
+                fields=["series", "hour", "agent_id", "tool_name", "label"], name="health_count_key"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        where = f"{self.agent_id}/{self.tool_name}"
+        return f"{self.series} {self.hour:%Y-%m-%d %H}h {where} {self.label}: {self.count}"
+
+
+class HealthWatermark(models.Model):
+    """One row: the id of the last audit row folded into ``HealthCount``."""
+
+    last_id = models.BigIntegerField(default=0)
+    folded_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "approvals_health_watermark"
+
+    def __str__(self) -> str:
+        return f"folded up to audit row {self.last_id}"
