@@ -40,6 +40,7 @@ from django.db import close_old_connections
 
 from agents_runtime import Continuation
 from approvals import agents, audit_channel, tasks
+from approvals.health import rollup as health_rollup
 from approvals.webhooks import sending
 
 logger = logging.getLogger(__name__)
@@ -48,6 +49,8 @@ logger = logging.getLogger(__name__)
 #: (plus the sweep's own time). One indexed query per agent when nothing is due.
 SWEEP_SECONDS = 1.0
 ORPHAN_SWEEP_SECONDS = 30.0
+#: How often the sweep folds new audit rows into the queue-health rollup (approvals/health/rollup.py).
+HEALTH_FOLD_SECONDS = 10.0
 #: Threads running the runs the sweep expired (Immediate backend), each with its own connection.
 CONTINUATION_THREADS = 2
 
@@ -168,7 +171,7 @@ class Sweeper:
     def _run(self) -> None:
         # One database thread for the sweeper's life: its connection is reused between sweeps.
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="countersign-expiry-db")
-        orphans_due = 0.0
+        orphans_due = health_due = 0.0
         try:
             while not self._stop.is_set():
                 started = time.monotonic()
@@ -184,6 +187,12 @@ class Sweeper:
                         executor.submit(sending.schedule_orphans).result()
                     except Exception:
                         logger.exception("Looking for orphaned webhook deliveries failed; trying again")
+                if time.monotonic() >= health_due:
+                    health_due = time.monotonic() + HEALTH_FOLD_SECONDS
+                    try:
+                        executor.submit(health_rollup.fold).result()
+                    except Exception:
+                        logger.exception("Folding the audit log into the queue-health rollup failed")
                 # Every ``interval`` from the start of one sweep to the next: a sweep that took its
                 # time does not push the next one (and every deadline after it) later still.
                 self._stop.wait(max(0.0, started + self.interval - time.monotonic()))

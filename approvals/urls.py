@@ -4,6 +4,7 @@ from django.urls import path, register_converter
 
 from approvals.converters import CallIdConverter, IdConverter
 from approvals.views import audit, batches, claims, deadlines, decisions, pages, profile, tokens
+from approvals.views import health as health_views
 
 register_converter(IdConverter, "id")
 register_converter(CallIdConverter, "call_id")
@@ -32,6 +33,7 @@ urlpatterns = [
     path("runs/<id:run_id>/calls/<call_id:tool_call_id>/claim", claims.call_claim, name="claim"),
     path("audit/", audit.audit_log, name="audit"),
     path("audit/export.csv", audit.audit_export, name="audit_export"),
+    path("health/", health_views.queue_health, name="health"),
     path("profile/time-zone/", profile.time_zone_set, name="time_zone"),
     path("account/api-tokens/", tokens.api_tokens, name="api_tokens"),
     path("account/api-tokens/<str:key_id>/revoke", tokens.api_token_revoke, name="api_token_revoke"),
