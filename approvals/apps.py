@@ -11,10 +11,11 @@ from agents_runtime import Runtime
 def compose(runtime: Runtime) -> Runtime:
     """Wire ``runtime`` into the app and serve it: its runs are stored in the database (unless it
     brought a store), its events reach open pages, and decided runs continue in background tasks."""
-    from approvals import agents, live, tasks, webhooks
+    from approvals import agents, live, notifications, tasks, webhooks
 
     runtime.add_listener(live.publish)
     runtime.add_listener(webhooks.on_run_event)
+    runtime.add_listener(notifications.on_run_event)
     runtime.scheduler = tasks.schedule_continuation
     return agents.install(runtime)
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -36,6 +38,20 @@ logger = logging.getLogger(__name__)
 #: How long past its time a delivery waits for the thread that should send it before it counts as
 #: orphaned (that thread's process is gone).
 ORPHAN_GRACE = timedelta(seconds=30)
+
+
+def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int | None, str]:
+    """One POST; ``(status, error)``, error empty on a 2xx."""
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            code = int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code, f"HTTP {exc.code}"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return None, f"{type(exc).__name__}: {reason}"[:1000]
+    return code, "" if 200 <= code < 300 else f"HTTP {code}"
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ worker: each ASGI server process, started by ``config/asgi.py``), ``"worker"`` (
 step, so a call expires once whoever sweeps. The sweep runs right away when it starts, so calls that
 fell due while nothing ran (a restart) expire at once.
 
-The same thread also hands webhook deliveries orphaned by a restart to a sender, every
-``ORPHAN_SWEEP_SECONDS`` (``webhooks.sending.schedule_orphans``).
+The same thread also hands webhook deliveries and notifications orphaned by a restart to a sender,
+every ``ORPHAN_SWEEP_SECONDS`` (``webhooks.sending.schedule_orphans``, ``notifications``), and
+records the reminders of deadlines near, each sweep (``notifications.remind_due``).
 
 The sweep is a daemon thread with its own event loop; the runtime's store calls run on one database
 thread of its own (never asgiref's shared one, which the server's sockets use), which gives its
@@ -39,7 +40,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from agents_runtime import Continuation
-from approvals import agents, audit_channel, tasks
+from approvals import agents, audit_channel, notifications, tasks
 from approvals.health import rollup as health_rollup
 from approvals.webhooks import sending
 
@@ -181,12 +182,18 @@ class Sweeper:
                         logger.info("Expired or escalated %d call(s) past their deadline", done)
                 except Exception:
                     logger.exception("The expiry sweep failed; trying again")
+                try:
+                    executor.submit(notifications.remind_due).result()
+                except Exception:
+                    logger.exception("Recording deadline reminders failed; trying again")
                 if time.monotonic() >= orphans_due:
                     orphans_due = time.monotonic() + ORPHAN_SWEEP_SECONDS
                     try:
                         executor.submit(sending.schedule_orphans).result()
+                        executor.submit(notifications.schedule_orphans).result()
+                        executor.submit(notifications.forget_old).result()
                     except Exception:
-                        logger.exception("Looking for orphaned webhook deliveries failed; trying again")
+                        logger.exception("Looking for orphaned deliveries failed; trying again")
                 if time.monotonic() >= health_due:
                     health_due = time.monotonic() + HEALTH_FOLD_SECONDS
                     try:

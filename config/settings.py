@@ -263,6 +263,38 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
+# --- Notifications (approvals/notifications) --------------------------------------------------------
+
+# Mail (Django's mailers): printed to the console unless EMAIL_HOST names an SMTP server.
+_email_host = _env("EMAIL_HOST", "")
+MAILERS = {
+    "default": (
+        {
+            "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+            "OPTIONS": {
+                "host": _email_host,
+                "port": int(_env("EMAIL_PORT", "587")),
+                "username": _env("EMAIL_HOST_USER", ""),
+                "password": _env("EMAIL_HOST_PASSWORD", ""),
+                "use_tls": _env_bool("EMAIL_USE_TLS", default=True),
+                "timeout": float(_env("EMAIL_TIMEOUT", "10")),
+            },
+        }
+        if _email_host
+        else {"BACKEND": "django.core.mail.backends.console.EmailBackend"}
+    )
+}
+DEFAULT_FROM_EMAIL = _env("DEFAULT_FROM_EMAIL", "countersign@localhost")
+# Calls parked on one agent within this many seconds of the first make one message.
+NOTIFY_COLLAPSE_SECONDS = float(_env("NOTIFY_COLLAPSE_SECONDS", "10"))
+# A reminder goes out this long before a call's deadline (0: none).
+NOTIFY_REMINDER_BEFORE_SECONDS = float(_env("NOTIFY_REMINDER_BEFORE_SECONDS", "900"))
+NOTIFY_RETRY_SECONDS = [float(s) for s in _env_list("NOTIFY_RETRY_SECONDS", "10,60,300,1800,7200")]
+NOTIFY_GIVE_UP_SECONDS = float(_env("NOTIFY_GIVE_UP_SECONDS", "21600"))
+# Chat webhook URLs must be https (unless DEBUG), and on one of these hosts when any are named.
+NOTIFY_CHAT_HTTPS_ONLY = _env_bool("NOTIFY_CHAT_HTTPS_ONLY", default=not DEBUG)
+NOTIFY_CHAT_HOSTS = _env_list("NOTIFY_CHAT_HOSTS", "")
+
 # --- Security headers -------------------------------------------------------------------------------
 
 # No inline script or style and no eval: everything comes from our own origin, and the few tags that

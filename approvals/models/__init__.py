@@ -4,6 +4,13 @@ from .claims import CallClaim
 from .ended import EndedRun
 from .health import HealthCount, HealthWatermark
 from .live import LiveEvent
+from .notifications import (
+    CallReminder,
+    Notification,
+    NotificationCall,
+    NotificationMode,
+    NotificationPreference,
+)
 from .runs import ParkedCallRecord, RunRecord, ThreadMessage
 from .tokens import ApiToken
 from .webhooks import WebhookDelivery, WebhookEndpoint
@@ -14,11 +21,16 @@ __all__ = [
     "Batch",
     "BatchItem",
     "CallClaim",
+    "CallReminder",
     "EndedRun",
     "FollowedAgent",
     "HealthCount",
     "HealthWatermark",
     "LiveEvent",
+    "Notification",
+    "NotificationCall",
+    "NotificationMode",
+    "NotificationPreference",
     "ParkedCallRecord",
     "RunRecord",
     "ThreadMessage",

@@ -23,15 +23,13 @@ import hashlib
 import hmac
 import json
 import time
-import urllib.error
-import urllib.request
 from typing import Any
 
 from django.conf import settings
 from django.tasks import task
 from django.utils import timezone
 
-from approvals.deliveries import Outbox
+from approvals.deliveries import Outbox, post
 from approvals.models import WebhookDelivery
 from approvals.models.webhooks import secret_key
 
@@ -49,38 +47,19 @@ def sign(secret: str, message_id: str, timestamp: int, body: bytes) -> str:
     return "v1," + base64.b64encode(digest).decode()
 
 
-def _post(delivery: WebhookDelivery) -> tuple[int | None, str]:
-    """One POST; ``(status, error)``, error empty on a 2xx."""
+def _send(delivery: WebhookDelivery) -> str:
+    """One signed POST; the error, "" on a 2xx."""
     body = json.dumps(delivery.payload, separators=(",", ":"), ensure_ascii=False).encode()
     stamp = int(time.time())
-    request = urllib.request.Request(
-        delivery.endpoint.url,
-        data=body,
-        method="POST",
-        headers={
-            "Content-Type": "application/json",
-            "User-Agent": "Countersign-Webhooks/1",
-            "webhook-id": delivery.message_id,
-            "webhook-timestamp": str(stamp),
-            "webhook-signature": sign(delivery.endpoint.secret, delivery.message_id, stamp, body),
-        },
-    )
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "Countersign-Webhooks/1",
+        "webhook-id": delivery.message_id,
+        "webhook-timestamp": str(stamp),
+        "webhook-signature": sign(delivery.endpoint.secret, delivery.message_id, stamp, body),
+    }
     timeout = float(_setting("WEBHOOK_TIMEOUT_SECONDS", 10))
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return int(response.status), ""
-    except urllib.error.HTTPError as exc:
-        return exc.code, f"HTTP {exc.code}"
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return None, f"{type(exc).__name__}: {reason}"[:1000]
-
-
-def _send(delivery: WebhookDelivery) -> str:
-    code, error = _post(delivery)
-    delivery.last_status_code = code
-    if not error and (code is None or not 200 <= code < 300):
-        error = f"HTTP {code}"
+    delivery.last_status_code, error = post(delivery.endpoint.url, body, headers, timeout)
     return error
 
 
