@@ -5,6 +5,7 @@ from django.urls import path, register_converter
 from approvals.converters import CallIdConverter, IdConverter
 from approvals.views import audit, batches, claims, deadlines, decisions, pages, profile, tokens
 from approvals.views import health as health_views
+from approvals.views import notifications as notification_views
 
 register_converter(IdConverter, "id")
 register_converter(CallIdConverter, "call_id")
@@ -37,4 +38,5 @@ urlpatterns = [
     path("profile/time-zone/", profile.time_zone_set, name="time_zone"),
     path("account/api-tokens/", tokens.api_tokens, name="api_tokens"),
     path("account/api-tokens/<str:key_id>/revoke", tokens.api_token_revoke, name="api_token_revoke"),
+    path("account/notifications/", notification_views.notification_settings, name="notifications"),
 ]
