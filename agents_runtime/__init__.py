@@ -18,6 +18,7 @@ from .errors import (
     ToolCallNotSuspended,
 )
 from .events import Continuation, RunEvent
+from .grants import Grant, GrantNotFound, GrantRequest, GrantScope, GrantUnavailable, InvalidGrant
 from .runtime import Runtime
 from .scripted import Call, Reply, ScriptContext, scripted_model
 from .store import InMemoryRunStore, RunStore
@@ -36,7 +37,13 @@ __all__ = [
     "Continuation",
     "DecisionRefused",
     "DuplicateVote",
+    "Grant",
+    "GrantNotFound",
+    "GrantRequest",
+    "GrantScope",
+    "GrantUnavailable",
     "InMemoryRunStore",
+    "InvalidGrant",
     "InvalidPagination",
     "InvalidResumeData",
     "InvalidToolArgs",

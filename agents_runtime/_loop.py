@@ -15,19 +15,20 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.run import AgentRunResultEvent
 
 from . import _pydantic
-from ._context import call_context, conversation_context, previous_answers
+from ._context import conversation_context, previous_answers
 from ._convert import chunk_for, listed_call, now, run_transcript, showing_edits, waiting_chunks
 from ._deadlines import with_deadlines
 from ._decisions import add_result, take_claimed
 from ._delegation import continue_inner, delegate, discard_inner_runs, mirror_inner_calls
+from ._grants import apply_grants
 from ._host import RunAgent
+from ._parking import parked_calls
 from ._pydantic import ClaimLost, RunDeps
 from .deadlines import Deadline
 from .store import ParkedCall, RunEnding, StoredRun, Suspension
 from .stream import Emit
 from .types import Chunk, RunResult
-from .untrusted import clean_call, clean_json, clean_text
-from .vocabulary import CallKind
+from .untrusted import clean_json, clean_text
 
 logger = logging.getLogger("agents_runtime")
 
@@ -213,10 +214,16 @@ async def store_suspension(
 ) -> RunResult:
     run_id = suspension.run_id
     if claimed_version is None:
-        await agent._store(agent.storage.insert_suspended, suspension)
-    elif await agent._store(agent.storage.resuspend, suspension, expected_version=claimed_version) is None:
+        stored: StoredRun | None = await agent._store(agent.storage.insert_suspended, suspension)
+    else:
+        stored = await agent._store(agent.storage.resuspend, suspension, expected_version=claimed_version)
+    if stored is None:
         return lost_claim(agent, run_id, emit)
-    listed = [listed_call(c) for c in suspension.calls if c.decision is None]
+    stored, granted_version = await apply_grants(agent, stored)
+    if granted_version is not None:
+        # Standing grants approved every call it waited on: it goes on at once, never announced.
+        return await continue_run(agent, run_id, granted_version, emit, stored)
+    listed = [listed_call(c) for c in stored.undecided]
     for chunk in waiting_chunks(run_id, listed):
         emit(chunk)
     await agent._notify("run-suspended", run_id)
@@ -230,45 +237,6 @@ def lost_claim(agent: RunAgent, run_id: str, emit: Emit) -> RunResult:
     emit(Chunk("error", run_id, {"error": error}))
     emit(Chunk("finish", run_id, {"status": "failed", "error": error}))
     return RunResult(run_id=run_id, status="failed", error=error)
-
-
-async def parked_calls(
-    agent: RunAgent, requests: DeferredToolRequests, shared: dict[str, Any]
-) -> list[ParkedCall]:
-    """The calls a run parks on, each with why it waits (``shared``: the conversation's part)."""
-    calls: list[ParkedCall] = []
-    for part in [*requests.approvals, *requests.calls]:
-        metadata = requests.metadata.get(part.tool_call_id) or {}
-        kind = metadata.get(_pydantic.KIND_KEY)
-        spec = agent._tools_by_name.get(part.tool_name)
-        if kind == "delegation":
-            calls.extend(await mirror_inner_calls(agent, part.tool_call_id, metadata["inner_run_id"]))
-        elif kind == CallKind.INPUT:
-            calls.append(
-                ParkedCall(
-                    tool_call_id=part.tool_call_id,
-                    tool_name=part.tool_name,
-                    kind=CallKind.INPUT,
-                    args=part.args_as_dict(),
-                    suspend_payload=metadata.get("payload"),
-                    suspend_schema=spec.suspend_json_schema if spec else None,
-                    resume_schema=spec.resume_json_schema if spec else None,
-                    context=call_context(shared),
-                )
-            )
-        else:
-            calls.append(
-                ParkedCall(
-                    tool_call_id=part.tool_call_id,
-                    tool_name=part.tool_name,
-                    kind=CallKind.APPROVAL,
-                    args=part.args_as_dict(),
-                    context=call_context(
-                        shared, approval_reason=str(metadata.get(_pydantic.REASON_KEY) or "")
-                    ),
-                )
-            )
-    return [clean_call(call) for call in calls]
 
 
 async def continue_run(

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from datetime import date, datetime, timedelta
 from typing import Any, Literal
 
-from . import _deadlines, _decisions, _loop, _pydantic
+from . import _deadlines, _decisions, _grants, _loop, _pydantic
 from ._convert import agent_run, as_utc, check_pagination, new_run_id, plain_messages
 from ._convert import now as current_time
 from ._decisions import DEFAULT_DECLINE_REASON
@@ -20,6 +20,7 @@ from ._host import Host
 from .deadlines import Deadline, as_deadline
 from .errors import RunNotFound
 from .events import RunEvent
+from .grants import Grant, GrantRequest, GrantScope
 from .store import InMemoryRunStore, RunQuery, RunStore, StoredRun
 from .store_calls import call_store
 from .stream import Emit, RunStream
@@ -281,6 +282,25 @@ class Agent:
         return await _deadlines.extend(
             self, run_id, tool_call_id, until=until, by=by, reason=clean_text(reason), actor=actor
         )
+
+    # -- standing grants (beyond Mastra) -----------------------------------------------------------
+
+    def grant_request(
+        self, tool_name: str, *, scope: GrantScope | str, created_by: str, **terms: Any
+    ) -> GrantRequest:
+        """A checked standing grant for ``tool_name``, not yet kept (``add_grant``); ``terms`` and
+        the ``InvalidGrant`` cases: ``_grants.request_for``."""
+        return _grants.request_for(self, tool_name, scope=scope, created_by=created_by, **terms)
+
+    async def add_grant(self, request: GrantRequest) -> Grant:
+        """Keep a grant from ``grant_request``: from now on the calls it covers are approved as they
+        park, each recorded as approved by it (beyond Mastra)."""
+        return await _grants.add(self, request)
+
+    async def revoke_grant(self, grant_id: int, *, actor: str) -> Grant:
+        """Revoke one of this agent's grants: no call is approved by it after this returns
+        (``GrantNotFound`` when the agent has no such grant)."""
+        return await _grants.revoke(self, grant_id, actor=actor)
 
     def continue_run(self, run_id: str, *, version: int) -> RunStream:
         """Continue a run claimed at ``version`` by a decision (beyond Mastra: for background workers).

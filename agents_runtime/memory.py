@@ -11,6 +11,7 @@ from typing import Any
 
 from ._runstore import RunStore
 from .errors import RunNotFound
+from .grants import Grant, GrantNotFound, GrantRequest, GrantStore, GrantUnavailable, narrowest_first
 from .records import (
     DEFAULT_LEASE,
     DeadlineRule,
@@ -38,7 +39,7 @@ class _Row:
 
 
 @dataclass
-class InMemoryRunStore(RunStore):
+class InMemoryRunStore(RunStore, GrantStore):
     """Keeps runs in this process's memory: safe between threads, gone when the process ends."""
 
     lease: timedelta = DEFAULT_LEASE
@@ -46,6 +47,7 @@ class InMemoryRunStore(RunStore):
     _rows: dict[str, _Row] = field(default_factory=dict, init=False, repr=False)
     _threads: dict[tuple[str, str], list[Any]] = field(default_factory=dict, init=False, repr=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False, repr=False)
+    _grants: dict[int, Grant] = field(default_factory=dict, init=False, repr=False)
 
     # -- helpers (call with the lock held) ------------------------------------------------------
 
@@ -174,6 +176,8 @@ class InMemoryRunStore(RunStore):
             call = next((c for c in run.calls if c.tool_call_id == tool_call_id), None)
             if call is None or call.decision is not None or run.status != "suspended":
                 raise decision_conflict(run, call, tool_call_id)
+            if isinstance(verdict, Decision) and verdict.grant_id is not None:
+                self._use_grant(verdict.grant_id, agent_id, call.tool_name, verdict.decided_at)
             vote = verdict if isinstance(verdict, Vote) else None
             if isinstance(verdict, Vote):
                 decided = replace(call, votes=verdict.votes)
@@ -303,6 +307,62 @@ class InMemoryRunStore(RunStore):
     def thread_messages(self, agent_id: str, thread_id: str) -> list[Any]:
         with self._lock:
             return copy.deepcopy(self._threads.get((agent_id, thread_id), []))
+
+    # -- grants ------------------------------------------------------------------------------------
+
+    def _use_grant(self, grant_id: int, agent_id: str, tool_name: str, at: datetime) -> None:
+        grant = self._grants.get(grant_id)
+        if grant is None or grant.agent_id != agent_id or grant.tool_name != tool_name or not grant.live(at):
+            raise GrantUnavailable(grant_id)
+        self._grants[grant_id] = replace(grant, uses=grant.uses + 1)
+
+    def add_grant(self, request: GrantRequest) -> Grant:
+        with self._lock:
+            grant = Grant(
+                id=len(self._grants) + 1,
+                agent_id=request.agent_id,
+                tool_name=request.tool_name,
+                scope=request.scope,
+                scope_value=request.scope_value,
+                created_by=request.created_by,
+                created_at=request.created_at,
+                expires_at=request.expires_at,
+                max_uses=request.max_uses,
+                uses=0,
+                condition=request.condition,
+                from_run_id=request.from_run_id,
+                from_tool_call_id=request.from_tool_call_id,
+            )
+            self._grants[grant.id] = grant
+            return grant
+
+    def revoke_grant(self, grant_id: int, *, actor: str, at: datetime) -> Grant:
+        with self._lock:
+            grant = self._grants.get(grant_id)
+            if grant is None:
+                raise GrantNotFound(grant_id)
+            if grant.revoked_at is None:
+                grant = self._grants[grant_id] = replace(grant, revoked_at=at, revoked_by=actor)
+            return grant
+
+    def get_grant(self, grant_id: int) -> Grant | None:
+        with self._lock:
+            return self._grants.get(grant_id)
+
+    def live_grants(
+        self, agent_id: str, tool_name: str, *, thread_id: str | None, resource_id: str | None, at: datetime
+    ) -> list[Grant]:
+        with self._lock:
+            return narrowest_first(
+                [
+                    g
+                    for g in self._grants.values()
+                    if g.agent_id == agent_id
+                    and g.tool_name == tool_name
+                    and g.live(at)
+                    and g.in_scope(thread_id, resource_id)
+                ]
+            )
 
 
 def _next_deadline(run: StoredRun) -> tuple[bool, datetime | None]:

@@ -44,6 +44,9 @@ class Decision:
     resume_data: Any = None
     #: An approval with edited arguments: the validated arguments the tool runs with instead.
     edited_args: dict[str, Any] | None = None
+    #: An approval given by a standing grant (``grants``): the store takes one of its uses in the
+    #: step that records the decision. ``actor`` is then who made the grant.
+    grant_id: int | None = None
 
     def __post_init__(self) -> None:
         # Callers may spell the action as its string ("approve"); the record holds the word.

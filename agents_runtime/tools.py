@@ -1,4 +1,4 @@
-"""Tools: the ``tool`` decorator, ``ToolContext`` and ``suspend()``."""
+"""Tools: the ``tool`` decorator and what a tool says of itself (``ToolContext``: ``tool_context``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
-from typing import Any, NoReturn, Unpack, cast, overload
+from typing import Any, Unpack, cast, overload
 
 import jsonschema
 import pydantic
@@ -17,6 +17,7 @@ from .deadlines import Deadline, DeadlineOptions, deadline_from
 from .errors import InvalidResumeData, InvalidToolArgs
 from .presentation import ApprovalRule, FieldHint, Money, approval_reason, title_for
 from .schema_check import schema_problems
+from .tool_context import ToolContext, ToolSuspended
 
 #: ``requires_approval``: a bool, a callable of the arguments (True, or a reason string, asks for
 #: approval), or an ``ApprovalRule`` that says why.
@@ -25,51 +26,7 @@ ApprovalSpec = bool | Callable[[dict[str, Any]], Any] | ApprovalRule
 TitleSpec = str | Callable[[dict[str, Any]], str] | None
 SchemaSpec = type[pydantic.BaseModel] | Mapping[str, Any] | None
 
-
-class ToolSuspended(BaseException):
-    """Raised by ``ToolContext.suspend``.
-
-    A ``BaseException`` so that a tool's own ``except Exception`` cannot swallow it.
-    """
-
-    def __init__(self, payload: Any) -> None:
-        super().__init__("tool suspended")
-        self.payload = payload
-
-
-class ToolContext:
-    """What a tool knows about the call it serves. Tools get it by annotating a parameter with it.
-
-    ``tool_call_id`` is the call's idempotency key: a tool with side effects should make them
-    idempotent on it (e.g. pass it as the payment provider's idempotency key). A process that dies
-    while the tool runs leaves the call offered again; if a reviewer confirms running it again, the
-    tool gets the same ``tool_call_id``.
-    """
-
-    def __init__(
-        self,
-        *,
-        run_id: str,
-        tool_call_id: str,
-        agent_id: str,
-        thread_id: str | None,
-        resource_id: str | None,
-        resume_data: Any = None,
-    ) -> None:
-        self.run_id = run_id
-        self.tool_call_id = tool_call_id
-        self.agent_id = agent_id
-        self.thread_id = thread_id
-        self.resource_id = resource_id
-        #: None on the first execution; once resumed, the validated resume data.
-        self.resume_data = resume_data
-
-    def suspend(self, payload: Any = None) -> NoReturn:
-        """Park this tool call until a human answers with resume data. Never returns."""
-        raise ToolSuspended(payload)
-
-    def __repr__(self) -> str:
-        return f"ToolContext(run_id={self.run_id!r}, tool_call_id={self.tool_call_id!r})"
+__all__ = ["Tool", "ToolContext", "ToolSuspended", "to_jsonable", "tool"]
 
 
 def _json_schema(spec: SchemaSpec) -> dict[str, Any] | None:
@@ -154,6 +111,9 @@ class Tool:
     #: person who started the run is refused as one of them.
     approvals: int = 1
     separate_duties: bool = False
+    #: Whether reviewers may let its calls through ahead of time with a standing grant
+    #: (``grants``); False for what must always be looked at (a production deploy).
+    grantable: bool = True
 
     def __post_init__(self) -> None:
         if type(self.approvals) is not int or self.approvals < 1:
@@ -169,6 +129,12 @@ class Tool:
                 raise ValueError(
                     f"Tool {self.name!r}: {field_name} is not a valid JSON Schema: {'; '.join(unusable)}"
                 )
+
+    @property
+    def takes_grants(self) -> bool:
+        """Whether a grant can approve its calls: it must allow it and need one approval only (a
+        grant is one person's approval; ``approvals=2`` asks for two at the time of the call)."""
+        return self.grantable and self.approvals == 1
 
     def needs_approval(self, args: dict[str, Any]) -> bool:
         # A rule that cannot decide must not let the call through (``approval_reason`` says True).
@@ -213,6 +179,15 @@ class Tool:
 
     def validate_suspend_payload(self, payload: Any) -> Any:
         return _validate(self.suspend_schema, payload, "suspend payload")
+
+    def args_with_defaults(self, args: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The model's arguments with the defaults of those it left out (JSON form), as the tool
+        sees them: what a grant's condition is checked against."""
+        full = dict(args or {})
+        for param in self.parameters:
+            if param.name not in full and param.default is not inspect.Parameter.empty:
+                full[param.name] = to_jsonable(param.default)
+        return full
 
     def validate_args(self, args: Any) -> dict[str, Any]:
         """Arguments a reviewer edited, checked as the tool's own parameters; their JSON form.
@@ -279,6 +254,7 @@ def _build(
     deadline: Deadline | None = None,
     approvals: int = 1,
     separate_duties: bool = False,
+    grantable: bool = True,
 ) -> Tool:
     if not callable(fn):
         raise TypeError("tool() needs a function")
@@ -319,6 +295,7 @@ def _build(
         deadline=deadline,
         approvals=approvals,
         separate_duties=separate_duties,
+        grantable=grantable,
     )
 
 
@@ -342,6 +319,7 @@ def tool(
     confirm: bool = False,
     approvals: int = 1,
     separate_duties: bool = False,
+    grantable: bool = True,
     **deadline: Unpack[DeadlineOptions],
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
@@ -361,6 +339,7 @@ def tool(
     confirm: bool = False,
     approvals: int = 1,
     separate_duties: bool = False,
+    grantable: bool = True,
     **deadline: Unpack[DeadlineOptions],
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function a tool.
@@ -380,7 +359,8 @@ def tool(
     A deadline (``deadlines.Deadline``): ``expires_after``, ``on_expiry`` ("decline", "approve",
     "escalate"), ``escalate_to``, ``escalation_expires_after``. Who decides (README): ``approvals=2``
     (two distinct reviewers approve; any decline declines) and ``separate_duties=True`` (whoever
-    started the run may not approve).
+    started the run may not approve). ``grantable=False``: reviewers may not let its calls through
+    ahead of time with a standing grant (``grants``); every call waits for a person.
     """
     checked_deadline = deadline_from(deadline)
 
@@ -395,6 +375,7 @@ def tool(
             deadline=checked_deadline,
             approvals=approvals,
             separate_duties=separate_duties,
+            grantable=grantable,
         )
 
     return decorate(fn) if fn is not None else decorate

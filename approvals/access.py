@@ -82,9 +82,12 @@ def can_see_agent(user: Any, agent_id: str) -> bool:
 
 DECIDE_PERMISSION = "approvals.decide_runs"
 AUDIT_PERMISSION = "approvals.view_audit_log"
+#: See and revoke everyone's standing grants (a reviewer sees and revokes their own).
+MANAGE_GRANTS_PERMISSION = "approvals.manage_grants"
 PERMISSION_LABELS = {
     DECIDE_PERMISSION: "Can approve, decline and answer suspended runs",
     AUDIT_PERMISSION: "Can view the audit log",
+    MANAGE_GRANTS_PERMISSION: "Can see and revoke everyone's standing grants",
 }
 
 

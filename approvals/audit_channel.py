@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Literal
 
-Channel = Literal["dashboard", "api", "cli", "deadline"]
+Channel = Literal["dashboard", "api", "cli", "deadline", "grant"]
 
 _channel: ContextVar[Channel] = ContextVar("countersign_audit_channel", default="dashboard")
 

@@ -16,17 +16,18 @@ from typing import Any
 
 from django.urls import reverse
 
-from agents_runtime import Agent, AgentRun, AgentRunToolCall, Tool
+from agents_runtime import Agent, AgentRun, AgentRunToolCall, GrantScope, Tool
 from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import CallKind
 from approvals import dom_ids
-from approvals.arg_views import ArgView, arg_views, values_view
+from approvals.arg_views import ArgView, arg_views
 from approvals.deadline_views import DeadlineView, deadline_view
 from approvals.display import reveal_invisible
 from approvals.field_views import FieldView, bound_fields, unbound_fields
-from approvals.forms import DeclineForm, EditedArgsForm
+from approvals.forms import DeclineForm, EditedArgsForm, GrantForm
 from approvals.json_text import NOT_JSON_NOTE, SHORT_REPR, compact_json, is_long, pretty_json
 from approvals.schema_forms import ResumeForm, resume_form_class
+from approvals.why_views import WhyView, find_tool, why_view
 
 logger = logging.getLogger(__name__)
 
@@ -38,32 +39,6 @@ ARGS_FORM_MARK = "args_form"
 #: The box a risky call's approval needs ticked, checked on the server.
 CONFIRM_RISKY = "confirm_risky"
 CONFIRM_RISKY_NOTICE = "This call is marked risky: tick “I checked this” to approve it."
-
-
-@dataclass(frozen=True)
-class WhyView:
-    """Why the call waits: what the user asked, what the agent said, what earlier calls found."""
-
-    user_message: str = ""
-    agent_said: str = ""
-    #: ``(tool name, its key fields)`` of earlier results in the run.
-    key_results: tuple[tuple[str, tuple[ArgView, ...]], ...] = ()
-    description: str = ""
-    approval_reason: str = ""
-    #: ``(question, the answer's fields)`` given earlier in the run (a follow-up question).
-    previous_answers: tuple[tuple[str, tuple[ArgView, ...]], ...] = ()
-
-    def __bool__(self) -> bool:
-        return any(
-            (
-                self.user_message,
-                self.agent_said,
-                self.key_results,
-                self.description,
-                self.approval_reason,
-                self.previous_answers,
-            )
-        )
 
 
 @dataclass
@@ -113,6 +88,11 @@ class CallView:
     started_by: str | None = None
     #: Who is on this call right now (a live ``CallClaim``), if anyone.
     claim: Any = None
+    #: "Approve and allow": the standing grant's terms (empty: the tool takes no grants), and
+    #: whether its ``<details>`` is open (it has errors to show).
+    grant_fields: list[FieldView] = field(default_factory=list)
+    grant_errors: tuple[str, ...] = ()
+    grant_open: bool = False
 
     @property
     def is_approval(self) -> bool:
@@ -176,14 +156,6 @@ class CallView:
         return reverse("approvals:resume", args=[self.run_id, self.call.tool_call_id])
 
 
-def find_tool(agent: Agent | None, tool_name: str) -> Tool | None:
-    return agent.find_tool(tool_name) if agent is not None else None
-
-
-def _first_paragraph(text: str | None) -> str:
-    return (text or "").strip().split("\n\n", 1)[0].strip()
-
-
 def _question(payload: Any) -> str:
     if isinstance(payload, Mapping):
         for key in ("question", "title"):
@@ -198,34 +170,6 @@ def _without_question(payload: Any, question: str) -> Any:
     if not question or not isinstance(payload, Mapping):
         return payload
     return {k: v for k, v in payload.items() if k not in ("question", "title") or not isinstance(v, str)}
-
-
-def why_view(call: AgentRunToolCall, tool: Tool | None, agent: Agent | None) -> WhyView:
-    context = call.context
-    description = _first_paragraph(tool.description if tool is not None else None)
-    if context is None:
-        return WhyView(description=description)
-    return WhyView(
-        user_message=reveal_invisible(context.user_message or ""),
-        agent_said=reveal_invisible(context.agent_said or ""),
-        key_results=tuple(
-            (r.tool_name, tuple(values_view(r.values, find_tool(agent, r.tool_name), json_text=compact_json)))
-            for r in context.key_results
-        ),
-        description=description,
-        approval_reason=reveal_invisible(context.approval_reason or ""),
-        previous_answers=tuple(
-            (
-                reveal_invisible(a.question or a.tool_name),
-                tuple(
-                    values_view(a.answer, find_tool(agent, a.tool_name), json_text=compact_json)
-                    if isinstance(a.answer, Mapping)
-                    else values_view({"answer": a.answer}, None, json_text=compact_json)
-                ),
-            )
-            for a in context.previous_answers
-        ),
-    )
 
 
 #: Each tool's edit form class, once per tool (a page shows fifty calls of a handful of tools). Keyed
@@ -255,6 +199,33 @@ def args_form_for(
     return None if form_class is None else form_class(data=data, prefix=ARGS_PREFIX, auto_id=auto_id)
 
 
+#: Marks a post of the card's "approve and allow" form (its scope field).
+GRANT_MARK = "grant-scope"
+
+
+def offers_grants(run: AgentRun, call: AgentRunToolCall, tool: Tool | None) -> bool:
+    """Whether the card offers "approve and allow" for this call: an approval of a tool that takes
+    grants, on the run's own card (not a sub-agent's call), not interrupted after its tool started."""
+    return (
+        call.requires_approval
+        and tool is not None
+        and tool.takes_grants
+        and run.parent_run_id is None
+        and not call.via_agent_id
+        and call.tool_started_at is None
+    )
+
+
+def grant_scopes(run: AgentRun) -> list[tuple[str, str]]:
+    """The scopes a grant made from this run's card may take, narrowest first."""
+    scopes = []
+    if run.thread_id:
+        scopes.append((GrantScope.THREAD.value, "this thread"))
+    if run.resource_id:
+        scopes.append((GrantScope.RESOURCE.value, "this end user"))
+    return [*scopes, (GrantScope.EVERYONE.value, "everyone")]
+
+
 def needs_confirmation(tool: Tool | None, *arg_sets: Any) -> bool:
     """Approving needs "I checked this": the tool asks for it, or one of the argument sets (the
     model's, the reviewer's edit) holds a value the tool marks risky."""
@@ -273,6 +244,7 @@ def call_view(
     notice: str = "",
     folded: bool = False,
     claim: Any = None,
+    grant_form: GrantForm | None = None,
 ) -> CallView:
     """A parked call; the forms given are shown with their data and errors, the others empty.
 
@@ -301,7 +273,7 @@ def call_view(
         "via_agent": via,
     }
     forms_given = notice or any(
-        f is not None for f in (resume_form, decline_form, edited_args_form, args_form)
+        f is not None for f in (resume_form, decline_form, edited_args_form, args_form, grant_form)
     )
     if folded and not forms_given and (call.requires_approval or not _broken_notice(call)):
         return CallView(call, run.run_id, run.agent_id, call_dom, "", False, 0, None, lazy=True, **summary)
@@ -336,6 +308,14 @@ def call_view(
         form_class = resume_form_class(call.resume_schema)
         resume_fields = unbound_fields(form_class, auto_id=auto_id, prefix=RESUME_PREFIX)
         notice = notice or form_class.broken_notice()
+    grant_fields: list[FieldView] = []
+    grant_errors: tuple[str, ...] = ()
+    if grant_form is not None:
+        grant_fields = bound_fields(grant_form)
+        grant_errors = tuple(str(e) for e in grant_form.non_field_errors())
+    elif offers_grants(run, call, tool):
+        grant_fields = bound_fields(GrantForm(scopes=grant_scopes(run), auto_id=auto_id))
+    grant_open = bool(grant_errors or any(f.errors for f in grant_fields))
     # Errors and notices are shown at once: the row opens on them.
     edit_open = bool(
         (edited_args is not None and edited_args.errors) or args_errors or any(f.errors for f in args_fields)
@@ -362,9 +342,17 @@ def call_view(
         separate_duties=tool is not None and tool.separate_duties,
         started_by=run.started_by,
         claim=claim,
+        grant_fields=grant_fields,
+        grant_errors=grant_errors,
+        grant_open=grant_open,
         **summary,
         open=bool(
-            edit_open or notice or resume_errors or reason.errors or any(f.errors for f in resume_fields)
+            grant_open
+            or edit_open
+            or notice
+            or resume_errors
+            or reason.errors
+            or any(f.errors for f in resume_fields)
         ),
     )
 

@@ -32,7 +32,7 @@ from approvals.call_views import (
     resume_form_for,
 )
 from approvals.display import reveal_invisible
-from approvals.forms import DeclineForm, EditedArgsForm
+from approvals.forms import DeclineForm, EditedArgsForm, GrantForm
 from approvals.json_text import compact_json, is_long, pretty_json
 from approvals.schema_forms import ResumeForm
 from approvals.services import DecisionOutcome
@@ -109,6 +109,7 @@ def run_card(
     decline_forms: Mapping[str, DeclineForm] | None = None,
     edited_args_forms: Mapping[str, EditedArgsForm] | None = None,
     args_forms: Mapping[str, ResumeForm] | None = None,
+    grant_forms: Mapping[str, GrantForm] | None = None,
     notices: Mapping[str, str] | None = None,
     expanded: bool = False,
     claims: Mapping[tuple[str, str], Any] | None = None,
@@ -141,6 +142,7 @@ def run_card(
                 decline_form=decline_forms.get(call.tool_call_id),
                 edited_args_form=edited_args_forms.get(call.tool_call_id),
                 args_form=args_forms.get(call.tool_call_id),
+                grant_form=(grant_forms or {}).get(call.tool_call_id),
                 notice=notices.get(call.tool_call_id, ""),
                 # An inbox row starts folded, its body fetched when opened; an outcome shows it all.
                 folded=not expanded and outcome is None,

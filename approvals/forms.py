@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from datetime import UTC, date, datetime, time
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from django import forms
@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from agents_runtime import untrusted
+from agents_runtime.grants import MAX_CONDITION_LENGTH, InvalidGrant, compile_condition
 from agents_runtime.vocabulary import RECORDED_OUTCOMES, CallKind, DecisionAction, choices
 from approvals import times
 
@@ -210,6 +211,66 @@ class ExtendDeadlineForm(forms.Form):
         label="Extend by",
     )
     reason = forms.CharField(max_length=500, label="Reason (kept in the audit log)", strip=True)
+
+
+#: How long a grant made from a card lasts ("" : until its uses run out).
+GRANT_DURATIONS = {"1h": timedelta(hours=1), "1d": timedelta(days=1), "7d": timedelta(days=7)}
+
+
+class GrantForm(forms.Form):
+    """ "Approve and allow": the terms of the standing grant made with the approval.
+
+    ``scopes``: the scopes this run offers (a thread's or an end user's only when it has one).
+    """
+
+    prefix = "grant"
+
+    scope = forms.ChoiceField(label="Allow this tool for", choices=())
+    lasts = forms.ChoiceField(
+        label="For",
+        choices=[("1h", "1 hour"), ("1d", "1 day"), ("7d", "7 days"), ("", "until its uses run out")],
+        initial="1h",
+        required=False,
+    )
+    uses = forms.IntegerField(
+        label="At most this many calls",
+        required=False,
+        min_value=1,
+        max_value=100_000,
+        help_text="Optional with a time limit; needed without one.",
+    )
+    condition = forms.CharField(
+        label="Only when the arguments match",
+        required=False,
+        max_length=MAX_CONDITION_LENGTH,
+        strip=True,
+        help_text='Optional. A CEL expression, e.g. amount_cents <= 10000 && environment == "staging".',
+    )
+
+    def __init__(self, *args: Any, scopes: Sequence[tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        scope_field = self.fields["scope"]
+        assert isinstance(scope_field, forms.ChoiceField)
+        scope_field.choices = list(scopes)
+        scope_field.initial = scopes[0][0] if scopes else None
+
+    def clean_condition(self) -> str:
+        condition: str = self.cleaned_data["condition"]
+        try:
+            compile_condition(condition)
+        except InvalidGrant as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return condition
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if not cleaned.get("lasts") and cleaned.get("uses") is None and "uses" not in self.errors:
+            self.add_error("uses", "A grant needs an end: choose how long it lasts, or how many calls.")
+        return cleaned
+
+    def terms(self) -> tuple[str, timedelta | None, int | None, str]:
+        data = self.cleaned_data
+        return data["scope"], GRANT_DURATIONS.get(data["lasts"] or ""), data["uses"], data["condition"]
 
 
 class NewRunForm(forms.Form):

@@ -14,13 +14,15 @@ from datetime import datetime
 from typing import Any, Literal
 
 from asgiref.sync import async_to_sync
+from django.db.models import Count
 from django.utils import timezone
 
 from agents_runtime import Agent, AgentRun, RunNotFound
 from agents_runtime.store import StoredRun
 from agents_runtime.vocabulary import CallKind
 from approvals import agents
-from approvals.models import EndedRun
+from approvals.access import MANAGE_GRANTS_PERMISSION
+from approvals.models import EndedRun, GrantRecord
 from approvals.models.audit import AuditEntry, AuditEntryQuerySet
 from approvals.models.batches import FollowedAgent
 from approvals.models.claims import CallClaim
@@ -237,3 +239,14 @@ def call_claims(run_ids: Collection[str]) -> dict[tuple[str, str], CallClaim]:
         return {}
     live = CallClaim.objects.filter(run_id__in=list(run_ids), expires_at__gt=timezone.now())
     return {(c.run_id, c.tool_call_id): c for c in live}
+
+
+def grants_visible(access: Any, *, live_only: bool, limit: int = 500) -> list[GrantRecord]:
+    """Standing grants on the agents the user sees (holders of ``manage_grants``: every agent's),
+    newest first; ``live_only``: not revoked, used up or expired."""
+    rows = GrantRecord.objects.all()
+    if not access.user.has_perm(MANAGE_GRANTS_PERMISSION):
+        rows = rows.filter(agent_id__in=access.agent_ids)
+    if live_only:
+        rows = rows.live()
+    return list(rows.annotate(approved=Count("audit_entries"))[:limit])

@@ -3,7 +3,7 @@
 from django.urls import path, register_converter
 
 from approvals.converters import CallIdConverter, IdConverter
-from approvals.views import audit, batches, claims, deadlines, decisions, pages, profile, tokens
+from approvals.views import audit, batches, claims, deadlines, decisions, grants, pages, profile, tokens
 from approvals.views import health as health_views
 from approvals.views import notifications as notification_views
 
@@ -32,6 +32,8 @@ urlpatterns = [
         name="extend_deadline",
     ),
     path("runs/<id:run_id>/calls/<call_id:tool_call_id>/claim", claims.call_claim, name="claim"),
+    path("grants/", grants.grants_page, name="grants"),
+    path("grants/<int:grant_id>/revoke", grants.grant_revoke, name="grant_revoke"),
     path("audit/", audit.audit_log, name="audit"),
     path("audit/export.csv", audit.audit_export, name="audit_export"),
     path("health/", health_views.queue_health, name="health"),

@@ -2,6 +2,7 @@ from .audit import AuditEntry
 from .batches import Batch, BatchItem, FollowedAgent
 from .claims import CallClaim
 from .ended import EndedRun
+from .grants import GrantRecord
 from .health import HealthCount, HealthWatermark
 from .live import LiveEvent
 from .notifications import (
@@ -24,6 +25,7 @@ __all__ = [
     "CallReminder",
     "EndedRun",
     "FollowedAgent",
+    "GrantRecord",
     "HealthCount",
     "HealthWatermark",
     "LiveEvent",

@@ -31,6 +31,8 @@ CHANNEL_CHOICES = [
     ("cli", "command line"),
     # The expiry sweep: nobody's decision (approvals/expiry.py).
     ("deadline", "deadline"),
+    # A standing grant approved the call as it parked (``grant`` says which; ``username`` whose).
+    ("grant", "standing grant"),
 ]
 
 
@@ -158,6 +160,10 @@ class AuditEntry(models.Model):
     batch = models.ForeignKey(
         "approvals.Batch", null=True, blank=True, on_delete=models.PROTECT, related_name="audit_entries"
     )
+    #: Approved by a standing grant as the call parked (channel ``grant``).
+    grant = models.ForeignKey(
+        "approvals.GrantRecord", null=True, blank=True, on_delete=models.PROTECT, related_name="audit_entries"
+    )
     #: When the decided call was parked (its run's last suspension): time to decision is
     #: ``created_at - parked_at`` (the queue-health page, ``/metrics``). None on rows written
     #: before it was kept and on attempts the services write (lost races, invalid forms).
@@ -191,6 +197,13 @@ class AuditEntry(models.Model):
 
     def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
         raise AppendOnlyError("Audit entries cannot be deleted")
+
+    @property
+    def decided_by(self) -> str:
+        """Who, as the log says it: "rita", or "grant #3 of rita" for a standing grant's approval."""
+        if self.grant_id is not None:
+            return f"grant #{self.grant_id} of {self.username}"
+        return self.username
 
     @property
     def verb(self) -> str:

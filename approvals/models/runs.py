@@ -207,6 +207,9 @@ class ParkedCallRecord(models.Model):
     resume_data = OrderedJSONField(null=True, blank=True)
     #: An approval with edited arguments: what the tool runs with instead of ``args``.
     edited_args = OrderedJSONField(null=True, blank=True)
+    #: Approved by this standing grant as the call parked (``GrantRecord``'s id; a grant is never
+    #: deleted, so no key constraint is needed on the hot table).
+    grant_id = models.PositiveIntegerField(null=True, blank=True)
     #: Written before a continuation calls the tool; kept when the continuation dies and the call is
     #: parked again (the tool may have run: a new approval must be confirmed).
     tool_started_at = models.DateTimeField(null=True, blank=True)

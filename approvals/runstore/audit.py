@@ -58,7 +58,7 @@ def ending_outcome(ending: RunEnding | None) -> tuple[str, str]:
 
 #: Columns of the decision row: the record's fields, the user it links to, its bulk decision and when
 #: the call was parked.
-COLUMNS = ("user_id", *RECORD_FIELDS, "batch_id", "parked_at")
+COLUMNS = ("user_id", *RECORD_FIELDS, "batch_id", "grant_id", "parked_at")
 
 
 def vote_detail(vote: Vote) -> str:
@@ -98,7 +98,12 @@ def decision_values(
         "resume_data": decision.resume_data if decision.action == DecisionAction.RESUME else None,
         "edited_args": decision.edited_args if decision.action == DecisionAction.APPROVE else None,
         "batch_id": DECIDING_BATCH.get(),
-    }  # fmt: skip
+    } | _grant_values(decision)  # fmt: skip
+
+
+def _grant_values(decision: Decision) -> dict[str, Any]:
+    """An approval a standing grant gave: which grant, through the ``grant`` channel."""
+    return {} if decision.grant_id is None else {"grant_id": decision.grant_id, "channel": "grant"}
 
 
 def call_row_values(

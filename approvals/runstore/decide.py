@@ -10,6 +10,7 @@ from typing import Any
 from django.db import connections, transaction
 
 from agents_runtime.errors import RunAlreadyDecided, RunNotFound
+from agents_runtime.grants import GrantUnavailable
 from agents_runtime.store import (
     Decision,
     DecisionReceipt,
@@ -22,7 +23,7 @@ from agents_runtime.store import (
 from approvals.models import ParkedCallRecord
 from approvals.models.runs import RunStatus
 from approvals.runstore import audit as decision_records
-from approvals.runstore.base import StoreBase
+from approvals.runstore.grants import GrantSteps
 from approvals.runstore.records import (
     _CALL_COLUMNS,
     CorruptRow,
@@ -88,7 +89,7 @@ class _DecisionPlan:
         )
 
 
-class DecisionSteps(StoreBase):
+class DecisionSteps(GrantSteps):
     """``DjangoRunStore.decide`` and its steps (a mixin: it uses the store's queries)."""
 
     def decide(
@@ -101,22 +102,36 @@ class DecisionSteps(StoreBase):
     ) -> DecisionReceipt:
         with self._connection_scope():
             if connections[self.using].vendor != "postgresql":
-                with transaction.atomic(using=self.using):
-                    found = self._current_run(run_id, agent_id=agent_id, with_snapshot=True, lock=True)
-                    plan = self._plan_decision(run_id, found, rule, claim_when_complete)
-                    if not self._write_decision_locked(plan):
-                        raise self._conflict(plan.run, plan.call_pk, plan.call.tool_call_id)
-                    decision_records.create_decision_row(self.using, plan.audit_values())
-                    return plan.receipt()
+                return self._decide_locked(agent_id, run_id, rule, claim_when_complete)
             # PostgreSQL: read, then one conditional statement, no transaction around them (two
             # round trips instead of five on every approval). Optimistic: when the run changed in
             # between (another call of it was decided), read it again and decide on what is current.
             for _ in range(_OPTIMISTIC_ATTEMPTS):
                 found = self._current_run(run_id, agent_id=agent_id, with_snapshot=True)
                 plan = self._plan_decision(run_id, found, rule, claim_when_complete)
+                if plan.decision.grant_id is not None:
+                    # A grant's use commits with the approval it gives, or not at all.
+                    return self._decide_locked(agent_id, run_id, rule, claim_when_complete)
                 if self._write_decision_at_version(plan):
                     return plan.receipt()
             raise self._conflict(plan.run, plan.call_pk, plan.call.tool_call_id)
+
+    def _decide_locked(
+        self, agent_id: str, run_id: str, rule: DecisionRule, claim_when_complete: bool
+    ) -> DecisionReceipt:
+        """The decision in one transaction holding the run row's lock (SQLite, and grants' uses)."""
+        with transaction.atomic(using=self.using):
+            found = self._current_run(run_id, agent_id=agent_id, with_snapshot=True, lock=True)
+            plan = self._plan_decision(run_id, found, rule, claim_when_complete)
+            if not self._write_decision_locked(plan):
+                raise self._conflict(plan.run, plan.call_pk, plan.call.tool_call_id)
+            grant_id = plan.decision.grant_id
+            if grant_id is not None and not self._take_grant_use(
+                grant_id, agent_id=agent_id, tool_name=plan.call.tool_name, at=plan.decision.decided_at
+            ):
+                raise GrantUnavailable(grant_id)  # rolls the decision back with the transaction
+            decision_records.create_decision_row(self.using, plan.audit_values())
+            return plan.receipt()
 
     def _plan_decision(
         self, run_id: str, found: tuple[Row, list[Row]] | None, rule: DecisionRule, claim_when_complete: bool

@@ -55,6 +55,7 @@ _CALL_COLUMNS = (
     "reason",
     "resume_data",
     "edited_args",
+    "grant_id",
     "tool_started_at",
     "context",
     "expires_at",
@@ -84,6 +85,7 @@ def _decision_columns(decision: Decision) -> dict[str, Any]:
         "reason": decision.reason,
         "resume_data": decision.resume_data,
         "edited_args": decision.edited_args,
+        "grant_id": decision.grant_id,
     }
 
 
@@ -194,6 +196,7 @@ def _parked_call(row: Row) -> ParkedCall:
             reason=row["reason"],
             resume_data=row["resume_data"],
             edited_args=_optional_dict(row, "edited_args"),
+            grant_id=row["grant_id"],
         )
     return ParkedCall(
         tool_call_id=tool_call_id,

@@ -24,6 +24,7 @@ from typing import Any
 
 from django.db import IntegrityError, connections, transaction
 
+from agents_runtime.grants import GrantStore
 from agents_runtime.store import (
     Decision,
     RunEnding,
@@ -55,7 +56,7 @@ from approvals.runstore.sql import _FINISH_REMEMBERING_SQL, _FINISH_SQL, _MARK_T
 logger = logging.getLogger(__name__)
 
 
-class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore):
+class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore, GrantStore):
     """The run store on the default database (or ``using``); safe to share between threads.
 
     ``lease`` defaults to ``settings.RUN_LEASE_SECONDS`` (300), read when first needed. Building a

@@ -16,6 +16,7 @@ from approvals.services.decisions import (
     decision_decline,
     decision_resume,
 )
+from approvals.services.grants import GrantTerms, approve_and_allow
 from approvals.services.outcomes import DecisionOutcome
 from approvals.services.runs import run_start
 
@@ -26,6 +27,8 @@ __all__ = [
     "AgentAccess",
     "ClaimRefused",
     "DecisionOutcome",
+    "GrantTerms",
+    "approve_and_allow",
     "attempt_invalid_record",
     "batch_counts",
     "batch_prepare",

@@ -72,6 +72,8 @@ class DecisionOutcome:
     audit_entry_id: int | None = None
     #: ``vote_recorded``: the approvals so far ("1 of 2 approvals").
     approvals: ApprovalTally | None = None
+    #: "Approve and allow": the standing grant made with the approval, in words.
+    grant_note: str = ""
 
     @property
     def verb(self) -> str:

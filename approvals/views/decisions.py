@@ -15,11 +15,11 @@ from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_POST
 
-from agents_runtime import Agent, AgentRunToolCall
+from agents_runtime import Agent, AgentRunToolCall, GrantScope, InvalidGrant
 from agents_runtime.vocabulary import DecisionAction, Outcome
 from approvals import agents, call_views, cards, dom_ids, queries, services
 from approvals.access import Access, AgentAccess
-from approvals.forms import DeclineForm, EditedArgsForm
+from approvals.forms import DeclineForm, EditedArgsForm, GrantForm
 from approvals.schema_forms import ResumeForm
 from approvals.services import DECIDE_PERMISSION, DecisionOutcome
 from approvals.views.base import (
@@ -136,6 +136,7 @@ def _card_with_errors(
     decline_form: DeclineForm | None = None,
     edited_args_form: EditedArgsForm | None = None,
     args_form: ResumeForm | None = None,
+    grant_form: GrantForm | None = None,
     notice: str = "",
 ) -> HttpResponse:
     """The card again with the call's form errors: the run is unchanged."""
@@ -153,6 +154,7 @@ def _card_with_errors(
         decline_forms={tool_call_id: decline_form} if decline_form is not None else None,
         edited_args_forms={tool_call_id: edited_args_form} if edited_args_form is not None else None,
         args_forms={tool_call_id: args_form} if args_form is not None else None,
+        grant_forms={tool_call_id: grant_form} if grant_form is not None else None,
         notices={tool_call_id: notice} if notice else None,
         claims=queries.call_claims([run_id]),
     )
@@ -211,6 +213,8 @@ def call_approve(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Ht
     claimed = _claimed_elsewhere(request, run_id, tool_call_id)
     if claimed:
         return errors(edited_args_form=form, args_form=args_form, notice=claimed)
+    if call_views.GRANT_MARK in request.POST and waiting is not None and isinstance(target, AgentAccess):
+        return _approve_and_allow(request, target, waiting, run_id=run_id, tool_call_id=tool_call_id)
     outcome = services.decision_approve(
         target,
         run_id=run_id,
@@ -238,6 +242,48 @@ def call_approve(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Ht
         if not form.errors:
             form.add_error("edited_args", outcome.message)
         return errors(edited_args_form=form)
+    return _decided(request, outcome)
+
+
+def _approve_and_allow(
+    request: HtmxHttpRequest,
+    target: AgentAccess,
+    waiting: tuple[Agent, AgentRunToolCall],
+    *,
+    run_id: str,
+    tool_call_id: str,
+) -> HttpResponse:
+    """ "Approve and allow": the approval, then a standing grant on the terms posted (both or neither
+    when the terms are wrong; the grant only once the approval took effect)."""
+    run = queries.run_locate(run_id, agent_hint=target.agent.id, agent_ids=(target.agent.id,))
+    scopes = call_views.grant_scopes(run[1]) if run is not None else []
+    form = GrantForm(request.POST, scopes=scopes, auto_id=f"{dom_ids.call_block_id(run_id, tool_call_id)}-%s")
+    errors = functools.partial(
+        _card_with_errors, request, run_id=run_id, agent_id=target.agent.id, tool_call_id=tool_call_id
+    )
+    if not form.is_valid():
+        _record_invalid(target, run_id, tool_call_id, DecisionAction.APPROVE, form)
+        return errors(grant_form=form)
+    scope, lasts, uses, condition = form.terms()
+    terms = services.GrantTerms(scope=GrantScope(scope), lasts=lasts, max_uses=uses, condition=condition)
+    try:
+        outcome, _grant = services.approve_and_allow(
+            target,
+            run_id=run_id,
+            tool_call_id=tool_call_id,
+            terms=terms,
+            confirm_rerun=_rerun_confirmed(request),
+        )
+    except InvalidGrant as exc:
+        form.add_error(None, str(exc))
+        return errors(grant_form=form)
+    if outcome.status == Outcome.UNCONFIRMED:
+        return errors(grant_form=form, notice=outcome.message)
+    if outcome.status == Outcome.REFUSED:
+        refused = errors(notice=outcome.message)
+        if not is_partial(request):
+            refused.status_code = 403
+        return refused
     return _decided(request, outcome)
 
 

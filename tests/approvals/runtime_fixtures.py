@@ -162,7 +162,8 @@ def build_runtime() -> DashboardAgents:
         executed["payout"].record(vendor=vendor, amount_cents=amount_cents)
         return f"paid {amount_cents} to {vendor}"
 
-    @tool(requires_approval=True)
+    # Never let through ahead of time: every erase is looked at.
+    @tool(requires_approval=True, grantable=False)
     def wipe_disk(disk: str) -> str:
         """Erase a disk."""
         executed["wipe_disk"].record(disk=disk)

@@ -1,0 +1,190 @@
+"""Grants at park time: approve at once each parked call a live standing grant covers.
+
+Runs right after a run's suspension is stored and before anyone is told it waits, so a granted call
+is never announced (no ``run-suspended`` event, no notification) and, when every call it waited on
+was granted, the run goes straight on. Each approval goes through the store's atomic ``decide``
+step, which takes the grant's use and writes the audit row ("approved by grant #N of <user>") with
+the decision: a grant revoked or used up meanwhile approves nothing (``GrantUnavailable``), and a
+reviewer who decided the call in the moment it was visible simply wins.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from ._convert import as_utc, now
+from ._host import RunAgent
+from .errors import RunAlreadyDecided, RunNotFound, ToolCallNotSuspended
+from .grants import (
+    Grant,
+    GrantNotFound,
+    GrantRequest,
+    GrantScope,
+    GrantStore,
+    GrantUnavailable,
+    InvalidGrant,
+    checked_request,
+)
+from .store import Decision, DecisionReceipt, ParkedCall, StoredRun
+from .vocabulary import CallKind, DecisionAction
+
+logger = logging.getLogger("agents_runtime")
+
+
+def grant_store(agent: RunAgent) -> GrantStore | None:
+    store = agent.storage
+    return store if isinstance(store, GrantStore) else None
+
+
+def request_for(
+    agent: RunAgent,
+    tool_name: str,
+    *,
+    scope: GrantScope | str,
+    created_by: str,
+    thread_id: str | None = None,
+    resource_id: str | None = None,
+    expires_at: datetime | None = None,
+    max_uses: int | None = None,
+    condition: str = "",
+    from_run_id: str | None = None,
+    from_tool_call_id: str | None = None,
+) -> GrantRequest:
+    """``Agent.grant_request``: a grant for ``agent``'s tool, checked but not kept. ``thread_id`` /
+    ``resource_id``: the scope's; ``condition``: CEL over the arguments. ``InvalidGrant`` for a tool
+    that forbids grants or needs several approvals, a store that keeps no grants, a scope without
+    its thread or end user, a grant with no end (neither ``expires_at`` nor ``max_uses``), a bad
+    condition."""
+    spec = agent._find_tool(tool_name)
+    if spec is None:
+        raise InvalidGrant(f"Agent {agent.id!r} has no tool {tool_name!r}")
+    if not spec.takes_grants:
+        why = "needs several approvals" if spec.approvals > 1 else "does not allow grants"
+        raise InvalidGrant(f"Tool {tool_name!r} {why}: each call waits for a person")
+    if grant_store(agent) is None:
+        raise InvalidGrant(f"The store of agent {agent.id!r} keeps no grants")
+    try:
+        checked_scope = GrantScope(scope)
+    except ValueError:
+        raise InvalidGrant(f"Unknown grant scope {scope!r}") from None
+    return checked_request(
+        GrantRequest(
+            agent_id=agent.id,
+            tool_name=tool_name,
+            scope=checked_scope,
+            scope_value={GrantScope.THREAD: thread_id, GrantScope.RESOURCE: resource_id}.get(checked_scope),
+            created_by=created_by,
+            created_at=now(),
+            expires_at=as_utc(expires_at, end_of_day=False),
+            max_uses=max_uses,
+            condition=condition.strip(),
+            from_run_id=from_run_id,
+            from_tool_call_id=from_tool_call_id,
+        )
+    )
+
+
+async def add(agent: RunAgent, request: GrantRequest) -> Grant:
+    """``Agent.add_grant``."""
+    store = grant_store(agent)
+    if store is None or request.agent_id != agent.id:
+        raise InvalidGrant(f"The grant is not one agent {agent.id!r} can keep")
+    grant: Grant = await agent._store(store.add_grant, checked_request(request))
+    return grant
+
+
+async def revoke(agent: RunAgent, grant_id: int, *, actor: str) -> Grant:
+    """``Agent.revoke_grant``: only a grant of this agent."""
+    store = grant_store(agent)
+    grant = None if store is None else await agent._store(store.get_grant, grant_id)
+    if store is None or grant is None or grant.agent_id != agent.id:
+        raise GrantNotFound(grant_id)
+    revoked: Grant = await agent._store(store.revoke_grant, grant_id, actor=actor, at=now())
+    return revoked
+
+
+def _grantable(agent: RunAgent, run: StoredRun, call: ParkedCall) -> bool:
+    if call.kind != CallKind.APPROVAL or call.delegation is not None or call.decision is not None:
+        return False
+    # A call interrupted after its tool started needs a person to confirm running it again.
+    if call.tool_started_at is not None:
+        return False
+    spec = agent._find_tool(call.tool_name)
+    return spec is not None and spec.takes_grants
+
+
+async def apply_grants(agent: RunAgent, run: StoredRun) -> tuple[StoredRun, int | None]:
+    """The run once the grants that cover its calls approved them, and the version the last of
+    those approvals claimed it at (None: it still waits on someone)."""
+    store = grant_store(agent)
+    # A sub-agent's inner run is decided through its supervisor's card, where its calls show.
+    if store is None or run.parent_run_id is not None:
+        return run, None
+    candidates = [c for c in run.undecided if _grantable(agent, run, c)]
+    if not candidates:
+        return run, None
+    claimed: int | None = None
+    for call in candidates:
+        at = now()
+        grants = await agent._store(
+            store.live_grants,
+            agent.id,
+            call.tool_name,
+            thread_id=run.thread_id,
+            resource_id=run.resource_id,
+            at=at,
+        )
+        for grant in grants:
+            if not _covers(agent, run, call, grant, at):
+                continue
+            receipt = await _approve_by_grant(agent, run.run_id, call, grant, at)
+            if receipt is None:
+                continue
+            run, claimed = receipt.run, receipt.claimed_version
+            await agent._notify(
+                "call-decided",
+                run.run_id,
+                tool_call_id=call.tool_call_id,
+                action=DecisionAction.APPROVE,
+                actor=grant.label,
+            )
+            break
+    return run, claimed
+
+
+def _covers(agent: RunAgent, run: StoredRun, call: ParkedCall, grant: Grant, at: datetime) -> bool:
+    spec = agent._find_tool(call.tool_name)
+    if spec is None or not grant.covers(
+        agent_id=agent.id,
+        tool_name=call.tool_name,
+        thread_id=run.thread_id,
+        resource_id=run.resource_id,
+        args=spec.args_with_defaults(call.args),
+        at=at,
+    ):
+        return False
+    # Separation of duties holds for grants too: the person who started the run cannot let its
+    # calls through with a grant of their own.
+    return not (spec.separate_duties and grant.created_by == run.started_by)
+
+
+async def _approve_by_grant(
+    agent: RunAgent, run_id: str, call: ParkedCall, grant: Grant, at: datetime
+) -> DecisionReceipt | None:
+    decision = Decision(
+        action=DecisionAction.APPROVE, decided_at=at, actor=grant.created_by, grant_id=grant.id
+    )
+    try:
+        receipt: DecisionReceipt = await agent._store(
+            agent.storage.decide,
+            agent_id=agent.id,
+            run_id=run_id,
+            rule=lambda _run: (call.tool_call_id, decision),
+        )
+    except GrantUnavailable:
+        return None  # revoked or used up since it was read: the next grant, or a person
+    except (RunAlreadyDecided, ToolCallNotSuspended, RunNotFound):
+        logger.info("Run %s: call %s was decided before grant #%s", run_id, call.tool_call_id, grant.id)
+        return None
+    return receipt

@@ -1,0 +1,230 @@
+"""Standing grants: "always allow this tool here" — a reviewer's approval given ahead of time.
+
+A grant lets calls of one tool of one agent through without a reviewer, in a scope (one thread,
+one end user's resource, or everyone), until it expires, runs out of uses or is revoked, and only
+for arguments its condition accepts. The condition is a CEL expression over the call's arguments
+(Common Expression Language: no statements, no loops, no I/O, no attribute access into Python
+objects; evaluated by the maintained ``common-expression-language`` package, never ``eval``), e.g.
+``amount_cents <= 10000`` or ``environment == "staging"``.
+
+Where each rule lives: whether a call may be granted at all and which grants match it
+(``Grant.covers``) is checked here and by the runtime when a run parks (``_grants``); a grant's
+life (revoked, used up, expired) is checked by the store inside the atomic step that records the
+approval and takes one use, so a revoked or used-up grant approves nothing more and N uses mean N
+under concurrency (``GrantStore``).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+import cel
+
+from .errors import AgentsRuntimeError
+
+#: Longest condition a grant may hold (a card's field, not a program).
+MAX_CONDITION_LENGTH = 500
+
+
+class GrantScope(enum.StrEnum):
+    THREAD = "thread"
+    RESOURCE = "resource"
+    EVERYONE = "everyone"
+
+    @property
+    def label(self) -> str:
+        return {"thread": "this thread", "resource": "this end user", "everyone": "everyone"}[self.value]
+
+
+class InvalidGrant(AgentsRuntimeError, ValueError):
+    """A grant that cannot be made: a tool that forbids grants, a bad condition or scope, no limit."""
+
+
+class GrantUnavailable(AgentsRuntimeError):
+    """The grant was revoked, used up or expired when the store came to use it (nothing recorded)."""
+
+    def __init__(self, grant_id: int) -> None:
+        super().__init__(f"Grant #{grant_id} is revoked, used up or expired")
+        self.grant_id = grant_id
+
+
+class GrantNotFound(AgentsRuntimeError):
+    def __init__(self, grant_id: int) -> None:
+        super().__init__(f"Grant #{grant_id} not found")
+        self.grant_id = grant_id
+
+
+def compile_condition(condition: str) -> cel.Program | None:
+    """The condition as a compiled CEL program (None: any arguments); ``InvalidGrant`` if it is not one."""
+    condition = condition.strip()
+    if not condition:
+        return None
+    if len(condition) > MAX_CONDITION_LENGTH:
+        raise InvalidGrant(f"The condition is longer than {MAX_CONDITION_LENGTH} characters")
+    try:
+        return cel.compile(condition)
+    except (ValueError, RuntimeError, TypeError) as exc:
+        raise InvalidGrant(f"The condition is not a valid expression: {_first_line(exc)}") from None
+
+
+def condition_allows(condition: str, args: Mapping[str, Any] | None) -> bool:
+    """Whether ``args`` satisfy ``condition``. Anything but a plain ``true`` is a no: a condition
+    naming an argument the call lacks, comparing unlike types or yielding a non-boolean lets
+    nothing through (it fails closed, and the call waits for a reviewer)."""
+    program = compile_condition(condition)
+    if program is None:
+        return True
+    try:
+        return program.execute(dict(args or {})) is True
+    except (ValueError, RuntimeError, TypeError, OverflowError):
+        return False
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+@dataclass(frozen=True)
+class GrantRequest:
+    """A grant as asked for: checked by ``checked_request`` before a store keeps it."""
+
+    agent_id: str
+    tool_name: str
+    scope: GrantScope
+    #: The thread or resource id for those scopes; None for everyone.
+    scope_value: str | None
+    created_by: str
+    created_at: datetime
+    expires_at: datetime | None = None
+    max_uses: int | None = None
+    condition: str = ""
+    #: The call it was made from, if any (for the record).
+    from_run_id: str | None = None
+    from_tool_call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Grant:
+    id: int
+    agent_id: str
+    tool_name: str
+    scope: GrantScope
+    scope_value: str | None
+    created_by: str
+    created_at: datetime
+    expires_at: datetime | None
+    max_uses: int | None
+    uses: int
+    condition: str
+    revoked_at: datetime | None = None
+    revoked_by: str | None = None
+    from_run_id: str | None = None
+    from_tool_call_id: str | None = None
+
+    @property
+    def uses_left(self) -> int | None:
+        return None if self.max_uses is None else max(self.max_uses - self.uses, 0)
+
+    def live(self, at: datetime) -> bool:
+        """Not revoked, not used up, not expired at ``at`` (the store checks it again as it uses it)."""
+        return (
+            self.revoked_at is None
+            and (self.max_uses is None or self.uses < self.max_uses)
+            and (self.expires_at is None or at < self.expires_at)
+        )
+
+    def in_scope(self, thread_id: str | None, resource_id: str | None) -> bool:
+        if self.scope == GrantScope.THREAD:
+            return thread_id is not None and thread_id == self.scope_value
+        if self.scope == GrantScope.RESOURCE:
+            return resource_id is not None and resource_id == self.scope_value
+        return True
+
+    def covers(
+        self,
+        *,
+        agent_id: str,
+        tool_name: str,
+        thread_id: str | None,
+        resource_id: str | None,
+        args: Mapping[str, Any] | None,
+        at: datetime,
+    ) -> bool:
+        return (
+            self.agent_id == agent_id
+            and self.tool_name == tool_name
+            and self.live(at)
+            and self.in_scope(thread_id, resource_id)
+            and condition_allows(self.condition, args)
+        )
+
+    @property
+    def label(self) -> str:
+        """As the audit log says it: "grant #3 of rita"."""
+        return f"grant #{self.id} of {self.created_by}"
+
+
+def checked_request(request: GrantRequest) -> GrantRequest:
+    """``request`` if it can be kept as it is, else ``InvalidGrant`` saying what is wrong."""
+    scope = GrantScope(request.scope)
+    if scope == GrantScope.EVERYONE:
+        if request.scope_value is not None:
+            raise InvalidGrant("A grant for everyone names no thread or end user")
+    elif not request.scope_value:
+        raise InvalidGrant(f"A grant for {scope.label} needs the {scope.value} it is for")
+    if request.max_uses is not None and (type(request.max_uses) is not int or request.max_uses < 1):
+        raise InvalidGrant("A grant's number of uses must be a whole number of at least 1")
+    if request.expires_at is None and request.max_uses is None:
+        # A grant that never ends is a rule, not a reviewer's decision: it belongs in the tool.
+        raise InvalidGrant("A grant needs an end: an expiry time, a number of uses, or both")
+    if request.expires_at is not None and request.expires_at <= request.created_at:
+        raise InvalidGrant("A grant's expiry must be in the future")
+    compile_condition(request.condition)
+    return replace(request, scope=scope)
+
+
+@runtime_checkable
+class GrantStore(Protocol):
+    """What a run store keeps for grants (``InMemoryRunStore`` and the Django store implement it).
+
+    Using a grant is part of ``RunStore.decide``: a ``Decision`` whose ``grant_id`` is set takes one
+    use of that grant in the same atomic step that records it, and raises ``GrantUnavailable``
+    (recording nothing) when the grant is revoked, used up or expired by then.
+    """
+
+    def add_grant(self, request: GrantRequest) -> Grant:
+        """Keep a checked grant request; the grant it became."""
+        ...
+
+    def revoke_grant(self, grant_id: int, *, actor: str, at: datetime) -> Grant:
+        """Revoke a grant (``GrantNotFound`` if there is none); revoking twice keeps the first."""
+        ...
+
+    def get_grant(self, grant_id: int) -> Grant | None: ...
+
+    def live_grants(
+        self, agent_id: str, tool_name: str, *, thread_id: str | None, resource_id: str | None, at: datetime
+    ) -> Sequence[Grant]:
+        """Live grants of ``agent_id``'s ``tool_name`` whose scope holds this thread or resource,
+        narrowest scope first (thread, end user, everyone), then soonest to end."""
+        ...
+
+
+def narrowest_first(grants: Sequence[Grant]) -> list[Grant]:
+    """The order ``live_grants`` returns: a thread's grant before an end user's before everyone's,
+    then the one that ends soonest, so the broadest grants are spent last."""
+    order = {GrantScope.THREAD: 0, GrantScope.RESOURCE: 1, GrantScope.EVERYONE: 2}
+    return sorted(
+        grants,
+        key=lambda g: (
+            order[g.scope],
+            g.expires_at is None,
+            g.expires_at or g.created_at,
+            g.id,
+        ),
+    )

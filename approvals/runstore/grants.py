@@ -1,0 +1,100 @@
+"""Standing grants in the Django store: keeping, revoking and finding them, and taking one use in the
+step that records the approval it gives (``DecisionSteps``).
+
+A use is one conditional ``UPDATE ... SET uses = uses + 1`` on the grant's row, guarded by "not
+revoked, not used up, not expired", inside the decision's transaction. On PostgreSQL concurrent
+uses queue on the row's lock and each re-checks the guard on the row as the one before left it, so
+a grant of N uses approves exactly N calls; a revoke is the same row's update, so once it has
+committed no use passes the guard. If the decision itself then fails (the call was decided first),
+the transaction takes the use back.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.contrib.auth import get_user_model
+from django.db.models import F
+
+from agents_runtime.grants import Grant, GrantNotFound, GrantRequest, GrantScope, narrowest_first
+from approvals.models import GrantRecord
+from approvals.runstore.base import StoreBase
+
+
+def grant_of(row: GrantRecord) -> Grant:
+    return Grant(
+        id=row.pk,
+        agent_id=row.agent_id,
+        tool_name=row.tool_name,
+        scope=GrantScope(row.scope),
+        scope_value=row.scope_value or None,
+        created_by=row.created_by_name,
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+        max_uses=row.max_uses,
+        uses=row.uses,
+        condition=row.condition,
+        revoked_at=row.revoked_at,
+        revoked_by=row.revoked_by_name or None,
+        from_run_id=row.from_run_id or None,
+        from_tool_call_id=row.from_tool_call_id or None,
+    )
+
+
+class GrantSteps(StoreBase):
+    """``GrantStore`` on the ORM (a mixin of ``DjangoRunStore``)."""
+
+    def add_grant(self, request: GrantRequest) -> Grant:
+        user = get_user_model()
+        with self._connection_scope():
+            creator = (
+                user._default_manager.db_manager(self.using)
+                .filter(**{user.USERNAME_FIELD: request.created_by})
+                .first()
+            )
+            row = GrantRecord.objects.db_manager(self.using).create(
+                agent_id=request.agent_id,
+                tool_name=request.tool_name,
+                scope=GrantScope(request.scope).value,
+                scope_value=request.scope_value or "",
+                condition=request.condition,
+                max_uses=request.max_uses,
+                expires_at=request.expires_at,
+                created_at=request.created_at,
+                created_by=creator,
+                created_by_name=request.created_by[:150],
+                from_run_id=request.from_run_id or "",
+                from_tool_call_id=request.from_tool_call_id or "",
+            )
+            return grant_of(row)
+
+    def revoke_grant(self, grant_id: int, *, actor: str, at: datetime) -> Grant:
+        with self._connection_scope():
+            rows = GrantRecord.objects.db_manager(self.using)
+            rows.filter(pk=grant_id, revoked_at__isnull=True).update(
+                revoked_at=at, revoked_by_name=actor[:150]
+            )
+            row = rows.filter(pk=grant_id).first()
+            if row is None:
+                raise GrantNotFound(grant_id)
+            return grant_of(row)
+
+    def get_grant(self, grant_id: int) -> Grant | None:
+        with self._connection_scope():
+            row = GrantRecord.objects.db_manager(self.using).filter(pk=grant_id).first()
+            return None if row is None else grant_of(row)
+
+    def live_grants(
+        self, agent_id: str, tool_name: str, *, thread_id: str | None, resource_id: str | None, at: datetime
+    ) -> list[Grant]:
+        with self._connection_scope():
+            rows = GrantRecord.objects.db_manager(self.using).filter(agent_id=agent_id, tool_name=tool_name)
+            grants = [grant_of(row) for row in rows.live(at)]
+        return narrowest_first([g for g in grants if g.in_scope(thread_id, resource_id)])
+
+    def _take_grant_use(self, grant_id: int, *, agent_id: str, tool_name: str, at: datetime) -> bool:
+        """One use of a live grant of this agent's tool, in the caller's transaction."""
+        rows = GrantRecord.objects.db_manager(self.using).filter(
+            pk=grant_id, agent_id=agent_id, tool_name=tool_name
+        )
+        return rows.live(at).update(uses=F("uses") + 1) == 1

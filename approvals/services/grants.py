@@ -1,0 +1,118 @@
+"""Standing grants from the dashboard: "approve and allow" on a card, and revoking.
+
+A grant is made only together with the approval of the call it was offered on, and only after that
+approval took effect: terms that cannot be kept (a tool that forbids grants, a condition that is not
+an expression) refuse both before anything is decided. Who may revoke: whoever made the grant, and
+holders of ``approvals.manage_grants`` (the Admins group). The runtime does the rest: it approves
+covered calls as they park, inside its store's atomic step (``agents_runtime.grants``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import timedelta
+
+from asgiref.sync import async_to_sync
+from django.core.exceptions import PermissionDenied
+from django.utils import timezone
+
+from agents_runtime import Grant, GrantNotFound, GrantScope, RunNotFound
+from approvals import agents
+from approvals.access import MANAGE_GRANTS_PERMISSION, Access, AgentAccess
+from approvals.models import GrantRecord
+from approvals.services.decisions import decision_approve
+from approvals.services.outcomes import DecisionOutcome
+
+
+@dataclass(frozen=True)
+class GrantTerms:
+    """What a reviewer chose on the card: for whom, for how long, how many times, for which arguments."""
+
+    scope: GrantScope
+    lasts: timedelta | None
+    max_uses: int | None
+    condition: str = ""
+
+
+def describe(grant: Grant) -> str:
+    """ "refund for this thread, 3 uses, until 14:05 UTC, when amount_cents <= 10000 (grant #4)"."""
+    parts = [f"{grant.tool_name} for {GrantScope(grant.scope).label}"]
+    if grant.max_uses is not None:
+        parts.append(f"{grant.max_uses} use{'s' if grant.max_uses != 1 else ''}")
+    if grant.expires_at is not None:
+        parts.append(f"until {timezone.localtime(grant.expires_at):%Y-%m-%d %H:%M %Z}")
+    if grant.condition:
+        parts.append(f"when {grant.condition}")
+    return f"{', '.join(parts)} (grant #{grant.id})"
+
+
+def approve_and_allow(
+    access: AgentAccess,
+    *,
+    run_id: str,
+    tool_call_id: str,
+    terms: GrantTerms,
+    confirm_rerun: bool = False,
+) -> tuple[DecisionOutcome, Grant | None]:
+    """Approve the call, then allow its tool on these terms from now on.
+
+    ``InvalidGrant`` (nothing decided) when the terms cannot be kept. The grant is made only when
+    the approval took effect; a lost race or a refusal makes none.
+    """
+    agent = access.agent
+    try:
+        shown = async_to_sync(agent.get_suspended_run)(run_id)
+    except RunNotFound:
+        shown = None
+    call = (
+        None if shown is None else next((c for c in shown.tool_calls if c.tool_call_id == tool_call_id), None)
+    )
+    if shown is None or call is None:
+        # Nothing to allow: the approval says what became of the call (decided, gone).
+        return decision_approve(access, run_id=run_id, tool_call_id=tool_call_id, shown=shown), None
+    request = agent.grant_request(
+        call.tool_name,
+        scope=terms.scope,
+        created_by=access.access.username,
+        thread_id=shown.thread_id,
+        resource_id=shown.resource_id,
+        expires_at=None if terms.lasts is None else timezone.now() + terms.lasts,
+        max_uses=terms.max_uses,
+        condition=terms.condition,
+        from_run_id=run_id,
+        from_tool_call_id=tool_call_id,
+    )
+    outcome = decision_approve(
+        access, run_id=run_id, tool_call_id=tool_call_id, confirm_rerun=confirm_rerun, shown=shown
+    )
+    if not outcome.took_effect:
+        return outcome, None
+    grant: Grant = async_to_sync(agent.add_grant)(request)
+    return replace(outcome, grant_note=f"Allowed from now on: {describe(grant)}."), grant
+
+
+def may_revoke(access: Access, row: GrantRecord) -> bool:
+    if access.user.has_perm(MANAGE_GRANTS_PERMISSION):
+        return True
+    return row.agent_id in access.agent_ids and row.created_by_name == access.username
+
+
+def revoke(access: Access, grant_id: int) -> Grant | None:
+    """Revoke a grant at once: no call is approved by it afterwards. ``GrantNotFound`` if the user
+    cannot see it, ``PermissionDenied`` if it is someone else's and they do not manage grants. None
+    for a grant of an agent no longer served (revoked in the database all the same)."""
+    row = GrantRecord.objects.filter(pk=grant_id).first()
+    manages = bool(access.user.has_perm(MANAGE_GRANTS_PERMISSION))
+    if row is None or not (manages or row.agent_id in access.agent_ids):
+        raise GrantNotFound(grant_id)
+    if not may_revoke(access, row):
+        raise PermissionDenied("Only the reviewer who made this grant, or an admin, may revoke it.")
+    try:
+        agent = agents.get(row.agent_id)
+    except agents.UnknownAgent:
+        GrantRecord.objects.filter(pk=grant_id, revoked_at__isnull=True).update(
+            revoked_at=timezone.now(), revoked_by_name=access.username
+        )
+        return None
+    revoked: Grant = async_to_sync(agent.revoke_grant)(grant_id, actor=access.username)
+    return revoked

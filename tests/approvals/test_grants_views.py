@@ -1,0 +1,176 @@
+"""Standing grants in the dashboard: "approve and allow" on a card, the calls it lets through
+without a reviewer (recorded as the grant's), the grants page, and who may revoke."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.contrib.auth.models import Group, User
+from django.test import Client
+
+from approvals.models import AuditEntry, GrantRecord
+from tests.approvals.conftest import _user
+from tests.approvals.runtime_fixtures import DashboardAgents
+
+HX = {"HTTP_HX_REQUEST": "true"}
+
+
+def approve_url(run_id: str, tool_call_id: str) -> str:
+    return f"/runs/{run_id}/calls/{tool_call_id}/approve"
+
+
+def allow(client: Client, run: Any, **terms: Any) -> Any:
+    data = {
+        "agent": "helpdesk",
+        "grant-scope": "thread",
+        "grant-lasts": "1h",
+        "grant-uses": "",
+        "grant-condition": "",
+    }
+    data.update({f"grant-{k}": v for k, v in terms.items()})
+    return client.post(approve_url(run.run_id, run.tool_calls[0].tool_call_id), data, **HX)
+
+
+def test_the_card_offers_approve_and_allow_only_for_tools_that_take_grants(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    refund = agents.start("helpdesk", "refund first", thread="t-1", resource="cust-1")
+    payout = agents.start("helpdesk", "payout", started_by="someone")
+
+    card = reviewer_client.get(f"/runs/{refund.run_id}/").content.decode()
+    assert "Approve and allow similar calls" in card
+    scope = re.search(r'<select name="grant-scope"[^>]*>(.*?)</select>', card, re.S)
+    assert scope is not None
+    assert re.findall(r'value="(\w+)"', scope.group(1)) == ["thread", "resource", "everyone"]
+    # Two-person approval is not one person's to give ahead of time.
+    assert "Approve and allow" not in reviewer_client.get(f"/runs/{payout.run_id}/").content.decode()
+
+
+def test_approve_and_allow_lets_later_calls_in_the_thread_through_recorded_as_the_grant(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    first = agents.start("helpdesk", "refund first", thread="t-1")
+
+    response = allow(reviewer_client, first)
+
+    assert response.status_code == 200
+    assert "Allowed from now on: refund for this thread" in response.content.decode()
+    grant = GrantRecord.objects.get()
+    assert (grant.created_by_name, grant.scope, grant.scope_value, grant.from_run_id) == (
+        "rita",
+        "thread",
+        "t-1",
+        first.run_id,
+    )
+    assert agents.executed["refund"].count == 1
+
+    later = agents.start("helpdesk", "refund second", thread="t-1")
+    other_thread = agents.start("helpdesk", "refund third", thread="t-2")
+
+    assert later.status == "success" and other_thread.status == "suspended"
+    assert agents.executed["refund"].count == 2
+    inbox = reviewer_client.get("/agents/helpdesk/").content.decode()
+    assert other_thread.run_id in inbox and later.run_id not in inbox
+    row = AuditEntry.objects.get(run_id=later.run_id)
+    assert (row.channel, row.grant_id, row.username, row.action, row.outcome) == (
+        "grant",
+        grant.pk,
+        "rita",
+        "approve",
+        "completed",
+    )
+    assert row.decided_by == f"grant #{grant.pk} of rita"
+    log = Client()
+    log.force_login(_user("auditor", "Admins"))
+    assert f"grant #{grant.pk} of rita" in log.get("/audit/").content.decode()
+
+
+def test_terms_that_cannot_be_kept_decide_nothing(agents: DashboardAgents, reviewer_client: Client) -> None:
+    run = agents.start("helpdesk", "refund first", thread="t-1")
+
+    bad_condition = allow(reviewer_client, run, condition="amount_cents <=")
+    no_end = allow(reviewer_client, run, lasts="", uses="")
+
+    assert "not a valid expression" in bad_condition.content.decode()
+    assert "A grant needs an end" in no_end.content.decode()
+    assert GrantRecord.objects.count() == 0 and agents.executed["refund"].count == 0
+    assert [r.run_id for r in agents.suspended("helpdesk")] == [run.run_id]
+    assert set(AuditEntry.objects.values_list("outcome", flat=True)) == {"invalid"}
+
+
+def test_a_forged_post_for_a_tool_that_forbids_grants_approves_without_a_grant(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    # wipe_disk says grantable=False: the card offers no grant; a hand-made post gets none either.
+    run = agents.start("boss", "wipe")
+    inner_calls = run.tool_calls
+    data = {"agent": "boss", "grant-scope": "everyone", "grant-lasts": "1d"}
+    reviewer_client.post(approve_url(run.run_id, inner_calls[0].tool_call_id), data, **HX)
+    assert GrantRecord.objects.count() == 0
+
+
+def test_a_condition_limits_what_the_grant_lets_through(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    first = agents.start("helpdesk", "transfer 200", thread="t")
+    transfer_grant = allow(reviewer_client, first, scope="everyone", condition="amount <= 500")
+    assert transfer_grant.status_code == 200
+
+    small = agents.start("helpdesk", "transfer 400")
+    large = agents.start("helpdesk", "transfer 900")
+
+    assert small.status == "success" and large.status == "suspended"
+
+
+def test_the_maker_revokes_their_grant_and_nothing_is_let_through_after(
+    agents: DashboardAgents, reviewer_client: Client, client_for: Any
+) -> None:
+    allow(reviewer_client, agents.start("helpdesk", "refund first", thread="t-1"), uses="5")
+    grant = GrantRecord.objects.get()
+    page = reviewer_client.get("/grants/").content.decode()
+    assert f"grant-{grant.pk}" in page and "1 approved" not in page and ">Revoke</button>" in page
+
+    other = client_for(_user("omar", "Reviewers"))
+    assert other.post(f"/grants/{grant.pk}/revoke").status_code == 403
+    assert ">Revoke</button>" not in other.get("/grants/").content.decode()
+
+    revoked = reviewer_client.post(f"/grants/{grant.pk}/revoke", follow=True)
+
+    assert "is revoked" in revoked.content.decode()
+    grant.refresh_from_db()
+    assert grant.revoked_by_name == "rita" and grant.revoked_at is not None
+    assert agents.start("helpdesk", "refund again", thread="t-1").status == "suspended"
+    assert f"grant-{grant.pk}" not in reviewer_client.get("/grants/").content.decode()
+    assert f"grant-{grant.pk}" in reviewer_client.get("/grants/?show=all").content.decode()
+
+
+def test_an_admin_sees_and_revokes_anyones_grant(
+    agents: DashboardAgents, reviewer_client: Client, admin_member_client: Client
+) -> None:
+    allow(reviewer_client, agents.start("helpdesk", "refund first", thread="t-1"))
+    grant = GrantRecord.objects.get()
+
+    assert admin_member_client.post(f"/grants/{grant.pk}/revoke").status_code == 302
+    grant.refresh_from_db()
+    assert grant.revoked_by_name == "ada"
+
+
+def test_grants_are_hidden_from_users_who_do_not_see_the_agent(
+    agents: DashboardAgents, reviewer_client: Client, client_for: Any
+) -> None:
+    allow(reviewer_client, agents.start("helpdesk", "refund first", thread="t-1"))
+    grant = GrantRecord.objects.get()
+    Group.objects.get_or_create(name="agent:boss")
+    outsider: User = _user("olga", "agent:boss", "Reviewers")
+
+    client = client_for(outsider)
+    assert f"grant-{grant.pk}" not in client.get("/grants/").content.decode()
+    assert client.post(f"/grants/{grant.pk}/revoke").status_code == 404
+
+
+def test_revoking_needs_a_post_with_its_csrf_token(agents: DashboardAgents, reviewer: User) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(reviewer)
+    assert client.get("/grants/1/revoke").status_code == 405
+    assert client.post("/grants/1/revoke").status_code == 403
