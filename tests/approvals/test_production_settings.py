@@ -60,6 +60,7 @@ def test_check_deploy_passes_with_the_documented_production_settings() -> None:
         "SECURE_SSL_REDIRECT": "true",
         "SECURE_HSTS_INCLUDE_SUBDOMAINS": "true",
         "SECURE_HSTS_PRELOAD": "true",
+        "EMAIL_HOST": "smtp.example.com",
     }
     check = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
