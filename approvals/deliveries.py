@@ -40,11 +40,22 @@ logger = logging.getLogger(__name__)
 ORPHAN_GRACE = timedelta(seconds=30)
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer, not a new address to post to: followed, it could send the request
+    (as a GET) to a host the URL's checks never saw, such as one inside the network."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
 def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int | None, str]:
-    """One POST; ``(status, error)``, error empty on a 2xx."""
+    """One POST; ``(status, error)``, error empty on a 2xx. Redirects are not followed (a 3xx fails)."""
     request = urllib.request.Request(url, data=body, method="POST", headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with _OPENER.open(request, timeout=timeout) as response:
             code = int(response.status)
     except urllib.error.HTTPError as exc:
         return exc.code, f"HTTP {exc.code}"

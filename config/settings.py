@@ -294,6 +294,8 @@ NOTIFY_GIVE_UP_SECONDS = float(_env("NOTIFY_GIVE_UP_SECONDS", "21600"))
 # Chat webhook URLs must be https (unless DEBUG), and on one of these hosts when any are named.
 NOTIFY_CHAT_HTTPS_ONLY = _env_bool("NOTIFY_CHAT_HTTPS_ONLY", default=not DEBUG)
 NOTIFY_CHAT_HOSTS = _env_list("NOTIFY_CHAT_HOSTS", "")
+# Chat webhook URLs may point at this machine or a private network (a self-hosted chat server).
+NOTIFY_CHAT_ALLOW_PRIVATE = _env_bool("NOTIFY_CHAT_ALLOW_PRIVATE", default=False)
 
 # --- Security headers -------------------------------------------------------------------------------
 

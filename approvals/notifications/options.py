@@ -51,3 +51,8 @@ def chat_https_only() -> bool:
 def chat_hosts() -> list[str]:
     """Hosts a chat webhook URL may name (empty: any)."""
     return [str(h).lower() for h in _setting("NOTIFY_CHAT_HOSTS", [])]
+
+
+def chat_private_allowed() -> bool:
+    """Chat hooks may point at internal addresses (``NOTIFY_CHAT_ALLOW_PRIVATE``: a self-hosted chat)."""
+    return bool(_setting("NOTIFY_CHAT_ALLOW_PRIVATE", False))

@@ -2,7 +2,7 @@
 
 A chat webhook URL is somewhere the server will POST to, so it is checked: https only (unless
 ``NOTIFY_CHAT_HTTPS_ONLY`` is off, as it is with ``DEBUG``), and on one of ``NOTIFY_CHAT_HOSTS``
-when any are named.
+when any are named; never this machine or a private network (``addresses``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from approvals.models import Notification, NotificationPreference
-from approvals.notifications import options
+from approvals.notifications import addresses, options
 
 
 def check_chat_url(url: str) -> None:
@@ -26,6 +26,9 @@ def check_chat_url(url: str) -> None:
     hosts = options.chat_hosts()
     if hosts and (parts.hostname or "").lower() not in hosts:
         raise ValidationError(f"Chat webhooks may only go to: {', '.join(hosts)}.")
+    refused = addresses.refused_as_typed(url)
+    if refused:
+        raise ValidationError(refused)
 
 
 class PreferenceForm(forms.ModelForm[NotificationPreference]):

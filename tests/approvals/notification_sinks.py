@@ -93,6 +93,8 @@ class ChatSink:
         self.received: list[dict[str, Any]] = []
         self.answers: list[int] = []
         self.plan: list[int] = []
+        #: Where a planned 3xx answer points.
+        self.redirect_to = ""
         self.lock = threading.Lock()
         sink = self
 
@@ -105,6 +107,8 @@ class ChatSink:
                     if status == 200:
                         sink.received.append(json.loads(body))
                 self.send_response(status)
+                if 300 <= status < 400:
+                    self.send_header("Location", sink.redirect_to)
                 self.send_header("Content-Length", "2")
                 self.end_headers()
                 self.wfile.write(b"ok")

@@ -40,7 +40,9 @@ def mail(settings: Any) -> Iterator[MailSink]:
 
 
 @pytest.fixture
-def chat() -> Iterator[ChatSink]:
+def chat(settings: Any) -> Iterator[ChatSink]:
+    # The sink listens on this machine, which chat hooks may not reach unless allowed.
+    settings.NOTIFY_CHAT_ALLOW_PRIVATE = True
     sink = ChatSink()
     yield sink
     sink.stop()
@@ -368,3 +370,37 @@ def test_an_escalation_tells_the_new_groups_deciders(agents: DashboardAgents, ma
     assert f"{BASE}/runs/{run.run_id}/" in parts(escalated)[0]
     assert [str(m["To"]) for m in mail.to("rita")] == ["rita@example.com"]
     assert Notification.objects.filter(kind="escalated").count() == 1
+
+
+def test_a_chat_hook_on_this_machine_is_refused_unless_allowed(
+    agents: DashboardAgents, mail: MailSink, chat: ChatSink, settings: Any
+) -> None:
+    settings.NOTIFY_CHAT_ALLOW_PRIVATE = False
+    settings.NOTIFY_RETRY_SECONDS = []
+    person("rita", "Reviewers", email=False, chat_url=chat.url)
+
+    agents.start("helpdesk", "refund please")
+    wait_for(settled)
+
+    assert chat.answers == []
+    refused = Notification.objects.get()
+    assert refused.status == "failed" and "private network" in refused.last_error
+
+
+def test_a_redirect_from_a_chat_hook_is_not_followed(
+    agents: DashboardAgents, mail: MailSink, chat: ChatSink
+) -> None:
+    elsewhere = ChatSink()
+    try:
+        chat.plan = [302]
+        chat.redirect_to = elsewhere.url
+        person("rita", "Reviewers", email=False, chat_url=chat.url)
+
+        agents.start("helpdesk", "refund please")
+        wait_for(lambda: chat.answers[:1] == [302])
+        time.sleep(0.3)
+
+        assert elsewhere.answers == []
+        assert Notification.objects.get().last_error in {"HTTP 302", ""}
+    finally:
+        elsewhere.stop()

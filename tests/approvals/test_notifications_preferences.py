@@ -6,11 +6,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.test import Client
 from django.urls import reverse
 
 from approvals.models import Notification, NotificationPreference
+from approvals.notifications.preferences import check_chat_url
 
 URL = "/account/notifications/"
 GOOD = {
@@ -83,3 +86,14 @@ def test_a_preference_is_saved_and_checked(
     preference.refresh_from_db()
     assert (preference.mode, preference.email, preference.chat_url) == ("off", False, "")
     assert NotificationPreference.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://127.0.0.1/hook", "https://localhost/hook", "https://169.254.169.254/latest", "https://[::1]/x"],
+)
+def test_a_chat_hook_on_this_machine_or_a_private_network_is_refused(
+    url: str, transactional_db: None
+) -> None:
+    with pytest.raises(ValidationError, match="private network"):
+        check_chat_url(url)
