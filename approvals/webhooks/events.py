@@ -74,7 +74,11 @@ def payloads(event: RunEvent) -> list[dict[str, Any]]:
         try:
             run = async_to_sync(agents.get(event.agent_id).get_suspended_run)(event.run_id)
         except (RunNotFound, agents.UnknownAgent):
-            return []  # decided already (or a sub-agent's run): nothing waits any more
+            return []  # decided already: nothing waits any more
+        if run.parent_run_id is not None:
+            # A sub-agent's inner run: its calls are announced once, on the supervisor's run, where
+            # they are decided (its own run-suspended event follows).
+            return []
         return [
             {
                 **base,
