@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Any, Literal
 
 from asgiref.sync import async_to_sync
-from django.db.models import Count
 from django.utils import timezone
 
 from agents_runtime import Agent, AgentRun, RunNotFound
@@ -249,4 +248,4 @@ def grants_visible(access: Any, *, live_only: bool, limit: int = 500) -> list[Gr
         rows = rows.filter(agent_id__in=access.agent_ids)
     if live_only:
         rows = rows.live()
-    return list(rows.annotate(approved=Count("audit_entries"))[:limit])
+    return list(rows[:limit])
