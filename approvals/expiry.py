@@ -197,7 +197,9 @@ class Sweeper:
                 if time.monotonic() >= health_due:
                     health_due = time.monotonic() + HEALTH_FOLD_SECONDS
                     try:
-                        executor.submit(health_rollup.fold).result()
+                        # A full batch: more to fold, so again next sweep rather than in 10 s.
+                        if executor.submit(health_rollup.fold).result() >= health_rollup.FOLD_BATCH:
+                            health_due = 0.0
                     except Exception:
                         logger.exception("Folding the audit log into the queue-health rollup failed")
                 # Every ``interval`` from the start of one sweep to the next: a sweep that took its

@@ -229,6 +229,8 @@ COUNTERSIGN_BASE_URL = _env("COUNTERSIGN_BASE_URL", "")
 METRICS_TOKEN = _env("METRICS_TOKEN", "")
 # How long /readyz waits for the database and for the channel layer's round trip, each.
 READYZ_TIMEOUT_SECONDS = float(_env("READYZ_TIMEOUT_SECONDS", "2"))
+# How long the health page and /metrics keep their count of pending calls (Django's cache); 0: never.
+HEALTH_PENDING_CACHE_SECONDS = float(_env("HEALTH_PENDING_CACHE_SECONDS", "5"))
 
 # --- Auth -------------------------------------------------------------------------------------------
 

@@ -16,6 +16,11 @@ from approvals.models import AuditEntry, ParkedCallRecord, RunRecord
 TOKEN = "s3cret-metrics-token"
 
 
+@pytest.fixture(autouse=True)
+def recount_pending(settings: Any) -> None:
+    settings.HEALTH_PENDING_CACHE_SECONDS = 0
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

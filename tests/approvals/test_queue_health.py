@@ -9,12 +9,21 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
 from approvals.health import charts, rollup
 from approvals.health.counting import hour_of
-from approvals.health.figures import GrantRow, HealthFigures, ReviewerRow, grants_used, health_figures
+from approvals.health.figures import (
+    PENDING_CACHE_KEY,
+    GrantRow,
+    HealthFigures,
+    ReviewerRow,
+    grants_used,
+    health_figures,
+    pending,
+)
 from approvals.models import AuditEntry, HealthCount, ParkedCallRecord, RunRecord
 from tests.approvals.runtime_fixtures import XSS, DashboardAgents
 
@@ -88,6 +97,25 @@ def seed() -> None:
     parked("helpdesk", "refund", at(4), status="running")
     parked("helpdesk", "refund", at(4))
     ParkedCallRecord.objects.filter(run__run_id="p-5").update(action="approve", decided_at=NOW)
+
+
+@pytest.fixture(autouse=True)
+def recount_pending(settings: Any) -> None:
+    """Pending calls counted afresh by every read (the page keeps them a few seconds)."""
+    settings.HEALTH_PENDING_CACHE_SECONDS = 0
+
+
+@pytest.mark.usefixtures("agents")
+def test_pending_counts_are_kept_a_few_seconds(settings: Any) -> None:
+    settings.HEALTH_PENDING_CACHE_SECONDS = 60
+    cache.delete(PENDING_CACHE_KEY)
+    parked("helpdesk", "refund", at(1))
+    assert pending(AGENTS, now=NOW).total == 1
+    parked("helpdesk", "refund", at(1))
+    assert pending(AGENTS, now=NOW).total == 1  # kept
+    cache.delete(PENDING_CACHE_KEY)
+    assert pending(AGENTS, now=NOW).total == 2
+    assert pending(["boss"], now=NOW).total == 0  # kept for every agent, filtered per viewer
 
 
 def by_hour(figures: HealthFigures, hours_ago: int) -> tuple[int, int]:
