@@ -82,6 +82,7 @@ class AuditRow(NamedTuple):
     outcome: str
     username: str
     channel: str
+    grant_id: int | None
 
 
 class Key(NamedTuple):
@@ -106,13 +107,16 @@ def hour_of(when: datetime) -> datetime:
 
 
 def grant_of(row: AuditRow) -> str | None:
-    """The standing grant that took this decision, or None (a person, the deadline).
+    """The standing grant that took this decision ("grant #3 of rita", as the audit log says it), or
+    None (a person, the deadline).
 
     The one place that tells a grant's decision apart (``figures.grants_used`` reads what it
-    counts): a row of the ``grant`` channel, or whose actor reads "grant #N of <user>".
+    counts): a row naming its grant, or of the ``grant`` channel.
     """
-    if row.channel == "grant" or row.username.startswith("grant #"):
-        return row.username or "grant"
+    if row.grant_id is not None:
+        return f"grant #{row.grant_id} of {row.username}"
+    if row.channel == "grant":
+        return f"grant of {row.username}"
     return None
 
 

@@ -162,7 +162,7 @@ def check(figures: HealthFigures) -> None:
         ReviewerRow("ada", 2, 2),
         ReviewerRow("bob", 1, 1),
     ]
-    assert figures.grants == [GrantRow("helpdesk", "refund", "ada", 1, 1)]
+    assert figures.grants == [GrantRow("helpdesk", "refund", "grant of ada", 1, 1)]
     assert figures.behind == 0
 
 
@@ -332,3 +332,11 @@ def test_quantile_reads_the_bucket_bound() -> None:
     assert quantile({}, 0.5) is None
     assert quantile({5: 1, 60: 1, 120: 1, 600: 1, 1: 1}, 0.5) == 60
     assert quantile({5: 1, math.inf: 1}, 0.9) == math.inf
+
+
+def test_a_grant_decision_is_named_as_the_audit_log_names_it() -> None:
+    from approvals.health.counting import AuditRow, grant_of
+
+    row = AuditRow(1, NOW, NOW, "helpdesk", "refund", "approve", "continuing", "rita", "grant", 3)
+    assert grant_of(row) == "grant #3 of rita"
+    assert grant_of(row._replace(channel="dashboard", grant_id=None)) is None
