@@ -10,9 +10,11 @@ import os
 import statistics
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,3 +70,47 @@ def analyze_run_tables() -> None:
                 cursor.execute(f"VACUUM ANALYZE {model._meta.db_table}")
         else:
             cursor.execute("ANALYZE")
+
+
+def next_id(table: str) -> int:
+    """The first free primary key of ``table`` (rows seeded with explicit ids start there)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(f'SELECT COALESCE(MAX(id), 0) + 1 FROM "{table}"')
+        (found,) = cursor.fetchone()
+    return int(found)
+
+
+def insert_rows(table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Bulk-load ``rows`` (values as the database takes them, JSON as text) into ``table``: COPY on
+    PostgreSQL (psycopg's ``cursor.copy``), multi-row INSERTs on SQLite. Rows with explicit ids move
+    PostgreSQL's id sequence past them afterwards."""
+    from django.db import connection
+
+    names = ", ".join(f'"{c}"' for c in columns)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            with cursor.cursor.copy(f'COPY "{table}" ({names}) FROM STDIN') as copy:
+                for row in rows:
+                    copy.write_row(row)
+            if "id" in columns:
+                cursor.execute(
+                    f"SELECT setval(pg_get_serial_sequence('\"{table}\"', 'id'), MAX(id)) FROM \"{table}\""
+                )
+            return
+        adapt = connection.ops.adapt_datetimefield_value
+        per_statement = max(1, 900 // len(columns))  # SQLite's limit on parameters per statement
+        batch: list[Any] = []
+
+        def flush() -> None:
+            if batch:
+                marks = ", ".join([f"({', '.join(['%s'] * len(columns))})"] * (len(batch) // len(columns)))
+                cursor.execute(f'INSERT INTO "{table}" ({names}) VALUES {marks}', batch)
+                batch.clear()
+
+        for row in rows:
+            batch.extend(adapt(v) if isinstance(v, datetime) else v for v in row)
+            if len(batch) >= per_statement * len(columns):
+                flush()
+        flush()
