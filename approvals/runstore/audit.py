@@ -103,7 +103,9 @@ def decision_values(
 
 def _grant_values(decision: Decision) -> dict[str, Any]:
     """An approval a standing grant gave: which grant, through the ``grant`` channel."""
-    return {} if decision.grant_id is None else {"grant_id": decision.grant_id, "channel": "grant"}
+    if decision.grant_id is None:
+        return {"grant_id": None}
+    return {"grant_id": decision.grant_id, "channel": "grant"}
 
 
 def call_row_values(
