@@ -30,13 +30,16 @@ def test_migrate_creates_the_reviewers_and_admins_groups() -> None:
         return set(Group.objects.get(name=name).permissions.values_list("codename", flat=True))
 
     assert codenames("Reviewers") == {"decide_runs"}
-    # Admins also manage users and groups in the Django admin (migration 0010), and webhooks (0015).
+    # Admins also manage users and groups in the Django admin (migration 0010), webhooks (0015) and
+    # everyone's standing grants (0022).
     assert codenames("Admins") == {
         "decide_runs",
         "view_audit_log",
         *(f"{verb}_{model}" for verb in ("view", "add", "change") for model in ("user", "group")),
         *(f"{verb}_webhookendpoint" for verb in ("view", "add", "change", "delete")),
         "view_webhookdelivery",
+        "view_grantrecord",
+        "manage_grants",
     }
 
 
