@@ -4,7 +4,7 @@ giving back connections. ``DjangoRunStore`` (``store``) and its decisions (``dec
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,7 +17,7 @@ from approvals import db_threads
 from approvals.models import AuditEntry, ParkedCallRecord, RunRecord
 from approvals.models.runs import ParkedCallRecordQuerySet, RunRecordQuerySet, RunStatus
 from approvals.runstore import audit as decision_records
-from approvals.runstore.reads import calls_of_runs_rows, one_run_rows
+from approvals.runstore.reads import one_run_rows
 from approvals.runstore.records import (
     _CALL_COLUMNS,
     Row,
@@ -118,14 +118,6 @@ class StoreBase:
             if row["calls__id"] is not None
         ]
         return run, calls
-
-    def _call_rows(self, run_pks: Sequence[int]) -> dict[int, list[Row]]:
-        """The parked calls of these runs, in their original order, by run primary key."""
-        by_run: dict[int, list[Row]] = {pk: [] for pk in run_pks}
-        if run_pks:
-            for row in calls_of_runs_rows(self.using, list(run_pks)):
-                by_run[row["run_id"]].append(row)
-        return by_run
 
     def _current_run(
         self, run_id: str, *, agent_id: str | None = None, with_snapshot: bool, lock: bool = False

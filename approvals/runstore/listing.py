@@ -1,11 +1,22 @@
-"""One page of an agent's suspended runs and how many match: the two statements of a listing.
+"""One page of an agent's suspended runs, their calls and how many match: one statement per listing.
 
-``querysets`` builds them with the ORM from a ``RunQuery``: the count of the matches, and the page's
-run rows in order. Building them (filters, subqueries, ordering) and compiling them to SQL costs a few
-milliseconds of CPU per listing, more than running them at 100,000 runs. A listing's *shape* (which
-filters it has, its order and its window) fixes the SQL; only the values differ. So ``page`` builds
-each shape once with stand-in values, keeps the SQL, and runs it with the query's values in their
-places. A query the stand-ins cannot stand for (``escalated_to``: a list of groups) is built each time.
+``querysets`` builds a listing with the ORM from a ``RunQuery``: the matches (to count) and the
+page's run rows joined with their calls, in order. A page is picked by run id from the listing's
+index alone (``run_id`` and the sort columns are in it: an index-only scan, so a deep page skips
+index entries, not rows), then its rows and calls are read by that id. Building and compiling these
+(filters, subqueries, ordering) costs a few milliseconds of CPU per listing, more than running them.
+A listing's *shape* (which filters it has, its order and its window) fixes the SQL; only the values
+differ. So ``page`` builds each shape once with stand-in values, keeps the SQL, and runs it with the
+query's values in their places. A query the stand-ins cannot stand for (``escalated_to``: a list of
+groups) is built each time.
+
+The total rides in the same statement as a column: for a listing filtered only by agent (and
+``delegated``) it is the sum of the agent's waiting counters (``approvals_waiting_count``, kept by
+triggers on the run table in the statements that park, claim, reclaim and finish runs: migration
+0025), exact and constant-time; a filtered listing counts its matches from their index. A second
+column says whether some claim's lease ran out (an indexed probe of the few running runs), so the
+store reclaims those and lists again only then, never a sweep of its own per listing. A page past the
+end (no rows to carry them) reads the two columns alone.
 """
 
 from __future__ import annotations
@@ -19,9 +30,10 @@ from django.db.models import Value
 from django.db.models.functions import Coalesce
 
 from agents_runtime.records import RunQuery
-from approvals.models.runs import RunRecordQuerySet
+from approvals.models import RunRecord
+from approvals.models.runs import RunRecordQuerySet, RunStatus
 from approvals.runstore import reads
-from approvals.runstore.records import _RUN_COLUMNS, Row
+from approvals.runstore.records import _CALL_COLUMNS, _JOINED_CALL_COLUMNS, _RUN_COLUMNS, Row
 
 #: Stand-ins for the values of a query, found again among a compiled statement's parameters.
 _STAND_INS: dict[str, Any] = {
@@ -35,10 +47,24 @@ _STAND_INS: dict[str, Any] = {
     "expiring_before": datetime(1901, 1, 1, 0, 0, 3, tzinfo=UTC),
 }
 _DATETIMES = ("created_from", "created_to", "expiring_before")
+_NOW = "\x00now"
+#: The filters a waiting counter cannot answer (it is kept per agent and ``delegated`` only).
+_FILTERS = (
+    *("thread_id", "resource_id", "tool_name", "kind"),
+    *("created_from", "created_to", "expiring_before", "escalated_to"),
+)
+_COUNTERS = "approvals_waiting_count"
+
+#: Whether a claim's lease ran out: the partial index run_running_lease_idx, status a literal.
+_EXPIRED = (
+    f"EXISTS (SELECT 1 FROM {RunRecord._meta.db_table}"
+    f" WHERE status = '{RunStatus.RUNNING.value}' AND lease_expires_at < %s)"
+)
 
 
 def querysets(runs: RunRecordQuerySet, query: RunQuery) -> tuple[RunRecordQuerySet, Any]:
-    """The matches of ``query`` among ``runs`` (to count) and its page of run rows, in order."""
+    """The matches of ``query`` among ``runs`` (to count) and its page of run rows, each joined with
+    its calls (one row with empty call columns for a run without), in order."""
     matches = (
         runs.for_agent(query.agent_id)
         .suspended()
@@ -66,33 +92,56 @@ def querysets(runs: RunRecordQuerySet, query: RunQuery) -> tuple[RunRecordQueryS
     page = ordered = listed_matches.in_suspension_order(**order)
     if query.limit is not None:
         window = slice(query.offset, query.offset + query.limit)
-        page = ordered[window]
-        if query.created_from is not None or query.created_to is not None:
-            # Pick the page's ids first: from the creation-date index alone (it holds the sort
-            # columns), without visiting the rows of every match in the range, which is what
-            # SQLite's planner does otherwise (2-3x slower at 100k).
-            page = runs.filter(pk__in=ordered.values("pk")[window]).in_suspension_order(**order)
-    return matches, page.values(*_RUN_COLUMNS)
+        # The page's run ids first, from the listing's index alone, then its rows by id.
+        page = runs.filter(run_id__in=ordered.values("run_id")[window]).in_suspension_order(**order)
+    page = page.order_by(*page.query.order_by, "calls__position")
+    return matches, page.values(*_RUN_COLUMNS, *_JOINED_CALL_COLUMNS)
 
 
-def page(runs: RunRecordQuerySet, using: str, query: RunQuery) -> tuple[list[Row], int]:
-    """The page of run rows ``query`` asks for, and how many runs match it."""
+def page(runs: RunRecordQuerySet, using: str, query: RunQuery, *, now: datetime) -> tuple[Listing, int, bool]:
+    """The page of runs ``query`` asks for (each with its call rows), how many runs match it, and
+    whether some claim's lease ran out before ``now`` (then reclaim and list again)."""
+    connection = connections[using]
+    values = _values(connection, query)
+    values[_NOW] = connection.ops.adapt_datetimefield_value(now)
     if query.escalated_to is not None:
         matches, rows = querysets(runs, query)
         total = matches.count()
-        return ([] if _past_the_end(query, total) else list(rows)), total
-    # (A window of no rows compiles to no statement: only the count is run for it.)
+        return ([] if _past_the_end(query, total) else _by_run(list(rows))), total, _expired(using, values)
+    # (A window of no rows compiles to no page: only the header is run for it.)
     compiled_as = query if (query.limit or 0) > 0 else replace(query, limit=None)
-    count, rows = reads.compiled_for(
-        ("listing", *_shape(using, connections[using].vendor, compiled_as)),
+    header, listing = reads.compiled_for(
+        ("listing", *_shape(using, connection.vendor, compiled_as)),
         lambda: _compile(runs, using, compiled_as),
     )
-    values = _values(connections[using], query)
-    counted = reads.run_statement(using, count.sql, [values.get(p, p) for p in count.params], count)
-    total = int(counted[0]["total"]) if counted else 0
-    if _past_the_end(query, total):
-        return [], total
-    return reads.run_statement(using, rows.sql, [values.get(p, p) for p in rows.params], rows), total
+    found: list[Row] = []
+    if query.limit is None or query.limit > 0:
+        found = reads.run_statement(using, listing.sql, [values.get(p, p) for p in listing.params], listing)
+    if not found:
+        found = reads.run_statement(using, header.sql, [values.get(p, p) for p in header.params], header)
+    total, expired = int(found[0]["total"] or 0), bool(found[0]["expired"])
+    return _by_run([row for row in found if "pk" in row]), total, expired
+
+
+#: A listing's runs in order, each with its call rows in theirs.
+Listing = list[tuple[Row, list[Row]]]
+
+
+def _by_run(rows: list[Row]) -> Listing:
+    listed: Listing = []
+    for row in rows:
+        if not listed or listed[-1][0]["pk"] != row["pk"]:
+            listed.append(({name: row[name] for name in _RUN_COLUMNS}, []))
+        if row["calls__id"] is not None:
+            call = {name: row[f"calls__{name}"] for name in _CALL_COLUMNS if name != "run_id"}
+            listed[-1][1].append(call | {"run_id": row["pk"]})
+    return listed
+
+
+def _expired(using: str, values: dict[Any, Any]) -> bool:
+    with connections[using].cursor() as cursor:
+        cursor.execute(f"SELECT {_EXPIRED}", [values[_NOW]])
+        return bool(cursor.fetchone()[0])
 
 
 def _past_the_end(query: RunQuery, total: int) -> bool:
@@ -106,16 +155,37 @@ def _shape(using: str, vendor: str, query: RunQuery) -> tuple[Any, ...]:
 
 
 def _compile(runs: RunRecordQuerySet, using: str, query: RunQuery) -> tuple[reads.Statement, reads.Statement]:
-    """The count and page statements of ``query``'s shape, built with stand-ins for its values."""
+    """The header (total, expired) and page statements of ``query``'s shape, built with stand-ins
+    for its values; the page carries the header's columns too."""
     stand_in = replace(
         query, **{name: value for name, value in _STAND_INS.items() if getattr(query, name) is not None}
     )
     matches, rows = querysets(runs, stand_in)
-    # The count over the matches' primary keys, which both databases' planners flatten into the plain
-    # count the ORM's ``count()`` sends (the same indexes, no rows visited for it).
-    keys, params = matches.order_by().values("pk").query.get_compiler(using).as_sql()
-    count = reads.Statement(f"SELECT COUNT(*) FROM ({keys}) matches", tuple(params), ("total",), ())
-    return count, reads.statement_of(rows.query, using)
+    if all(getattr(query, name) is None for name in _FILTERS):
+        delegated = {None: "", True: " AND delegated", False: " AND NOT delegated"}[query.delegated]
+        total = f"SELECT COALESCE(SUM(n), 0) FROM {_COUNTERS} WHERE agent_id = %s{delegated}"
+        total_params: tuple[Any, ...] = (_STAND_INS["agent_id"],)
+    else:
+        # The count over the matches' primary keys, which both databases' planners flatten into the
+        # plain count the ORM's ``count()`` sends (the same indexes, no rows visited for it).
+        keys, params = matches.order_by().values("pk").query.get_compiler(using).as_sql()
+        total, total_params = f"SELECT COUNT(*) FROM ({keys}) matches", tuple(params)
+    columns = f"({total}) AS total, {_EXPIRED} AS expired"
+    header = reads.Statement(f"SELECT {columns}", (*total_params, _NOW), ("total", "expired"), ())
+    if query.limit is not None and query.limit <= 0:
+        return header, header
+    listing = reads.statement_of(rows.query, using)
+    # The header's columns last in the select list (whose columns are plain: the first FROM is the
+    # statement's), so the positions an ORDER BY may name stay right; their parameters come first.
+    selected, found, rest = listing.sql.partition(" FROM ")
+    if not found or not selected.startswith("SELECT ") or "(" in selected:
+        raise AssertionError(f"Unexpected shape of a listing: {listing.sql}")
+    return header, reads.Statement(
+        sql=f"{selected}, {columns} FROM {rest}",
+        params=(*header.params, *listing.params),
+        names=(*listing.names, *header.names),
+        converters=listing.converters,
+    )
 
 
 def _values(connection: Any, query: RunQuery) -> dict[Any, Any]:

@@ -1,9 +1,9 @@
 """The run store's hottest reads: the statements the ORM builds, compiled once per shape.
 
-Every decision, claim and continuation reads one run and its calls by run id, and every listing reads
-the calls of a page of runs. Building those queries (some thirty columns) costs about a millisecond
+Every decision, claim and continuation reads one run and its calls by run id (a listing's statement is
+``listing``'s, compiled the same way). Building those queries (some thirty columns) costs about a millisecond
 of CPU each, several times running them, and they never change: each is compiled once per shape (by
-run id or by run id and agent, with or without the snapshot, locked or not; the calls of N runs) and
+run id or by run id and agent, with or without the snapshot, locked or not) and
 database, then run on the calling thread's connection through the ORM's own converters.
 """
 
@@ -17,8 +17,8 @@ from typing import Any, cast
 
 from django.db import connections
 
-from approvals.models import ParkedCallRecord, RunRecord
-from approvals.runstore.records import _CALL_COLUMNS, _JOINED_CALL_COLUMNS, _LEASE_COLUMNS, _RUN_COLUMNS, Row
+from approvals.models import RunRecord
+from approvals.runstore.records import _JOINED_CALL_COLUMNS, _LEASE_COLUMNS, _RUN_COLUMNS, Row
 
 #: Stand-ins for the values, found again among the compiled statement's parameters.
 _RUN_ID = "\x00run_id"
@@ -123,25 +123,3 @@ def one_run_rows(
     )
     values = {_RUN_ID: run_id, _AGENT_ID: agent_id}
     return run_statement(using, statement.sql, [values[p] for p in statement.params], statement)
-
-
-def _compile_calls_of_runs(using: str) -> Statement:
-    calls = ParkedCallRecord.objects.using(using).filter(run__in=[_RUN_PKS])
-    statement = _statement(calls.order_by("run", "position").values(*_CALL_COLUMNS).query, using, {_RUN_PKS})
-    if statement.params != (_RUN_PKS,) or statement.sql.count(" IN (%s)") != 1:
-        raise AssertionError(f"Unexpected shape of the calls-of-runs statement: {statement.sql}")
-    return statement
-
-
-def calls_of_runs_rows(using: str, run_pks: list[int]) -> list[Row]:
-    """The calls of these runs (by primary key), each run's in order, ordered by run."""
-    connection = connections[using]
-    key = ("calls of runs", using, connection.vendor)
-    statement = compiled_for(key, lambda: _compile_calls_of_runs(using))
-    if connection.vendor == "postgresql":
-        # One parameter whatever the number of runs: one statement for the server to prepare.
-        return run_statement(
-            using, statement.sql.replace(" IN (%s)", " = ANY(%s)"), [list(run_pks)], statement
-        )
-    marks = ", ".join(["%s"] * len(run_pks))
-    return run_statement(using, statement.sql.replace(" IN (%s)", f" IN ({marks})"), list(run_pks), statement)

@@ -3,8 +3,9 @@
 Behaves exactly like ``agents_runtime.store.InMemoryRunStore`` (the reference), but the runs live in
 the database, so every process and server instance on it sees the same suspended runs.
 
-- Listings filter, order, count and page in SQL: one COUNT and one page query, snapshots never
-  loaded, the page's calls fetched in one more query.
+- Listings filter, order, count and page in SQL, in one statement (``listing``): the page with its
+  calls, the exact total (a counter the database keeps, or a COUNT of a filter's matches), snapshots
+  never loaded.
 - Exactly once: claims, and decisions on SQLite, happen in a short transaction that locks the run
   row (``SELECT ... FOR UPDATE`` on PostgreSQL; on SQLite ``BEGIN IMMEDIATE`` serializes writers),
   then write with conditional UPDATEs (``action IS NULL``; ``status`` and ``version`` unchanged), so
@@ -148,19 +149,21 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore, GrantStore):
 
     def list_suspended(self, query: RunQuery) -> tuple[list[StoredRun], int]:
         with self._connection_scope():
-            self._reclaim_expired()
             query = replace(
                 query,
                 created_from=None if query.created_from is None else _utc(query.created_from),
                 created_to=None if query.created_to is None else _utc(query.created_to),
                 expiring_before=None if query.expiring_before is None else _utc(query.expiring_before),
             )
-            runs, total = listing.page(self._runs(), self.using, query)
-            calls = self._call_rows([run["pk"] for run in runs])
+            # One statement: the page, its calls, the total, and whether a claim's lease ran out (then
+            # those runs are reclaimed, waiting again, and the listing is read again).
+            runs, total, expired = listing.page(self._runs(), self.using, query, now=self.clock())
+            if expired and self._reclaim_expired():
+                runs, total, _ = listing.page(self._runs(), self.using, query, now=self.clock())
             listed = []
-            for run in runs:
+            for run, call_rows in runs:
                 try:
-                    listed.append(_stored_run(run, _parked_calls(calls[run["pk"]]), with_snapshot=False))
+                    listed.append(_stored_run(run, _parked_calls(call_rows), with_snapshot=False))
                 except CorruptRow as exc:
                     logger.warning(
                         "Suspended run %s is unreadable and left out of the listing: %s", run["run_id"], exc
