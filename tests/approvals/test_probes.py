@@ -94,19 +94,18 @@ def test_metrics_refuses_a_missing_or_wrong_token(client: Client, settings: Any)
     assert client.get("/metrics", headers={"Authorization": f"Basic {TOKEN}"}).status_code == 401
 
 
-NOW = datetime.now(UTC).replace(microsecond=0)
-
-
 def _seed() -> None:
     """Two pending calls of helpdesk (refund, transfer) and one of boss; four decisions."""
+    # Now, not at import: the oldest call's age is read against the clock when the test runs.
+    now = datetime.now(UTC).replace(microsecond=0)
     for i, (agent, tool, waited) in enumerate(
         [("helpdesk", "refund", 600), ("helpdesk", "transfer", 60), ("boss", "worker", 30)]
     ):
         run = RunRecord.objects.create(
             run_id=f"run-{i}",
             agent_id=agent,
-            created_at=NOW - timedelta(seconds=waited),
-            suspended_at=NOW - timedelta(seconds=waited),
+            created_at=now - timedelta(seconds=waited),
+            suspended_at=now - timedelta(seconds=waited),
             snapshot={},
         )
         ParkedCallRecord.objects.create(
@@ -120,7 +119,7 @@ def _seed() -> None:
         ("approve", "lost_race", None, "ada", "dashboard"),
     ]
     for i, (action, outcome, wait, user, channel) in enumerate(rows):
-        at = NOW - timedelta(minutes=10)
+        at = now - timedelta(minutes=10)
         AuditEntry.objects.create(
             created_at=at,
             parked_at=None if wait is None else at - timedelta(seconds=wait),
