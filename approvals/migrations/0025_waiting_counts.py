@@ -24,14 +24,36 @@ CREATE TABLE approvals_waiting_count (
 INSERT INTO approvals_waiting_count (agent_id, delegated, slot, n)
     SELECT agent_id, parent_run_id IS NOT NULL, id % {SLOTS}, COUNT(*) FROM approvals_run
     WHERE status = 'suspended' GROUP BY 1, 2, 3;
-CREATE FUNCTION approvals_waiting_count_row() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Inserts and deletes: once per statement, from its transition table (a bulk load or a cascade is
+-- one update per counter, not one per row: in one transaction a million row-level updates of 16
+-- counter rows chain a million row versions, each update walking the chain before it).
+CREATE FUNCTION approvals_waiting_count_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP <> 'INSERT' AND OLD.status = 'suspended' THEN
+    INSERT INTO approvals_waiting_count AS counted (agent_id, delegated, slot, n)
+    SELECT agent_id, parent_run_id IS NOT NULL, id % {SLOTS}, COUNT(*) FROM inserted
+    WHERE status = 'suspended' GROUP BY 1, 2, 3
+    ON CONFLICT (agent_id, delegated, slot) DO UPDATE SET n = counted.n + excluded.n;
+    RETURN NULL;
+END $$;
+CREATE FUNCTION approvals_waiting_count_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE approvals_waiting_count AS counted SET n = counted.n - gone.n
+    FROM (SELECT agent_id, parent_run_id IS NOT NULL AS delegated, id % {SLOTS} AS slot, COUNT(*) AS n
+          FROM deleted WHERE status = 'suspended' GROUP BY 1, 2, 3) gone
+    WHERE counted.agent_id = gone.agent_id AND counted.delegated = gone.delegated
+        AND counted.slot = gone.slot;
+    RETURN NULL;
+END $$;
+-- Updates (a park, claim or reclaim moves one run): per row, only when the status, agent or
+-- inner-run-ness changes (transition tables cannot be limited to those columns).
+CREATE FUNCTION approvals_waiting_count_updated() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.status = 'suspended' THEN
         UPDATE approvals_waiting_count SET n = n - 1
         WHERE agent_id = OLD.agent_id AND delegated = (OLD.parent_run_id IS NOT NULL)
             AND slot = OLD.id % {SLOTS};
     END IF;
-    IF TG_OP <> 'DELETE' AND NEW.status = 'suspended' THEN
+    IF NEW.status = 'suspended' THEN
         INSERT INTO approvals_waiting_count AS counted (agent_id, delegated, slot, n)
         VALUES (NEW.agent_id, NEW.parent_run_id IS NOT NULL, NEW.id % {SLOTS}, 1)
         ON CONFLICT (agent_id, delegated, slot) DO UPDATE SET n = counted.n + 1;
@@ -43,13 +65,15 @@ BEGIN
     DELETE FROM approvals_waiting_count;
     RETURN NULL;
 END $$;
-CREATE TRIGGER approvals_run_waiting_insert_delete AFTER INSERT OR DELETE ON approvals_run
-    FOR EACH ROW EXECUTE FUNCTION approvals_waiting_count_row();
+CREATE TRIGGER approvals_run_waiting_insert AFTER INSERT ON approvals_run
+    REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION approvals_waiting_count_inserted();
+CREATE TRIGGER approvals_run_waiting_delete AFTER DELETE ON approvals_run
+    REFERENCING OLD TABLE AS deleted FOR EACH STATEMENT EXECUTE FUNCTION approvals_waiting_count_deleted();
 CREATE TRIGGER approvals_run_waiting_update AFTER UPDATE OF status, agent_id, parent_run_id
     ON approvals_run FOR EACH ROW
     WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.agent_id IS DISTINCT FROM NEW.agent_id
         OR (OLD.parent_run_id IS NULL) <> (NEW.parent_run_id IS NULL))
-    EXECUTE FUNCTION approvals_waiting_count_row();
+    EXECUTE FUNCTION approvals_waiting_count_updated();
 CREATE TRIGGER approvals_run_waiting_truncate AFTER TRUNCATE ON approvals_run
     FOR EACH STATEMENT EXECUTE FUNCTION approvals_waiting_count_truncate();
 """
@@ -57,9 +81,12 @@ CREATE TRIGGER approvals_run_waiting_truncate AFTER TRUNCATE ON approvals_run
 POSTGRESQL_REVERSE = """
 DROP TRIGGER approvals_run_waiting_truncate ON approvals_run;
 DROP TRIGGER approvals_run_waiting_update ON approvals_run;
-DROP TRIGGER approvals_run_waiting_insert_delete ON approvals_run;
+DROP TRIGGER approvals_run_waiting_delete ON approvals_run;
+DROP TRIGGER approvals_run_waiting_insert ON approvals_run;
 DROP FUNCTION approvals_waiting_count_truncate();
-DROP FUNCTION approvals_waiting_count_row();
+DROP FUNCTION approvals_waiting_count_updated();
+DROP FUNCTION approvals_waiting_count_deleted();
+DROP FUNCTION approvals_waiting_count_inserted();
 DROP TABLE approvals_waiting_count;
 """
 
