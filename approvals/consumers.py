@@ -331,4 +331,8 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             # The fan-out may still hold this page for a run it just stopped watching.
             visible = message["type"] == "run.chunk" and message["chunk"].get("run_id") in self.runs
         if visible:
-            await self.send(text_data=message["text"])
+            # One ASGI message per event and process, handed to every page as it is (see live.Fanout).
+            frame = message.get("frame")
+            if frame is None:
+                frame = message["frame"] = {"type": "websocket.send", "text": message["text"]}
+            await self.base_send(frame)

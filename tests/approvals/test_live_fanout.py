@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
@@ -14,7 +15,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from approvals import layers
-from approvals.live import agent_group
+from approvals.access import visible_agent_ids
+from approvals.consumers import LiveConsumer
+from approvals.live import agent_group, querycount
 from config.asgi import application
 from tests.approvals.runtime_fixtures import DashboardAgents
 
@@ -80,6 +83,54 @@ async def test_every_open_page_gets_the_event_through_one_layer_membership(
         await page.disconnect()
     if isinstance(layer, layers.InMemoryChannelLayer):
         assert not layer.groups.get(group)
+
+
+PAGES = 6
+
+
+async def _fan_out_one_event(agents: DashboardAgents, reviewer: User) -> dict[str, int]:
+    """Open ``PAGES`` pages, suspend a run, wait for its event on each: the queries counted meanwhile."""
+    pages = [await _open(reviewer) for _ in range(PAGES)]
+    with querycount.counting():
+        run = await agents.agent("helpdesk").generate("refund broken parcel")
+        for page in pages:
+            event = await _event(page)
+            assert (event["type"], event["run_id"]) == ("run-suspended", run.run_id)
+        counts = querycount.snapshot()
+    for page in pages:
+        await page.disconnect()
+    return counts
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_fanning_an_event_out_to_the_open_pages_makes_no_query(
+    agents: DashboardAgents, reviewer: User
+) -> None:
+    counts = await _fan_out_one_event(agents, reviewer)
+
+    # The event is id-only and each socket's access was resolved when it connected: however many
+    # pages a process holds, handing them an event costs the database nothing (issue 15).
+    assert counts["fanout"] == 0
+    assert counts["other"] > 0  # the suspension itself: the counter sees this test's queries
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_query_per_page_on_the_way_of_an_event_would_be_counted(
+    agents: DashboardAgents, reviewer: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What the first test guards against: a page that re-checks its access per event, in the database.
+    forward = LiveConsumer.forward
+
+    async def checking_forward(self: LiveConsumer, message: dict[str, Any]) -> None:
+        if message["type"] == "run.event" and self.accepted:
+            self.agent_ids = await database_sync_to_async(visible_agent_ids)(self.scope["user"])
+        await forward(self, message)
+
+    monkeypatch.setattr(LiveConsumer, "forward", checking_forward)
+
+    counts = await _fan_out_one_event(agents, reviewer)
+
+    assert counts["fanout"] >= PAGES
 
 
 async def test_in_process_layer_still_sweeps_expired_messages(monkeypatch: pytest.MonkeyPatch) -> None:
