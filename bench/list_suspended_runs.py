@@ -166,9 +166,25 @@ def _reset_and_seed(n: int) -> None:
             calls.append(
                 (pk, 1, f"ask-{run_id[:12]}", "ask_environment", "input", None, question, schema, "[]")
             )
-    run_columns = ("id", "run_id", "agent_id", "thread_id", "resource_id", "created_at", "suspended_at")
+    run_columns: tuple[str, ...] = (
+        "id",
+        "run_id",
+        "agent_id",
+        "thread_id",
+        "resource_id",
+        "created_at",
+        "suspended_at",
+    )
     run_columns += ("status", "version", "interrupted", "snapshot", "history")
-    call_columns = ("run_id", "position", "tool_call_id", "tool_name", "kind", "args", "suspend_payload")
+    call_columns: tuple[str, ...] = (
+        "run_id",
+        "position",
+        "tool_call_id",
+        "tool_name",
+        "kind",
+        "args",
+        "suspend_payload",
+    )
     call_columns += ("resume_schema", "votes")
     with transaction_atomic():
         insert_rows(RunRecord._meta.db_table, run_columns, runs)
@@ -267,6 +283,10 @@ async def _measure(calls: int) -> dict[str, tuple[float, float]]:
         url = os.environ["DATABASE_URL"].replace("postgres://", "postgresql://", 1)
         bare = psycopg.connect(url, autocommit=True)
 
+    async def run_bare(i: int, sql: str, values_of: Any) -> None:
+        assert bare is not None
+        bare.execute(sql, ["agent-0", *values_of(i).values()]).fetchall()
+
     cases: dict[str, Callable[[int], Awaitable[Any]]] = {}
     for name, (filters, values_of, page) in _listing_cases().items():
 
@@ -278,14 +298,14 @@ async def _measure(calls: int) -> dict[str, tuple[float, float]]:
         if bare is None:
             continue
         listing, count = _bare_sql(filters, page)
-
-        async def run_bare(i: int, sql: str, values_of: Any) -> None:
-            assert bare is not None
-            bare.execute(sql, ["agent-0", *values_of(i).values()]).fetchall()
-
         cases[f"bare sql {name}"] = partial(run_bare, sql=listing, values_of=values_of)
         if page == 0:  # the total of the filters (the same at every page)
             cases[f"bare sql count {name}"] = partial(run_bare, sql=count, values_of=values_of)
+
+    if bare is not None:
+        # How the store has the total of an unfiltered listing (migration 0025): its counters' sum.
+        counters = "SELECT COALESCE(SUM(n), 0) FROM approvals_waiting_count WHERE agent_id = %s"
+        cases["total from counters"] = partial(run_bare, sql=counters, values_of=lambda i: {})
 
     async def store_page0(i: int) -> None:
         runs, _ = await asyncio.to_thread(store.list_suspended, RunQuery(agent_id="agent-0", limit=50))
@@ -455,7 +475,8 @@ def main() -> None:
     print("memory / approve e2e is the runtime alone (in-memory store): the floor under every backend.")
     print(
         "bare sql <case>: the same page and its calls in one hand-written statement, psycopg alone;"
-        " bare sql count <filter>: COUNT(*) of the matches, what a total costs counted per request."
+        " bare sql count <case>: COUNT(*) of the matches, what a total costs counted per request;"
+        " total from counters: the sum of the agent's waiting counters, how the store has it unfiltered."
     )
     print_comparisons(results)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
