@@ -139,9 +139,13 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         interval = float(settings.LIVE_SESSION_CHECK_SECONDS)
         if interval <= 0:
             return
+        # Spread out: pages that (re)connected together (a restart, a deploy) would otherwise all ask in
+        # the same few seconds of every period: thousands of sockets, three queries each. The first
+        # check falls anywhere in the first period, the next ones 80 to 100% of a period apart.
+        delay = interval * random.uniform(0.05, 1.0)
         while self.accepted:
-            # Spread out: pages that (re)connected together need not all ask at the same moment.
-            await asyncio.sleep(interval * random.uniform(0.8, 1.0))
+            await asyncio.sleep(delay)
+            delay = interval * random.uniform(0.8, 1.0)
             try:
                 agent_ids = await database_sync_to_async(self._current_agents)()
             except Exception:

@@ -6,6 +6,8 @@ logout reaches the sockets through the same path as run events.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -15,6 +17,7 @@ from django.contrib.auth.models import Group, User
 from django.contrib.sessions.models import Session as StoredSession
 from django.utils import timezone
 
+from approvals.consumers import LiveConsumer
 from tests.approvals.live_sockets import Session, close_code, is_event, messages_until, next_message
 from tests.approvals.runtime_fixtures import DashboardAgents
 
@@ -107,3 +110,32 @@ async def test_socket_follows_changes_to_the_agents_its_user_may_see(
     again = await agents.agent("helpdesk").generate("refund visible again")
     await messages_until(socket, is_event("run-suspended", again.run_id))
     await socket.disconnect()
+
+
+async def test_pages_that_connected_together_spread_their_session_checks_over_the_period(
+    agents: DashboardAgents, reviewer: User, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # After a restart or a deploy every page reconnects at once; had each waited most of a period for
+    # its first check, thousands of checks (three queries each) would fall in the same few seconds
+    # of every period (issue 15: 5,000 sockets).
+    settings.LIVE_SESSION_CHECK_SECONDS = period = 2.0
+    first_checks: dict[int, float] = {}
+    check = LiveConsumer._current_agents
+
+    def recording(self: LiveConsumer) -> list[str] | None:
+        first_checks.setdefault(id(self), time.monotonic())
+        return check(self)
+
+    monkeypatch.setattr(LiveConsumer, "_current_agents", recording)
+    session = await Session.of(reviewer)
+    opened = time.monotonic()
+    sockets = [await session.socket() for _ in range(16)]
+    await asyncio.sleep(period + 0.5)  # every page's first check is due by then
+
+    delays = sorted(at - opened for at in first_checks.values())
+    assert len(delays) == len(sockets)
+    # Uniform over the period: a sixteen-page burst has some in its first half, all in the first period.
+    assert delays[2] < period / 2, delays
+    assert delays[-1] < period + 0.5, delays
+    for socket in sockets:
+        await socket.disconnect()
