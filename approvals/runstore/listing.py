@@ -54,6 +54,8 @@ _FILTERS = (
     *("created_from", "created_to", "expiring_before", "escalated_to"),
 )
 _COUNTERS = "approvals_waiting_count"
+#: The largest offset a page is read at (SQLite's and PostgreSQL's OFFSET are 64-bit integers).
+_MAX_OFFSET = 2**62
 
 #: Whether a claim's lease ran out: the partial index run_running_lease_idx, status a literal.
 _EXPIRED = (
@@ -101,6 +103,9 @@ def querysets(runs: RunRecordQuerySet, query: RunQuery) -> tuple[RunRecordQueryS
 def page(runs: RunRecordQuerySet, using: str, query: RunQuery, *, now: datetime) -> tuple[Listing, int, bool]:
     """The page of runs ``query`` asks for (each with its call rows), how many runs match it, and
     whether some claim's lease ran out before ``now`` (then reclaim and list again)."""
+    if query.limit is not None and query.offset > _MAX_OFFSET:
+        # Past the end of any listing, and past what a database's OFFSET can hold: the total only.
+        query = replace(query, limit=0, offset=0)
     connection = connections[using]
     values = _values(connection, query)
     values[_NOW] = connection.ops.adapt_datetimefield_value(now)
