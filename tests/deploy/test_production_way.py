@@ -75,6 +75,8 @@ def production_env(
         SECURE_HSTS_PRELOAD="true",
         PROXY_COUNT="1",
         STATIC_ROOT=str(static_root),
+        # Notifications need a mail server in production (nothing is sent in this test).
+        EMAIL_HOST="smtp.example.com",
     )
     return env
 
