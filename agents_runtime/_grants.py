@@ -138,7 +138,12 @@ async def apply_grants(agent: RunAgent, run: StoredRun) -> tuple[StoredRun, int 
         for grant in grants:
             if not _covers(agent, run, call, grant, at):
                 continue
-            receipt = await _approve_by_grant(agent, run.run_id, call, grant, at)
+            try:
+                receipt = await _approve_by_grant(agent, run.run_id, call, grant, at)
+            except (RunAlreadyDecided, ToolCallNotSuspended, RunNotFound):
+                # A reviewer decided it in the moment it was visible: no other grant is tried.
+                logger.info("Run %s: call %s was decided before a grant", run.run_id, call.tool_call_id)
+                break
             if receipt is None:
                 continue
             run, claimed = receipt.run, receipt.claimed_version
@@ -184,7 +189,4 @@ async def _approve_by_grant(
         )
     except GrantUnavailable:
         return None  # revoked or used up since it was read: the next grant, or a person
-    except (RunAlreadyDecided, ToolCallNotSuspended, RunNotFound):
-        logger.info("Run %s: call %s was decided before grant #%s", run_id, call.tool_call_id, grant.id)
-        return None
     return receipt

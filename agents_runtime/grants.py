@@ -17,6 +17,7 @@ under concurrency (``GrantStore``).
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -58,8 +59,11 @@ class GrantNotFound(AgentsRuntimeError):
         self.grant_id = grant_id
 
 
+@functools.lru_cache(maxsize=256)
 def compile_condition(condition: str) -> cel.Program | None:
-    """The condition as a compiled CEL program (None: any arguments); ``InvalidGrant`` if it is not one."""
+    """The condition as a compiled CEL program (None: any arguments); ``InvalidGrant`` if it is not one.
+
+    Kept per condition: every parking call of a granted tool checks the same few conditions."""
     condition = condition.strip()
     if not condition:
         return None
