@@ -137,6 +137,9 @@ elif _database["ENGINE"] == "django.db.backends.postgresql":
     _database["CONN_MAX_AGE"] = 0
 
 DATABASES = {"default": _database}
+# The run store's fixed statements are prepared on PostgreSQL (approvals/runstore/prepared.py); turn off
+# behind a transaction-pooling proxy that cannot keep prepared statements.
+DATABASE_PREPARED_STATEMENTS = _env_bool("DATABASE_PREPARED_STATEMENTS", True)
 # How often the PostgreSQL pool's figures are logged (INFO, from the end of a request); 0: never.
 DATABASE_POOL_STATS_SECONDS = float(_env("DATABASE_POOL_STATS_SECONDS", "60"))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

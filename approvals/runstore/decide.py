@@ -23,6 +23,7 @@ from agents_runtime.store import (
 from approvals.models import ParkedCallRecord
 from approvals.models.runs import RunStatus
 from approvals.runstore import audit as decision_records
+from approvals.runstore import prepared
 from approvals.runstore.grants import GrantSteps
 from approvals.runstore.records import (
     _CALL_COLUMNS,
@@ -195,7 +196,7 @@ class DecisionSteps(GrantSteps):
         ops = connection.ops
         columns = plan.call_columns()
         names = _DECISION_COLUMN_ORDER if plan.vote is None else ("votes",)
-        with connection.cursor() as cursor:
+        with prepared.cursor(self.using) as cursor:
             cursor.execute(
                 _decide_at_version_sql() if plan.vote is None else _vote_at_version_sql(),
                 [

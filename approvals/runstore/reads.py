@@ -18,6 +18,7 @@ from typing import Any, cast
 from django.db import connections
 
 from approvals.models import RunRecord
+from approvals.runstore import prepared
 from approvals.runstore.records import _JOINED_CALL_COLUMNS, _LEASE_COLUMNS, _RUN_COLUMNS, Row
 
 #: Stand-ins for the values, found again among the compiled statement's parameters.
@@ -85,7 +86,7 @@ def compiled_for[T](key: tuple[Any, ...], compile_: Callable[[], T]) -> T:
 def run_statement(using: str, sql: str, params: list[Any], statement: Statement) -> list[Row]:
     """``sql`` (``statement``'s, or a variant of it) run with ``params``, its rows converted."""
     connection = connections[using]
-    with connection.cursor() as cursor:
+    with prepared.cursor(using) as cursor:
         cursor.execute(sql, params)
         fetched = cursor.fetchall()
     rows: list[Row] = []

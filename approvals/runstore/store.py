@@ -39,7 +39,7 @@ from agents_runtime.vocabulary import Outcome
 from approvals.models import AuditEntry, EndedRun, ThreadMessage
 from approvals.models.runs import RunRecordQuerySet, RunStatus
 from approvals.runstore import audit as decision_records
-from approvals.runstore import listing
+from approvals.runstore import listing, prepared
 from approvals.runstore.deadlines import DeadlineSteps
 from approvals.runstore.decide import DecisionSteps
 from approvals.runstore.records import (
@@ -222,7 +222,7 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore, GrantStore):
         # its run must not run the tool. Committed (autocommit) before the tool is called.
         connection = connections[self.using]
         now = connection.ops.adapt_datetimefield_value(self.clock())
-        with self._connection_scope(), connection.cursor() as cursor:
+        with self._connection_scope(), prepared.cursor(self.using) as cursor:
             cursor.execute(_MARK_TOOL_STARTED_SQL, [now, tool_call_id, run_id, version, now])
             return bool(cursor.rowcount == 1)
 
@@ -262,7 +262,7 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore, GrantStore):
                 transcript = EndedRun._meta.get_field("transcript").get_db_prep_value(
                     record["transcript"], connection
                 )
-                with connection.cursor() as cursor:
+                with prepared.cursor(self.using) as cursor:
                     cursor.execute(
                         _FINISH_REMEMBERING_SQL,
                         [
