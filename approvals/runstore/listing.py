@@ -17,6 +17,13 @@ triggers on the run table in the statements that park, claim, reclaim and finish
 column says whether some claim's lease ran out (an indexed probe of the few running runs), so the
 store reclaims those and lists again only then, never a sweep of its own per listing. A page past the
 end (no rows to carry them) reads the two columns alone.
+
+A deep page (``DEEP_OFFSET`` runs in or more) of a listing filtered by agent only, newest or oldest
+first, on PostgreSQL, does not skip every run before it in the index one by one: the statement first
+finds, from per-day waiting counters (``approvals_waiting_day``, kept by triggers like the others:
+migration 0026), the day of suspension its first run falls on and how many runs come before that
+day, then skips only the runs of that day before the page. The counters are read in the statement's
+own snapshot, so the page is exactly the one an OFFSET would give.
 """
 
 from __future__ import annotations
@@ -26,7 +33,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connections
-from django.db.models import Value
+from django.db.models import DateTimeField, Value
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
 from agents_runtime.records import RunQuery
@@ -56,6 +64,12 @@ _FILTERS = (
 _COUNTERS = "approvals_waiting_count"
 #: The largest offset a page is read at (SQLite's and PostgreSQL's OFFSET are 64-bit integers).
 _MAX_OFFSET = 2**62
+#: From this offset on, an agent's listing starts at its page's day (PostgreSQL): skipping 1,000
+#: index entries costs about what reading the day counters does.
+DEEP_OFFSET = 1000
+#: Compiled into a deep page's statement in place of its offset, then replaced by the day's skip.
+_DEEP_STAND_IN = 987_654_321_987
+_DAYS = "approvals_waiting_day"
 
 #: Whether a claim's lease ran out: the partial index run_running_lease_idx, status a literal.
 _EXPIRED = (
@@ -64,9 +78,12 @@ _EXPIRED = (
 )
 
 
-def querysets(runs: RunRecordQuerySet, query: RunQuery) -> tuple[RunRecordQuerySet, Any]:
+def querysets(
+    runs: RunRecordQuerySet, query: RunQuery, *, deep: bool = False
+) -> tuple[RunRecordQuerySet, Any]:
     """The matches of ``query`` among ``runs`` (to count) and its page of run rows, each joined with
-    its calls (one row with empty call columns for a run without), in order."""
+    its calls (one row with empty call columns for a run without), in order. ``deep``: the page is
+    read from its day on (``_deep_day``), at ``_DEEP_STAND_IN`` for its offset in that day."""
     matches = (
         runs.for_agent(query.agent_id)
         .suspended()
@@ -92,6 +109,13 @@ def querysets(runs: RunRecordQuerySet, query: RunQuery) -> tuple[RunRecordQueryS
             )
     order = {"oldest_first": query.oldest_first, "by_deadline": query.by_deadline}
     page = ordered = listed_matches.in_suspension_order(**order)
+    if deep:
+        bound = RawSQL("(SELECT bound FROM deep)", (), output_field=DateTimeField())
+        ordered = (
+            ordered.filter(suspended_at__gte=bound)
+            if query.oldest_first
+            else ordered.filter(suspended_at__lt=bound)
+        )
     if query.limit is not None:
         window = slice(query.offset, query.offset + query.limit)
         # The page's run ids first, from the listing's index alone, then its rows by id.
@@ -115,9 +139,13 @@ def page(runs: RunRecordQuerySet, using: str, query: RunQuery, *, now: datetime)
         return ([] if _past_the_end(query, total) else _by_run(list(rows))), total, _expired(using, values)
     # (A window of no rows compiles to no page: only the header is run for it.)
     compiled_as = query if (query.limit or 0) > 0 else replace(query, limit=None)
+    deep = _is_deep(connection.vendor, compiled_as)
+    if deep:
+        values[_OFFSET] = query.offset
+        compiled_as = replace(compiled_as, offset=_DEEP_STAND_IN)
     header, listing = reads.compiled_for(
         ("listing", *_shape(using, connection.vendor, compiled_as)),
-        lambda: _compile(runs, using, compiled_as),
+        lambda: _compile(runs, using, compiled_as, deep=deep),
     )
     found: list[Row] = []
     if query.limit is None or query.limit > 0:
@@ -159,13 +187,15 @@ def _shape(using: str, vendor: str, query: RunQuery) -> tuple[Any, ...]:
     return (using, vendor, present, query.delegated, query.oldest_first, query.by_deadline, window)
 
 
-def _compile(runs: RunRecordQuerySet, using: str, query: RunQuery) -> tuple[reads.Statement, reads.Statement]:
+def _compile(
+    runs: RunRecordQuerySet, using: str, query: RunQuery, *, deep: bool = False
+) -> tuple[reads.Statement, reads.Statement]:
     """The header (total, expired) and page statements of ``query``'s shape, built with stand-ins
     for its values; the page carries the header's columns too."""
     stand_in = replace(
         query, **{name: value for name, value in _STAND_INS.items() if getattr(query, name) is not None}
     )
-    matches, rows = querysets(runs, stand_in)
+    matches, rows = querysets(runs, stand_in, deep=deep)
     if all(getattr(query, name) is None for name in _FILTERS):
         delegated = {None: "", True: " AND delegated", False: " AND NOT delegated"}[query.delegated]
         total = f"SELECT COALESCE(SUM(n), 0) FROM {_COUNTERS} WHERE agent_id = %s{delegated}"
@@ -185,12 +215,49 @@ def _compile(runs: RunRecordQuerySet, using: str, query: RunQuery) -> tuple[read
     selected, found, rest = listing.sql.partition(" FROM ")
     if not found or not selected.startswith("SELECT ") or "(" in selected:
         raise AssertionError(f"Unexpected shape of a listing: {listing.sql}")
+    sql, params = f"{selected}, {columns} FROM {rest}", (*header.params, *listing.params)
+    if deep:
+        window = f" OFFSET {_DEEP_STAND_IN}"
+        if sql.count(window) != 1:
+            raise AssertionError(f"Unexpected shape of a deep listing: {sql}")
+        day, day_params = _deep_day(query)
+        sql = f"WITH deep AS ({day}) " + sql.replace(window, " OFFSET (SELECT skip FROM deep)")
+        params = (*day_params, *params)
     return header, reads.Statement(
-        sql=f"{selected}, {columns} FROM {rest}",
-        params=(*header.params, *listing.params),
-        names=(*listing.names, *header.names),
-        converters=listing.converters,
+        sql=sql, params=params, names=(*listing.names, *header.names), converters=listing.converters
     )
+
+
+def _is_deep(vendor: str, query: RunQuery) -> bool:
+    """Whether ``query``'s page starts from its day's counters (see the module's docstring)."""
+    return (
+        vendor == "postgresql"
+        and query.limit is not None
+        and query.limit > 0
+        and query.offset >= DEEP_OFFSET
+        and not query.by_deadline
+        and all(getattr(query, name) is None for name in _FILTERS)
+    )
+
+
+_OFFSET = "\x00offset"
+
+
+def _deep_day(query: RunQuery) -> tuple[str, tuple[Any, ...]]:
+    """SQL for the one row (bound, skip) of a deep page: where its day begins in the listing's order
+    (newest first: the end of the day; oldest first: its start) and how many of that day's runs come
+    before the page. No row past the end of the listing (then the page is empty)."""
+    delegated = {None: "", True: " AND delegated", False: " AND NOT delegated"}[query.delegated]
+    direction, bound = ("ASC", "day") if query.oldest_first else ("DESC", "day + 1")
+    days = (
+        f"SELECT day, SUM(n) AS n, SUM(SUM(n)) OVER (ORDER BY day {direction}) - SUM(n) AS before"
+        f" FROM {_DAYS} WHERE agent_id = %s{delegated} GROUP BY day"
+    )
+    sql = (
+        f"SELECT ({bound})::timestamp AT TIME ZONE 'UTC' AS bound, (%s - before)::bigint AS skip"
+        f" FROM ({days}) days WHERE before <= %s AND before + n > %s"
+    )
+    return sql, (_OFFSET, _STAND_INS["agent_id"], _OFFSET, _OFFSET)
 
 
 def _values(connection: Any, query: RunQuery) -> dict[Any, Any]:
