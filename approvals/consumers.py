@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
-import random
 import uuid
-from importlib import import_module
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.contrib import auth
-from django.http import HttpRequest
 
 from approvals import agents
 from approvals.access import visible_agent_ids
 from approvals.live import agent_group, fanout, presence_group, relay, run_group, session_group
-
-logger = logging.getLogger(__name__)
+from approvals.live.sessions import session_watch
 
 UNAUTHENTICATED = 4401
 #: Closes a socket that keeps sending frames the server cannot use (RFC 6455 "policy violation").
@@ -53,9 +46,10 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     else has that card open (``{"type": "presence", "run_id", "users"}``) as pages join and leave.
     Presence goes through the channel layer's group of the run (no table, no polling): a joining
     socket announces itself, the others answer "here", and a closing one says it leaves.
-    The socket closes with 4401 when its session logs out (anywhere) and when a periodic re-check
-    (``LIVE_SESSION_CHECK_SECONDS``) finds the session gone or its user unable to log in; the same
-    re-check follows changes to which agents the user may see.
+    The socket closes with 4401 when its session logs out (anywhere) and when the process's periodic
+    re-check of its open sessions (``live.sessions``, every ``LIVE_SESSION_CHECK_SECONDS``) finds the
+    session gone or its user unable to log in; the same re-check follows changes to which agents the
+    user may see.
     """
 
     agent_ids: list[str]
@@ -66,7 +60,6 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     user_pk: Any = None
     accepted = False
     signed_out = False
-    watcher: asyncio.Task[None] | None = None
     bad_frames = 0
     #: Presence: the runs whose card this page shows (with their agents), and who else has each open
     #: (other sockets' keys -> usernames).
@@ -101,7 +94,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             return
         self.accepted = True
         await self.send_json({"type": "hello", "agents": self.agent_ids})
-        self.watcher = asyncio.create_task(self._watch(), name="countersign-live-session-check")
+        session_watch.add(self, self.session_key, self.user_pk)
 
     async def _join(self, group: str) -> None:
         if group in self.joined:
@@ -120,53 +113,26 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         for run_id in list(self.present):
             await self._announce_presence(run_id, "leave")
         self.present, self.others = {}, {}
-        if self.watcher is not None:
-            self.watcher.cancel()
-            self.watcher = None
+        session_watch.discard(self)
         for group in self.joined:
             await fanout.leave(group, self)
         self.joined = []
 
     async def _sign_out(self) -> None:
         self.signed_out = True
+        session_watch.discard(self)
         if self.accepted:
             self.accepted = False
             await self.close(code=UNAUTHENTICATED)
 
-    # -- the periodic re-check -------------------------------------------------------------------
-
-    async def _watch(self) -> None:
-        interval = float(settings.LIVE_SESSION_CHECK_SECONDS)
-        if interval <= 0:
+    async def session_checked(self, agent_ids: list[str] | None) -> None:
+        """The periodic re-check (``live.sessions``): what this socket's session logs in now."""
+        if not self.accepted:
             return
-        # Spread out: pages that (re)connected together (a restart, a deploy) would otherwise all ask in
-        # the same few seconds of every period: thousands of sockets, three queries each. The first
-        # check falls anywhere in the first period, the next ones 80 to 100% of a period apart.
-        delay = interval * random.uniform(0.05, 1.0)
-        while self.accepted:
-            await asyncio.sleep(delay)
-            delay = interval * random.uniform(0.8, 1.0)
-            try:
-                agent_ids = await database_sync_to_async(self._current_agents)()
-            except Exception:
-                logger.exception("Live socket: re-checking the session failed; trying again later")
-                continue
-            if agent_ids is None:
-                await self._sign_out()
-                return
-            if agent_ids != self.agent_ids:
-                await self._see_agents(agent_ids)
-
-    def _current_agents(self) -> list[str] | None:
-        """The agents this socket's user may see now; ``None`` once its session is over."""
-        request = HttpRequest()
-        request.session = import_module(settings.SESSION_ENGINE).SessionStore(self.session_key)
-        # Anonymous when the session was deleted or expired, its user can no longer log in, or the
-        # password changed since (Django's own checks, as for a request).
-        user = auth.get_user(request)
-        if not user.is_authenticated or not user.is_active or user.pk != self.user_pk:
-            return None
-        return visible_agent_ids(user)
+        if agent_ids is None:  # deleted, expired, its user deactivated or their password changed
+            await self._sign_out()
+        elif agent_ids != self.agent_ids:
+            await self._see_agents(agent_ids)
 
     async def _see_agents(self, agent_ids: list[str]) -> None:
         gone = set(self.agent_ids) - set(agent_ids)
