@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from importlib import import_module
 
+from django.conf import settings
+
 from agents_runtime import Agent, Runtime
 from approvals.store import DjangoRunStore
 
@@ -34,7 +36,7 @@ def install(runtime: Runtime) -> Runtime:
     """Serve ``runtime`` from now on; one that brought no store keeps its runs in the database."""
     global _installed
     if not runtime.has_storage:
-        runtime.storage = DjangoRunStore()
+        runtime.storage = DjangoRunStore(listings_using=settings.LISTINGS_DATABASE)
     _installed = runtime
     return runtime
 

@@ -101,42 +101,55 @@ TEMPLATES = [
 
 _default_sqlite = BASE_DIR / "var" / "countersign.sqlite3"
 DATABASE_URL = _env("DATABASE_URL", f"sqlite:///{_default_sqlite}")
-_database: dict[str, Any] = dict(dj_database_url.parse(DATABASE_URL, conn_max_age=0))
 
-if _database["ENGINE"] == "django.db.backends.sqlite3":
-    if _database["NAME"] and _database["NAME"] != ":memory:":
-        Path(_database["NAME"]).parent.mkdir(parents=True, exist_ok=True)
-    _database["OPTIONS"] = {
-        # IMMEDIATE takes the write lock at BEGIN, so concurrent writers wait for the busy timeout
-        # instead of failing to upgrade a read lock halfway through (DEFERRED lost writes in a trial).
-        "transaction_mode": "IMMEDIATE",
-        "timeout": 20,
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-        **_database.get("OPTIONS", {}),
-    }
-elif _database["ENGINE"] == "django.db.backends.postgresql":
-    # psycopg 3's pool replaces persistent connections; Django refuses both at once. A request uses one
-    # connection at a time (approvals/db_threads.py), so max_size is how many of this process's requests
-    # reach the database at once; the others wait up to `timeout` seconds for a connection, then fail
-    # with a PoolTimeout that is logged with the pool's figures (approvals/db_pool.py). Size it so that
-    # every process's max_size together stays under the server's max_connections.
-    from config.database import check_connection
 
-    _pool_max = max(1, int(_env("DATABASE_POOL_MAX_SIZE", "10")))
-    _database["OPTIONS"] = {
-        "pool": {
-            "min_size": min(2, _pool_max),
-            "max_size": _pool_max,
-            "timeout": float(_env("DATABASE_POOL_TIMEOUT", "10")),
-            # Checked when handed out: a connection the server dropped (restart, failover) is replaced
-            # instead of failing the request that gets it.
-            "check": check_connection,
-        },
-        **_database.get("OPTIONS", {}),
-    }
-    _database["CONN_MAX_AGE"] = 0
+def _database_for(url: str) -> dict[str, Any]:
+    database: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=0))
+    if database["ENGINE"] == "django.db.backends.sqlite3":
+        if database["NAME"] and database["NAME"] != ":memory:":
+            Path(database["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+        database["OPTIONS"] = {
+            # IMMEDIATE takes the write lock at BEGIN, so concurrent writers wait for the busy timeout
+            # instead of failing to upgrade a read lock halfway through (DEFERRED lost writes in a trial).
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            **database.get("OPTIONS", {}),
+        }
+    elif database["ENGINE"] == "django.db.backends.postgresql":
+        # psycopg 3's pool replaces persistent connections; Django refuses both at once. A request uses
+        # one connection at a time (approvals/db_threads.py), so max_size is how many of this process's
+        # requests reach the database at once; the others wait up to `timeout` seconds for a connection,
+        # then fail with a PoolTimeout that is logged with the pool's figures (approvals/db_pool.py).
+        # Size it so that every process's max_size together stays under the server's max_connections.
+        from config.database import check_connection
 
-DATABASES = {"default": _database}
+        pool_max = max(1, int(_env("DATABASE_POOL_MAX_SIZE", "10")))
+        database["OPTIONS"] = {
+            "pool": {
+                "min_size": min(2, pool_max),
+                "max_size": pool_max,
+                "timeout": float(_env("DATABASE_POOL_TIMEOUT", "10")),
+                # Checked when handed out: a connection the server dropped (restart, failover) is
+                # replaced instead of failing the request that gets it.
+                "check": check_connection,
+            },
+            **database.get("OPTIONS", {}),
+        }
+        database["CONN_MAX_AGE"] = 0
+    return database
+
+
+DATABASES = {"default": _database_for(DATABASE_URL)}
+# A read replica of the primary (PostgreSQL streaming replication) that the run store's listings
+# read from (approvals/runstore/listing.py): the inbox pages, the API's and the runtime's listings.
+# Everything else, decisions first, reads and writes the primary, and a decision on a run a lagging
+# replica still lists is checked there (the card then says it was already decided).
+DATABASE_REPLICA_URL = _env("DATABASE_REPLICA_URL", "")
+if DATABASE_REPLICA_URL:
+    # Never migrated (a replica follows the primary); in tests it stands for the test database.
+    DATABASES["replica"] = {**_database_for(DATABASE_REPLICA_URL), "TEST": {"MIRROR": "default"}}
+LISTINGS_DATABASE = "replica" if DATABASE_REPLICA_URL else "default"
 # The run store's fixed statements are prepared on PostgreSQL (approvals/runstore/prepared.py); turn off
 # behind a transaction-pooling proxy that cannot keep prepared statements.
 DATABASE_PREPARED_STATEMENTS = _env_bool("DATABASE_PREPARED_STATEMENTS", True)

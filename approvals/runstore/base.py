@@ -47,10 +47,13 @@ class StoreBase:
         lease: timedelta | None = None,
         *,
         using: str = "default",
+        listings_using: str | None = None,
         clock: Callable[[], datetime] = _now,
     ) -> None:
         self._lease = lease
         self.using = using
+        #: Where listings are read (a read replica: ``DATABASE_REPLICA_URL``); the rest is on ``using``.
+        self.listings_using = listings_using or using
         #: Where "now" comes from (lease expiry); tests move it instead of sleeping.
         self.clock = clock
 
@@ -80,7 +83,7 @@ class StoreBase:
         return ParkedCallRecord.objects.using(self.using)
 
     @contextmanager
-    def _connection_scope(self) -> Iterator[None]:
+    def _connection_scope(self, using: str | None = None) -> Iterator[None]:
         """Give a server connection back after each call made outside a transaction.
 
         From purely async code the runtime's calls run on asgiref's shared thread (``run_sync``),
@@ -92,7 +95,7 @@ class StoreBase:
         try:
             yield
         finally:
-            connection = connections[self.using]
+            connection = connections[using or self.using]
             if connection.in_atomic_block:
                 pass
             elif connection.vendor != "sqlite":

@@ -36,7 +36,7 @@ from agents_runtime.store import (
 )
 from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import Outcome
-from approvals.models import AuditEntry, EndedRun, ThreadMessage
+from approvals.models import AuditEntry, EndedRun, RunRecord, ThreadMessage
 from approvals.models.runs import RunRecordQuerySet, RunStatus
 from approvals.runstore import audit as decision_records
 from approvals.runstore import listing, prepared
@@ -148,7 +148,8 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore, GrantStore):
                 return None
 
     def list_suspended(self, query: RunQuery) -> tuple[list[StoredRun], int]:
-        with self._connection_scope():
+        reading = self.listings_using
+        with self._connection_scope(reading), self._connection_scope():
             query = replace(
                 query,
                 created_from=None if query.created_from is None else _utc(query.created_from),
@@ -157,9 +158,10 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore, GrantStore):
             )
             # One statement: the page, its calls, the total, and whether a claim's lease ran out (then
             # those runs are reclaimed, waiting again, and the listing is read again).
-            runs, total, expired = listing.page(self._runs(), self.using, query, now=self.clock())
+            runs_read = RunRecord.objects.using(reading)
+            runs, total, expired = listing.page(runs_read, reading, query, now=self.clock())
             if expired and self._reclaim_expired():
-                runs, total, _ = listing.page(self._runs(), self.using, query, now=self.clock())
+                runs, total, _ = listing.page(runs_read, reading, query, now=self.clock())
             listed = []
             for run, call_rows in runs:
                 try:
