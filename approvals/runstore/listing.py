@@ -160,14 +160,23 @@ def page(runs: RunRecordQuerySet, using: str, query: RunQuery, *, now: datetime)
 Listing = list[tuple[Row, list[Row]]]
 
 
+#: Each call column's name in a joined row, by its own name.
+_JOINED_NAMES = tuple((name, f"calls__{name}") for name in _CALL_COLUMNS if name != "run_id")
+
+
 def _by_run(rows: list[Row]) -> Listing:
+    # (A run's first joined row stands for the run: it holds the run's columns, and its call
+    # columns are never read as the run's.)
     listed: Listing = []
+    calls: list[Row] = []
     for row in rows:
         if not listed or listed[-1][0]["pk"] != row["pk"]:
-            listed.append(({name: row[name] for name in _RUN_COLUMNS}, []))
+            calls = []
+            listed.append((row, calls))
         if row["calls__id"] is not None:
-            call = {name: row[f"calls__{name}"] for name in _CALL_COLUMNS if name != "run_id"}
-            listed[-1][1].append(call | {"run_id": row["pk"]})
+            call = {name: row[joined] for name, joined in _JOINED_NAMES}
+            call["run_id"] = row["pk"]
+            calls.append(call)
     return listed
 
 
