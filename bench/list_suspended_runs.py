@@ -107,9 +107,10 @@ def _runtime() -> tuple[Any, Any]:
     return agent, store
 
 
-def _reset_and_seed(n: int) -> None:
+def _reset_and_seed(n: int, spread: Callable[[int], tuple[str, str, str]] | None = None) -> None:
     """Empty the tables, then bulk-load n suspended runs with one or two parked calls each (COPY on
-    PostgreSQL, multi-row INSERTs on SQLite)."""
+    PostgreSQL, multi-row INSERTs on SQLite). ``spread`` (run k -> agent, thread, resource) replaces
+    the random spread, and every run then has exactly one parked call, an approval."""
     import asyncio
 
     from django.db import connection
@@ -138,11 +139,14 @@ def _reset_and_seed(n: int) -> None:
     first = next_id(RunRecord._meta.db_table)
     runs: list[tuple[Any, ...]] = []
     calls: list[tuple[Any, ...]] = []
-    for pk in range(first, first + n):
+    for k, pk in enumerate(range(first, first + n)):
         created = T0 + timedelta(seconds=rng.randrange(30 * 86_400))
         run_id = uuid.UUID(int=rng.getrandbits(128)).hex
-        agent_id, thread_id = f"agent-{rng.randrange(AGENTS)}", f"thread-{rng.randrange(THREADS)}"
-        resource_id = f"resource-{rng.randrange(RESOURCES)}"
+        if spread is None:
+            agent_id, thread_id = f"agent-{rng.randrange(AGENTS)}", f"thread-{rng.randrange(THREADS)}"
+            resource_id = f"resource-{rng.randrange(RESOURCES)}"
+        else:
+            agent_id, thread_id, resource_id = spread(k)
         suspended = created + timedelta(seconds=rng.randrange(3_600))
         runs.append(
             (
@@ -162,7 +166,7 @@ def _reset_and_seed(n: int) -> None:
         )
         args = json.dumps({"order": f"A-{rng.randrange(100_000)}", "amount": rng.randrange(10, 5_000)})
         calls.append((pk, 0, f"call-{run_id[:12]}", "refund", "approval", args, None, None, "[]"))
-        if rng.random() < 0.25:
+        if spread is None and rng.random() < 0.25:
             calls.append(
                 (pk, 1, f"ask-{run_id[:12]}", "ask_environment", "input", None, question, schema, "[]")
             )
