@@ -94,6 +94,8 @@ def run_statement(using: str, sql: str, params: list[Any], statement: Statement)
         row = list(fetched_row)
         for pos, convs, expression in statement.converters:
             value = row[pos]
+            if value is None:  # every converter of ours and Django's gives NULL back as None
+                continue
             for convert in convs:
                 value = convert(value, expression, connection)
             row[pos] = value
