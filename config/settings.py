@@ -187,9 +187,10 @@ LIVE_TRUSTED_ORIGINS = _env_list("LIVE_TRUSTED_ORIGINS", "") or CSRF_TRUSTED_ORI
 # How many runs one page's socket may watch at once.
 LIVE_MAX_RUN_SUBSCRIPTIONS = int(_env("LIVE_MAX_RUN_SUBSCRIPTIONS", "50"))
 
-# How often each open live socket re-reads its session (one session, one user and one groups query):
-# a session deleted, expired or of a deactivated user closes the socket (4401), and a change to which
-# agents the user may see reaches it. A logout closes the session's sockets at once, not after this.
+# How often each server process re-reads the sessions of its open live sockets, all at once
+# (approvals/live/sessions.py: a session, a user and a groups query per period, however many sockets):
+# a session deleted, expired or of a deactivated user closes its sockets (4401), and a change to which
+# agents a user may see reaches theirs. A logout closes the session's sockets at once, not after this.
 LIVE_SESSION_CHECK_SECONDS = float(_env("LIVE_SESSION_CHECK_SECONDS", "60"))
 
 # --- Background tasks (django.tasks) ---------------------------------------------------------------
