@@ -6,9 +6,10 @@ when one was changed, and these never touch it).
 
 - ``/healthz``: the process is up and serving (200 ``ok``); touches nothing else, not even the
   database, so a database outage does not get every server restarted.
-- ``/readyz``: the database answers and the channel layer carries a message (a send and a receive on
-  a channel of its own), each within ``READYZ_TIMEOUT_SECONDS``; else 503 with a JSON body naming
-  what failed. A load balancer stops sending pages to a server whose live updates cannot work.
+- ``/readyz``: the database answers and the channel layer carries a message (through a group of its
+  own to a channel of its own, the way live events travel), each within ``READYZ_TIMEOUT_SECONDS``;
+  else 503 with a JSON body naming what failed. A load balancer stops sending pages to a server
+  whose live updates cannot work.
 - ``/metrics``: the queue-health figures for Prometheus (``approvals.health.metrics``), only with
   ``Authorization: Bearer <METRICS_TOKEN>``. Without a token configured it is 404 (DEBUG: open), so
   a deployment never exposes agent and tool names by default.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import uuid
 from collections.abc import Coroutine
 from typing import Any
 
@@ -54,14 +56,30 @@ def _close_database() -> None:
 
 
 async def _channel_layer() -> None:
+    """A message through a group of its own to a channel of this process, as every live event goes.
+
+    The channel is named like the live fan-out's (``new_channel()``'s ``specific.<process id>!``):
+    channels_redis reads one such name at a time per process, holding a lock while it waits, so a
+    probe on a name of its own waited for the fan-out's next event. Sharing it, whichever waits
+    reads for both. And through a group, not ``layer.send``: with several Redis servers
+    channels_redis 4.3 writes a ``send`` to the server its whole channel name hashes to but reads the
+    server its process part hashes to (django/channels#1492); a group's messages go where the
+    channel is read. A probe crosses at most two servers: the one its group (new each time) hashes
+    to, and the one this process's live events arrive on.
+    """
     layer = get_channel_layer()
     if layer is None:
         raise RuntimeError("no channel layer is configured")
-    channel = await layer.new_channel("readyz.")
-    await layer.send(channel, {"type": "readyz.ping"})
+    channel = await layer.new_channel()
+    group = f"readyz.{uuid.uuid4().hex}"
+    await layer.group_add(group, channel)
+    await layer.group_send(group, {"type": "readyz.ping"})
     message = await layer.receive(channel)
     if message.get("type") != "readyz.ping":
         raise RuntimeError("the channel layer answered another message")
+    # Not in a `finally`: after a timeout it could wait as long again. A group left behind by a
+    # failed probe has no other member and expires with the layer's group_expiry.
+    await layer.group_discard(group, channel)
 
 
 async def _check(name: str, work: Coroutine[Any, Any, None], seconds: float) -> str | None:

@@ -15,6 +15,8 @@ from typing import Any
 import dj_database_url
 from django.utils.csp import CSP
 
+from config.channel_layers import channel_layers
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -159,27 +161,18 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Channels (websockets) -------------------------------------------------------------------------
 
+# The channel layer that carries live updates between processes (config/channel_layers.py). REDIS_URL:
+# one Redis URL, or several (separated by commas) over which the layer shards its channels and
+# groups. REDIS_SENTINELS (host:port, ...) and REDIS_SENTINEL_MASTER: the master found through
+# Sentinel instead (REDIS_URL then gives only the database and the master's login). Neither: the
+# in-process layer, fine for the embedded single-process run.
 REDIS_URL = _env("REDIS_URL", "")
-if REDIS_URL:
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {
-                # redis-py 8 defaults socket_timeout to 5 s, which kills the layer's idle blocking reads.
-                "hosts": [{"address": REDIS_URL, "socket_timeout": None}],
-                # One channel per server process carries every live event (approvals.live.Fanout):
-                # room for bursts (e.g. many runs seeded at once) rather than Channels' 100.
-                "capacity": 5000,
-            },
-        }
-    }
-else:
-    # Reaches consumers in this process only: fine for the embedded single-process run (events from
-    # other processes, e.g. `manage.py run_agent`, come through the outbox: see approvals/live.py).
-    # Channels' own class, minus its O(N²) fan-out (see approvals/layers.py).
-    CHANNEL_LAYERS = {
-        "default": {"BACKEND": "approvals.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 5000}}
-    }
+CHANNEL_LAYERS = channel_layers(
+    REDIS_URL,
+    sentinels=_env("REDIS_SENTINELS", ""),
+    sentinel_master=_env("REDIS_SENTINEL_MASTER", ""),
+    sentinel_password=_env("REDIS_SENTINEL_PASSWORD", ""),
+)
 
 # Origins besides the site's own from which pages may open the live socket (approvals/origins.py).
 CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", "")

@@ -5,7 +5,8 @@ fixture, or mark the test ``postgres`` / ``redis`` / ``e2e`` (``tests/conftest.p
 you). When the service is missing the test is skipped with a loud reason, and the run ends with a
 banner listing what was skipped. CI sets ``COUNTERSIGN_REQUIRE_SERVICES=1`` and
 ``COUNTERSIGN_REQUIRE_BROWSER=1`` so that a missing service fails the test instead: database- and
-browser-specific tests can never silently skip there.
+browser-specific tests can never silently skip there. Tests that start Redis servers of their own
+call ``require_redis_server()``.
 """
 
 from __future__ import annotations
@@ -89,6 +90,16 @@ def require_redis() -> str:
     finally:
         client.close()
     return url
+
+
+def require_redis_server() -> str:
+    """The path of ``redis-server``, for tests that start servers of their own; skip (or fail) without it."""
+    path = shutil.which("redis-server")
+    if not path:
+        _unavailable(
+            "Redis: redis-server is not installed (apt-get install redis-server)", variable=REQUIRE_SERVICES
+        )
+    return str(path)
 
 
 @functools.cache
