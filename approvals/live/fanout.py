@@ -43,9 +43,13 @@ class Fanout:
         loop = asyncio.get_running_loop()
         hub = self._hubs.get(loop)
         if hub is None:
-            self._hubs = {lp: h for lp, h in self._hubs.items() if not lp.is_closed()}
+            self.forget_closed_loops()
             hub = self._hubs[loop] = _Hub(self)
         return hub
+
+    def forget_closed_loops(self) -> None:
+        """Let go of the hubs (and their layers' connections) of event loops that have closed."""
+        self._hubs = {lp: h for lp, h in self._hubs.items() if not lp.is_closed()}
 
     async def join(self, group: str, member: Member) -> None:
         await self._hub().join(group, member)

@@ -9,11 +9,13 @@ come from another process whose settings build its layer from the same variables
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -29,6 +31,7 @@ from django.contrib.auth.models import User
 from django.test import AsyncClient, Client
 
 from approvals.live import agent_group
+from approvals.live.fanout import fanout
 from config.channel_layers import channel_layers
 from tests import services
 from tests.approvals.live_sockets import Session, is_event, messages_until
@@ -221,6 +224,19 @@ class Watched:
                 connection.close()
         assert host == "127.0.0.1"
         return int(port)
+
+
+@pytest.fixture(autouse=True)
+def _connections_collected_here() -> Iterator[None]:
+    """The layers these tests build talk to servers the tests stop (one of them by a crash): their
+    connections are let go and collected at this test's end, not in whichever test runs next (where
+    an unclosed socket's ResourceWarning would fail that test). Torn down last: after the settings
+    are restored and this test's event loop has closed."""
+    yield
+    fanout.forget_closed_loops()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
 
 
 def _until(condition: Any, what: str, seconds: float = 30) -> None:
