@@ -281,8 +281,46 @@ def watched(tmp_path: Path) -> Iterator[Watched]:
             yield found
 
 
+#: Set for the pytest of its own that the failover test runs in (see the test below).
+_IN_OWN_PROCESS = "COUNTERSIGN_SENTINEL_FAILOVER_HERE"
+
+
 @pytest.mark.slow
-async def test_live_updates_reach_the_pages_through_sentinel_and_after_a_failover(
+def test_live_updates_reach_the_pages_through_sentinel_and_after_a_failover(tmp_path: Path) -> None:
+    """The failover, in a pytest process of its own: the master it crashes leaves connections behind
+    (channels_redis never closes a Sentinel pool's own clients, nor can it cleanly close those to a
+    killed master), and their unclosed-socket warnings, raised whenever the collector meets them,
+    failed some later test of this suite instead."""
+    services.require_redis_server()
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env |= {_IN_OWN_PROCESS: "1", "DATABASE_URL": f"sqlite:///{tmp_path / 'failover.sqlite3'}"}
+    test = f"{Path(__file__).relative_to(server.ROOT)}::test_sentinel_failover_in_this_process"
+    done = subprocess.run(
+        # (Unraisable exceptions not turned into failures there: those are the leaks this isolates.)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:unraisableexception",
+            test,
+        ],
+        cwd=server.ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+@pytest.mark.skipif(
+    not os.environ.get(_IN_OWN_PROCESS), reason="run by the test above, in a process of its own"
+)
+async def test_sentinel_failover_in_this_process(
     watched: Watched, agents: DashboardAgents, reviewer: User, settings: Any, tmp_path: Path
 ) -> None:
     variables = {"REDIS_SENTINELS": f"127.0.0.1:{watched.sentinel}", "REDIS_SENTINEL_MASTER": MASTER}
