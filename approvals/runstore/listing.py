@@ -56,12 +56,15 @@ _STAND_INS: dict[str, Any] = {
 }
 _DATETIMES = ("created_from", "created_to", "expiring_before")
 _NOW = "\x00now"
+_OFFSET = "\x00offset"
 #: The filters a waiting counter cannot answer (it is kept per agent and ``delegated`` only).
 _FILTERS = (
     *("thread_id", "resource_id", "tool_name", "kind"),
     *("created_from", "created_to", "expiring_before", "escalated_to"),
 )
 _COUNTERS = "approvals_waiting_count"
+#: The condition on the counters' ``delegated`` column for a query's ``delegated``.
+_DELEGATED = {None: "", True: " AND delegated", False: " AND NOT delegated"}
 #: The largest offset a page is read at (SQLite's and PostgreSQL's OFFSET are 64-bit integers).
 _MAX_OFFSET = 2**62
 #: From this offset on, an agent's listing starts at its page's day (PostgreSQL): skipping 1,000
@@ -206,7 +209,7 @@ def _compile(
     )
     matches, rows = querysets(runs, stand_in, deep=deep)
     if all(getattr(query, name) is None for name in _FILTERS):
-        delegated = {None: "", True: " AND delegated", False: " AND NOT delegated"}[query.delegated]
+        delegated = _DELEGATED[query.delegated]
         total = f"SELECT COALESCE(SUM(n), 0) FROM {_COUNTERS} WHERE agent_id = %s{delegated}"
         total_params: tuple[Any, ...] = (_STAND_INS["agent_id"],)
     else:
@@ -249,14 +252,11 @@ def _is_deep(vendor: str, query: RunQuery) -> bool:
     )
 
 
-_OFFSET = "\x00offset"
-
-
 def _deep_day(query: RunQuery) -> tuple[str, tuple[Any, ...]]:
     """SQL for the one row (bound, skip) of a deep page: where its day begins in the listing's order
     (newest first: the end of the day; oldest first: its start) and how many of that day's runs come
     before the page. No row past the end of the listing (then the page is empty)."""
-    delegated = {None: "", True: " AND delegated", False: " AND NOT delegated"}[query.delegated]
+    delegated = _DELEGATED[query.delegated]
     direction, bound = ("ASC", "day") if query.oldest_first else ("DESC", "day + 1")
     days = (
         f"SELECT day, SUM(n) AS n, SUM(SUM(n)) OVER (ORDER BY day {direction}) - SUM(n) AS before"
