@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import AsyncIterable
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved
 from pydantic_ai.conversation import Conversation
-from pydantic_ai.messages import ModelMessage
-from pydantic_ai.run import AgentRunResultEvent
+from pydantic_ai.messages import AgentStreamEvent, ModelMessage
 
 from . import _pydantic
 from ._context import conversation_context, previous_answers
@@ -134,19 +134,19 @@ async def drive_once(
     answered: list[dict[str, Any]],
 ) -> RunResult:
     run_id, thread_id, resource_id = deps.run_id, deps.thread_id, deps.resource_id
-    output: Any = None
-    conversation: Conversation | None = None
+
+    async def relay(_: Any, events: AsyncIterable[AgentStreamEvent]) -> None:
+        async for event in events:
+            chunk = chunk_for(run_id, event)
+            if chunk is not None:
+                emit(replace(chunk, payload=clean_json(chunk.payload)))
+
     try:
-        async with agent._pydantic().run_stream_events(deps=deps, **run_kwargs) as events:
-            async for event in events:
-                if isinstance(event, AgentRunResultEvent):
-                    output, conversation = event.result.output, event.result.conversation
-                else:
-                    chunk = chunk_for(run_id, event)
-                    if chunk is not None:
-                        emit(replace(chunk, payload=clean_json(chunk.payload)))
-        if conversation is None:
-            raise RuntimeError("The model run ended without a result")
+        # The events are handled inline, in the run's own task: ``run_stream_events`` would hand each
+        # one over to us through a memory stream from a task of its own, which cost a third of a
+        # continuation's CPU (bench/list_suspended_runs.py's "approve e2e" on the in-memory store).
+        ran = await agent._pydantic().run(deps=deps, event_stream_handler=relay, **run_kwargs)
+        output, conversation = ran.output, ran.conversation
     except ClaimLost:
         return lost_claim(agent, run_id, emit)
     except Exception as exc:

@@ -72,7 +72,11 @@ def to_jsonable(value: Any) -> Any:
     """Plain JSON data for storage: pydantic models are dumped, the rest goes through pydantic."""
     if isinstance(value, pydantic.BaseModel):
         return value.model_dump(mode="json")
-    return pydantic.TypeAdapter(Any).dump_python(value, mode="json")
+    return _ANY.dump_python(value, mode="json")
+
+
+#: Built once: a TypeAdapter builds its serializer when made, which cost more than the dump itself.
+_ANY: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(Any)
 
 
 def _is_tool_context(annotation: Any) -> bool:
