@@ -261,12 +261,14 @@ def _listing_cases() -> dict[str, tuple[str, Callable[[int], dict[str, Any]], in
     }
 
 
-def _bare_sql(filters: str, page: int) -> tuple[str, str]:
-    """What a hand-written listing sends: the page with its calls in one statement; the count."""
+def _bare_sql(filters: str, page: int, per_page: int | None = 50) -> tuple[str, str]:
+    """What a hand-written listing sends: the page with its calls in one statement; the count.
+    ``per_page=None``: every match."""
     where = f"agent_id = %s AND status = 'suspended'{filters}"
+    window = "" if per_page is None else f" LIMIT {per_page} OFFSET {page * per_page}"
     listing = (
         f"SELECT r.*, c.* FROM (SELECT {_RUN_SQL_COLUMNS} FROM approvals_run WHERE {where}"
-        f" ORDER BY suspended_at DESC, run_id LIMIT 50 OFFSET {page * 50}) r"
+        f" ORDER BY suspended_at DESC, run_id{window}) r"
         " LEFT JOIN approvals_parked_call c ON c.run_id = r.id"
         " ORDER BY r.suspended_at DESC, r.run_id, c.position"
     )
@@ -373,17 +375,42 @@ def runtime_floor(calls: int) -> tuple[float, float]:
     """``approve e2e`` on the in-memory store: what the runtime itself costs, without a database."""
     import asyncio
 
+    return asyncio.run(timed_in_memory_approvals(calls))
+
+
+async def timed_in_memory_approvals(calls: int) -> tuple[float, float]:
     sys.path.insert(0, str(ROOT))
     from agents_runtime import InMemoryRunStore, Runtime
 
     agent = _agent("agent-0")
     Runtime(agents=[agent], storage=InMemoryRunStore())
+    pending = [await agent.generate("Refund order A-1001") for _ in range(calls + 3)]
+    return await _timed_approvals(calls, pending, agent)
 
-    async def measure() -> tuple[float, float]:
-        pending = [await agent.generate("Refund order A-1001") for _ in range(calls + 3)]
-        return await _timed_approvals(calls, pending, agent)
 
-    return asyncio.run(measure())
+async def timed_pydantic_ai_continuations(calls: int) -> tuple[float, float]:
+    """The approved call's continuation in pydantic-ai alone, no runtime around it: the same scripted
+    model, the same tool (run in a thread, as ours are), its deferred result approved. What any
+    runtime built on pydantic-ai spends on an approval before its own work and its database's."""
+    from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved
+
+    script = _agent("agent-0").model
+    plain = Agent(script, output_type=[str, DeferredToolRequests])
+
+    @plain.tool_plain(requires_approval=True)
+    def refund(order: str, amount: int) -> str:
+        return f"refunded {amount} for {order}"
+
+    parked = await plain.run("Refund order A-1001")
+    assert isinstance(parked.output, DeferredToolRequests), parked.output
+    messages, call = parked.all_messages(), parked.output.approvals[0]
+
+    async def continuation(_: int) -> None:
+        approved = DeferredToolResults(approvals={call.tool_call_id: ToolApproved()})
+        result = await plain.run(message_history=messages, deferred_tool_results=approved)
+        assert result.output == "Refund done.", result.output
+
+    return await _timed(calls, continuation)
 
 
 #: Mastra's figures at 10,000 runs (its own benchmark, as issue 15 gives them; not measured here).

@@ -26,6 +26,12 @@ For each size N (default 10,000):
    ``approve e2e`` (``approve_tool_call`` + the continuation drained to the end, scripted model) on
    runs suspended through the runtime amid the seeded ones, as ``bench/list_suspended_runs.py`` does.
    (Mastra's approve figures include its first, cold call; ours follow 3 warm-up approvals.)
+3. **Floors**, timed in the same worker: each listing's ``bare sql`` twin (the same runs and calls
+   in one statement through psycopg alone, plus the count where the case pages), and two approvals
+   without a database: our runtime on its in-memory store, and the continuation in pydantic-ai
+   alone (same scripted model and tool). ``Mastra / bare sql`` is the most any listing of those rows
+   from this PostgreSQL could show; ``pydantic-ai alone / Mastra`` the least an approval by a
+   runtime on pydantic-ai could. Both are printed beside the ratios.
 
 Each listing's run count is checked against Mastra's for the same case; a mismatch is printed, not
 hidden. Prints the table (p50 / p95 / calls / runs per side, the ratio and the target) and writes
@@ -126,8 +132,25 @@ def worker(n: int, calls: int) -> dict[str, Any]:
     return {"seed_seconds": seeded, "postgres": server_version, "cases": cases}
 
 
+#: Each listing case's filters as SQL and their values, and its window, for its ``bare sql`` twin.
+BARE: dict[str, tuple[str, tuple[str, ...], int | None]] = {
+    "list no filter": ("", (), None),
+    "list thread": (" AND thread_id = %s", (THREAD,), None),
+    "list resource": (" AND resource_id = %s", (RESOURCE,), None),
+    "list per_page=20 page=0": ("", (), 20),
+}
+
+
 async def _measure(calls: int) -> dict[str, dict[str, Any]]:
-    from list_suspended_runs import _runtime, _timed_approvals, _timed_in_turns
+    import psycopg
+    from list_suspended_runs import (
+        _bare_sql,
+        _runtime,
+        _timed_approvals,
+        _timed_in_turns,
+        timed_in_memory_approvals,
+        timed_pydantic_ai_continuations,
+    )
 
     agent, _ = _runtime()
     arguments: dict[str, dict[str, Any]] = {
@@ -143,8 +166,31 @@ async def _measure(calls: int) -> dict[str, dict[str, Any]]:
 
         return call
 
-    timed = await _timed_in_turns(calls, {case: listing(kwargs) for case, kwargs in arguments.items()})
+    # Each case's twin in psycopg alone (the same runs and calls in one statement, plus the count
+    # where the case pages): the least any listing of these rows from this database costs.
+    bare = psycopg.connect(
+        os.environ["DATABASE_URL"].replace("postgres://", "postgresql://", 1), autocommit=True
+    )
+
+    def bare_sql(case: str) -> Callable[[int], Awaitable[Any]]:
+        filters, values, per_page = BARE[case]
+        rows_sql, count_sql = _bare_sql(filters, 0, per_page)
+
+        async def call(_: int) -> None:
+            bare.execute(rows_sql, ["agent-0", *values]).fetchall()
+            if per_page is not None:
+                bare.execute(count_sql, ["agent-0", *values]).fetchone()
+
+        return call
+
+    cases = {case: listing(kwargs) for case, kwargs in arguments.items()}
+    cases.update({f"bare sql {case}": bare_sql(case) for case in arguments})
+    timed = await _timed_in_turns(calls, cases)
+    bare.close()
     out: dict[str, dict[str, Any]] = {}
+    for case in arguments:
+        p50, p95 = timed[f"bare sql {case}"]
+        out[f"bare sql {case}"] = {"p50_ms": p50, "p95_ms": p95, "calls": calls}
     for case, kwargs in arguments.items():
         result = await agent.list_suspended_runs(**kwargs)
         p50, p95 = timed[case]
@@ -164,6 +210,14 @@ async def _measure(calls: int) -> dict[str, dict[str, Any]]:
     ]
     p50, p95 = await _timed_approvals(calls, pending, agent)
     out["approve e2e"] = {"p50_ms": p50, "p95_ms": p95, "calls": calls}
+    # What an approval costs before the database: the runtime on its in-memory store, and the
+    # continuation in pydantic-ai alone (the engine every runtime on pydantic-ai pays for).
+    for case, timing in (
+        ("approve e2e in-memory store", timed_in_memory_approvals),
+        ("pydantic-ai continuation alone", timed_pydantic_ai_continuations),
+    ):
+        p50, p95 = await timing(calls)
+        out[case] = {"p50_ms": p50, "p95_ms": p95, "calls": calls}
     return out
 
 
@@ -284,6 +338,7 @@ def compare(n: int, ours: dict[str, Any], theirs: dict[str, Any]) -> list[dict[s
                 "target": f">= {LISTING_TARGET:g}" if targeted else None,
                 "met": ratio >= LISTING_TARGET if targeted else None,
                 "same_runs": (mine["total"], mine["runs"]) == (other["total"], other["runs"]),
+                **_ceiling(other, ours["cases"].get(f"bare sql {case}"), "Mastra/bare sql"),
             }
         )
     mine, other = ours["cases"]["approve e2e"], theirs["cases"]["approve e2e"]
@@ -296,9 +351,25 @@ def compare(n: int, ours: dict[str, Any], theirs: dict[str, Any]) -> list[dict[s
             "value": round(ratio, 2),
             "target": f"<= {APPROVE_TARGET:g}" if targeted else None,
             "met": ratio <= APPROVE_TARGET if targeted else None,
+            **_ceiling(
+                other, ours["cases"].get("pydantic-ai continuation alone"), "pydantic-ai alone/Mastra"
+            ),
         }
     )
     return rows
+
+
+def _ceiling(theirs: dict[str, Any], floor: dict[str, Any] | None, ratio: str) -> dict[str, Any]:
+    """The best ratio any implementation could show against Mastra, given ``floor``: the same rows in
+    psycopg alone (a listing), or pydantic-ai's own continuation (an approval)."""
+    if floor is None:  # a result file from before the floors were measured
+        return {}
+    value = (
+        theirs["p50_ms"] / floor["p50_ms"]
+        if ratio.startswith("Mastra")
+        else floor["p50_ms"] / theirs["p50_ms"]
+    )
+    return {"floor_ms": floor["p50_ms"], "ceiling": ratio, "ceiling_value": round(value, 2)}
 
 
 def _cell(figure: dict[str, Any]) -> str:
@@ -333,6 +404,11 @@ def print_size(n: int, ours: dict[str, Any], theirs: dict[str, Any], rows: list[
                 f"{row['label']} ({mine['runs']:,} runs): Countersign p50 {mine['p50_ms']:.2f} ms,"
                 f" Mastra {other['p50_ms']:.1f} ms, Mastra/ours = {row['value']:g}x{target}"
             )
+            if "ceiling" in row:
+                print(
+                    f"  the same rows in psycopg alone: {row['floor_ms']:.2f} ms, so no listing of them from"
+                    f" this database could be more than {row['ceiling_value']:g}x faster than Mastra's"
+                )
             if not row["same_runs"]:
                 print(
                     f"  RUN COUNT MISMATCH: Countersign {mine['runs']:,} of {mine['total']:,},"
@@ -343,6 +419,13 @@ def print_size(n: int, ours: dict[str, Any], theirs: dict[str, Any], rows: list[
                 f"approve e2e: ours {mine['p50_ms']:.2f} ms, Mastra {other['p50_ms']:.2f} ms,"
                 f" ours/Mastra = {row['value']:g}{target}"
             )
+            if "ceiling" in row:
+                memory = ours["cases"]["approve e2e in-memory store"]["p50_ms"]
+                print(
+                    f"  our runtime on its in-memory store: {memory:.2f} ms; pydantic-ai's continuation"
+                    f" alone: {row['floor_ms']:.2f} ms, so {row['ceiling_value']:g} of Mastra's before any"
+                    " database"
+                )
     print(
         f"Mastra: {theirs['source']} ({theirs['result_file']}), {theirs.get('seconds', '-')} s,"
         f" load {theirs.get('load_before', '-')} -> {theirs.get('load_after', '-')};"
