@@ -6,7 +6,11 @@ fresh database, SQLite (a temporary file) and PostgreSQL (a dedicated database o
 times p50 / p95 over ``--calls`` calls of each case:
 
 - ``list page 0``: ``agent.list_suspended_runs(per_page=50, page=0)``
-- ``list thread`` / ``list resource``: the same with a thread / resource filter
+- ``list thread`` / ``list resource``: the same with a thread / resource filter (one of the 50 / 200:
+  its matches grow with N, 4 / 1 of agent 0's at 1,000, 4,000 / 1,000 at 1,000,000)
+- ``list steady thread`` / ``list steady resource``: a thread / end user that has the same 60 runs of
+  agent 0's at every N (the first 60 seeded): whether a filtered listing's cost grows with N itself
+  rather than with its matches
 - ``list date range``: created in a 3-day window
 - ``approve e2e``: ``approve_tool_call`` + the continuation to the end, scripted model
 - ``store page 0``: ``DjangoRunStore.list_suspended`` alone (no runtime on top)
@@ -38,6 +42,8 @@ from _common import ROOT, analyze_run_tables, insert_rows, next_id, p50_p95, scr
 
 RESULTS = ROOT / "bench" / "results" / "list_suspended_runs.json"
 AGENTS, THREADS, RESOURCES = 5, 50, 200
+#: The first runs seeded (agent 0's) share one thread and one end user, whatever N is.
+STEADY_RUNS, STEADY_THREAD, STEADY_RESOURCE = 60, "thread-steady", "resource-steady"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -145,6 +151,8 @@ def _reset_and_seed(n: int, spread: Callable[[int], tuple[str, str, str]] | None
         if spread is None:
             agent_id, thread_id = f"agent-{rng.randrange(AGENTS)}", f"thread-{rng.randrange(THREADS)}"
             resource_id = f"resource-{rng.randrange(RESOURCES)}"
+            if k < STEADY_RUNS:
+                agent_id, thread_id, resource_id = "agent-0", STEADY_THREAD, STEADY_RESOURCE
         else:
             agent_id, thread_id, resource_id = spread(k)
         suspended = created + timedelta(seconds=rng.randrange(3_600))
@@ -252,11 +260,19 @@ def _listing_cases() -> dict[str, tuple[str, Callable[[int], dict[str, Any]], in
     def resource(i: int) -> dict[str, Any]:
         return {"resource_id": f"resource-{i % RESOURCES}"}
 
+    def steady_thread(i: int) -> dict[str, Any]:
+        return {"thread_id": STEADY_THREAD}
+
+    def steady_resource(i: int) -> dict[str, Any]:
+        return {"resource_id": STEADY_RESOURCE}
+
     return {
         "list page 0": ("", unfiltered, 0),
         "list page 1000": ("", unfiltered, 1000),
         "list thread": (" AND thread_id = %s", thread, 0),
         "list resource": (" AND resource_id = %s", resource, 0),
+        "list steady thread": (" AND thread_id = %s", steady_thread, 0),
+        "list steady resource": (" AND resource_id = %s", steady_resource, 0),
         "list date range": (" AND created_at >= %s AND created_at <= %s", window, 0),
     }
 
