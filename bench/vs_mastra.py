@@ -29,9 +29,10 @@ For each size N (default 10,000):
 3. **Floors**, timed in the same worker: each listing's ``bare sql`` twin (the same runs and calls
    in one statement through psycopg alone, plus the count where the case pages), and two approvals
    without a database: our runtime on its in-memory store, and the continuation in pydantic-ai
-   alone (same scripted model and tool). ``Mastra / bare sql`` is the most any listing of those rows
-   from this PostgreSQL could show; ``pydantic-ai alone / Mastra`` the least an approval by a
-   runtime on pydantic-ai could. Both are printed beside the ratios.
+   alone (same scripted model and tool, not streamed: pydantic-ai's cheapest path). ``Mastra / bare
+   sql`` is the most any listing of those rows from this PostgreSQL could show; ``pydantic-ai alone
+   / Mastra`` the least an approval by a runtime on pydantic-ai could. Both are printed beside the
+   ratios.
 
 Each listing's run count is checked against Mastra's for the same case; a mismatch is printed, not
 hidden. Prints the table (p50 / p95 / calls / runs per side, the ratio and the target) and writes
