@@ -35,6 +35,15 @@ def postgres_url(database: str) -> str:
     return urlunsplit(urlsplit(url)._replace(path=f"/{database}"))
 
 
+def bare_connection() -> Any:
+    """A psycopg connection (autocommit) to ``DATABASE_URL``, for a bench's hand-written statements."""
+    import psycopg
+
+    return psycopg.connect(
+        os.environ["DATABASE_URL"].replace("postgres://", "postgresql://", 1), autocommit=True
+    )
+
+
 @contextmanager
 def scratch_database(backend: str, name: str) -> Iterator[str]:
     """A ``DATABASE_URL`` of an empty database, removed afterwards: a temporary SQLite file, or a

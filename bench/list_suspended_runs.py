@@ -38,7 +38,15 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
-from _common import ROOT, analyze_run_tables, insert_rows, next_id, p50_p95, scratch_database
+from _common import (
+    ROOT,
+    analyze_run_tables,
+    bare_connection,
+    insert_rows,
+    next_id,
+    p50_p95,
+    scratch_database,
+)
 
 RESULTS = ROOT / "bench" / "results" / "list_suspended_runs.json"
 AGENTS, THREADS, RESOURCES = 5, 50, 200
@@ -294,16 +302,12 @@ def _bare_sql(filters: str, page: int, per_page: int | None = 50) -> tuple[str, 
 async def _measure(calls: int) -> dict[str, tuple[float, float]]:
     import asyncio
 
-    import psycopg
     from django.db import connection
 
     from agents_runtime.store import RunQuery
 
     agent, store = _runtime()
-    bare = None
-    if connection.vendor == "postgresql":
-        url = os.environ["DATABASE_URL"].replace("postgres://", "postgresql://", 1)
-        bare = psycopg.connect(url, autocommit=True)
+    bare = bare_connection() if connection.vendor == "postgresql" else None
 
     async def run_bare(i: int, sql: str, values_of: Any) -> None:
         assert bare is not None

@@ -70,7 +70,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, scratch_database
+from _common import ROOT, bare_connection, scratch_database
 
 RESULTS = ROOT / "bench" / "results" / "vs_mastra.json"
 MASTRA_SOURCE = Path("/work/shared/mastra-bench")
@@ -86,14 +86,16 @@ LISTING_TARGET = 50.0  # Mastra p50 / ours p50, at least
 APPROVE_TARGET = 0.5  # ours p50 / Mastra p50, at most
 TARGETS_FROM = 10_000  # the issue sets its targets at 10,000 runs
 
-# Our case, Mastra's key in bench-pg.json, the label printed.
-CASES = (
-    ("list no filter", "noFilter", "no filter"),
-    ("list thread", "threadId", "thread filter"),
-    ("list resource", "resourceId", "resource filter"),
-    ("list per_page=20 page=0", "perPage20_page0", "perPage 20, page 0"),
-)
 THREAD, RESOURCE = "thread-0", "resource-0"  # the harness's threadOf(0), resourceOf(0)
+# Our case, Mastra's key in bench-pg.json, the label printed, our listing's arguments and their
+# filters as SQL for the case's ``bare sql`` twin (the values: the arguments' thread / resource id;
+# its window: their ``per_page``).
+CASES: tuple[tuple[str, str, str, dict[str, Any], str], ...] = (
+    ("list no filter", "noFilter", "no filter", {}, ""),
+    ("list thread", "threadId", "thread filter", {"thread_id": THREAD}, " AND thread_id = %s"),
+    ("list resource", "resourceId", "resource filter", {"resource_id": RESOURCE}, " AND resource_id = %s"),
+    ("list per_page=20 page=0", "perPage20_page0", "perPage 20, page 0", {"per_page": 20, "page": 0}, ""),
+)
 
 
 def mastra_spread(k: int) -> tuple[str, str, str]:
@@ -133,17 +135,7 @@ def worker(n: int, calls: int) -> dict[str, Any]:
     return {"seed_seconds": seeded, "postgres": server_version, "cases": cases}
 
 
-#: Each listing case's filters as SQL and their values, and its window, for its ``bare sql`` twin.
-BARE: dict[str, tuple[str, tuple[str, ...], int | None]] = {
-    "list no filter": ("", (), None),
-    "list thread": (" AND thread_id = %s", (THREAD,), None),
-    "list resource": (" AND resource_id = %s", (RESOURCE,), None),
-    "list per_page=20 page=0": ("", (), 20),
-}
-
-
 async def _measure(calls: int) -> dict[str, dict[str, Any]]:
-    import psycopg
     from list_suspended_runs import (
         _bare_sql,
         _runtime,
@@ -154,12 +146,7 @@ async def _measure(calls: int) -> dict[str, dict[str, Any]]:
     )
 
     agent, _ = _runtime()
-    arguments: dict[str, dict[str, Any]] = {
-        "list no filter": {},
-        "list thread": {"thread_id": THREAD},
-        "list resource": {"resource_id": RESOURCE},
-        "list per_page=20 page=0": {"per_page": 20, "page": 0},
-    }
+    arguments = {case: kwargs for case, _, _, kwargs, _ in CASES}
 
     def listing(kwargs: dict[str, Any]) -> Callable[[int], Awaitable[Any]]:
         async def call(_: int) -> None:
@@ -169,23 +156,22 @@ async def _measure(calls: int) -> dict[str, dict[str, Any]]:
 
     # Each case's twin in psycopg alone (the same runs and calls in one statement, plus the count
     # where the case pages): the least any listing of these rows from this database costs.
-    bare = psycopg.connect(
-        os.environ["DATABASE_URL"].replace("postgres://", "postgresql://", 1), autocommit=True
-    )
+    bare = bare_connection()
 
-    def bare_sql(case: str) -> Callable[[int], Awaitable[Any]]:
-        filters, values, per_page = BARE[case]
+    def bare_sql(kwargs: dict[str, Any], filters: str) -> Callable[[int], Awaitable[Any]]:
+        values = ["agent-0", *(kwargs[name] for name in ("thread_id", "resource_id") if name in kwargs)]
+        per_page = kwargs.get("per_page")
         rows_sql, count_sql = _bare_sql(filters, 0, per_page)
 
         async def call(_: int) -> None:
-            bare.execute(rows_sql, ["agent-0", *values]).fetchall()
+            bare.execute(rows_sql, values).fetchall()
             if per_page is not None:
-                bare.execute(count_sql, ["agent-0", *values]).fetchone()
+                bare.execute(count_sql, values).fetchone()
 
         return call
 
     cases = {case: listing(kwargs) for case, kwargs in arguments.items()}
-    cases.update({f"bare sql {case}": bare_sql(case) for case in arguments})
+    cases.update({f"bare sql {case}": bare_sql(kwargs, filters) for case, _, _, kwargs, filters in CASES})
     timed = await _timed_in_turns(calls, cases)
     bare.close()
     out: dict[str, dict[str, Any]] = {}
@@ -291,7 +277,7 @@ def mastra_figures(report: dict[str, Any], n: int, path: str) -> dict[str, Any]:
     if entry is None:
         raise SystemExit(f"{path} has no measured size N={n} (it has {[e['N'] for e in report['sizes']]})")
     cases: dict[str, dict[str, Any]] = {}
-    for ours, theirs, _ in CASES:
+    for ours, theirs, *_ in CASES:
         found = entry["list"][theirs]
         cases[ours] = {
             "p50_ms": found["medianMs"],
@@ -327,7 +313,7 @@ def mastra_figures(report: dict[str, Any], n: int, path: str) -> dict[str, Any]:
 def compare(n: int, ours: dict[str, Any], theirs: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     targeted = n >= TARGETS_FROM
-    for case, _, label in CASES:
+    for case, _, label, *_ in CASES:
         mine, other = ours["cases"][case], theirs["cases"][case]
         ratio = other["p50_ms"] / mine["p50_ms"]
         rows.append(
@@ -339,7 +325,7 @@ def compare(n: int, ours: dict[str, Any], theirs: dict[str, Any]) -> list[dict[s
                 "target": f">= {LISTING_TARGET:g}" if targeted else None,
                 "met": ratio >= LISTING_TARGET if targeted else None,
                 "same_runs": (mine["total"], mine["runs"]) == (other["total"], other["runs"]),
-                **_ceiling(other, ours["cases"].get(f"bare sql {case}"), "Mastra/bare sql"),
+                **_ceiling("Mastra/bare sql", ours["cases"].get(f"bare sql {case}"), other["p50_ms"]),
             }
         )
     mine, other = ours["cases"]["approve e2e"], theirs["cases"]["approve e2e"]
@@ -353,24 +339,26 @@ def compare(n: int, ours: dict[str, Any], theirs: dict[str, Any]) -> list[dict[s
             "target": f"<= {APPROVE_TARGET:g}" if targeted else None,
             "met": ratio <= APPROVE_TARGET if targeted else None,
             **_ceiling(
-                other, ours["cases"].get("pydantic-ai continuation alone"), "pydantic-ai alone/Mastra"
+                "pydantic-ai alone/Mastra",
+                ours["cases"].get("pydantic-ai continuation alone"),
+                other["p50_ms"],
+                approval=True,
             ),
         }
     )
     return rows
 
 
-def _ceiling(theirs: dict[str, Any], floor: dict[str, Any] | None, ratio: str) -> dict[str, Any]:
-    """The best ratio any implementation could show against Mastra, given ``floor``: the same rows in
-    psycopg alone (a listing), or pydantic-ai's own continuation (an approval)."""
+def _ceiling(
+    ratio: str, floor: dict[str, Any] | None, mastra_ms: float, *, approval: bool = False
+) -> dict[str, Any]:
+    """The best ratio any implementation could show against Mastra's ``mastra_ms``, given ``floor``:
+    Mastra over the same rows in psycopg alone (a listing), or pydantic-ai's own continuation over
+    Mastra (an ``approval``)."""
     if floor is None:  # a result file from before the floors were measured
         return {}
-    value = (
-        theirs["p50_ms"] / floor["p50_ms"]
-        if ratio.startswith("Mastra")
-        else floor["p50_ms"] / theirs["p50_ms"]
-    )
-    return {"floor_ms": floor["p50_ms"], "ceiling": ratio, "ceiling_value": round(value, 2)}
+    best = floor["p50_ms"] / mastra_ms if approval else mastra_ms / floor["p50_ms"]
+    return {"floor_ms": floor["p50_ms"], "ceiling": ratio, "ceiling_value": round(best, 2)}
 
 
 def _cell(figure: dict[str, Any]) -> str:
