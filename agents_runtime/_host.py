@@ -48,6 +48,9 @@ class RunAgent(AgentSpec, Protocol):
     def storage(self) -> RunStore: ...
 
     @property
+    def memory_last_runs(self) -> int | None: ...
+
+    @property
     def _runtime(self) -> Host | None: ...
 
     @property

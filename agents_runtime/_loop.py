@@ -32,6 +32,19 @@ from .untrusted import clean_json, clean_text
 
 logger = logging.getLogger("agents_runtime")
 
+#: A new run on a thread remembers the messages of the thread's last 20 ended runs (Mastra's
+#: ``lastMessages``, counted in whole runs so that no tool call is cut from its result). Unbounded,
+#: every run on a long thread costs more than the one before (its memory is read, sent to the model
+#: and kept in its snapshot, which every decision on it decodes again) and a real model's context
+#: overflows in the end.
+DEFAULT_MEMORY_LAST_RUNS = 20
+
+
+def checked_memory_bound(last_runs: int | None) -> int | None:
+    if last_runs is not None and (type(last_runs) is not int or last_runs < 1):
+        raise ValueError(f"memory_last_runs must be a positive int or None, not {last_runs!r}")
+    return last_runs
+
 
 async def start(
     agent: RunAgent,
@@ -48,7 +61,9 @@ async def start(
     created_at = now()
     history: list[ModelMessage] = []
     if thread_id is not None:
-        stored = await agent._store(agent.storage.thread_messages, agent.id, thread_id)
+        stored = await agent._store(
+            agent.storage.thread_messages, agent.id, thread_id, last_runs=agent.memory_last_runs
+        )
         try:
             history = _pydantic.messages_from_json(stored)
         except Exception:

@@ -135,6 +135,7 @@ class RunStore(Protocol):
         """Append an ended run's new messages (JSON) to the agent's thread memory."""
         ...
 
-    def thread_messages(self, agent_id: str, thread_id: str) -> list[Any]:
-        """The agent's thread memory, oldest first (JSON messages)."""
+    def thread_messages(self, agent_id: str, thread_id: str, *, last_runs: int | None = None) -> list[Any]:
+        """The agent's thread memory, oldest first (JSON messages): every ended run's messages, or
+        only those of the latest ``last_runs`` runs, read without reading the older ones."""
         ...

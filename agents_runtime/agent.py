@@ -50,9 +50,11 @@ class Agent:
         tools: Iterable[Tool | Callable[..., Any]] = (),
         agents: Iterable[Agent] = (),
         description: str | None = None,
+        memory_last_runs: int | None = _loop.DEFAULT_MEMORY_LAST_RUNS,
     ) -> None:
         if not isinstance(id, str) or not id:
             raise ValueError("Agent id must be a non-empty string")
+        self.memory_last_runs = _loop.checked_memory_bound(memory_last_runs)
         self.id = id
         self.name = name or id
         self.description = description
@@ -121,13 +123,10 @@ class Agent:
 
     def _find_tool(self, name: str) -> Tool | None:
         found = self._tools_by_name.get(name)
-        if found is not None:
-            return found
         for sub in self.agents:
-            found = sub._find_tool(name)
-            if found is not None:
-                return found
-        return None
+            if found is None:
+                found = sub._find_tool(name)
+        return found
 
     # -- starting runs ---------------------------------------------------------------------------
 

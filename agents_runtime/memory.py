@@ -45,7 +45,8 @@ class InMemoryRunStore(RunStore, GrantStore):
     lease: timedelta = DEFAULT_LEASE
     clock: Callable[[], datetime] = field(default=_now, repr=False)
     _rows: dict[str, _Row] = field(default_factory=dict, init=False, repr=False)
-    _threads: dict[tuple[str, str], list[Any]] = field(default_factory=dict, init=False, repr=False)
+    #: Each thread's memory: the messages of each ended run, one list per run, oldest first.
+    _threads: dict[tuple[str, str], list[list[Any]]] = field(default_factory=dict, init=False, repr=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False, repr=False)
     _grants: dict[int, Grant] = field(default_factory=dict, init=False, repr=False)
 
@@ -301,12 +302,17 @@ class InMemoryRunStore(RunStore, GrantStore):
             return True
 
     def append_thread_messages(self, agent_id: str, thread_id: str, messages: Sequence[Any]) -> None:
+        if not messages:
+            return
         with self._lock:
-            self._threads.setdefault((agent_id, thread_id), []).extend(copy.deepcopy(list(messages)))
+            self._threads.setdefault((agent_id, thread_id), []).append(copy.deepcopy(list(messages)))
 
-    def thread_messages(self, agent_id: str, thread_id: str) -> list[Any]:
+    def thread_messages(self, agent_id: str, thread_id: str, *, last_runs: int | None = None) -> list[Any]:
         with self._lock:
-            return copy.deepcopy(self._threads.get((agent_id, thread_id), []))
+            runs = self._threads.get((agent_id, thread_id), [])
+            if last_runs is not None:
+                runs = runs[-last_runs:] if last_runs > 0 else []
+            return copy.deepcopy([message for run in runs for message in run])
 
     # -- grants ------------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ the database, so every process and server instance on it sees the same suspended
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -311,11 +311,15 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore, GrantStore):
                 agent_id=agent_id, thread_id=thread_id, messages=list(messages)
             )
 
-    def thread_messages(self, agent_id: str, thread_id: str) -> list[Any]:
+    def thread_messages(self, agent_id: str, thread_id: str, *, last_runs: int | None = None) -> list[Any]:
         with self._connection_scope():
             messages: list[Any] = []
             rows = ThreadMessage.objects.using(self.using).for_thread(agent_id, thread_id)
-            for pk, chunk in rows.values_list("pk", "messages"):
+            chunks: Iterable[tuple[int, Any]] = rows.values_list("pk", "messages")
+            if last_runs is not None:
+                # One row per ended run: the newest from the thread's index, then oldest first.
+                chunks = reversed(list(rows.reverse().values_list("pk", "messages")[: max(last_runs, 0)]))
+            for pk, chunk in chunks:
                 if isinstance(chunk, list):
                     messages.extend(chunk)
                 else:

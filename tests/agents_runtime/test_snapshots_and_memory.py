@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from agents_runtime import Agent, Call, Reply, RunStore, ScriptContext, ToolContext, tool
 
 from .conftest import RuntimeFor
@@ -43,6 +45,54 @@ async def test_thread_holds_each_ended_run_once_in_order(runtime_for: RuntimeFor
 
     assert spy.user_prompts() == ["one", "two", "three"]
     assert spy.texts() == ["answer to one", "answer to two"]
+
+
+async def test_a_run_remembers_the_threads_latest_runs_only(runtime_for: RuntimeFor) -> None:
+    spy = ModelSpy(lambda ctx: Reply(f"answer to {ctx.prompt}"))
+    agent = Agent("support", model=spy.model, memory_last_runs=2)
+    runtime_for(agent)
+
+    for prompt in ["one", "two", "three", "four"]:
+        await agent.generate(prompt, thread_id="thread-1")
+
+    assert spy.user_prompts() == ["two", "three", "four"]
+    assert spy.texts() == ["answer to two", "answer to three"]
+
+
+async def test_a_remembered_run_keeps_its_tool_calls_with_their_results(runtime_for: RuntimeFor) -> None:
+    """Memory is cut between runs, never between a tool call and its result (a model API rejects a
+    result whose call it was not shown)."""
+
+    def script(ctx: ScriptContext) -> object:
+        if ctx.prompt.startswith("refund") and ctx.step == 0:
+            return Call("refund", {"amount": 5}, tool_call_id=f"call-{ctx.prompt[-1]}")
+        return Reply(f"answer to {ctx.prompt}")
+
+    spy = ModelSpy(script)
+    agent = Agent("support", model=spy.model, tools=[refund_tool()], memory_last_runs=1)
+    runtime_for(agent)
+    for prompt in ["refund 1", "refund 2"]:
+        parked = await agent.generate(prompt, thread_id="thread-1")
+        await (
+            await agent.approve_tool_call(run_id=parked.run_id, tool_call_id=f"call-{prompt[-1]}")
+        ).result()
+
+    await agent.generate("and now?", thread_id="thread-1")
+
+    assert spy.user_prompts() == ["refund 2", "and now?"]
+    assert spy.tool_call_ids() == ["call-2"]
+    assert spy.tool_results() == {"call-2": "refunded 5"}
+
+
+def test_memory_is_bounded_by_default_and_its_bound_is_checked() -> None:
+    from agents_runtime._loop import DEFAULT_MEMORY_LAST_RUNS
+
+    model = ModelSpy(Reply("ok")).model
+    assert Agent("support", model=model).memory_last_runs == DEFAULT_MEMORY_LAST_RUNS == 20
+    assert Agent("support", model=model, memory_last_runs=None).memory_last_runs is None
+    for bad in (0, -1, 2.5, "3", True):
+        with pytest.raises(ValueError, match="memory_last_runs"):
+            Agent("support", model=model, memory_last_runs=bad)  # type: ignore[arg-type]
 
 
 async def test_runs_on_other_threads_or_without_a_thread_start_fresh(runtime_for: RuntimeFor) -> None:

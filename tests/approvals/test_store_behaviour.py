@@ -483,6 +483,22 @@ def test_finish_deletes_the_run_for_the_current_claim_only(store: RunStore) -> N
     assert not store.heartbeat("r1", version=claimed.version)
 
 
+def test_thread_memory_can_be_read_from_its_latest_runs_only(store: RunStore) -> None:
+    for run in range(1, 6):
+        store.append_thread_messages("support", "t1", [{"run": run, "i": 0}, {"run": run, "i": 1}])
+    store.append_thread_messages("support", "t2", [{"n": "other thread"}])
+
+    assert store.thread_messages("support", "t1", last_runs=2) == [
+        {"run": 4, "i": 0},
+        {"run": 4, "i": 1},
+        {"run": 5, "i": 0},
+        {"run": 5, "i": 1},
+    ]
+    assert store.thread_messages("support", "t1", last_runs=9) == store.thread_messages("support", "t1")
+    assert len(store.thread_messages("support", "t1")) == 10
+    assert store.thread_messages("support", "missing", last_runs=3) == []
+
+
 def test_finish_remembers_the_runs_new_messages_on_its_own_thread(store: RunStore) -> None:
     store.append_thread_messages("support", "t1", [{"n": 1}])
     store.insert_suspended(suspension("r1", thread_id="t1"))

@@ -315,3 +315,15 @@ def test_arguments_payloads_schemas_and_answers_keep_their_key_order(store: Djan
         assert list(input_call.suspend_payload) == list(payload)
         assert list((input_call.resume_schema or {})["properties"]) == list(schema["properties"])
         assert input_call.decision is not None and list(input_call.decision.resume_data) == list(answer)
+
+
+def test_a_threads_latest_runs_are_read_without_its_older_ones(store: DjangoRunStore) -> None:
+    for run in range(50):
+        store.append_thread_messages("support", "t1", [{"run": run}])
+
+    with CaptureQueriesContext(connection) as queries:
+        remembered = store.thread_messages("support", "t1", last_runs=3)
+
+    assert remembered == [{"run": 47}, {"run": 48}, {"run": 49}]
+    [read] = [q["sql"] for q in queries.captured_queries if "thread_message" in q["sql"]]
+    assert "LIMIT 3" in read and "DESC" in read
