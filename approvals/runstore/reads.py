@@ -109,17 +109,18 @@ def run_statement(using: str, sql: str, params: list[Any], statement: Statement)
     with prepared.cursor(using) as cursor:
         cursor.execute(sql, params)
         fetched = cursor.fetchall()
+    names = statement.names
+    converting = [(names[pos], convs, expression) for pos, convs, expression in statement.converters]
     rows: list[Row] = []
     for fetched_row in fetched:
-        row = list(fetched_row)
-        for pos, convs, expression in statement.converters:
-            value = row[pos]
-            if value is None:  # every converter of ours and Django's gives NULL back as None
-                continue
-            for convert in convs:
-                value = convert(value, expression, connection)
-            row[pos] = value
-        rows.append(dict(zip(statement.names, row, strict=True)))
+        row = dict(zip(names, fetched_row, strict=True))
+        for name, convs, expression in converting:
+            value = row[name]
+            if value is not None:  # every converter of ours and Django's gives NULL back as None
+                for convert in convs:
+                    value = convert(value, expression, connection)
+                row[name] = value
+        rows.append(row)
     return rows
 
 
