@@ -6,8 +6,10 @@ database (``scratch_database``), so the figures never touch a developer's data.
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
+import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -18,6 +20,13 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def worker_report(command: Sequence[str], env: dict[str, str]) -> Any:
+    """Run a bench's worker process (its output on stderr is shown as it goes); the JSON it printed
+    last on stdout, its report."""
+    done = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, check=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def p50_p95(samples: list[float]) -> tuple[float, float]:

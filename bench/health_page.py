@@ -25,13 +25,12 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import time
 from datetime import timedelta
 from typing import Any
 
-from _common import ROOT, p50_p95
+from _common import ROOT, p50_p95, worker_report
 
 RESULTS = ROOT / "bench" / "results" / "health_page.json"
 PENDING = 100_000
@@ -239,8 +238,7 @@ def main() -> None:
         "--warmup",
         str(args.warmup),
     ]
-    done = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, check=True, text=True)
-    results: list[dict[str, Any]] = json.loads(done.stdout.strip().splitlines()[-1])["results"]
+    results: list[dict[str, Any]] = worker_report(command, env)["results"]
     print(f"{'audit rows':>12}  {'case':<16}{'p50 ms':>9}{'p95 ms':>9}{'p50 / inbox':>13}")
     for r in results:
         for case in CASES:

@@ -41,7 +41,6 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import time
 import uuid
@@ -49,7 +48,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from _common import ROOT, analyze_run_tables, insert_rows, next_id, p50_p95, scratch_database
+from _common import ROOT, analyze_run_tables, insert_rows, next_id, p50_p95, scratch_database, worker_report
 
 RESULTS = ROOT / "bench" / "results" / "inbox_page.json"
 AGENT = "ops"
@@ -366,8 +365,7 @@ def _run_worker(database_url: str, args: argparse.Namespace) -> dict[str, Any]:
     command = [sys.executable, __file__, "--worker", "--sizes", args.sizes, "--requests", str(args.requests)]
     command += ["--warmup", str(args.warmup), "--per-page", str(args.per_page)]
     command += ["--profile"] if args.profile else []
-    done = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, check=True, text=True)
-    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    report: dict[str, Any] = worker_report(command, env)
     return report
 
 

@@ -29,7 +29,6 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import time
 import uuid
@@ -46,6 +45,7 @@ from _common import (
     next_id,
     p50_p95,
     scratch_database,
+    worker_report,
 )
 
 RESULTS = ROOT / "bench" / "results" / "list_suspended_runs.json"
@@ -374,15 +374,16 @@ def _run_worker(database_url: str, sizes: list[int], calls: int) -> dict[str, An
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "LOG_LEVEL": "WARNING",
     }
-    done = subprocess.run(
-        [sys.executable, __file__, "--worker", "--sizes", ",".join(map(str, sizes)), "--calls", str(calls)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        check=True,
-        text=True,
-    )
-    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    command = [
+        sys.executable,
+        __file__,
+        "--worker",
+        "--sizes",
+        ",".join(map(str, sizes)),
+        "--calls",
+        str(calls),
+    ]
+    report: dict[str, Any] = worker_report(command, env)
     return report
 
 

@@ -26,12 +26,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from typing import Any
 
-from _common import ROOT, p50_p95, scratch_database
+from _common import ROOT, p50_p95, scratch_database, worker_report
 
 RESULTS = ROOT / "bench" / "results" / "thread_memory.json"
 SIZES = (0, 50, 200)
@@ -130,8 +129,7 @@ def main() -> None:
     database = "sqlite" if args.backend == "memory" else args.backend
     with scratch_database(database, "countersign_thread_memory") as database_url:
         env = {**os.environ, "DATABASE_URL": database_url, "LOG_LEVEL": "WARNING"}
-        done = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, check=True, text=True)
-    rows: list[dict[str, Any]] = json.loads(done.stdout.strip().splitlines()[-1])
+        rows: list[dict[str, Any]] = worker_report(command, env)
 
     print(
         f"\n{'store':<9}{'memory_last_runs':>17}{'thread runs':>13}  {'case':<12}{'p50 ms':>9}{'p95 ms':>9}"

@@ -70,7 +70,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, bare_connection, scratch_database
+from _common import ROOT, bare_connection, scratch_database, worker_report
 
 RESULTS = ROOT / "bench" / "results" / "vs_mastra.json"
 MASTRA_SOURCE = Path("/work/shared/mastra-bench")
@@ -219,11 +219,11 @@ def run_countersign(n: int, calls: int) -> dict[str, Any]:
             "DJANGO_SETTINGS_MODULE": "config.settings",
             "LOG_LEVEL": "WARNING",
         }
-        done = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, check=True, text=True)
+        report = worker_report(command, env)
     side["seconds"] = round(time.perf_counter() - started, 1)
     side["load_after"] = load_average()
     side["command"] = shlex.join([Path(command[0]).name, *command[1:]]) + "  (DATABASE_URL: scratch db)"
-    side.update(json.loads(done.stdout.strip().splitlines()[-1]))
+    side.update(report)
     return side
 
 
