@@ -315,10 +315,11 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore, GrantStore):
         with self._connection_scope():
             messages: list[Any] = []
             rows = ThreadMessage.objects.using(self.using).for_thread(agent_id, thread_id)
-            chunks: Iterable[tuple[int, Any]] = rows.values_list("pk", "messages")
+            read = rows.values_list("pk", "messages")
+            chunks: Iterable[tuple[int, Any]] = read
             if last_runs is not None:
                 # One row per ended run: the newest from the thread's index, then oldest first.
-                chunks = reversed(list(rows.reverse().values_list("pk", "messages")[: max(last_runs, 0)]))
+                chunks = reversed(list(read.reverse()[: max(last_runs, 0)]))
             for pk, chunk in chunks:
                 if isinstance(chunk, list):
                     messages.extend(chunk)
