@@ -13,7 +13,9 @@ groups) is built each time.
 The total rides in the same statement as a column: for a listing filtered only by agent (and
 ``delegated``) it is the sum of the agent's waiting counters (``approvals_waiting_count``, kept by
 triggers on the run table in the statements that park, claim, reclaim and finish runs: migration
-0025), exact and constant-time; a filtered listing counts its matches from their index. A second
+0025), exact and constant-time; on PostgreSQL a listing filtered by thread or by end user alone
+sums that thread's or end user's counters, kept the same way (migration 0027); any other filtered
+listing counts its matches from their index. A second
 column says whether some claim's lease ran out (an indexed probe of the few running runs), so the
 store reclaims those and lists again only then, never a sweep of its own per listing. A page past the
 end (no rows to carry them) reads the two columns alone.
@@ -73,6 +75,9 @@ DEEP_OFFSET = 1000
 #: Compiled into a deep page's statement in place of its offset, then replaced by the day's skip.
 _DEEP_STAND_IN = 987_654_321_987
 _DAYS = "approvals_waiting_day"
+#: Waiting runs per agent and thread, and per agent and end user (migration 0027).
+_THREADS = "approvals_waiting_thread"
+_RESOURCES = "approvals_waiting_resource"
 
 #: Whether a claim's lease ran out: the partial index run_running_lease_idx, status a literal.
 _EXPIRED = (
@@ -212,6 +217,11 @@ def _compile(
         delegated = _DELEGATED[query.delegated]
         total = f"SELECT COALESCE(SUM(n), 0) FROM {_COUNTERS} WHERE agent_id = %s{delegated}"
         total_params: tuple[Any, ...] = (_STAND_INS["agent_id"],)
+    elif (keyed := _keyed_counter(connections[using].vendor, query)) is not None:
+        table, column = keyed
+        delegated = _DELEGATED[query.delegated]
+        total = f"SELECT COALESCE(SUM(n), 0) FROM {table} WHERE agent_id = %s AND {column} = %s{delegated}"
+        total_params = (_STAND_INS["agent_id"], _STAND_INS[column])
     else:
         # The count over the matches' primary keys, which both databases' planners flatten into the
         # plain count the ORM's ``count()`` sends (the same indexes, no rows visited for it).
@@ -238,6 +248,19 @@ def _compile(
     return header, reads.Statement(
         sql=sql, params=params, names=(*listing.names, *header.names), converters=listing.converters
     )
+
+
+def _keyed_counter(vendor: str, query: RunQuery) -> tuple[str, str] | None:
+    """The counters table (and its key column) that has the total of ``query``, a listing filtered
+    by thread or by end user alone (PostgreSQL: migration 0027); None when its matches are counted."""
+    if vendor != "postgresql":
+        return None
+    present = [name for name in _FILTERS if getattr(query, name) is not None]
+    if present == ["thread_id"]:
+        return _THREADS, "thread_id"
+    if present == ["resource_id"]:
+        return _RESOURCES, "resource_id"
+    return None
 
 
 def _is_deep(vendor: str, query: RunQuery) -> bool:
