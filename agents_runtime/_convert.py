@@ -24,6 +24,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from .construct import construct
 from .errors import InvalidPagination
 from .store import ParkedCall, StoredRun
 from .stream import Emit
@@ -65,7 +66,8 @@ def as_utc(value: datetime | date | None, *, end_of_day: bool) -> datetime | Non
 
 def listed_call(call: ParkedCall) -> AgentRunToolCall:
     approval = call.kind == CallKind.APPROVAL
-    return AgentRunToolCall(
+    return construct(
+        AgentRunToolCall,
         tool_call_id=call.tool_call_id,
         tool_name=call.tool_name,
         args=call.args if approval else None,
@@ -84,7 +86,8 @@ def listed_call(call: ParkedCall) -> AgentRunToolCall:
 
 
 def agent_run(run: StoredRun) -> AgentRun:
-    return AgentRun(
+    return construct(
+        AgentRun,
         run_id=run.run_id,
         agent_id=run.agent_id,
         thread_id=run.thread_id,
@@ -95,6 +98,7 @@ def agent_run(run: StoredRun) -> AgentRun:
         parent_run_id=run.parent_run_id,
         started_by=run.started_by,
         interrupted=run.interrupted,
+        status="suspended",
     )
 
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from agents_runtime import deadlines
+from agents_runtime.construct import construct
 from agents_runtime.store import Decision, Delegation, ParkedCall, StoredRun
 from agents_runtime.vocabulary import CallKind, DecisionAction
 from approvals.models import ParkedCallRecord
@@ -198,7 +199,8 @@ def _parked_call(row: Row) -> ParkedCall:
             edited_args=_optional_dict(row, "edited_args"),
             grant_id=row["grant_id"],
         )
-    return ParkedCall(
+    return construct(
+        ParkedCall,
         tool_call_id=tool_call_id,
         tool_name=tool_name,
         kind=kind,
@@ -245,7 +247,8 @@ def _stored_run(row: Row, calls: tuple[ParkedCall, ...], *, with_snapshot: bool)
         snapshot = row["snapshot"]
         if not isinstance(snapshot, dict):
             raise CorruptRow(f"snapshot is a {type(snapshot).__name__}, not an object")
-    return StoredRun(
+    return construct(
+        StoredRun,
         run_id=row["run_id"],
         agent_id=row["agent_id"],
         thread_id=row["thread_id"],
