@@ -2,12 +2,12 @@
 
 A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``: ~4.5 us for a record
 of 15 fields on this project's development machine, against ~0.6 us for the same values put in place
-directly, and a listing builds two records per run and two per call (~1 ms of a 50-run listing, more
-than its statement takes to run). ``construct`` is to these dataclasses what pydantic's
-``model_construct`` is to a model: for code that has just read the values from its own rows or
-records, every field given, each already of its type. Nothing is converted (no ``__post_init__``) and
-no default is filled in; a missing or unknown field is refused, so a field added to a record later
-fails loudly here rather than being absent from the instance.
+directly, and a listing builds two records per run and two per call (a page of 33 runs and 41 calls
+turned into records in ~0.9 ms with ``__init__``, ~0.46 ms without). ``construct`` is to these
+dataclasses what pydantic's ``model_construct`` is to a model: for code that has just read the values
+from its own rows or records, every field given, each already of its type. Nothing is converted (no
+``__post_init__``) and no default is filled in; a missing or unknown field is refused, so a field
+added to a record later fails loudly here rather than being absent from the instance.
 """
 
 from __future__ import annotations

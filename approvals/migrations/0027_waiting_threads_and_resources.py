@@ -15,6 +15,8 @@
 # agent and inner-run-ness); other listings, and SQLite, count their matches as before.
 # The tables have no model: only runstore/listing.py reads them, and only these triggers write them.
 
+from collections.abc import Callable
+
 from django.db import migrations
 
 KEYS = {"thread": "thread_id", "resource": "resource_id"}
@@ -89,7 +91,7 @@ def _updated(kind: str, column: str) -> str:
 """
 
 
-def _each(step) -> str:  # type: ignore[no-untyped-def]
+def _each(step: Callable[[str, str], str]) -> str:
     return "".join(step(kind, column) for kind, column in KEYS.items())
 
 

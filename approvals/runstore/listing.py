@@ -15,10 +15,10 @@ The total rides in the same statement as a column: for a listing filtered only b
 triggers on the run table in the statements that park, claim, reclaim and finish runs: migration
 0025), exact and constant-time; on PostgreSQL a listing filtered by thread or by end user alone
 sums that thread's or end user's counters, kept the same way (migration 0027); any other filtered
-listing counts its matches from their index. A second
-column says whether some claim's lease ran out (an indexed probe of the few running runs), so the
-store reclaims those and lists again only then, never a sweep of its own per listing. A page past the
-end (no rows to carry them) reads the two columns alone.
+listing counts its matches from their index. A second column says whether some claim's lease ran
+out (an indexed probe of the few running runs), so the store reclaims those and lists again only then,
+never a sweep of its own per listing. A page past the end (no rows to carry them) reads the two
+columns alone.
 
 A deep page (``DEEP_OFFSET`` runs in or more) of a listing filtered by agent only, newest or oldest
 first, on PostgreSQL, does not skip every run before it in the index one by one: the statement first
@@ -213,13 +213,12 @@ def _compile(
         query, **{name: value for name, value in _STAND_INS.items() if getattr(query, name) is not None}
     )
     matches, rows = querysets(runs, stand_in, deep=deep)
+    delegated = _DELEGATED[query.delegated]
     if all(getattr(query, name) is None for name in _FILTERS):
-        delegated = _DELEGATED[query.delegated]
         total = f"SELECT COALESCE(SUM(n), 0) FROM {_COUNTERS} WHERE agent_id = %s{delegated}"
         total_params: tuple[Any, ...] = (_STAND_INS["agent_id"],)
     elif (keyed := _keyed_counter(connections[using].vendor, query)) is not None:
         table, column = keyed
-        delegated = _DELEGATED[query.delegated]
         total = f"SELECT COALESCE(SUM(n), 0) FROM {table} WHERE agent_id = %s AND {column} = %s{delegated}"
         total_params = (_STAND_INS["agent_id"], _STAND_INS[column])
     else:
