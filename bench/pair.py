@@ -4,7 +4,9 @@ print the ratios (after / before), so that the machine's noise cancels out of th
 The older commit is checked out in a temporary git worktree (sharing this checkout's ``.venv``); the
 benchmark runs there and here alternately (before, after, before, after...), each run writing its
 usual ``bench/results/<name>.json`` in its own tree, which is read after each run. For every figure
-(a row's p50 and p95) the median over the rounds is kept; the ratio is after / before.
+(a row's p50 and p95) the median over the rounds is kept; the ratio is after / before. This
+checkout's own ``bench/results/<name>.json`` is put back as it was afterwards: a pair compares, it
+does not replace the figures the benchmark saved at its full size.
 
 Prints a table and writes ``bench/results/pair_<name>.json``:
 ``{"before": <commit>, "after": <commit>, "rounds": N, "command": [...], "rows": [...]}`` with each
@@ -74,21 +76,47 @@ def main() -> None:
     if not command or not command[0].startswith("bench/"):
         parser.error("give the benchmark after --, e.g. -- bench/inbox_page.py --backends postgres")
     name = Path(command[0]).stem
+    saved = ROOT / "bench" / "results" / f"{name}.json"
+    kept = saved.read_bytes() if saved.exists() else None
+    try:
+        runs, before_commit = _pair(args.before, args.rounds, command, name)
+    finally:
+        if kept is None:
+            saved.unlink(missing_ok=True)
+        else:
+            saved.write_bytes(kept)
+    _report(name, command, args.rounds, runs, before_commit)
+
+
+def _pair(
+    ref: str, rounds: int, command: list[str], name: str
+) -> tuple[dict[str, list[list[dict[str, Any]]]], str]:
+    """The benchmark's rows from each run, before and after in turns, and the older commit."""
     with tempfile.TemporaryDirectory(prefix="bench-before-") as tmp:
         before = Path(tmp) / "tree"
-        subprocess.run(["git", "worktree", "add", "--detach", str(before), args.before], cwd=ROOT, check=True)
+        subprocess.run(["git", "worktree", "add", "--detach", str(before), ref], cwd=ROOT, check=True)
         try:
             (before / ".venv").symlink_to(ROOT / ".venv")
             runs: dict[str, list[list[dict[str, Any]]]] = {"before": [], "after": []}
-            for _ in range(args.rounds):
+            for _ in range(rounds):
                 for side, tree in (("before", before), ("after", ROOT)):
                     runs[side].append(_run(tree, command, tree / "bench" / "results" / f"{name}.json"))
-            before_commit = _commit(before)
+            return runs, _commit(before)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(before)], cwd=ROOT, check=False)
+
+
+def _report(
+    name: str,
+    command: list[str],
+    rounds: int,
+    runs: dict[str, list[list[dict[str, Any]]]],
+    before_commit: str,
+) -> None:
+    """Prints the table and writes ``bench/results/pair_<name>.json``."""
     old, new = _medians(runs["before"]), _medians(runs["after"])
     rows = []
-    print(f"\n{name}: after {_commit(ROOT)} / before {before_commit}, median of {args.rounds} runs each")
+    print(f"\n{name}: after {_commit(ROOT)} / before {before_commit}, median of {rounds} runs each")
     for key, figures in new.items():
         if key not in old:
             continue
@@ -107,7 +135,7 @@ def main() -> None:
     report = {
         "before": before_commit,
         "after": _commit(ROOT),
-        "rounds": args.rounds,
+        "rounds": rounds,
         "command": command,
         "rows": rows,
     }
