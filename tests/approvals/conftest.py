@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from importlib import import_module
 from typing import Any
 
@@ -16,10 +17,24 @@ from django.test import Client
 
 from approvals import agents as served
 from approvals.apps import compose
+from approvals.store import DjangoRunStore
 from tests.approvals import runtime_fixtures
 from tests.approvals.runtime_fixtures import DashboardAgents
+from tests.approvals.store_helpers import Clock
 
 PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """A clock the test moves by hand (leases, deadlines)."""
+    return Clock()
+
+
+@pytest.fixture
+def store(clock: Clock) -> DjangoRunStore:
+    """The database store with a 30-second lease on ``clock`` (a module may define its own)."""
+    return DjangoRunStore(timedelta(seconds=30), clock=clock)
 
 
 @pytest.fixture

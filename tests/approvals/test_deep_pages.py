@@ -23,11 +23,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
 def store(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> DjangoRunStore:
     monkeypatch.setattr(listing, "DEEP_OFFSET", 0)
     return DjangoRunStore(timedelta(seconds=30), clock=clock)

@@ -22,16 +22,6 @@ from tests.approvals.store_helpers import T0, Clock, approval, decision, suspend
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def store(clock: Clock) -> DjangoRunStore:
-    return DjangoRunStore(timedelta(seconds=30), clock=clock)
-
-
 def _seed(store: DjangoRunStore) -> None:
     """37 runs of ``support`` over 3 threads, some sharing a suspension time, some with a deadline,
     two inner runs of a supervisor; 4 runs of another agent."""

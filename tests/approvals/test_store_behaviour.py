@@ -34,11 +34,6 @@ def make_store(request: pytest.FixtureRequest) -> StoreFactory:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
 def store(make_store: StoreFactory, clock: Clock) -> RunStore:
     return make_store(lease=timedelta(seconds=30), clock=clock)
 

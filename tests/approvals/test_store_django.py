@@ -22,16 +22,6 @@ from tests.approvals.store_helpers import T0, Clock, approval, decision, suspend
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def store(clock: Clock) -> DjangoRunStore:
-    return DjangoRunStore(timedelta(seconds=30), clock=clock)
-
-
 def seed(store: RunStore, count: int, **fields: object) -> None:
     for i in range(count):
         store.insert_suspended(

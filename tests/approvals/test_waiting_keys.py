@@ -26,16 +26,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 KEYS = {"thread_id": "approvals_waiting_thread", "resource_id": "approvals_waiting_resource"}
 
 
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def store(clock: Clock) -> DjangoRunStore:
-    return DjangoRunStore(timedelta(seconds=30), clock=clock)
-
-
 def _seed(store: DjangoRunStore) -> None:
     """24 runs of ``support`` over 3 threads and 4 end users (some without either), two of them a
     supervisor's inner runs; 3 runs of ``billing`` on the same thread and end user names."""
