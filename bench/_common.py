@@ -45,11 +45,18 @@ def postgres_url(database: str) -> str:
 
 
 def bare_connection() -> Any:
-    """A psycopg connection (autocommit) to ``DATABASE_URL``, for a bench's hand-written statements."""
+    """A psycopg connection (autocommit) to ``DATABASE_URL``, for a bench's hand-written statements.
+
+    Its session time zone is ``UTC``, as Django sets on its own connections (``TIME_ZONE``): psycopg
+    reads a timestamp at ~0.5 us in ``UTC`` but ~3.5 us in any other zone name, the server's default
+    ``Etc/UTC`` included, which made a page's bare twin ~0.3 ms slower than the floor it stands for.
+    """
     import psycopg
 
     return psycopg.connect(
-        os.environ["DATABASE_URL"].replace("postgres://", "postgresql://", 1), autocommit=True
+        os.environ["DATABASE_URL"].replace("postgres://", "postgresql://", 1),
+        autocommit=True,
+        options="-c TimeZone=UTC",
     )
 
 
