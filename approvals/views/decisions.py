@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -15,7 +15,7 @@ from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_POST
 
-from agents_runtime import Agent, AgentRunToolCall, GrantScope, InvalidGrant
+from agents_runtime import Agent, AgentRun, AgentRunToolCall, GrantScope, InvalidGrant
 from agents_runtime.vocabulary import DecisionAction, Outcome
 from approvals import agents, call_views, cards, dom_ids, queries, services
 from approvals.access import Access, AgentAccess
@@ -183,7 +183,7 @@ def call_approve(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Ht
         _card_with_errors, request, run_id=run_id, agent_id=agent_id, tool_call_id=tool_call_id
     )
     waiting = _waiting_call(request, run_id, tool_call_id, agent_id)
-    tool = call_views.find_tool(waiting[0], waiting[1].tool_name) if waiting is not None else None
+    tool = call_views.find_tool(waiting.agent, waiting.call.tool_name) if waiting is not None else None
     form: EditedArgsForm | None = None
     args_form: ResumeForm | None = None
     edited_args = None
@@ -204,7 +204,7 @@ def call_approve(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Ht
             _record_invalid(target, run_id, tool_call_id, DecisionAction.APPROVE, form)
             return errors(edited_args_form=form)
         edited_args = form.cleaned_data["edited_args"]
-    model_args = waiting[1].args if waiting is not None else None
+    model_args = waiting.call.args if waiting is not None else None
     if call_views.needs_confirmation(tool, model_args, edited_args) and not _ticked(
         request, call_views.CONFIRM_RISKY
     ):
@@ -221,6 +221,8 @@ def call_approve(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Ht
         tool_call_id=tool_call_id,
         edited_args=edited_args,
         confirm_rerun=_rerun_confirmed(request),
+        # The run as read above: the record's "as shown", without reading it again.
+        shown=waiting.run if waiting is not None else None,
     )
     if outcome.status == Outcome.UNCONFIRMED:
         return errors(edited_args_form=form, args_form=args_form, notice=outcome.message)
@@ -248,15 +250,15 @@ def call_approve(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Ht
 def _approve_and_allow(
     request: HtmxHttpRequest,
     target: AgentAccess,
-    waiting: tuple[Agent, AgentRunToolCall],
+    waiting: Waiting,
     *,
     run_id: str,
     tool_call_id: str,
 ) -> HttpResponse:
     """ "Approve and allow": the approval, then a standing grant on the terms posted (both or neither
     when the terms are wrong; the grant only once the approval took effect)."""
-    run = queries.run_locate(run_id, agent_hint=target.agent.id, agent_ids=(target.agent.id,))
-    scopes = call_views.grant_scopes(run[1]) if run is not None else []
+    # (A card posted for another agent than the run's has no scopes to offer: nothing is decided.)
+    scopes = call_views.grant_scopes(waiting.run) if waiting.agent.id == target.agent.id else []
     form = GrantForm(request.POST, scopes=scopes, auto_id=f"{dom_ids.call_block_id(run_id, tool_call_id)}-%s")
     errors = functools.partial(
         _card_with_errors, request, run_id=run_id, agent_id=target.agent.id, tool_call_id=tool_call_id
@@ -291,17 +293,24 @@ def _ticked(request: HttpRequest, name: str) -> bool:
     return request.POST.get(name, "") in {"yes", "on", "true", "1"}
 
 
-def _waiting_call(
-    request: HttpRequest, run_id: str, tool_call_id: str, agent_id: str
-) -> tuple[Agent, AgentRunToolCall] | None:
-    """The agent and the call as it waits now (None: not waiting; the services say why)."""
+class Waiting(NamedTuple):
+    """A call as it waits now, with its run and the run's agent."""
+
+    agent: Agent
+    run: AgentRun
+    call: AgentRunToolCall
+
+
+def _waiting_call(request: HttpRequest, run_id: str, tool_call_id: str, agent_id: str) -> Waiting | None:
+    """The call as it waits now (None: not waiting; the services say why)."""
     found = queries.run_locate(
         run_id, agent_hint=agent_id or None, agent_ids=access_of(request).decidable_agent_ids
     )
     if found is None:
         return None
-    call = next((c for c in found[1].tool_calls if c.tool_call_id == tool_call_id), None)
-    return None if call is None else (found[0], call)
+    agent, run = found
+    call = next((c for c in run.tool_calls if c.tool_call_id == tool_call_id), None)
+    return None if call is None else Waiting(agent, run, call)
 
 
 @require_POST
@@ -351,7 +360,7 @@ def call_resume(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Htt
         if found is None
         else next((c for c in found[1].tool_calls if c.tool_call_id == tool_call_id), None)
     )
-    if call is None or not isinstance(target, AgentAccess):
+    if found is None or call is None or not isinstance(target, AgentAccess):
         # Stale card: the services tell who decided it (or that it is gone); the runtime validates.
         outcome = services.decision_resume(target, run_id=run_id, tool_call_id=tool_call_id, resume_data=None)
         return _decided(request, outcome)
@@ -378,6 +387,7 @@ def call_resume(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Htt
         tool_call_id=tool_call_id,
         resume_data=form.resume_data,
         confirm_rerun=_rerun_confirmed(request),
+        shown=found[1],
     )
     if outcome.status == Outcome.UNCONFIRMED:
         return _card_with_errors(

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.messages import get_messages
 from django.test import Client
 
+from agents_runtime import Agent, AgentRun
 from approvals.models import AuditEntry
 from tests.approvals.inbox_rows import inbox
 from tests.approvals.runtime_fixtures import DashboardAgents
@@ -181,6 +183,46 @@ def test_valid_resume_data_resumes_the_run(agents: DashboardAgents, reviewer_cli
         "risk": "low",
     }
     assert entry.suspend_payload == {"system": "db-1", "question": "When may we take db-1 down?"}
+
+
+def test_a_decision_from_the_card_reads_the_waiting_run_once(
+    agents: DashboardAgents, reviewer_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The view reads the run to find the call's tool and forms; the decision's record ("as shown")
+    # uses that read instead of reading the run a second time before deciding.
+    reads: list[str] = []
+    read = Agent.get_suspended_run
+
+    async def counted(self: Agent, run_id: str) -> AgentRun:
+        reads.append(run_id)
+        return await read(self, run_id)
+
+    monkeypatch.setattr(Agent, "get_suspended_run", counted)
+    refund, schedule = agents.start("helpdesk", "refund parcel"), agents.start("helpdesk", "schedule")
+    answer = {
+        "agent": "helpdesk",
+        "resume-start": "22:00 UTC",
+        "resume-duration_minutes": "45",
+        "resume-risk": "low",
+    }
+    reads.clear()  # (a run's suspension is read by the notifications it sends)
+
+    approved = reviewer_client.post(
+        url(refund.run_id, refund.tool_calls[0].tool_call_id, "approve"), {"agent": "helpdesk"}, **HX
+    )
+    assert reads == [refund.run_id]
+    answered = reviewer_client.post(
+        url(schedule.run_id, schedule.tool_calls[0].tool_call_id, "resume"), answer, **HX
+    )
+
+    assert reads == [refund.run_id, schedule.run_id]
+    assert "Completed" in approved.content.decode() and "Completed" in answered.content.decode()
+    entries = {e.run_id: e for e in AuditEntry.objects.all()}
+    assert entries[refund.run_id].args == {"order_id": "A-1", "amount_cents": 500, "note": "parcel"}
+    assert entries[schedule.run_id].suspend_payload == {
+        "system": "db-1",
+        "question": "When may we take db-1 down?",
+    }
 
 
 def test_nested_resume_schema_falls_back_to_json(agents: DashboardAgents, reviewer_client: Client) -> None:
