@@ -11,12 +11,12 @@ import math
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from asgiref.sync import async_to_sync
 from django.utils import timezone
 
-from agents_runtime import Agent, AgentRun, RunNotFound
+from agents_runtime import Agent, AgentRun, AgentRunToolCall, RunNotFound
 from agents_runtime.store import StoredRun
 from agents_runtime.vocabulary import CallKind
 from approvals import agents
@@ -159,6 +159,27 @@ def run_locate(
         return None
 
     return async_to_sync(find)()
+
+
+class WaitingCall(NamedTuple):
+    """A call as it waits now, with its run and the run's agent."""
+
+    agent: Agent
+    run: AgentRun
+    call: AgentRunToolCall
+
+
+def waiting_call(
+    run_id: str, tool_call_id: str, *, agent_hint: str | None = None, agent_ids: Collection[str] | None = None
+) -> WaitingCall | None:
+    """The call ``tool_call_id`` of the suspended run ``run_id`` while it waits (``run_locate``'s
+    arguments), or None."""
+    found = run_locate(run_id, agent_hint=agent_hint, agent_ids=agent_ids)
+    if found is None:
+        return None
+    agent, run = found
+    call = next((c for c in run.tool_calls if c.tool_call_id == tool_call_id), None)
+    return None if call is None else WaitingCall(agent, run, call)
 
 
 def run_continuing(run_id: str, *, agent_ids: Collection[str] | None = None) -> StoredRun | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -15,7 +15,7 @@ from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_POST
 
-from agents_runtime import Agent, AgentRun, AgentRunToolCall, GrantScope, InvalidGrant
+from agents_runtime import Agent, GrantScope, InvalidGrant
 from agents_runtime.vocabulary import DecisionAction, Outcome
 from approvals import agents, call_views, cards, dom_ids, queries, services
 from approvals.access import Access, AgentAccess
@@ -250,7 +250,7 @@ def call_approve(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Ht
 def _approve_and_allow(
     request: HtmxHttpRequest,
     target: AgentAccess,
-    waiting: Waiting,
+    waiting: queries.WaitingCall,
     *,
     run_id: str,
     tool_call_id: str,
@@ -293,24 +293,12 @@ def _ticked(request: HttpRequest, name: str) -> bool:
     return request.POST.get(name, "") in {"yes", "on", "true", "1"}
 
 
-class Waiting(NamedTuple):
-    """A call as it waits now, with its run and the run's agent."""
-
-    agent: Agent
-    run: AgentRun
-    call: AgentRunToolCall
-
-
-def _waiting_call(request: HttpRequest, run_id: str, tool_call_id: str, agent_id: str) -> Waiting | None:
+def _waiting_call(
+    request: HttpRequest, run_id: str, tool_call_id: str, agent_id: str
+) -> queries.WaitingCall | None:
     """The call as it waits now (None: not waiting; the services say why)."""
-    found = queries.run_locate(
-        run_id, agent_hint=agent_id or None, agent_ids=access_of(request).decidable_agent_ids
-    )
-    if found is None:
-        return None
-    agent, run = found
-    call = next((c for c in run.tool_calls if c.tool_call_id == tool_call_id), None)
-    return None if call is None else Waiting(agent, run, call)
+    agent_ids = access_of(request).decidable_agent_ids
+    return queries.waiting_call(run_id, tool_call_id, agent_hint=agent_id or None, agent_ids=agent_ids)
 
 
 @require_POST
