@@ -5,7 +5,8 @@ shape once). Sent the ORM's way, with the values quoted into the text, PostgreSQ
 anew on every call: about half a millisecond of a one-millisecond listing. Here the values are bound
 on the server and the statement is prepared on its connection the first time it runs there
 (psycopg keeps the names, at most ``prepared_max`` per connection, and prepares again after a
-``DISCARD``); later calls send only the values.
+``DISCARD``); later calls send only the values. Their timestamps are read by psycopg's own loader
+when the session is in UTC, as Django's always is unless ``TIME_ZONE`` says otherwise (see ``cursor``).
 
 Django leaves psycopg's automatic preparing off for the sake of transaction-pooling proxies, and that
 stays so for every other query: only these cursors ask for it, statement by statement.
@@ -15,6 +16,7 @@ statements (PgBouncer before 1.21, or without ``max_prepared_statements``).
 
 from __future__ import annotations
 
+from datetime import UTC
 from functools import cache
 from typing import Any, cast
 
@@ -45,7 +47,20 @@ def cursor(using: str) -> CursorWrapper:
         if raw.prepare_threshold is None:
             raw.prepare_threshold = _BY_COUNT_NEVER
         connection.validate_thread_sharing()
-        return connection.make_cursor(_prepared_cursor_class()(raw))
+        prepared = _prepared_cursor_class()(raw)
+        if connection.timezone is UTC and raw.info.timezone is UTC:
+            # Django's loader of timestamptz wraps psycopg's in Python to set the tzinfo of every value
+            # to ``connection.timezone``; in a UTC session psycopg's own (in C) already gives that
+            # tzinfo. ~2 us a value: a quarter of a millisecond of a listing of 50 runs.
+            prepared.adapters.register_loader("timestamptz", _timestamptz_loader())
+        return connection.make_cursor(prepared)
+
+
+@cache
+def _timestamptz_loader() -> type[Any]:
+    from psycopg.types.datetime import TimestamptzLoader
+
+    return TimestamptzLoader
 
 
 @cache

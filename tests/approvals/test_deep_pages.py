@@ -1,8 +1,8 @@
 """Deep pages start at their day (runstore/listing.py, migration 0026): on PostgreSQL a deep page of an
 agent's listing is found from per-day waiting counters instead of skipping every run before it. Every
 page must still be exactly the slice of the whole listing, and the counters must stay exact through
-every way a run changes. Here every page counts as deep (``DEEP_OFFSET`` 0); on SQLite the same
-checks run through OFFSET.
+every way a run changes. Here every page counts as deep (``DEEP_OFFSET`` 0, and none is near the start:
+``NEAR_THE_START`` 0); on SQLite the same checks run through OFFSET.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def store(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> DjangoRunStore:
     monkeypatch.setattr(listing, "DEEP_OFFSET", 0)
+    monkeypatch.setattr(listing, "NEAR_THE_START", 0)
     return DjangoRunStore(timedelta(seconds=30), clock=clock)
 
 

@@ -4,13 +4,15 @@ it off for proxies that cannot keep prepared statements. Needs ``DATABASE_URL=po
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import pytest
 from django.db import connection, transaction
 from django.test import override_settings
 
 from agents_runtime.store import RunQuery
+from approvals.models import RunRecord
+from approvals.runstore import prepared
 from approvals.store import DjangoRunStore
 from tests.approvals.store_helpers import T0, Clock, approval, decision, suspension
 
@@ -67,3 +69,28 @@ def test_turned_off_nothing_is_prepared(store: DjangoRunStore) -> None:
         store.decide(agent_id="support", run_id="run-0", rule=lambda run: ("c0", decision()))
         assert (len(runs), total) == (2, 3)
         assert _prepared() == before
+
+
+def _timestamptz_loader() -> str:
+    from psycopg.adapt import PyFormat
+    from psycopg.postgres import types
+
+    with prepared.cursor("default") as cursor:
+        oid = types["timestamptz"].oid
+        return cursor.cursor.adapters.get_loader(oid, PyFormat.as_pq(PyFormat.TEXT)).__name__
+
+
+def test_in_a_utc_session_timestamps_are_read_by_psycopg_alone_and_are_the_orms(
+    store: DjangoRunStore,
+) -> None:
+    with transaction.atomic():
+        runs, _ = store.list_suspended(RunQuery(agent_id="support", limit=3, offset=0))
+        assert {r.run_id: r.suspended_at for r in runs} == dict(
+            RunRecord.objects.values_list("run_id", "suspended_at")
+        )
+        assert all(r.suspended_at.tzinfo is UTC for r in runs)
+        assert _timestamptz_loader() == "TimestamptzLoader"
+        # In a session of another zone psycopg's loader would give that zone: Django's is kept.
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL TIME ZONE 'Asia/Kolkata'")
+        assert _timestamptz_loader() == "SpecificTzLoader"
