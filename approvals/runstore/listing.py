@@ -77,7 +77,7 @@ _MAX_OFFSET = 2**62
 DEEP_OFFSET = 1000
 #: Pages that start before this offset are read straight from the listing's index: past it, skipping
 #: runs' rows one by one costs more than picking the page's run ids from the index alone (measured at
-#: 100,000 runs on PostgreSQL: the same at offset ~200, 1.5x at 1,000).
+#: 100,000 runs on PostgreSQL: the same at offset ~200, 1.5-2.8x at 1,000).
 NEAR_THE_START = 200
 #: Compiled into a deep page's statement in place of its offset, then replaced by the day's skip.
 _DEEP_STAND_IN = 987_654_321_987
