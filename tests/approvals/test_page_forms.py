@@ -60,21 +60,17 @@ QUERIES = [
 ]
 
 
-def _page(store: DjangoRunStore, query: RunQuery) -> tuple[list[StoredRun], int]:
-    return store.list_suspended(query)
-
-
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("query", QUERIES, ids=lambda q: repr({k: v for k, v in vars(q).items() if v}))
 def test_every_page_is_the_slice_of_the_whole_listing(
     store: DjangoRunStore, monkeypatch: pytest.MonkeyPatch, form: str, query: RunQuery
 ) -> None:
     monkeypatch.setattr(listing, "NEAR_THE_START", FORMS[form])
-    whole, total = _page(store, query)
+    whole, total = store.list_suspended(query)
     assert total == len(whole) > 0
     for per_page in (1, 5, 50):
         pages = [
-            _page(store, replace(query, limit=per_page, offset=page * per_page))
+            store.list_suspended(replace(query, limit=per_page, offset=page * per_page))
             for page in range(total // per_page + 2)  # past the end too
         ]
         assert {counted for _, counted in pages} == {total}
@@ -89,7 +85,9 @@ def test_both_forms_list_the_same_runs_with_the_same_calls(
     for form, bound in FORMS.items():
         monkeypatch.setattr(listing, "NEAR_THE_START", bound)
         listed[form] = [
-            _page(store, replace(query, limit=4, offset=offset)) for query in QUERIES for offset in (0, 3, 8)
+            store.list_suspended(replace(query, limit=4, offset=offset))
+            for query in QUERIES
+            for offset in (0, 3, 8)
         ]
     assert listed["from the index"] == listed["by run id"]
     # The listing holds every kind of call, in its order on the run.
