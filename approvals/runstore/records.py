@@ -70,6 +70,8 @@ _JOINED_CALL_COLUMNS = tuple(f"calls__{name}" for name in _CALL_COLUMNS if name 
 
 
 def _utc(value: datetime) -> datetime:
+    if value.tzinfo is UTC:  # as psycopg reads them in a UTC session: kept, not copied
+        return value
     # Naive datetimes are taken as UTC, like everywhere else in the runtime.
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
@@ -211,7 +213,7 @@ def _parked_call(row: Row) -> ParkedCall:
         delegation=parsed_delegation,
         decision=decision,
         tool_started_at=None if row["tool_started_at"] is None else _utc(row["tool_started_at"]),
-        context=row.get("context") if isinstance(row.get("context"), dict) else None,
+        context=context if isinstance(context := row.get("context"), dict) else None,
         expires_at=None if row["expires_at"] is None else _utc(row["expires_at"]),
         deadline=_deadline(row),
         escalated_to=row["escalated_to"],
@@ -220,6 +222,8 @@ def _parked_call(row: Row) -> ParkedCall:
 
 
 def _deadline(row: Row) -> deadlines.Deadline | None:
+    if row["deadline"] is None:
+        return None
     try:
         return deadlines.from_json(row["deadline"])
     except ValueError as exc:  # pydantic's ValidationError is one
@@ -227,7 +231,9 @@ def _deadline(row: Row) -> deadlines.Deadline | None:
 
 
 def _votes(row: Row) -> tuple[Decision, ...]:
-    votes = row.get("votes") or []
+    votes = row.get("votes")
+    if not votes:
+        return ()
     try:
         return tuple(Decision.from_json(v) for v in votes)
     except (TypeError, ValueError) as exc:
