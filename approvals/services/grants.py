@@ -11,17 +11,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
 from agents_runtime import Grant, GrantNotFound, GrantScope, RunNotFound
+from agents_runtime.vocabulary import DecisionAction, Outcome
 from approvals import agents
 from approvals.access import MANAGE_GRANTS_PERMISSION, Access, AgentAccess
 from approvals.models import GrantRecord
 from approvals.services.decisions import decision_approve
-from approvals.services.outcomes import DecisionOutcome
+from approvals.services.outcomes import DecisionOutcome, same_json
+
+#: Why "approve and allow" refuses edited arguments: a grant lets later calls through with the
+#: model's arguments, which the reviewer just showed they did not accept as they were.
+EDITS_AND_GRANT = (
+    "Nothing was decided: you edited the arguments, and a standing grant would let later calls "
+    "through with the model's arguments as proposed. Approve with your edits (no grant), or allow "
+    "the call as the model proposed it."
+)
 
 
 @dataclass(frozen=True)
@@ -53,11 +63,13 @@ def approve_and_allow(
     tool_call_id: str,
     terms: GrantTerms,
     confirm_rerun: bool = False,
+    edited_args: dict[str, Any] | None = None,
 ) -> tuple[DecisionOutcome, Grant | None]:
     """Approve the call, then allow its tool on these terms from now on.
 
     ``InvalidGrant`` (nothing decided) when the terms cannot be kept. The grant is made only when
-    the approval took effect; a lost race or a refusal makes none.
+    the approval took effect; a lost race or a refusal makes none. ``edited_args`` that differ from
+    the model's are refused (``refused``, nothing decided): never dropped for the model's.
     """
     agent = access.agent
     try:
@@ -70,6 +82,8 @@ def approve_and_allow(
     if shown is None or call is None:
         # Nothing to allow: the approval says what became of the call (decided, gone).
         return decision_approve(access, run_id=run_id, tool_call_id=tool_call_id, shown=shown), None
+    if edited_args is not None and not same_json(edited_args, call.args):
+        return _refused(access, shown, call.tool_name, tool_call_id, EDITS_AND_GRANT), None
     request = agent.grant_request(
         call.tool_name,
         scope=terms.scope,
@@ -89,6 +103,24 @@ def approve_and_allow(
         return outcome, None
     grant: Grant = async_to_sync(agent.add_grant)(request)
     return replace(outcome, grant_note=f"Allowed from now on: {describe(grant)}."), grant
+
+
+def _refused(
+    access: AgentAccess, run: Any, tool_name: str, tool_call_id: str, message: str
+) -> DecisionOutcome:
+    return DecisionOutcome(
+        status=Outcome.REFUSED,
+        action=DecisionAction.APPROVE,
+        agent_id=access.agent.id,
+        run_id=run.run_id,
+        tool_call_id=tool_call_id,
+        decided_by=access.access.username,
+        decided_at=timezone.now(),
+        tool_name=tool_name,
+        thread_id=run.thread_id,
+        resource_id=run.resource_id,
+        message=message,
+    )
 
 
 def may_revoke(access: Access, row: GrantRecord) -> bool:

@@ -214,7 +214,9 @@ def call_approve(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Ht
     if claimed:
         return errors(edited_args_form=form, args_form=args_form, notice=claimed)
     if call_views.GRANT_MARK in request.POST and waiting is not None and isinstance(target, AgentAccess):
-        return _approve_and_allow(request, target, waiting, run_id=run_id, tool_call_id=tool_call_id)
+        return _approve_and_allow(
+            request, target, waiting, run_id=run_id, tool_call_id=tool_call_id, edited_args=edited_args
+        )
     outcome = services.decision_approve(
         target,
         run_id=run_id,
@@ -254,9 +256,11 @@ def _approve_and_allow(
     *,
     run_id: str,
     tool_call_id: str,
+    edited_args: dict[str, Any] | None,
 ) -> HttpResponse:
     """ "Approve and allow": the approval, then a standing grant on the terms posted (both or neither
-    when the terms are wrong; the grant only once the approval took effect)."""
+    when the terms are wrong; the grant only once the approval took effect). Edited arguments are
+    refused with it, not dropped."""
     # (A card posted for another agent than the run's has no scopes to offer: nothing is decided.)
     scopes = call_views.grant_scopes(waiting.run) if waiting.agent.id == target.agent.id else []
     form = GrantForm(request.POST, scopes=scopes, auto_id=f"{dom_ids.call_block_id(run_id, tool_call_id)}-%s")
@@ -275,6 +279,7 @@ def _approve_and_allow(
             tool_call_id=tool_call_id,
             terms=terms,
             confirm_rerun=_rerun_confirmed(request),
+            edited_args=edited_args,
         )
     except InvalidGrant as exc:
         form.add_error(None, str(exc))

@@ -3,6 +3,7 @@ without a reviewer (recorded as the grant's), the grants page, and who may revok
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -174,3 +175,35 @@ def test_revoking_needs_a_post_with_its_csrf_token(agents: DashboardAgents, revi
     client.force_login(reviewer)
     assert client.get("/grants/1/revoke").status_code == 405
     assert client.post("/grants/1/revoke").status_code == 403
+
+
+def test_approve_and_allow_with_edited_arguments_is_refused_and_decides_nothing(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    # A crafted post: the JSON editor's arguments and the grant's terms together. A grant lets later
+    # calls through with the model's arguments, so the combination is refused, never half-honoured.
+    run = agents.start("helpdesk", "refund first", thread="t-1")
+    (call,) = run.tool_calls
+    edited = {**call.args, "amount_cents": 99_999}
+    data = {
+        "agent": "helpdesk",
+        "edited_args": json.dumps(edited),
+        "grant-scope": "thread",
+        "grant-lasts": "1h",
+        "grant-uses": "",
+        "grant-condition": "",
+    }
+
+    response = reviewer_client.post(approve_url(run.run_id, call.tool_call_id), data, **HX)
+
+    assert "you edited the arguments" in response.content.decode()
+    assert agents.executed["refund"].count == 0
+    assert GrantRecord.objects.count() == 0
+    assert [r.run_id for r in agents.suspended("helpdesk")] == [run.run_id]
+    assert not AuditEntry.objects.filter(action="approve").exclude(outcome="invalid").exists()
+
+    # The same post without the edits approves as proposed, and allows.
+    del data["edited_args"]
+    reviewer_client.post(approve_url(run.run_id, call.tool_call_id), data, **HX)
+    assert agents.executed["refund"].calls == [call.args]
+    assert GrantRecord.objects.count() == 1
