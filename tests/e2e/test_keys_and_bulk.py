@@ -39,6 +39,26 @@ def current_call(page: Page) -> str:
     return str(ring.get_attribute("id"))
 
 
+# Nothing in the page is on its way (htmx marks a request, a swap, a settle: a decision, a row's body,
+# a live refetch of the list), and no answer came in the last 300 ms: the live refetches that follow
+# a decision (one per event, a burst) are over.
+QUIET = """() => {
+  if (document.querySelector(".htmx-request, .htmx-swapping, .htmx-settling, .htmx-added")) return false;
+  const ends = performance.getEntriesByType("resource").map((entry) => entry.responseEnd);
+  return performance.now() - Math.max(0, ...ends) > 300;
+}"""
+
+
+def wait_until_shown(page: Page, call_id: str) -> None:
+    """Until the call's row shows its Approve button in view, its body in, and the page is quiet: a
+    and x do nothing sooner (they never wait for a body, nor act while a live refetch replaces the
+    list)."""
+    call = page.locator(f"#{call_id}")
+    expect(call.locator("button.approve")).to_be_in_viewport()
+    expect(call.locator(".call-body-lazy")).to_have_count(0)
+    page.wait_for_function(QUIET)
+
+
 def test_five_calls_cleared_with_the_keyboard_alone(pages: Pages, server: Server) -> None:
     thread = unique("keys")
     runs = server.start_runs(*(RunRequest("support", refund(n), thread) for n in range(5)))
@@ -61,11 +81,13 @@ def test_five_calls_cleared_with_the_keyboard_alone(pages: Pages, server: Server
     page.locator(".skip-link").focus()
     expect(page.get_by_role("link", name="Skip to the first call")).to_be_focused()
     page.keyboard.press("Enter")
-    assert current_call(page).startswith(f"call-{order[0]}-")
+    first = current_call(page)
+    assert first.startswith(f"call-{order[0]}-")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     screenshot(page, SCREENSHOTS / "inbox-keyboard-ring-1280.png")
 
-    # 1: a approves.
+    # 1: a approves, once the row shows what it approves (a pressed sooner does nothing: test_keys_race).
+    wait_until_shown(page, first)
     page.keyboard.press("a")
     expect(page.locator(f"#run-{order[0]} .outcome")).to_contain_text("approved")
 
@@ -88,6 +110,7 @@ def test_five_calls_cleared_with_the_keyboard_alone(pages: Pages, server: Server
     assert third.startswith(f"call-{order[2]}-")
     page.keyboard.press("k")
     assert current_call(page) == third  # no waiting call above it any more
+    wait_until_shown(page, third)
     page.keyboard.press("x")  # ticked for a bulk decision...
     expect(page.locator(f"#{third} input.bulk-select")).to_be_checked()
     expect(page.locator("#bulk-form .bulk-count")).to_have_text("1 selected")
@@ -107,12 +130,15 @@ def test_five_calls_cleared_with_the_keyboard_alone(pages: Pages, server: Server
     expect(first_field).to_be_focused()  # the parameters' form, fetched as the row's editor opened
     page.keyboard.press("Shift+Tab")
     expect(page.locator("form.edit-args-fields :focus")).to_have_count(0)
+    wait_until_shown(page, fourth)
     page.keyboard.press("a")
     expect(page.locator(f"#run-{order[3]} .outcome")).to_contain_text("approved")
 
     # 5: modifier keys are the browser's: Ctrl+a does not approve.
     page.keyboard.press("j")
-    assert current_call(page).startswith(f"call-{order[4]}-")
+    fifth = current_call(page)
+    assert fifth.startswith(f"call-{order[4]}-")
+    wait_until_shown(page, fifth)  # (so that a alone would approve)
     page.keyboard.press("Control+a")
     page.wait_for_load_state("networkidle")
     expect(page.locator(f"#run-{order[4]} .outcome")).to_have_count(0)
