@@ -4,6 +4,7 @@ Pure Python: never imports Django. See ``Agent`` for runs and decisions, ``Runti
 """
 
 from .agent import Agent
+from .conditions import Condition, InvalidCondition, Verdict
 from .errors import (
     AgentsRuntimeError,
     DecisionRefused,
@@ -34,6 +35,7 @@ __all__ = [
     "ApprovalTally",
     "Call",
     "Chunk",
+    "Condition",
     "Continuation",
     "DecisionRefused",
     "DuplicateVote",
@@ -43,6 +45,7 @@ __all__ = [
     "GrantScope",
     "GrantUnavailable",
     "InMemoryRunStore",
+    "InvalidCondition",
     "InvalidGrant",
     "InvalidPagination",
     "InvalidResumeData",
@@ -62,6 +65,7 @@ __all__ = [
     "Tool",
     "ToolCallNotSuspended",
     "ToolContext",
+    "Verdict",
     "scripted_model",
     "tool",
 ]

@@ -15,6 +15,7 @@ from datetime import datetime
 
 from ._convert import as_utc, now
 from ._host import RunAgent
+from .conditions import InvalidCondition, check_against_schema
 from .errors import RunAlreadyDecided, RunNotFound, ToolCallNotSuspended
 from .grants import (
     Grant,
@@ -25,6 +26,7 @@ from .grants import (
     GrantUnavailable,
     InvalidGrant,
     checked_request,
+    compile_condition,
 )
 from .store import Decision, DecisionReceipt, ParkedCall, StoredRun
 from .vocabulary import CallKind, DecisionAction
@@ -55,7 +57,7 @@ def request_for(
     ``resource_id``: the scope's; ``condition``: CEL over the arguments. ``InvalidGrant`` for a tool
     that forbids grants or needs several approvals, a store that keeps no grants, a scope without
     its thread or end user, a grant with no end (neither ``expires_at`` nor ``max_uses``), a bad
-    condition."""
+    condition (not CEL, too costly to bound, or naming an argument the tool does not have)."""
     spec = agent._find_tool(tool_name)
     if spec is None:
         raise InvalidGrant(f"Agent {agent.id!r} has no tool {tool_name!r}")
@@ -68,7 +70,7 @@ def request_for(
         checked_scope = GrantScope(scope)
     except ValueError:
         raise InvalidGrant(f"Unknown grant scope {scope!r}") from None
-    return checked_request(
+    request = checked_request(
         GrantRequest(
             agent_id=agent.id,
             tool_name=tool_name,
@@ -83,6 +85,14 @@ def request_for(
             from_tool_call_id=from_tool_call_id,
         )
     )
+    compiled = compile_condition(request.condition)
+    if compiled is not None:
+        # A condition naming an argument the tool lacks would never hold: say so now, not never.
+        try:
+            check_against_schema(compiled, spec.parameters_json_schema)
+        except InvalidCondition as exc:
+            raise InvalidGrant(str(exc)) from None
+    return request
 
 
 async def add(agent: RunAgent, request: GrantRequest) -> Grant:

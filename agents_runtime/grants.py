@@ -11,24 +11,22 @@ Where each rule lives: whether a call may be granted at all and which grants mat
 (``Grant.covers``) is checked here and by the runtime when a run parks (``_grants``); a grant's
 life (revoked, used up, expired) is checked by the store inside the atomic step that records the
 approval and takes one use, so a revoked or used-up grant approves nothing more and N uses mean N
-under concurrency (``GrantStore``).
+under concurrency (``GrantStore``). What a condition may say, and what evaluating one may cost, is
+the job of ``conditions``.
 """
 
 from __future__ import annotations
 
 import enum
-import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-import cel
-
+from . import conditions
+from .conditions import MAX_CONDITION_LENGTH as MAX_CONDITION_LENGTH
+from .conditions import Condition, InvalidCondition, Verdict
 from .errors import AgentsRuntimeError
-
-#: Longest condition a grant may hold (a card's field, not a program).
-MAX_CONDITION_LENGTH = 500
 
 
 class GrantScope(enum.StrEnum):
@@ -59,38 +57,32 @@ class GrantNotFound(AgentsRuntimeError):
         self.grant_id = grant_id
 
 
-@functools.lru_cache(maxsize=256)
-def compile_condition(condition: str) -> cel.Program | None:
-    """The condition as a compiled CEL program (None: any arguments); ``InvalidGrant`` if it is not one.
-
-    Kept per condition: every parking call of a granted tool checks the same few conditions."""
-    condition = condition.strip()
-    if not condition:
-        return None
-    if len(condition) > MAX_CONDITION_LENGTH:
-        raise InvalidGrant(f"The condition is longer than {MAX_CONDITION_LENGTH} characters")
+def compile_condition(condition: str) -> Condition | None:
+    """The condition, compiled and bounded (None: any arguments); ``InvalidGrant`` saying what to
+    simplify if it is not CEL or cannot be bounded (``conditions.compile_condition``, which keeps
+    each condition compiled)."""
     try:
-        return cel.compile(condition)
-    except (ValueError, RuntimeError, TypeError) as exc:
-        raise InvalidGrant(f"The condition is not a valid expression: {_first_line(exc)}") from None
+        return conditions.compile_condition(condition)
+    except InvalidCondition as exc:
+        raise InvalidGrant(str(exc)) from None
+
+
+def condition_verdict(condition: str, args: Mapping[str, Any] | None) -> Verdict:
+    """What ``condition`` says of ``args``, and why it could not say yes. Never raises: a condition
+    that no longer compiles (stored before the bounds it fails) holds for nothing, with the reason."""
+    try:
+        compiled = compile_condition(condition)
+    except InvalidGrant as exc:
+        return Verdict(False, error=str(exc))
+    return Verdict(True) if compiled is None else compiled.evaluate(args)
 
 
 def condition_allows(condition: str, args: Mapping[str, Any] | None) -> bool:
     """Whether ``args`` satisfy ``condition``. Anything but a plain ``true`` is a no: a condition
-    naming an argument the call lacks, comparing unlike types or yielding a non-boolean lets
-    nothing through (it fails closed, and the call waits for a reviewer)."""
-    program = compile_condition(condition)
-    if program is None:
-        return True
-    try:
-        return program.execute(dict(args or {})) is True
-    except (ValueError, RuntimeError, TypeError, OverflowError):
-        return False
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    naming an argument the call lacks, raising, comparing unlike types, over its evaluation budget
+    or yielding a non-boolean lets nothing through (it fails closed, and the call waits for a
+    reviewer)."""
+    return condition_verdict(condition, args).holds
 
 
 @dataclass(frozen=True)

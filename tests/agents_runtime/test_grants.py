@@ -131,9 +131,10 @@ async def test_a_condition_that_cannot_be_evaluated_on_a_call_lets_it_wait(runti
     log = ToolLog()
     agent = refund_agent(log)
     runtime_for(agent)
-    # Names an argument the tool does not have, and compares unlike types: both fail closed.
-    await grant(agent, condition="currency == 'EUR'")
-    await grant(agent, condition="amount_cents < 'many'")
+    # Raises on this call (division by zero), and gives a number rather than true: both fail closed.
+    # (A condition naming an argument the tool lacks is refused when the grant is made.)
+    await grant(agent, condition="amount_cents / 0 == 1")
+    await grant(agent, condition="amount_cents")
 
     assert (await agent.generate("1")).status == "suspended"
     assert log.calls == []
