@@ -1,16 +1,19 @@
 """Grants at park time: approve at once each parked call a live standing grant covers.
 
-Runs right after a run's suspension is stored and before anyone is told it waits, so a granted call
-is never announced (no ``run-suspended`` event, no notification) and, when every call it waited on
-was granted, the run goes straight on. Each approval goes through the store's atomic ``decide``
-step, which takes the grant's use and writes the audit row ("approved by grant #N of <user>") with
-the decision: a grant revoked or used up meanwhile approves nothing (``GrantUnavailable``), and a
-reviewer who decided the call in the moment it was visible simply wins.
+``check_grants`` runs before a run's suspension is stored: it finds the grants whose conditions hold
+for each call, and writes into a call's context the grants whose conditions could not be evaluated
+(those do not apply). ``apply_grants`` runs once the suspension is stored and before anyone is told
+it waits, so a granted call is never announced (no ``run-suspended`` event, no notification) and,
+when every call it waited on was granted, the run goes straight on. Each approval goes through the
+store's atomic ``decide`` step, which takes the grant's use and writes the audit row ("approved by
+grant #N of <user>") with the decision: a grant revoked or used up meanwhile approves nothing
+(``GrantUnavailable``), and a reviewer who decided the call in the moment it was visible simply wins.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict, replace
 from datetime import datetime
 
 from ._convert import as_utc, now
@@ -27,8 +30,10 @@ from .grants import (
     InvalidGrant,
     checked_request,
     compile_condition,
+    condition_verdict,
 )
-from .store import Decision, DecisionReceipt, ParkedCall, StoredRun
+from .store import Decision, DecisionReceipt, ParkedCall, StoredRun, Suspension
+from .types import GrantFailure
 from .vocabulary import CallKind, DecisionAction
 
 logger = logging.getLogger("agents_runtime")
@@ -114,7 +119,7 @@ async def revoke(agent: RunAgent, grant_id: int, *, actor: str) -> Grant:
     return revoked
 
 
-def _grantable(agent: RunAgent, run: StoredRun, call: ParkedCall) -> bool:
+def _grantable(agent: RunAgent, call: ParkedCall) -> bool:
     if call.kind != CallKind.APPROVAL or call.delegation is not None or call.decision is not None:
         return False
     # A call interrupted after its tool started needs a person to confirm running it again.
@@ -124,35 +129,99 @@ def _grantable(agent: RunAgent, run: StoredRun, call: ParkedCall) -> bool:
     return spec is not None and spec.takes_grants
 
 
-async def apply_grants(agent: RunAgent, run: StoredRun) -> tuple[StoredRun, int | None]:
-    """The run once the grants that cover its calls approved them, and the version the last of
-    those approvals claimed it at (None: it still waits on someone)."""
+#: The grants whose conditions hold for each call a run parks, by call id, in the order to try them.
+Covering = dict[str, list[Grant]]
+
+
+async def check_grants(agent: RunAgent, suspension: Suspension) -> tuple[Suspension, Covering]:
+    """The live grants that cover each call of ``suspension``, before it is stored.
+
+    A grant whose condition cannot be evaluated on a call's arguments (it raises, or is over its
+    evaluation budget) does not apply: the call waits for a person, and its context says which grant
+    failed and why (its card shows it; the grant's record counts it for the queue-health page).
+    Nothing here raises: a grant check that breaks lets nothing through and the run is announced.
+    """
     store = grant_store(agent)
     # A sub-agent's inner run is decided through its supervisor's card, where its calls show.
-    if store is None or run.parent_run_id is not None:
-        return run, None
-    candidates = [c for c in run.undecided if _grantable(agent, run, c)]
-    if not candidates:
-        return run, None
+    if store is None or suspension.parent_run_id is not None:
+        return suspension, {}
+    covering: Covering = {}
+    calls = list(suspension.calls)
+    for index, call in enumerate(calls):
+        if not _grantable(agent, call):
+            continue
+        try:
+            grants, failures = await _covering(agent, store, suspension, call)
+        except Exception:
+            logger.exception(
+                "Run %s: checking the grants of call %s failed", suspension.run_id, call.tool_call_id
+            )
+            continue
+        if grants:
+            covering[call.tool_call_id] = grants
+        if failures:
+            context = {**(call.context or {}), "grant_failures": [asdict(f) for f in failures]}
+            calls[index] = replace(call, context=context)
+            await _note_failures(agent, store, failures)
+    return replace(suspension, calls=tuple(calls)), covering
+
+
+async def _covering(
+    agent: RunAgent, store: GrantStore, run: Suspension, call: ParkedCall
+) -> tuple[list[Grant], list[GrantFailure]]:
+    at = now()
+    live = await agent._store(
+        store.live_grants,
+        agent.id,
+        call.tool_name,
+        thread_id=run.thread_id,
+        resource_id=run.resource_id,
+        at=at,
+    )
+    spec = agent._find_tool(call.tool_name)
+    if spec is None or not live:
+        return [], []
+    args = spec.args_with_defaults(call.args)
+    grants, failures = [], []
+    for grant in live:
+        # Separation of duties holds for grants too: the person who started the run cannot let its
+        # calls through with a grant of their own.
+        if spec.separate_duties and grant.created_by == run.started_by:
+            continue
+        verdict = condition_verdict(grant.condition, args)
+        if verdict.error is not None:
+            failures.append(GrantFailure(grant.id, grant.label, verdict.error))
+        elif verdict.holds:
+            grants.append(grant)
+    return grants, failures
+
+
+async def _note_failures(agent: RunAgent, store: GrantStore, failures: list[GrantFailure]) -> None:
+    for failure in failures:
+        try:
+            await agent._store(store.note_condition_failure, failure.grant_id, error=failure.error, at=now())
+        except Exception:
+            logger.exception("Grant #%s: its condition's failure could not be recorded", failure.grant_id)
+
+
+async def apply_grants(agent: RunAgent, run: StoredRun, covering: Covering) -> tuple[StoredRun, int | None]:
+    """The run once the grants ``check_grants`` found approved its calls, and the version the last of
+    those approvals claimed it at (None: it still waits on someone). A grant revoked or used up since
+    approves nothing (the store checks it in the decision's atomic step); the next one is tried."""
     claimed: int | None = None
-    for call in candidates:
-        at = now()
-        grants = await agent._store(
-            store.live_grants,
-            agent.id,
-            call.tool_name,
-            thread_id=run.thread_id,
-            resource_id=run.resource_id,
-            at=at,
-        )
-        for grant in grants:
-            if not _covers(agent, run, call, grant, at):
-                continue
+    for call in run.undecided:
+        for grant in covering.get(call.tool_call_id, ()):
             try:
-                receipt = await _approve_by_grant(agent, run.run_id, call, grant, at)
+                receipt = await _approve_by_grant(agent, run.run_id, call, grant, now())
             except (RunAlreadyDecided, ToolCallNotSuspended, RunNotFound):
                 # A reviewer decided it in the moment it was visible: no other grant is tried.
                 logger.info("Run %s: call %s was decided before a grant", run.run_id, call.tool_call_id)
+                break
+            except Exception:
+                # The store broke while a grant approved: the call waits for a person, announced.
+                logger.exception(
+                    "Run %s: grant #%s could not approve call %s", run.run_id, grant.id, call.tool_call_id
+                )
                 break
             if receipt is None:
                 continue
@@ -166,22 +235,6 @@ async def apply_grants(agent: RunAgent, run: StoredRun) -> tuple[StoredRun, int 
             )
             break
     return run, claimed
-
-
-def _covers(agent: RunAgent, run: StoredRun, call: ParkedCall, grant: Grant, at: datetime) -> bool:
-    spec = agent._find_tool(call.tool_name)
-    if spec is None or not grant.covers(
-        agent_id=agent.id,
-        tool_name=call.tool_name,
-        thread_id=run.thread_id,
-        resource_id=run.resource_id,
-        args=spec.args_with_defaults(call.args),
-        at=at,
-    ):
-        return False
-    # Separation of duties holds for grants too: the person who started the run cannot let its
-    # calls through with a grant of their own.
-    return not (spec.separate_duties and grant.created_by == run.started_by)
 
 
 async def _approve_by_grant(

@@ -20,7 +20,7 @@ from ._convert import chunk_for, listed_call, now, run_transcript, showing_edits
 from ._deadlines import with_deadlines
 from ._decisions import add_result, take_claimed
 from ._delegation import continue_inner, delegate, discard_inner_runs, mirror_inner_calls
-from ._grants import apply_grants
+from ._grants import apply_grants, check_grants
 from ._host import RunAgent
 from ._parking import parked_calls
 from ._pydantic import ClaimLost, RunDeps
@@ -228,13 +228,14 @@ async def store_suspension(
     agent: RunAgent, suspension: Suspension, claimed_version: int | None, emit: Emit
 ) -> RunResult:
     run_id = suspension.run_id
+    suspension, covering = await check_grants(agent, suspension)
     if claimed_version is None:
         stored: StoredRun | None = await agent._store(agent.storage.insert_suspended, suspension)
     else:
         stored = await agent._store(agent.storage.resuspend, suspension, expected_version=claimed_version)
     if stored is None:
         return lost_claim(agent, run_id, emit)
-    stored, granted_version = await apply_grants(agent, stored)
+    stored, granted_version = await apply_grants(agent, stored, covering)
     if granted_version is not None:
         # Standing grants approved every call it waited on: it goes on at once, never announced.
         return await continue_run(agent, run_id, granted_version, emit, stored)

@@ -126,6 +126,10 @@ class Grant:
     def uses_left(self) -> int | None:
         return None if self.max_uses is None else max(self.max_uses - self.uses, 0)
 
+    condition_failures: int = 0
+    last_condition_error: str | None = None
+    last_condition_error_at: datetime | None = None
+
     def live(self, at: datetime) -> bool:
         """Not revoked, not used up, not expired at ``at`` (the store checks it again as it uses it)."""
         return (
@@ -202,6 +206,10 @@ class GrantStore(Protocol):
         ...
 
     def get_grant(self, grant_id: int) -> Grant | None: ...
+
+    def note_condition_failure(self, grant_id: int, *, error: str, at: datetime) -> None:
+        """Count a call this grant's condition could not be evaluated on, with the reason."""
+        ...
 
     def live_grants(
         self, agent_id: str, tool_name: str, *, thread_id: str | None, resource_id: str | None, at: datetime

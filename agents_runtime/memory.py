@@ -355,6 +355,17 @@ class InMemoryRunStore(RunStore, GrantStore):
         with self._lock:
             return self._grants.get(grant_id)
 
+    def note_condition_failure(self, grant_id: int, *, error: str, at: datetime) -> None:
+        with self._lock:
+            grant = self._grants.get(grant_id)
+            if grant is not None:
+                self._grants[grant_id] = replace(
+                    grant,
+                    condition_failures=grant.condition_failures + 1,
+                    last_condition_error=error,
+                    last_condition_error_at=at,
+                )
+
     def live_grants(
         self, agent_id: str, tool_name: str, *, thread_id: str | None, resource_id: str | None, at: datetime
     ) -> list[Grant]:

@@ -37,6 +37,18 @@ class PreviousAnswer:
 
 
 @dataclass(frozen=True)
+class GrantFailure:
+    """A standing grant that could have let the call through but whose condition could not be
+    evaluated on its arguments (it raised, or was over its evaluation budget): it did not apply."""
+
+    grant_id: int
+    #: "grant #3 of rita".
+    grant: str
+    #: Why, in a sentence ("no argument 'meta'").
+    error: str
+
+
+@dataclass(frozen=True)
 class CallContext:
     """Why a call waits, as it stood when it parked (beyond Mastra). Texts are model output."""
 
@@ -48,6 +60,8 @@ class CallContext:
     #: The approval rule's explanation ("Refunds over $50 need approval"); None when it gave none.
     approval_reason: str | None = None
     previous_answers: tuple[PreviousAnswer, ...] = ()
+    #: Grants whose conditions failed on this call when it parked (so it waits for a person).
+    grant_failures: tuple[GrantFailure, ...] = ()
 
     @classmethod
     def from_json(cls, data: Any) -> CallContext | None:
@@ -61,6 +75,7 @@ class CallContext:
 
         results = data.get("key_results")
         answers = data.get("previous_answers")
+        failures = data.get("grant_failures")
         return cls(
             user_message=text("user_message"),
             agent_said=text("agent_said"),
@@ -78,6 +93,11 @@ class CallContext:
                 )
                 for a in (answers if isinstance(answers, list) else [])
                 if isinstance(a, dict)
+            ),
+            grant_failures=tuple(
+                GrantFailure(f["grant_id"], str(f.get("grant") or ""), str(f.get("error") or ""))
+                for f in (failures if isinstance(failures, list) else [])
+                if isinstance(f, dict) and type(f.get("grant_id")) is int
             ),
         )
 

@@ -25,6 +25,8 @@ class WhyView:
     approval_reason: str = ""
     #: ``(question, the answer's fields)`` given earlier in the run (a follow-up question).
     previous_answers: tuple[tuple[str, tuple[ArgView, ...]], ...] = ()
+    #: ``(grant, why its condition failed)``: grants that did not apply, so the call waits.
+    grant_failures: tuple[tuple[str, str], ...] = ()
 
     def __bool__(self) -> bool:
         return any(
@@ -35,6 +37,7 @@ class WhyView:
                 self.description,
                 self.approval_reason,
                 self.previous_answers,
+                self.grant_failures,
             )
         )
 
@@ -71,5 +74,8 @@ def why_view(call: AgentRunToolCall, tool: Tool | None, agent: Agent | None) -> 
                 ),
             )
             for a in context.previous_answers
+        ),
+        grant_failures=tuple(
+            (reveal_invisible(f.grant), reveal_invisible(f.error)) for f in context.grant_failures
         ),
     )

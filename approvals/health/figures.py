@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from approvals.health import rollup
 from approvals.health.counting import Counts, Key, final_labels, hour_of, label_bound
+from approvals.models.grants import GrantRecord
 from approvals.models.health import EVER, HealthCount, Series
 from approvals.models.runs import ParkedCallRecord, RunStatus
 
@@ -84,6 +85,19 @@ class GrantRow:
 
 
 @dataclass(frozen=True)
+class FailingGrantRow:
+    """A standing grant whose condition could not be evaluated on some calls (they waited instead)."""
+
+    agent_id: str
+    tool_name: str
+    grant: str
+    condition: str
+    failures: int
+    last_error: str
+    last_at: datetime
+
+
+@dataclass(frozen=True)
 class Pending:
     rows: list[PendingRow]
     agents: list[AgentPending]
@@ -104,6 +118,8 @@ class HealthFigures:
     waits: list[WaitRow]
     reviewers: list[ReviewerRow]
     grants: list[GrantRow]
+    #: Grants whose condition failed on a call in the last 7 days, latest first.
+    failing_grants: list[FailingGrantRow]
     #: Audit rows not counted yet (the rollup is catching up); 0 normally.
     behind: int
 
@@ -274,8 +290,33 @@ def health_figures(agent_ids: Collection[str], *, now: datetime | None = None) -
         waits=_waits(scope, day_start),
         reviewers=_reviewers(scope, day_start),
         grants=grants_used(agent_ids, since=week_start, day_start=day_start, tail=tail.counts),
+        failing_grants=failing_grants(agent_ids, since=week_start),
         behind=tail.behind,
     )
+
+
+def failing_grants(agent_ids: Collection[str], *, since: datetime) -> list[FailingGrantRow]:
+    """Grants of these agents whose condition failed on a call since ``since`` (the grant's record
+    counts them as the runtime finds them: ``agents_runtime._grants.check_grants``)."""
+    rows = GrantRecord.objects.filter(
+        agent_id__in=agent_ids, condition_failures__gt=0, last_condition_error_at__gte=since
+    ).order_by("-last_condition_error_at", "-id")[:FAILING_GRANTS_SHOWN]
+    return [
+        FailingGrantRow(
+            agent_id=row.agent_id,
+            tool_name=row.tool_name,
+            grant=f"grant #{row.pk} of {row.created_by_name}",
+            condition=row.condition,
+            failures=row.condition_failures,
+            last_error=row.last_condition_error,
+            last_at=row.last_condition_error_at or since,
+        )
+        for row in rows
+    ]
+
+
+#: Grants listed as failing (the latest).
+FAILING_GRANTS_SHOWN = 50
 
 
 def _waits(scope: _Scope, day_start: datetime) -> list[WaitRow]:

@@ -50,6 +50,11 @@ class GrantRecord(models.Model):
     #: The call it was made from ("approve and allow ..."), if any.
     from_run_id = models.CharField(max_length=255, blank=True)
     from_tool_call_id = models.CharField(max_length=400, blank=True)
+    #: Calls this grant could have let through but whose arguments its condition could not be
+    #: evaluated on (it raised, or was over its budget), and the latest reason: queue health shows them.
+    condition_failures = models.PositiveIntegerField(default=0)
+    last_condition_error = models.TextField(blank=True)
+    last_condition_error_at = models.DateTimeField(null=True, blank=True)
 
     objects: ClassVar[GrantQuerySet] = GrantQuerySet.as_manager()  # type: ignore[assignment]
 

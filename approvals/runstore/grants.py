@@ -17,6 +17,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import F
 
 from agents_runtime.grants import Grant, GrantNotFound, GrantRequest, GrantScope, narrowest_first
+from agents_runtime.untrusted import clean_text
 from approvals.models import GrantRecord
 from approvals.runstore.base import StoreBase
 
@@ -38,6 +39,9 @@ def grant_of(row: GrantRecord) -> Grant:
         revoked_by=row.revoked_by_name or None,
         from_run_id=row.from_run_id or None,
         from_tool_call_id=row.from_tool_call_id or None,
+        condition_failures=row.condition_failures,
+        last_condition_error=row.last_condition_error or None,
+        last_condition_error_at=row.last_condition_error_at,
     )
 
 
@@ -91,6 +95,14 @@ class GrantSteps(StoreBase):
             rows = GrantRecord.objects.db_manager(self.using).filter(agent_id=agent_id, tool_name=tool_name)
             grants = [grant_of(row) for row in rows.live(at)]
         return narrowest_first([g for g in grants if g.in_scope(thread_id, resource_id)])
+
+    def note_condition_failure(self, grant_id: int, *, error: str, at: datetime) -> None:
+        with self._connection_scope():
+            GrantRecord.objects.db_manager(self.using).filter(pk=grant_id).update(
+                condition_failures=F("condition_failures") + 1,
+                last_condition_error=clean_text(error)[:2000],
+                last_condition_error_at=at,
+            )
 
     def _take_grant_use(self, grant_id: int, *, agent_id: str, tool_name: str, at: datetime) -> bool:
         """One use of a live grant of this agent's tool, in the caller's transaction."""

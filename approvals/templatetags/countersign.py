@@ -33,6 +33,13 @@ def as_json(value: object) -> str:
     return reveal_invisible(compact_json(value))
 
 
+@register.filter
+def visible(value: object) -> str:
+    """Text with its invisible characters (bidi controls, zero-width marks) shown as visible marks,
+    as the argument view shows them: what a page displays of ids, reasons and names."""
+    return reveal_invisible("" if value is None else str(value))
+
+
 @register.simple_tag
 def live_socket_path() -> str:
     """The live-updates websocket's path, from the routing that serves it (``/ws/live/``)."""

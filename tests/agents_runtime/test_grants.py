@@ -16,6 +16,7 @@ from agents_runtime import (
     Agent,
     Call,
     GrantNotFound,
+    GrantRequest,
     GrantScope,
     InvalidGrant,
     Reply,
@@ -138,6 +139,46 @@ async def test_a_condition_that_cannot_be_evaluated_on_a_call_lets_it_wait(runti
 
     assert (await agent.generate("1")).status == "suspended"
     assert log.calls == []
+
+
+async def test_a_condition_that_raises_lets_the_call_wait_announced_and_says_which_grant_and_why(
+    runtime_for: RuntimeFor, store: RunStore
+) -> None:
+    log = ToolLog()
+    agent = refund_agent(log)
+    runtime = runtime_for(agent)
+    events: list[str] = []
+    runtime.add_listener(lambda event: events.append(event.type))
+    # Division by zero at evaluation; and a grant made before conditions were checked against the
+    # tool's parameters, naming an argument calls do not have.
+    divides = await grant(agent, condition="amount_cents / (amount_cents - amount_cents) == 1")
+    older = GrantRequest(
+        agent_id="support",
+        tool_name="refund",
+        scope=GrantScope.EVERYONE,
+        scope_value=None,
+        created_by="sam",
+        created_at=datetime.now(UTC),
+        expires_at=in_an_hour(),
+        condition='meta.tier == "gold"',
+    )
+    nested = (await agent.add_grant(older)).id
+
+    chunks = [chunk async for chunk in await agent.stream("7")]
+
+    assert chunks[-1].type == "finish" and chunks[-1].payload["status"] == "suspended"
+    assert "run-suspended" in events and "call-decided" not in events
+    assert log.calls == []
+    (run,) = (await agent.list_suspended_runs()).runs
+    (call,) = run.tool_calls
+    assert call.context is not None
+    failures = {f.grant_id: f for f in call.context.grant_failures}
+    assert set(failures) == {divides, nested}
+    assert failures[divides].grant == f"grant #{divides} of rita"
+    assert "division by zero" in failures[divides].error
+    assert "meta" in failures[nested].error
+    recorded = await off_loop(lambda: store.get_grant(divides))  # type: ignore[attr-defined]
+    assert recorded.condition_failures == 1 and "division by zero" in recorded.last_condition_error
 
 
 async def test_a_grant_with_three_uses_racing_eight_calls_approves_exactly_three(

@@ -17,7 +17,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from django.test import Client
 
-from agents_runtime import Runtime
+from agents_runtime import GrantRequest, GrantScope, Runtime
 from approvals.models import AuditEntry
 from approvals.services.decisions import decision_approve
 from tests.api.conftest import Api, events, read
@@ -496,3 +496,26 @@ async def test_with_a_db_worker_the_stream_relays_the_workers_chunks_to_the_end(
     text = "".join(e["payload"]["text"] for e in sent[:-1] if e["type"] == "text-delta")
     assert "MODEL_SAW_TOOL_RESULTS" in text
     assert (await listing(api))["total"] == 0
+
+
+async def test_a_grant_whose_condition_raises_does_not_hang_the_stream(
+    mastra: Runtime, reviewer_token: str
+) -> None:
+    # A grant made before conditions were checked against the tool's parameters: evaluating it on
+    # any call raises. The grant does not apply; the stream ends with the call waiting.
+    agent = mastra.get_agent("approver")
+    await agent.add_grant(
+        GrantRequest(
+            agent_id="approver",
+            tool_name="deleteFile",
+            scope=GrantScope.EVERYONE,
+            scope_value=None,
+            created_by="rita",
+            created_at=datetime.now(UTC),
+            expires_at=datetime.now(UTC) + timedelta(hours=1),
+            condition='meta.tier == "gold"',
+        )
+    )
+    run = await asyncio.wait_for(start(Api(reviewer_token), "approver", "Please delete /tmp/g.txt"), 30)
+    assert run["events"][-2]["type"] == "tool-call-approval"
+    assert (await listing(Api(reviewer_token)))["total"] == 1

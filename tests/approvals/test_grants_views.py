@@ -3,13 +3,19 @@ without a reviewer (recorded as the grant's), the grants page, and who may revok
 
 from __future__ import annotations
 
+import io
 import json
 import re
+from datetime import timedelta
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.contrib.auth.models import Group, User
+from django.core.management import call_command
 from django.test import Client
+from django.utils import timezone
 
+from agents_runtime import GrantRequest, GrantScope
 from approvals.models import AuditEntry, GrantRecord
 from tests.approvals.conftest import _user
 from tests.approvals.runtime_fixtures import DashboardAgents
@@ -207,3 +213,41 @@ def test_approve_and_allow_with_edited_arguments_is_refused_and_decides_nothing(
     reviewer_client.post(approve_url(run.run_id, call.tool_call_id), data, **HX)
     assert agents.executed["refund"].calls == [call.args]
     assert GrantRecord.objects.count() == 1
+
+
+def test_a_grant_whose_condition_fails_lets_the_new_run_wait_and_the_card_and_health_page_say_why(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    # A grant made before conditions were checked against the tool's parameters: ``meta`` is no
+    # argument of refund, so evaluating it raises on every call.
+    helpdesk = agents.agent("helpdesk")
+    made = async_to_sync(helpdesk.add_grant)(
+        GrantRequest(
+            agent_id="helpdesk",
+            tool_name="refund",
+            scope=GrantScope.EVERYONE,
+            scope_value=None,
+            created_by="rita",
+            created_at=timezone.now(),
+            expires_at=timezone.now() + timedelta(hours=1),
+            condition='meta.tier == "gold"',
+        )
+    )
+
+    started = reviewer_client.post("/runs/new/", {"agent": "helpdesk", "prompt": "refund first"})
+
+    assert started.status_code == 302 and "/runs/" in started["Location"]
+    (run,) = agents.suspended("helpdesk")
+    assert agents.executed["refund"].count == 0
+    card = reviewer_client.get(f"/runs/{run.run_id}/").content.decode()
+    assert f"Not let through by grant #{made.id} of rita" in card
+    assert "meta" in card
+    admin = Client()
+    admin.force_login(_user("auditor", "Admins"))
+    health = admin.get("/health/").content.decode()
+    assert "Grants whose condition failed" in health
+    assert f"grant #{made.id} of rita" in health and "meta.tier" in health
+    # The command line too: it prints the waiting run, not a traceback.
+    printed = io.StringIO()
+    call_command("run_agent", "helpdesk", "refund second", stdout=printed)
+    assert "status: suspended" in printed.getvalue()
