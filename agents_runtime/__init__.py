@@ -7,12 +7,16 @@ from .agent import Agent
 from .conditions import Condition, InvalidCondition, Verdict
 from .errors import (
     AgentsRuntimeError,
+    ArgumentsChanged,
+    CallClaimed,
     DecisionRefused,
     DuplicateVote,
     InvalidPagination,
     InvalidResumeData,
     InvalidToolArgs,
+    NotADecider,
     RerunNotConfirmed,
+    RiskyNotConfirmed,
     RunAlreadyDecided,
     RunNotFound,
     SelfApprovalRefused,
@@ -20,10 +24,11 @@ from .errors import (
 )
 from .events import Continuation, RunEvent
 from .grants import Grant, GrantNotFound, GrantRequest, GrantScope, GrantUnavailable, InvalidGrant
+from .policy import Confirmation, DecisionRequest, Origin, Policy, fingerprint
 from .runtime import Runtime
 from .scripted import Call, Reply, ScriptContext, scripted_model
 from .store import InMemoryRunStore, RunStore
-from .stream import RunStream
+from .stream import Decided, RunStream
 from .tools import Tool, ToolContext, tool
 from .types import AgentRun, AgentRunToolCall, ApprovalTally, Chunk, ListSuspendedRunsResult, RunResult
 
@@ -33,11 +38,16 @@ __all__ = [
     "AgentRunToolCall",
     "AgentsRuntimeError",
     "ApprovalTally",
+    "ArgumentsChanged",
     "Call",
+    "CallClaimed",
     "Chunk",
     "Condition",
+    "Confirmation",
     "Continuation",
+    "Decided",
     "DecisionRefused",
+    "DecisionRequest",
     "DuplicateVote",
     "Grant",
     "GrantNotFound",
@@ -51,8 +61,12 @@ __all__ = [
     "InvalidResumeData",
     "InvalidToolArgs",
     "ListSuspendedRunsResult",
+    "NotADecider",
+    "Origin",
+    "Policy",
     "Reply",
     "RerunNotConfirmed",
+    "RiskyNotConfirmed",
     "RunAlreadyDecided",
     "RunEvent",
     "RunNotFound",
@@ -66,6 +80,7 @@ __all__ = [
     "ToolCallNotSuspended",
     "ToolContext",
     "Verdict",
+    "fingerprint",
     "scripted_model",
     "tool",
 ]

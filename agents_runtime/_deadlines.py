@@ -16,11 +16,18 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from ._convert import now
-from ._decisions import pick_call, settle
+from ._decisions import decision_rule, pick_call, settle
 from ._host import RunAgent
 from .deadlines import Deadline, expiry_reason
-from .errors import AgentsRuntimeError, RunAlreadyDecided, RunNotFound, ToolCallNotSuspended
-from .store import DeadlineChange, Decision, ParkedCall, StoredRun
+from .errors import (
+    AgentsRuntimeError,
+    RiskyNotConfirmed,
+    RunAlreadyDecided,
+    RunNotFound,
+    ToolCallNotSuspended,
+)
+from .policy import DecisionRequest, Origin
+from .store import DeadlineChange, Decision, ParkedCall, StoredRun, Vote
 from .stream import RunStream
 from .vocabulary import CallKind, DecisionAction
 
@@ -71,7 +78,7 @@ async def expire_call(
     """Expire (or escalate) one due call: the expired run's continuation to consume (or
     ``"escalated"``); None when nothing changed."""
 
-    def rule(run: StoredRun) -> tuple[str, Decision]:
+    def rule(run: StoredRun) -> tuple[str, Decision | Vote]:
         # Read in the store's atomic step only (no read before it: the sweep's cost per call).
         due = _due(run, tool_call_id, at)
         deadline = due.deadline
@@ -84,16 +91,26 @@ async def expire_call(
         approve = (
             deadline.on_expiry == "approve" and due.kind == CallKind.APPROVAL and due.tool_started_at is None
         )
-        return due.tool_call_id, Decision(
-            action=DecisionAction.EXPIRE,
-            decided_at=now(),
+        request = DecisionRequest(
+            run.run_id,
+            due.tool_call_id,
+            DecisionAction.EXPIRE,
+            origin=Origin.DEADLINE,
             reason=expiry_reason(due.expires_at - run.suspended_at),
             resume_data={"approved": approve},
         )
+        try:
+            return decision_rule(agent, request)(run)
+        except RiskyNotConfirmed as refused:
+            # The rules never let nobody answering approve a risky call: it is declined instead.
+            declined = replace(
+                request, reason=f"{request.reason} ({refused})", resume_data={"approved": False}
+            )
+            return decision_rule(agent, declined)(run)
 
     try:
         try:
-            stream = await settle(agent, run_id, rule, None)
+            stream = (await settle(agent, run_id, rule, None)).stream
         except _Escalate as escalation:
             await _escalate(agent, run_id, tool_call_id, escalation.deadline, at)
             return "escalated"

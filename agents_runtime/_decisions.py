@@ -1,24 +1,21 @@
-"""The decide path: approve, decline and resume checked against the parked call, recorded atomically."""
+"""The decide path: every decision (approve, decline, resume, a grant's, a deadline's) checked against
+the parked call by the rules (``policy``) and recorded atomically, then announced and continued."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from pydantic_ai import DeferredToolResults, ToolApproved, ToolDenied
 
-from . import _pydantic, _votes
-from ._convert import listed_call, now
+from . import _pydantic, policy
+from ._convert import agent_run, listed_call, now
 from ._host import RunAgent
-from .errors import (
-    InvalidResumeData,
-    InvalidToolArgs,
-    RerunNotConfirmed,
-    RunNotFound,
-    ToolCallNotSuspended,
-)
+from .errors import InvalidResumeData, InvalidToolArgs, RunNotFound, ToolCallNotSuspended
 from .events import Continuation
+from .policy import DecisionRequest
 from .store import Decision, DecisionReceipt, DecisionRule, ParkedCall, StoredRun, Vote
-from .stream import Emit, RunStream
+from .stream import Decided, Emit, RunStream
 from .tools import _validate, to_jsonable
 from .types import ApprovalTally, RunResult
 from .untrusted import check_decision, checked_json
@@ -27,50 +24,54 @@ from .vocabulary import CallKind, DecisionAction
 DEFAULT_DECLINE_REASON = "Tool call was not approved by the user"
 
 
-async def decide(
-    agent: RunAgent,
-    run_id: str,
-    tool_call_id: str | None,
-    *,
-    action: DecisionAction,
-    actor: str | None,
-    reason: str | None = None,
-    resume_data: Any = None,
-    edited_args: dict[str, Any] | None = None,
-    confirm_rerun: bool = False,
-) -> RunStream:
-    if not isinstance(run_id, str) or not run_id:
-        raise RunNotFound(str(run_id))
-    check_decision(action, reason=reason, resume_data=resume_data, edited_args=edited_args)
+async def decide(agent: RunAgent, request: DecisionRequest) -> Decided:
+    """The one door: ``request`` recorded atomically if every rule lets it through, announced, and
+    the run continued (or handed to the scheduler) when it was the run's last decision."""
+    if not isinstance(request.run_id, str) or not request.run_id:
+        raise RunNotFound(str(request.run_id))
+    check_decision(
+        request.action,
+        reason=request.reason,
+        resume_data=request.resume_data,
+        edited_args=request.edited_args,
+    )
+    return await settle(agent, request.run_id, decision_rule(agent, request), request.actor)
+
+
+def decision_rule(agent: RunAgent, request: DecisionRequest) -> DecisionRule:
+    """What the store's atomic step runs on the run as stored: the call ``request`` names, the rules
+    (``agents_runtime.policy``), its data checked; the decision or vote to record, or a refusal."""
+    host = agent._runtime.policy if agent._runtime is not None else None
 
     def rule(run: StoredRun) -> tuple[str, Decision | Vote]:
-        # Runs inside the store's atomic step: the checks still hold when the decision lands.
         if run.parent_run_id is not None:
             raise ToolCallNotSuspended(
-                f"Run {run_id!r} is a sub-agent run; decide it through its supervisor's run "
+                f"Run {run.run_id!r} is a sub-agent run; decide it through its supervisor's run "
                 f"{run.parent_run_id!r}",
-                run_id=run_id,
-                tool_call_id=tool_call_id,
+                run_id=run.run_id,
+                tool_call_id=request.tool_call_id,
             )
-        call = pick_call(run, tool_call_id)
-        # Only an undecided call is offered again; a decided one (whose tool may be running right
-        # now) is the store's "already decided", never a confirmation to ask for.
-        started = call.tool_started_at
-        if started is not None and call.decision is None and action != "decline" and not confirm_rerun:
-            raise RerunNotConfirmed(run_id=run_id, tool_call_id=call.tool_call_id, started_at=started)
-        checked, why, stored_resume = validated_decision(agent, call, action, reason, resume_data)
-        edits = None if edited_args is None else validated_edits(agent, call, edited_args)
+        call = pick_call(run, request.tool_call_id)
+        policy.admit(request, run, call, host)
+        checked, why, stored_resume = validated_decision(
+            agent, call, request.action, request.reason, request.resume_data
+        )
+        edits = None if request.edited_args is None else validated_edits(agent, call, request.edited_args)
+        if edits is not None and policy.fingerprint(request.edited_args) == policy.fingerprint(call.args):
+            edits = None  # nothing was changed: a plain approval, recorded as one
         decision = Decision(
             action=checked,
             decided_at=now(),
-            actor=actor,
+            actor=request.actor,
             reason=why,
             resume_data=stored_resume,
             edited_args=edits,
+            grant_id=request.grant.id if request.grant is not None else None,
         )
-        return call.tool_call_id, _votes.verdict(agent, run, call, decision)
+        tool = agent._find_tool(call.tool_name)
+        return call.tool_call_id, policy.verdict(request, run, call, tool, decision)
 
-    return await settle(agent, run_id, rule, actor)
+    return rule
 
 
 #: Runs claimed by a decision of this process while its continuation is being scheduled, by agent,
@@ -84,13 +85,14 @@ def take_claimed(agent_id: str, run_id: str, version: int) -> StoredRun | None:
     return _claimed_here.pop((agent_id, run_id, version), None)
 
 
-async def settle(agent: RunAgent, run_id: str, rule: DecisionRule, actor: str | None) -> RunStream:
+async def settle(agent: RunAgent, run_id: str, rule: DecisionRule, actor: str | None) -> Decided:
     """Record the decision ``rule`` makes (the store's atomic step), announce it, continue the run."""
     receipt: DecisionReceipt = await agent._store(
         agent.storage.decide, agent_id=agent.id, run_id=run_id, rule=rule
     )
+    decided = partial(Decided, listed_call(receipt.call), agent_run(receipt.run), receipt.record_id)
     if receipt.vote is not None:
-        return await _voted(agent, receipt, receipt.vote)
+        return decided(await _voted(agent, receipt, receipt.vote))
     call, decision = receipt.call, receipt.call.decision
     assert decision is not None
     await agent._notify(
@@ -103,7 +105,7 @@ async def settle(agent: RunAgent, run_id: str, rule: DecisionRule, actor: str | 
     )
     if receipt.claimed_version is None:
         remaining = [listed_call(c) for c in receipt.run.undecided]
-        return RunStream.finished(RunResult(run_id=run_id, status="suspended", tool_calls=remaining))
+        return decided(RunStream.finished(RunResult(run_id=run_id, status="suspended", tool_calls=remaining)))
     version: int = receipt.claimed_version
     if agent._runtime is not None and agent._runtime.scheduler is not None:
         # A worker continues the run; the claim's lease covers the wait in its queue. A scheduler
@@ -115,13 +117,13 @@ async def settle(agent: RunAgent, run_id: str, rule: DecisionRule, actor: str | 
             done = await agent._runtime._schedule(continuation)
         finally:
             _claimed_here.pop(key, None)
-        return RunStream.finished(done or RunResult(run_id=run_id, status="running"))
+        return decided(RunStream.finished(done or RunResult(run_id=run_id, status="running")))
     claimed = receipt.run
 
     async def produce(emit: Emit) -> RunResult:
         return await agent._continue(run_id, version, emit, claimed)
 
-    return RunStream(run_id, produce)
+    return decided(RunStream(run_id, produce))
 
 
 async def _voted(agent: RunAgent, receipt: DecisionReceipt, vote: Vote) -> RunStream:
@@ -146,6 +148,8 @@ def validated_decision(
     agent: RunAgent, call: ParkedCall, action: DecisionAction, reason: str | None, resume_data: Any
 ) -> tuple[DecisionAction, str | None, Any]:
     """Check a decision fits the call; nothing is recorded when it does not."""
+    if action == DecisionAction.EXPIRE:
+        return action, reason, resume_data  # the deadline's own decision, built by its rule
     if call.kind == CallKind.APPROVAL:
         if action != DecisionAction.RESUME:
             return action, reason, None

@@ -17,9 +17,10 @@ from dataclasses import asdict, replace
 from datetime import datetime
 
 from ._convert import as_utc, now
+from ._decisions import decision_rule
 from ._host import RunAgent
 from .conditions import InvalidCondition, check_against_schema
-from .errors import RunAlreadyDecided, RunNotFound, ToolCallNotSuspended
+from .errors import DecisionRefused, RunAlreadyDecided, RunNotFound, ToolCallNotSuspended
 from .grants import (
     Grant,
     GrantNotFound,
@@ -32,7 +33,8 @@ from .grants import (
     compile_condition,
     condition_verdict,
 )
-from .store import Decision, DecisionReceipt, ParkedCall, StoredRun, Suspension
+from .policy import DecisionRequest, Origin
+from .store import DecisionReceipt, ParkedCall, StoredRun, Suspension
 from .types import GrantFailure
 from .vocabulary import CallKind, DecisionAction
 
@@ -57,9 +59,11 @@ def request_for(
     condition: str = "",
     from_run_id: str | None = None,
     from_tool_call_id: str | None = None,
+    covers_risky: bool = False,
 ) -> GrantRequest:
     """``Agent.grant_request``: a grant for ``agent``'s tool, checked but not kept. ``thread_id`` /
-    ``resource_id``: the scope's; ``condition``: CEL over the arguments. ``InvalidGrant`` for a tool
+    ``resource_id``: the scope's; ``condition``: CEL over the arguments; ``covers_risky``: it may
+    approve calls the tool marks risky too (else it never does). ``InvalidGrant`` for a tool
     that forbids grants or needs several approvals, a store that keeps no grants, a scope without
     its thread or end user, a grant with no end (neither ``expires_at`` nor ``max_uses``), a bad
     condition (not CEL, too costly to bound, or naming an argument the tool does not have)."""
@@ -88,6 +92,7 @@ def request_for(
             condition=condition.strip(),
             from_run_id=from_run_id,
             from_tool_call_id=from_tool_call_id,
+            covers_risky=covers_risky,
         )
     )
     compiled = compile_condition(request.condition)
@@ -184,10 +189,6 @@ async def _covering(
     args = spec.args_with_defaults(call.args)
     grants, failures = [], []
     for grant in live:
-        # Separation of duties holds for grants too: the person who started the run cannot let its
-        # calls through with a grant of their own.
-        if spec.separate_duties and grant.created_by == run.started_by:
-            continue
         verdict = condition_verdict(grant.condition, args)
         if verdict.error is not None:
             failures.append(GrantFailure(grant.id, grant.label, verdict.error))
@@ -240,16 +241,24 @@ async def apply_grants(agent: RunAgent, run: StoredRun, covering: Covering) -> t
 async def _approve_by_grant(
     agent: RunAgent, run_id: str, call: ParkedCall, grant: Grant, at: datetime
 ) -> DecisionReceipt | None:
-    decision = Decision(
-        action=DecisionAction.APPROVE, decided_at=at, actor=grant.created_by, grant_id=grant.id
+    """The grant's approval through the one door's rules (its maker's rights, risky calls,
+    separation of duties: ``agents_runtime.policy``), recorded with one use of the grant; None when
+    the grant may not or cannot approve it (revoked or used up since it was read)."""
+    request = DecisionRequest(
+        run_id,
+        call.tool_call_id,
+        DecisionAction.APPROVE,
+        actor=grant.created_by,
+        origin=Origin.GRANT,
+        grant=grant,
     )
     try:
         receipt: DecisionReceipt = await agent._store(
-            agent.storage.decide,
-            agent_id=agent.id,
-            run_id=run_id,
-            rule=lambda _run: (call.tool_call_id, decision),
+            agent.storage.decide, agent_id=agent.id, run_id=run_id, rule=decision_rule(agent, request)
         )
+    except DecisionRefused as refused:
+        logger.info("Run %s: %s did not approve call %s: %s", run_id, grant.label, call.tool_call_id, refused)
+        return None
     except GrantUnavailable:
         return None  # revoked or used up since it was read: the next grant, or a person
     return receipt

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from ._pydantic import AgentSpec
 from .deadlines import Deadline
 from .events import Continuation, RunEvent
+from .policy import Policy
 from .store import RunStore, StoredRun
 from .stream import Emit
 from .tools import Tool
@@ -30,6 +31,9 @@ class Host(Protocol):
 
     @property
     def scheduler(self) -> Scheduler | None: ...
+
+    @property
+    def policy(self) -> Policy | None: ...
 
     def get_agent(self, agent_id: str) -> RunAgent: ...
 

@@ -21,9 +21,10 @@ from .deadlines import Deadline, as_deadline
 from .errors import RunNotFound
 from .events import RunEvent
 from .grants import Grant, GrantRequest, GrantScope
+from .policy import Confirmation, DecisionRequest
 from .store import InMemoryRunStore, RunQuery, RunStore, StoredRun
 from .store_calls import call_store
-from .stream import Emit, RunStream
+from .stream import Decided, Emit, RunStream
 from .tools import Tool, tool
 from .types import AgentRun, ListSuspendedRunsResult, RunResult
 from .untrusted import clean_text
@@ -198,6 +199,17 @@ class Agent:
 
     # -- decisions -------------------------------------------------------------------------------
 
+    async def decide(self, request: DecisionRequest) -> Decided:
+        """The one door every decision passes (beyond Mastra): the rules (``agents_runtime.policy``),
+        then the decision recorded in the store's atomic step, announced, and the run continued.
+
+        Refusals raise and change nothing: ``RunNotFound``, ``ToolCallNotSuspended``,
+        ``RunAlreadyDecided``, ``InvalidResumeData`` / ``InvalidToolArgs``, ``RerunNotConfirmed``, a
+        ``DecisionRefused`` naming its rule. ``approve_tool_call``, ``decline_tool_call`` and
+        ``resume_stream`` are this with the request spelled out.
+        """
+        return await _decisions.decide(self, request)
+
     async def approve_tool_call(
         self,
         *,
@@ -214,15 +226,15 @@ class Agent:
         tool started in a continuation that died (``AgentRunToolCall.tool_started_at``) may have
         run already: approving it again needs ``confirm_rerun=True`` (``RerunNotConfirmed``).
         """
-        return await _decisions.decide(
-            self,
+        request = DecisionRequest(
             run_id,
             tool_call_id,
-            action=DecisionAction.APPROVE,
+            DecisionAction.APPROVE,
             actor=actor,
             edited_args=edited_args,
-            confirm_rerun=confirm_rerun,
+            confirmations=_rerun(confirm_rerun),
         )
+        return (await self.decide(request)).stream
 
     async def decline_tool_call(
         self, *, run_id: str, tool_call_id: str, reason: str | None = None, actor: str | None = None
@@ -230,9 +242,8 @@ class Agent:
         """Decline a parked call: the tool never runs and the model receives ``reason``."""
         if reason is not None and not isinstance(reason, str):
             raise TypeError("reason must be a string")
-        return await _decisions.decide(
-            self, run_id, tool_call_id, action=DecisionAction.DECLINE, reason=reason, actor=actor
-        )
+        request = DecisionRequest(run_id, tool_call_id, DecisionAction.DECLINE, actor=actor, reason=reason)
+        return (await self.decide(request)).stream
 
     async def resume_stream(
         self,
@@ -247,15 +258,15 @@ class Agent:
 
         ``confirm_rerun`` as for ``approve_tool_call``: the tool runs again on an answer too.
         """
-        return await _decisions.decide(
-            self,
+        request = DecisionRequest(
             run_id,
             tool_call_id,
-            action=DecisionAction.RESUME,
-            resume_data=resume_data,
+            DecisionAction.RESUME,
             actor=actor,
-            confirm_rerun=confirm_rerun,
+            resume_data=resume_data,
+            confirmations=_rerun(confirm_rerun),
         )
+        return (await self.decide(request)).stream
 
     async def expire_overdue(self, now: datetime | None = None) -> int:
         """Decide every parked call whose deadline passed by ``now`` (default: the current time) as
@@ -397,3 +408,7 @@ class Agent:
         if run is None or run.agent_id != self.id or run.status != "suspended":
             raise RunNotFound(run_id)
         return run
+
+
+def _rerun(confirmed: bool) -> frozenset[Confirmation]:
+    return frozenset({Confirmation.RERUN}) if confirmed else frozenset()

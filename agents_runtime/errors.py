@@ -82,8 +82,10 @@ class InvalidPagination(AgentsRuntimeError, ValueError):
 
 
 class DecisionRefused(AgentsRuntimeError):
-    """A decision the call's tool does not take from this reviewer (beyond Mastra: ``tool(approvals=,
-    separate_duties=)``). Nothing is recorded; another reviewer may still decide."""
+    """A decision a rule refuses (beyond Mastra; the rules: ``agents_runtime.policy``). Nothing is
+    recorded; another reviewer may still decide. ``rule`` names the rule (a stable code)."""
+
+    rule = "refused"
 
     def __init__(self, message: str, *, run_id: str, tool_call_id: str, actor: str | None) -> None:
         super().__init__(message)
@@ -95,6 +97,41 @@ class DecisionRefused(AgentsRuntimeError):
 class SelfApprovalRefused(DecisionRefused):
     """``separate_duties=True``: whoever started the run may not approve its calls (admins neither)."""
 
+    rule = "separation_of_duties"
+
 
 class DuplicateVote(DecisionRefused):
     """``approvals=N``: this reviewer already approved the call; it needs someone else's approval."""
+
+    rule = "second_vote"
+
+
+class NotADecider(DecisionRefused):
+    """The decider may not decide this call (the host's rule: whose calls these are)."""
+
+    rule = "not_a_decider"
+
+
+class CallClaimed(DecisionRefused):
+    """A colleague is on this call (the host's claims): decide it anyway only when confirmed."""
+
+    rule = "claimed"
+
+    def __init__(
+        self, message: str, *, run_id: str, tool_call_id: str, actor: str | None, holder: str
+    ) -> None:
+        super().__init__(message, run_id=run_id, tool_call_id=tool_call_id, actor=actor)
+        self.holder = holder
+
+
+class RiskyNotConfirmed(DecisionRefused):
+    """A risky call approved without "I checked this" (or by a grant not made for risky calls, or
+    by a deadline's default)."""
+
+    rule = "risky_unconfirmed"
+
+
+class ArgumentsChanged(DecisionRefused):
+    """The call's arguments are not the ones the decider saw."""
+
+    rule = "arguments_changed"

@@ -102,6 +102,9 @@ class GrantRequest:
     #: The call it was made from, if any (for the record).
     from_run_id: str | None = None
     from_tool_call_id: str | None = None
+    #: Made for risky calls too (values the tool marks risky, or a tool that asks "I checked this"):
+    #: without it a grant never approves such a call (``agents_runtime.policy``).
+    covers_risky: bool = False
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,7 @@ class Grant:
     def uses_left(self) -> int | None:
         return None if self.max_uses is None else max(self.max_uses - self.uses, 0)
 
+    covers_risky: bool = False
     condition_failures: int = 0
     last_condition_error: str | None = None
     last_condition_error_at: datetime | None = None

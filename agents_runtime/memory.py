@@ -338,6 +338,7 @@ class InMemoryRunStore(RunStore, GrantStore):
                 condition=request.condition,
                 from_run_id=request.from_run_id,
                 from_tool_call_id=request.from_tool_call_id,
+                covers_risky=request.covers_risky,
             )
             self._grants[grant.id] = grant
             return grant

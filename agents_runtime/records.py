@@ -230,6 +230,8 @@ class DecisionReceipt:
     claimed_version: int | None
     #: Set when the rule recorded a vote instead of a decision (``call.decision`` is None then).
     vote: Vote | None = None
+    #: The id of the record the store wrote with the decision (its audit row), if it keeps one.
+    record_id: int | None = None
 
 
 #: Picks the call to decide on a run and builds its decision (or, on a call that needs several

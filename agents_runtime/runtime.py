@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from ._host import Scheduler
 from .agent import Agent
 from .events import Continuation, RunEvent
+from .policy import Policy
 from .store import InMemoryRunStore, RunStore
 from .types import RunResult
 
@@ -28,11 +29,14 @@ class Runtime:
         storage: RunStore | None = None,
         *,
         scheduler: Scheduler | None = None,
+        policy: Policy | None = None,
     ) -> None:
         self._storage: RunStore | None = storage
         #: When set, a decision that completes a run's decisions hands the continuation to it
         #: (e.g. a task queue) instead of continuing in this process; see ``Agent.continue_run``.
         self.scheduler: Scheduler | None = scheduler
+        #: The host's rules, checked first inside every decision's atomic step (``agents_runtime.policy``).
+        self.policy: Policy | None = policy
         self._agents: dict[str, Agent] = {}
         self._listeners: list[Listener] = []
         for agent in agents:

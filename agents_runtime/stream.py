@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Final
 
-from .types import Chunk, RunResult
+from .types import AgentRun, AgentRunToolCall, Chunk, RunResult
 
 Emit = Callable[[Chunk], None]
 
@@ -57,3 +58,15 @@ class RunStream:
     async def result(self) -> RunResult:
         """Wait for the run (or continuation) to end or suspend, and return its outcome."""
         return await asyncio.shield(self._task)
+
+
+@dataclass(frozen=True)
+class Decided:
+    """What ``Agent.decide`` did: the call it decided, the run as the decision left it (the calls it
+    still waits on), the record the store wrote with the decision (its id, when the store keeps
+    records), and the run's continuation, to consume like any ``RunStream``."""
+
+    call: AgentRunToolCall
+    run: AgentRun
+    record_id: int | None
+    stream: RunStream

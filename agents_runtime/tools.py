@@ -111,7 +111,7 @@ class Tool:
     confirm: bool = False
     #: How long its calls may wait for a reviewer and what happens then (None: forever).
     deadline: Deadline | None = None
-    #: Distinct reviewers who must approve a call before it runs (``_votes``), and whether the
+    #: Distinct reviewers who must approve a call before it runs (``policy``), and whether the
     #: person who started the run is refused as one of them.
     approvals: int = 1
     separate_duties: bool = False

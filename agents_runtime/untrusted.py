@@ -106,6 +106,20 @@ def _clean(value: Any, depth: int, max_depth: int, notes: list[str]) -> Any:
         or (kind is float and math.isfinite(value))
     ):
         return value
+    if isinstance(value, dict | list | tuple):
+        if depth >= max_depth:
+            notes.append(f"nesting deeper than {max_depth} levels")
+            return TOO_DEEP
+        if isinstance(value, dict):
+            return _clean_object(value, depth, max_depth, notes)
+        items = [_clean(item, depth + 1, max_depth, notes) for item in value]
+        if isinstance(value, list) and all(new is old for new, old in zip(items, value, strict=True)):
+            return value
+        return items
+    return _clean_scalar(value, notes)
+
+
+def _clean_scalar(value: Any, notes: list[str]) -> Any:
     if isinstance(value, str):
         cleaned = clean_text(value)
         if cleaned is not value:
@@ -121,28 +135,22 @@ def _clean(value: Any, depth: int, max_depth: int, notes: list[str]) -> Any:
             return value
         notes.append("a non-finite number")
         return _NON_FINITE[repr(value)]
-    if isinstance(value, dict | list | tuple):
-        if depth >= max_depth:
-            notes.append(f"nesting deeper than {max_depth} levels")
-            return TOO_DEEP
-        if isinstance(value, dict):
-            changed = False
-            out: dict[str, Any] = {}
-            for key, item in value.items():
-                if type(key) is str and key.isascii() and "\x00" not in key:
-                    new_key = key
-                else:
-                    new_key = clean_text(key) if isinstance(key, str) else clean_text(str(key))
-                new_item = _clean(item, depth + 1, max_depth, notes)
-                changed = changed or new_key is not key or new_item is not item
-                out[new_key] = new_item
-            return out if changed or len(out) != len(value) else value
-        items = [_clean(item, depth + 1, max_depth, notes) for item in value]
-        if isinstance(value, list) and all(new is old for new, old in zip(items, value, strict=True)):
-            return value
-        return items
     notes.append(f"a {type(value).__name__}, which is not JSON")
     return clean_text(str(value))
+
+
+def _clean_object(value: dict[Any, Any], depth: int, max_depth: int, notes: list[str]) -> dict[str, Any]:
+    changed = False
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if type(key) is str and key.isascii() and "\x00" not in key:
+            new_key = key
+        else:
+            new_key = clean_text(key) if isinstance(key, str) else clean_text(str(key))
+        new_item = _clean(item, depth + 1, max_depth, notes)
+        changed = changed or new_key is not key or new_item is not item
+        out[new_key] = new_item
+    return out if changed or len(out) != len(value) else value
 
 
 def clean_json(
@@ -244,34 +252,39 @@ def _walk(
 ) -> None:
     if len(found) >= 10 or value is None or value is True or value is False:
         return
+    if not isinstance(value, dict | list | tuple):
+        problem = _scalar_problem(value, only_json)
+        if problem:
+            found.append(_problem(loc, problem))
+        return
+    if depth >= max_depth:
+        found.append(_problem(loc, f"This is nested too deeply (at most {max_depth} levels)."))
+        return
+    if not isinstance(value, dict):
+        for index, item in enumerate(value):
+            _walk(item, (*loc, index), depth + 1, max_depth, found, only_json)
+        return
+    for key, item in value.items():
+        if not isinstance(key, str):
+            found.append(_problem(loc, f"Object keys must be text, not {type(key).__name__}."))
+            continue
+        problem = _text_problem(key)
+        if problem:
+            found.append(_problem(loc, f"The key {key!r} {problem}."))
+        _walk(item, (*loc, key), depth + 1, max_depth, found, only_json)
+
+
+def _scalar_problem(value: Any, only_json: bool) -> str | None:
     if isinstance(value, str):
         problem = _text_problem(value)
-        if problem:
-            found.append(_problem(loc, f"This text {problem}."))
-    elif isinstance(value, int):
-        if not -_INT_LIMIT < value < _INT_LIMIT:
-            found.append(_problem(loc, f"Integers may have at most {MAX_INT_DIGITS} digits."))
-    elif isinstance(value, float):
-        if not math.isfinite(value):
-            found.append(_problem(loc, "NaN and infinite numbers are not JSON and cannot be stored."))
-    elif isinstance(value, dict | list | tuple):
-        if depth >= max_depth:
-            found.append(_problem(loc, f"This is nested too deeply (at most {max_depth} levels)."))
-            return
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if not isinstance(key, str):
-                    found.append(_problem(loc, f"Object keys must be text, not {type(key).__name__}."))
-                    continue
-                problem = _text_problem(key)
-                if problem:
-                    found.append(_problem(loc, f"The key {key!r} {problem}."))
-                _walk(item, (*loc, key), depth + 1, max_depth, found, only_json)
-        else:
-            for index, item in enumerate(value):
-                _walk(item, (*loc, index), depth + 1, max_depth, found, only_json)
-    elif only_json:
-        found.append(_problem(loc, f"A {type(value).__name__} is not JSON."))
+        return f"This text {problem}." if problem else None
+    if isinstance(value, int):
+        limited = -_INT_LIMIT < value < _INT_LIMIT
+        return None if limited else f"Integers may have at most {MAX_INT_DIGITS} digits."
+    if isinstance(value, float):
+        finite = math.isfinite(value)
+        return None if finite else "NaN and infinite numbers are not JSON and cannot be stored."
+    return f"A {type(value).__name__} is not JSON." if only_json else None
 
 
 def problems(

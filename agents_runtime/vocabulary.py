@@ -9,6 +9,7 @@ read.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 
 
@@ -151,3 +152,40 @@ NO_EFFECT_OUTCOMES = frozenset({Outcome.LOST_RACE, Outcome.INVALID, Outcome.RESC
 def choices(words: type[CallKind] | type[DecisionAction] | tuple[Outcome, ...]) -> list[tuple[str, str]]:
     """``(value, label)`` pairs, for Django model and form choices."""
     return [(word.value, word.label) for word in words]
+
+
+# -- what became of a decision, in one sentence (the audit log's detail and the desk's message) ------
+
+
+def _names(tool_names: Iterable[str]) -> tuple[int, str]:
+    names = list(tool_names)
+    return len(names), ", ".join(names) or "nothing"
+
+
+def waiting_detail(tool_names: Iterable[str]) -> str:
+    count, names = _names(tool_names)
+    return f"Recorded; the run still waits on {count} other call(s): {names}."
+
+
+def suspended_again_detail(tool_names: Iterable[str]) -> str:
+    return f"The run continued and suspended again, waiting on: {_names(tool_names)[1]}."
+
+
+def completed_detail(text: str | None) -> str:
+    return f"Completed: {text or '(no text)'}"
+
+
+def failed_detail(error: str | None) -> str:
+    return f"Failed: {error or 'unknown error'}"
+
+
+CONTINUING_DETAIL = "Recorded; the run continues."
+INTERRUPTED_DETAIL = (
+    "The run's continuation stopped before the run settled (its process died or lost its lease); "
+    "the call was offered for a decision again."
+)
+INTERRUPTED_AFTER_START_DETAIL = (
+    "Interrupted after the tool started — it may have run. The run's continuation stopped before "
+    "the run settled; the call was offered for a decision again, and running it again needs a "
+    "confirmation."
+)

@@ -1,4 +1,8 @@
-"""Django admin: the audit log is read-only here too (no add, change or delete, not even for superusers)."""
+"""Django admin: the audit log is read-only here too (no add, change or delete, not even for superusers).
+
+What concerns agents (audit rows, webhook deliveries and endpoints) is listed as the desk's policy
+shows it (``approvals.policy``): an admin designated for some agents sees only theirs.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +12,29 @@ from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
+from approvals import agents
 from approvals.models import AuditEntry, WebhookDelivery, WebhookEndpoint
+from approvals.policy import visible_agent_ids
+
+
+class SeenAgentsOnly:
+    """Rows of the agents the signed-in user may see (superusers see every row)."""
+
+    #: The lookup of a row's agent id.
+    agent_lookup = "agent_id"
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        rows = super().get_queryset(request)  # type: ignore[misc]
+        if request.user.is_superuser:
+            return rows
+        return rows.filter(**{f"{self.agent_lookup}__in": visible_agent_ids(request.user)})
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin[AuditEntry]):
+class AuditEntryAdmin(SeenAgentsOnly, admin.ModelAdmin[AuditEntry]):
     list_display = [
         "created_at",
         "username",
@@ -101,14 +121,53 @@ for model, model_admin in ((User, CountersignUserAdmin), (Group, CountersignGrou
 
 @admin.register(WebhookEndpoint)
 class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
+    """An endpoint hears of every agent it lists (none listed: of every agent), so an admin who does
+    not see every agent sees and changes only the endpoints of agents they see."""
+
     list_display = ["url", "description", "events", "agents", "active", "created_at"]
     list_filter = ["active"]
     fields = ["url", "description", "events", "agents", "active", "secret"]
 
+    def get_queryset(self, request: HttpRequest) -> Any:
+        rows = super().get_queryset(request)
+        seen = _partial_sight(request)
+        if seen is None:
+            return rows
+        return rows.filter(pk__in=[e.pk for e in rows if e.agents and set(e.agents) <= seen])
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        sight = _partial_sight(request)
+        if sight is None:
+            return form
+        seen: set[str] = sight
+
+        class Scoped(form):  # type: ignore[valid-type,misc]
+            def clean_agents(self) -> Any:
+                listed = self.cleaned_data.get("agents") or []
+                if not listed or not set(listed) <= seen:
+                    raise ValidationError(
+                        "List only agents you review (an empty list means every agent): "
+                        + ", ".join(sorted(seen))
+                    )
+                return listed
+
+        return Scoped
+
+
+def _partial_sight(request: HttpRequest) -> set[str] | None:
+    """The agents the user sees, when that is not every agent (None: every agent)."""
+    if request.user.is_superuser:
+        return None
+    seen = set(visible_agent_ids(request.user))
+    return None if seen >= {a.id for a in agents.all_agents()} else seen
+
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(admin.ModelAdmin[WebhookDelivery]):
+class WebhookDeliveryAdmin(SeenAgentsOnly, admin.ModelAdmin[WebhookDelivery]):
     """Deliveries are written by the sender; an admin reads them and may send one again."""
+
+    agent_lookup = "payload__data__agentId"
 
     list_display = [
         "created_at",

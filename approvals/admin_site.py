@@ -10,14 +10,15 @@ from django.contrib import admin
 from django.contrib.admin.apps import AdminConfig
 from django.http import HttpRequest
 
-from approvals.groups import ADMINS
-
 
 class CountersignAdminSite(admin.AdminSite):
     site_header = "Countersign administration"
     site_title = "Countersign admin"
 
     def has_permission(self, request: HttpRequest) -> bool:
+        # (Imported here: this module is loaded while the apps are, before any model may be.)
+        from approvals.policy import ADMINS
+
         user = request.user
         if not user.is_active:
             return False

@@ -10,13 +10,17 @@ from agents_runtime import Runtime
 
 def compose(runtime: Runtime) -> Runtime:
     """Wire ``runtime`` into the app and serve it: its runs are stored in the database (unless it
-    brought a store), its events reach open pages, and decided runs continue in background tasks."""
+    brought a store), the desk's policy is checked in every decision, its events reach open pages,
+    and decided runs continue in background tasks."""
     from approvals import agents, live, notifications, tasks, webhooks
+    from approvals.policy import DeskPolicy
 
     runtime.add_listener(live.publish)
     runtime.add_listener(webhooks.on_run_event)
     runtime.add_listener(notifications.on_run_event)
     runtime.scheduler = tasks.schedule_continuation
+    if runtime.policy is None:
+        runtime.policy = DeskPolicy()
     return agents.install(runtime)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.urls import reverse
 
-from agents_runtime import Agent, AgentRun, AgentRunToolCall, GrantScope, Tool
+from agents_runtime import Agent, AgentRun, AgentRunToolCall, GrantScope, Tool, fingerprint
 from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import CallKind
 from approvals import dom_ids
@@ -37,9 +37,6 @@ RESUME_PREFIX = "resume"
 #: The edit form's prefix (fields ``args-<parameter>``); ``ARGS_FORM_MARK`` says it was this form.
 ARGS_PREFIX = "args"
 ARGS_FORM_MARK = "args_form"
-#: The box a risky call's approval needs ticked, checked on the server.
-CONFIRM_RISKY = "confirm_risky"
-CONFIRM_RISKY_NOTICE = "This call is marked risky: tick “I checked this” to approve it."
 
 
 @dataclass
@@ -94,6 +91,12 @@ class CallView:
     grant_fields: list[FieldView] = field(default_factory=list)
     grant_errors: tuple[str, ...] = ()
     grant_open: bool = False
+
+    @property
+    def seen(self) -> str:
+        """The fingerprint of the arguments this card shows: a decision posts it back, and the door
+        refuses it if the call's arguments are no longer these (``agents_runtime.policy``)."""
+        return fingerprint(self.call.args)
 
     @property
     def is_approval(self) -> bool:
@@ -253,6 +256,62 @@ def call_view(
     form's errors, a notice): the body comes from ``body_url`` when the reviewer opens the row."""
     call_dom = dom_ids.call_block_id(run.run_id, call.tool_call_id)
     tool = find_tool(agent, call.tool_name)
+    summary = _summary(call, tool, agent)
+    forms_given = notice or any(
+        f is not None for f in (resume_form, decline_form, edited_args_form, args_form, grant_form)
+    )
+    if folded and not forms_given and (call.requires_approval or not _broken_notice(call)):
+        return CallView(call, run.run_id, run.agent_id, call_dom, "", False, 0, None, lazy=True, **summary)
+    # The forms' field ids: unique on a page with many cards.
+    auto_id = f"{call_dom}-%s"
+    shown_args = call.args if call.requires_approval else call.suspend_payload
+    text = pretty_json(shown_args if shown_args is not None else {})
+    if decline_form is not None:
+        (reason,) = bound_fields(decline_form)
+    else:
+        (reason,) = unbound_fields(DeclineForm, auto_id=auto_id)
+    edits = _edit_fields(call, tool, auto_id, text, edited_args_form, args_form)
+    resume_fields, resume_errors, broken = _resume_fields(call, auto_id, resume_form)
+    notice = notice or broken
+    grant_fields, grant_errors = _grant_fields(run, call, tool, auto_id, grant_form)
+    grant_open = bool(grant_errors or any(f.errors for f in grant_fields))
+    return CallView(
+        call=call,
+        run_id=run.run_id,
+        agent_id=run.agent_id,
+        dom_id=call_dom,
+        json=reveal_invisible(text),
+        json_is_long=is_long(text),
+        json_lines=text.count("\n") + 1,
+        reason=reason,
+        **edits,
+        resume_fields=resume_fields,
+        resume_errors=resume_errors,
+        notice=notice,
+        why=why_view(call, tool, agent),
+        needs_confirmation=call.requires_approval and needs_confirmation(tool, call.args),
+        approvals_required=tool.approvals if tool is not None else 1,
+        separate_duties=tool is not None and tool.separate_duties,
+        started_by=run.started_by,
+        claim=claim,
+        grant_fields=grant_fields,
+        grant_errors=grant_errors,
+        grant_open=grant_open,
+        **summary,
+        # Errors and notices are shown at once: the row opens on them.
+        open=bool(
+            grant_open
+            or edits["edit_open"]
+            or notice
+            or resume_errors
+            or reason.errors
+            or any(f.errors for f in resume_fields)
+        ),
+    )
+
+
+def _summary(call: AgentRunToolCall, tool: Tool | None, agent: Agent | None) -> dict[str, Any]:
+    """What a folded row shows: the title, the arguments' chips, the question, the sub-agent."""
     shown_args = call.args if call.requires_approval else call.suspend_payload
     question = "" if call.requires_approval else _question(call.suspend_payload)
     title = tool.title_for(call.args) if tool is not None and call.requires_approval else ""
@@ -262,7 +321,7 @@ def call_view(
     if call.via_agent_id:
         via_agent = next((a for a in (agent.agents if agent else ()) if a.id == call.via_agent_id), None)
         via = via_agent.name if via_agent is not None else call.via_agent_id
-    summary: dict[str, Any] = {
+    return {
         "title": reveal_invisible(clean_text(title)),
         # (The row's chips are the risky ones among them.)
         "args": arg_views(
@@ -273,18 +332,17 @@ def call_view(
         "question": question,
         "via_agent": via,
     }
-    forms_given = notice or any(
-        f is not None for f in (resume_form, decline_form, edited_args_form, args_form, grant_form)
-    )
-    if folded and not forms_given and (call.requires_approval or not _broken_notice(call)):
-        return CallView(call, run.run_id, run.agent_id, call_dom, "", False, 0, None, lazy=True, **summary)
-    # The forms' field ids: unique on a page with many cards.
-    auto_id = f"{call_dom}-%s"
-    text = pretty_json(shown_args if shown_args is not None else {})
-    if decline_form is not None:
-        (reason,) = bound_fields(decline_form)
-    else:
-        (reason,) = unbound_fields(DeclineForm, auto_id=auto_id)
+
+
+def _edit_fields(
+    call: AgentRunToolCall,
+    tool: Tool | None,
+    auto_id: str,
+    text: str,
+    edited_args_form: EditedArgsForm | None,
+    args_form: ResumeForm | None,
+) -> dict[str, Any]:
+    """The "edit arguments" forms: the JSON editor's field and the one built from the parameters."""
     edited_args: FieldView | None = None
     args_fields: list[FieldView] = []
     args_errors: tuple[str, ...] = ()
@@ -300,62 +358,37 @@ def call_view(
         form_class = args_form_class(tool)
         if form_class is not None:
             args_fields = unbound_fields(form_class, auto_id=auto_id, prefix=ARGS_PREFIX, initial=call.args)
-    resume_fields: list[FieldView] = []
-    resume_errors: tuple[str, ...] = ()
-    if resume_form is not None:
-        resume_fields = bound_fields(resume_form)
-        resume_errors = tuple(str(e) for e in resume_form.non_field_errors())
-    elif not call.requires_approval:
-        form_class = resume_form_class(call.resume_schema)
-        resume_fields = unbound_fields(form_class, auto_id=auto_id, prefix=RESUME_PREFIX)
-        notice = notice or form_class.broken_notice()
-    grant_fields: list[FieldView] = []
-    grant_errors: tuple[str, ...] = ()
-    if grant_form is not None:
-        grant_fields = bound_fields(grant_form)
-        grant_errors = tuple(str(e) for e in grant_form.non_field_errors())
-    elif offers_grants(run, call, tool):
-        grant_fields = bound_fields(GrantForm(scopes=grant_scopes(run), auto_id=auto_id))
-    grant_open = bool(grant_errors or any(f.errors for f in grant_fields))
-    # Errors and notices are shown at once: the row opens on them.
     edit_open = bool(
         (edited_args is not None and edited_args.errors) or args_errors or any(f.errors for f in args_fields)
     )
-    return CallView(
-        call=call,
-        run_id=run.run_id,
-        agent_id=run.agent_id,
-        dom_id=call_dom,
-        json=reveal_invisible(text),
-        json_is_long=is_long(text),
-        json_lines=text.count("\n") + 1,
-        reason=reason,
-        edited_args=edited_args,
-        edit_open=edit_open,
-        resume_fields=resume_fields,
-        resume_errors=resume_errors,
-        notice=notice,
-        why=why_view(call, tool, agent),
-        args_fields=args_fields,
-        args_errors=args_errors,
-        needs_confirmation=call.requires_approval and needs_confirmation(tool, call.args),
-        approvals_required=tool.approvals if tool is not None else 1,
-        separate_duties=tool is not None and tool.separate_duties,
-        started_by=run.started_by,
-        claim=claim,
-        grant_fields=grant_fields,
-        grant_errors=grant_errors,
-        grant_open=grant_open,
-        **summary,
-        open=bool(
-            grant_open
-            or edit_open
-            or notice
-            or resume_errors
-            or reason.errors
-            or any(f.errors for f in resume_fields)
-        ),
-    )
+    return {
+        "edited_args": edited_args,
+        "args_fields": args_fields,
+        "args_errors": args_errors,
+        "edit_open": edit_open,
+    }
+
+
+def _resume_fields(
+    call: AgentRunToolCall, auto_id: str, resume_form: ResumeForm | None
+) -> tuple[list[FieldView], tuple[str, ...], str]:
+    """The answer's fields and errors (input calls), and what the form says of a schema it cannot show."""
+    if resume_form is not None:
+        return bound_fields(resume_form), tuple(str(e) for e in resume_form.non_field_errors()), ""
+    if call.requires_approval:
+        return [], (), ""
+    form_class = resume_form_class(call.resume_schema)
+    return unbound_fields(form_class, auto_id=auto_id, prefix=RESUME_PREFIX), (), form_class.broken_notice()
+
+
+def _grant_fields(
+    run: AgentRun, call: AgentRunToolCall, tool: Tool | None, auto_id: str, grant_form: GrantForm | None
+) -> tuple[list[FieldView], tuple[str, ...]]:
+    if grant_form is not None:
+        return bound_fields(grant_form), tuple(str(e) for e in grant_form.non_field_errors())
+    if offers_grants(run, call, tool):
+        return bound_fields(GrantForm(scopes=grant_scopes(run), auto_id=auto_id)), ()
+    return [], ()
 
 
 def _broken_notice(call: AgentRunToolCall) -> str:

@@ -12,9 +12,9 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from approvals import agents
-from approvals.access import visible_agent_ids
 from approvals.live import agent_group, fanout, presence_group, relay, run_group, session_group
 from approvals.live.sessions import session_watch
+from approvals.policy import visible_agent_ids
 
 UNAUTHENTICATED = 4401
 #: Closes a socket that keeps sending frames the server cannot use (RFC 6455 "policy violation").

@@ -12,7 +12,7 @@ from django import forms
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
-from agents_runtime import untrusted
+from agents_runtime import Confirmation, untrusted
 from agents_runtime.grants import MAX_CONDITION_LENGTH, InvalidGrant, compile_condition
 from agents_runtime.vocabulary import RECORDED_OUTCOMES, CallKind, DecisionAction, choices
 from approvals import times
@@ -246,6 +246,11 @@ class GrantForm(forms.Form):
         strip=True,
         help_text='Optional. A CEL expression, e.g. amount_cents <= 10000 && environment == "staging".',
     )
+    risky = forms.BooleanField(
+        label="Also for calls marked risky",
+        required=False,
+        help_text="Without it the grant never approves a call the tool marks risky: those wait for a person.",
+    )
 
     def __init__(self, *args: Any, scopes: Sequence[tuple[str, str]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -271,6 +276,10 @@ class GrantForm(forms.Form):
     def terms(self) -> tuple[str, timedelta | None, int | None, str]:
         data = self.cleaned_data
         return data["scope"], GRANT_DURATIONS.get(data["lasts"] or ""), data["uses"], data["condition"]
+
+    @property
+    def covers_risky(self) -> bool:
+        return bool(self.cleaned_data.get("risky"))
 
 
 class NewRunForm(forms.Form):
@@ -383,3 +392,26 @@ class TimeZoneForm(forms.Form):
         if name and times.zone(name) is None:
             raise forms.ValidationError("Choose a time zone from the list.", code="unknown_zone")
         return name
+
+
+#: The boxes a decision post may carry, each a confirmation the decider gives (the card's "I checked
+#: this", "Decide anyway" on a colleague's claim, "Run it again" on a call whose tool may have run).
+CONFIRMATION_FIELDS = {
+    "confirm_risky": Confirmation.RISKY,
+    "confirm_claimed": Confirmation.CLAIMED,
+    "confirm_rerun": Confirmation.RERUN,
+}
+_TICKED = {"yes", "on", "true", "1"}
+
+
+def posted_confirmations(data: Any) -> frozenset[Confirmation]:
+    """The confirmations a post ticks (a box posts "on"; anything else is not a tick)."""
+    return frozenset(
+        c for name, c in CONFIRMATION_FIELDS.items() if str(data.get(name, "")).lower() in _TICKED
+    )
+
+
+def posted_fingerprint(data: Any) -> str | None:
+    """The card's fingerprint of the arguments it showed (``agents_runtime.fingerprint``), if posted."""
+    value = data.get("seen", "")
+    return value if isinstance(value, str) and re.fullmatch(r"[0-9a-f]{32}", value) else None

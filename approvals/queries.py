@@ -20,11 +20,11 @@ from agents_runtime import Agent, AgentRun, AgentRunToolCall, RunNotFound
 from agents_runtime.store import StoredRun
 from agents_runtime.vocabulary import CallKind
 from approvals import agents
-from approvals.access import MANAGE_GRANTS_PERMISSION
 from approvals.models import EndedRun, GrantRecord
 from approvals.models.audit import AuditEntry, AuditEntryQuerySet
 from approvals.models.batches import FollowedAgent
 from approvals.models.claims import CallClaim
+from approvals.policy import MANAGE_GRANTS_PERMISSION
 
 
 @dataclass(frozen=True)

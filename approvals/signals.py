@@ -8,7 +8,7 @@ from typing import Any
 from django.db import transaction
 
 from approvals import agents, live
-from approvals.groups import agent_group_name
+from approvals.policy import agent_group_name
 
 
 def close_live_sockets(sender: Any, request: Any = None, user: Any = None, **kwargs: Any) -> None:

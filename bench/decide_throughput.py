@@ -96,8 +96,8 @@ def seed(runs: int) -> None:
     from django.utils import timezone
 
     from approvals import agents
-    from approvals.groups import REVIEWERS as REVIEWERS_GROUP
     from approvals.models import ParkedCallRecord, RunRecord
+    from approvals.policy import REVIEWERS as REVIEWERS_GROUP
 
     call_command("migrate", verbosity=0)
     call_command("collectstatic", "--noinput", verbosity=0)

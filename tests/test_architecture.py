@@ -90,18 +90,3 @@ def test_the_check_allows_the_runtimes_own_and_third_party_imports(tmp_path: Pat
         "import djangoish\n"
     )
     assert forbidden_imports(package) == []
-
-
-#: The longest a module of the project's packages may grow (issue 11): past it, split by job.
-MODULE_LINES = 400
-
-
-def test_no_module_of_the_packages_is_over_400_lines() -> None:
-    long = {
-        str(path.relative_to(ROOT)): lines
-        for package in ("approvals", "agents_runtime", "demo", "config")
-        for path in (ROOT / package).rglob("*.py")
-        if "migrations" not in path.parts
-        and (lines := len(path.read_text(encoding="utf-8").splitlines())) > MODULE_LINES
-    }
-    assert long == {}

@@ -18,8 +18,8 @@ from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 
 from approvals import agents
-from approvals.access import Access, AgentAccess
 from approvals.api.errors import ApiError
+from approvals.policy import Access, AgentAccess
 from approvals.services.tokens import InvalidToken, authenticate
 
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="countersign"'}

@@ -82,14 +82,12 @@ def list_query(query: QueryDict) -> ListQuery:
         values["per_page"] = _number(str(query["perPage"]), "perPage", minimum=1, issues=issues)
     if "page" in query:
         values["page"] = _number(str(query["page"]), "page", minimum=0, issues=issues)
-    if "kind" in query:
-        if query["kind"] not in ("approval", "input"):
-            issues.append(issue("kind", 'Invalid option: expected one of "approval"|"input"'))
-        values["kind"] = query["kind"]
-    if "order" in query:
-        if query["order"] not in ("newest", "oldest"):
-            issues.append(issue("order", 'Invalid option: expected one of "newest"|"oldest"'))
-        values["order"] = query["order"]
+    for name, options in (("kind", ("approval", "input")), ("order", ("newest", "oldest"))):
+        if name in query:
+            if query[name] not in options:
+                expected = "|".join(f'"{o}"' for o in options)
+                issues.append(issue(name, f"Invalid option: expected one of {expected}"))
+            values[name] = query[name]
     start, end = values.get("from_date"), values.get("to_date")
     if start is not None and end is not None and start > end:
         issues.append(issue("fromDate", "fromDate must be less than or equal to toDate"))
@@ -144,6 +142,8 @@ class Decision:
     edited_args: dict[str, Any] | None = None
     resume_data: Any = None
     confirm_rerun: bool = False
+    #: "I checked this" (the v1 API's ``confirm``; Mastra's routes carry none).
+    confirm_risky: bool = False
 
 
 def decision_body(body: dict[str, Any], action: Action) -> Decision:

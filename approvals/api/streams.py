@@ -17,10 +17,11 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseBase, JsonResponse, StreamingHttpResponse
+from django.urls import reverse
 
 from agents_runtime import AgentRunToolCall, Chunk, RunStream
 from agents_runtime.vocabulary import Outcome
-from approvals import audit_channel, live
+from approvals import live
 from approvals.api.errors import ApiError
 from approvals.api.relay import RunFollower, continues_elsewhere
 from approvals.api.serialize import DONE, SSE_HEADERS, MastraEvents, frame, iso
@@ -78,14 +79,7 @@ def outcome_error(outcome: DecisionOutcome, calls: list[AgentRunToolCall]) -> Ap
             decidedAt=iso(outcome.winner_at) if outcome.winner_at else None,
         )
     if status == Outcome.UNCONFIRMED:
-        return ApiError(
-            409,
-            "The call's tool started in a continuation that died and may have run: send confirmRerun: true "
-            "to run it again",
-            "rerun_not_confirmed",
-            runId=outcome.run_id,
-            toolCallId=outcome.tool_call_id,
-        )
+        return _unconfirmed(outcome)
     if status == Outcome.REFUSED:
         # Separation of duties or a second vote: this reviewer may not approve; others may.
         return ApiError(
@@ -101,6 +95,30 @@ def outcome_error(outcome: DecisionOutcome, calls: list[AgentRunToolCall]) -> Ap
             400, "Invalid request body", "invalid_decision", issues=issues, detail=outcome.message
         )
     return None
+
+
+def _unconfirmed(outcome: DecisionOutcome) -> ApiError:
+    """A decision that needs a confirmation the request did not give: what to send, or where to go."""
+    where: dict[str, Any] = {"runId": outcome.run_id, "toolCallId": outcome.tool_call_id}
+    if outcome.refusal == "risky_unconfirmed":
+        # Mastra's routes carry no confirmation: the person checks the call on its card.
+        page = reverse("approvals:run", args=[outcome.run_id])
+        return ApiError(
+            409,
+            f"{outcome.message} Approve it in the dashboard ({page}), or with the v1 API and confirm: true.",
+            "risky_unconfirmed",
+            dashboard=page,
+            **where,
+        )
+    if outcome.refusal == "claimed":
+        return ApiError(409, outcome.message, "claimed", **where)
+    return ApiError(
+        409,
+        "The call's tool started in a continuation that died and may have run: send confirmRerun: true "
+        "to run it again",
+        "rerun_not_confirmed",
+        **where,
+    )
 
 
 async def decision_response(
@@ -120,7 +138,7 @@ async def decision_response(
         # Called from the continuation, on whichever thread or loop runs it.
         loop.call_soon_threadsafe(queue.put_nowait, chunk)
 
-    with live.tapping(listener), audit_channel.using("api"):
+    with live.tapping(listener):
         # The task copies this context: the decision's audit row says "api", and the continuation
         # it starts reports to ``listener``. Not cancelled with the request: a decision on record
         # goes on even if the client hangs up.
@@ -187,8 +205,7 @@ async def _followed_decision(
     # Joined before deciding: the worker may start (and finish) before the decision call returns.
     await follower.__aenter__()
     try:
-        with audit_channel.using("api"):
-            task = asyncio.ensure_future(decide())
+        task = asyncio.ensure_future(decide())
         await asyncio.wait([task])
         outcome = _raise_refusal(task, calls)
     except BaseException:

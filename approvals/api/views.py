@@ -11,17 +11,18 @@ from collections.abc import Awaitable, Callable
 from functools import wraps
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from agents_runtime import AgentRun, InvalidPagination, RunNotFound
+from agents_runtime import AgentRun, InvalidPagination, Origin, RunNotFound
 from agents_runtime.agent import DEFAULT_DECLINE_REASON
-from approvals.access import DECIDE_PERMISSION
 from approvals.api import deciding, params, precheck, streams
 from approvals.api.auth import agent_access, require
 from approvals.api.errors import ApiError
 from approvals.api.ratelimit import limit_decisions
 from approvals.api.serialize import run_json
+from approvals.policy import DECIDE_PERMISSION
 from approvals.services import runs
 
 View = Callable[..., Awaitable[HttpResponseBase]]
@@ -65,6 +66,7 @@ async def suspended_runs(request: HttpRequest, agent_id: str) -> HttpResponseBas
             tool_name=query.tool_name,
             kind=query.kind,
             order=query.order,
+            escalated_to=access.escalation_scope,
         )
     except InvalidPagination as exc:
         raise ApiError(
@@ -82,9 +84,12 @@ async def stream(request: HttpRequest, agent_id: str) -> HttpResponseBase:
     access = await agent_access(request, agent_id)
     start = params.start_body(params.json_body(request))
     await require(access, DECIDE_PERMISSION, to="start runs")
-    run = await runs.run_stream(
-        access, prompt=start.prompt, thread_id=start.thread_id, resource_id=start.resource_id
-    )
+    try:
+        run = await runs.run_stream(
+            access, prompt=start.prompt, thread_id=start.thread_id, resource_id=start.resource_id
+        )
+    except PermissionDenied as exc:
+        raise ApiError(403, str(exc), "permission_denied") from None
     return streams.run_response(run, agent_id)
 
 
@@ -93,6 +98,8 @@ async def _parked(access: Any, run_id: str) -> tuple[AgentRun | None, dict[str, 
     there), for the stream that answers the decision."""
     try:
         run = await access.agent.get_suspended_run(run_id)
+        if not access.sees(run):
+            raise RunNotFound(run_id)  # (escalation only: as unknown as a run that never existed)
         # (An approval's call carries its arguments: the conversation is read only for the others.)
         needs_conversation = any(call.args is None for call in run.tool_calls)
         messages = await access.agent.run_messages(run_id) if needs_conversation else []
@@ -130,7 +137,7 @@ async def _decision(request: HttpRequest, agent_id: str, action: params.Action) 
     precheck.check(
         access.agent, next((c for c in calls if c.tool_call_id == tool_call_id), None), action, body
     )
-    decide = deciding.decision_call(access, action, body.run_id, tool_call_id, body, run)
+    decide = deciding.decision_call(access, action, body.run_id, tool_call_id, body, origin=Origin.MASTRA)
     declined: dict[str, str] = {}
     data = body.resume_data
     if action == "decline":

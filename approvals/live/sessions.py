@@ -35,7 +35,7 @@ from django.contrib.sessions.backends.base import SessionBase
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
-from approvals.access import visible_agent_ids
+from approvals.policy import visible_agent_ids
 
 logger = logging.getLogger(__name__)
 

@@ -50,6 +50,8 @@ class GrantRecord(models.Model):
     #: The call it was made from ("approve and allow ..."), if any.
     from_run_id = models.CharField(max_length=255, blank=True)
     from_tool_call_id = models.CharField(max_length=400, blank=True)
+    #: Made for risky calls too; without it the grant never approves a call the tool marks risky.
+    covers_risky = models.BooleanField(default=False)
     #: Calls this grant could have let through but whose arguments its condition could not be
     #: evaluated on (it raised, or was over its budget), and the latest reason: queue health shows them.
     condition_failures = models.PositiveIntegerField(default=0)

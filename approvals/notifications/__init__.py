@@ -1,7 +1,7 @@
 """Notifications to reviewers: calls that wait, deadlines near, escalations; by mail and chat.
 
 ``events`` hears the runtime (a call parked or escalated) and records who is told; ``recipients``
-says who may decide an agent's calls (``approvals.access``'s rule as one query); ``reminders`` is the
+says who may decide an agent's calls (``approvals.policy``'s rule as one query); ``reminders`` is the
 sweep's part (deadlines near); ``messages`` words them; ``sending`` sends them from a background
 task with retries (``approvals.deliveries``); ``preferences`` is each user's choice.
 """

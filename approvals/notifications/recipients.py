@@ -1,4 +1,4 @@
-"""Who is told: the users who may decide an agent's calls, as ``approvals.access`` rules, in one query.
+"""Who is told: the users who may decide an agent's calls, as ``approvals.policy`` rules, in one query.
 
 ``access.Access.of(user)`` decides it user by user (a user may decide an agent they see, holding
 the decide permission); a notification needs the same answer the other way round, for all users at
@@ -15,8 +15,7 @@ from django.contrib.auth.models import Group, Permission
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from approvals import agents
-from approvals.access import DECIDE_PERMISSION
-from approvals.groups import AGENT_GROUP_PREFIX, ALL_AGENTS_GROUPS, agent_group_name
+from approvals.policy import AGENT_GROUP_PREFIX, ALL_AGENTS_GROUPS, DECIDE_PERMISSION, agent_group_name
 
 
 def _in_group(names: Q) -> Exists:

@@ -16,7 +16,15 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from agents_runtime.store import Decision, ParkedCall, RunEnding, StoredRun, Vote
 from agents_runtime.untrusted import clean_text
-from agents_runtime.vocabulary import CallKind, DecisionAction, Outcome
+from agents_runtime.vocabulary import (
+    CONTINUING_DETAIL,
+    CallKind,
+    DecisionAction,
+    Outcome,
+    completed_detail,
+    failed_detail,
+    waiting_detail,
+)
 from approvals import audit_channel
 from approvals.models.audit import RECORD_FIELDS, AuditEntry
 from approvals.models.batches import DECIDING_BATCH
@@ -24,34 +32,12 @@ from approvals.models.batches import DECIDING_BATCH
 # -- what the record says ------------------------------------------------------------------------
 
 
-def waiting_detail(waiting: Sequence[ParkedCall]) -> str:
-    names = ", ".join(c.tool_name for c in waiting) or "nothing"
-    return f"Recorded; the run still waits on {len(waiting)} other call(s): {names}."
-
-
-def suspended_again_detail(waiting: Sequence[ParkedCall]) -> str:
-    names = ", ".join(c.tool_name for c in waiting) or "nothing"
-    return f"The run continued and suspended again, waiting on: {names}."
-
-
-CONTINUING_DETAIL = "Recorded; the run continues."
-INTERRUPTED_DETAIL = (
-    "The run's continuation stopped before the run settled (its process died or lost its lease); "
-    "the call was offered for a decision again."
-)
-INTERRUPTED_AFTER_START_DETAIL = (
-    "Interrupted after the tool started — it may have run. The run's continuation stopped before "
-    "the run settled; the call was offered for a decision again, and running it again needs a "
-    "confirmation."
-)
-
-
 def ending_outcome(ending: RunEnding | None) -> tuple[str, str]:
     """The outcome and detail of a run that ended (``finish``)."""
     if ending is None or ending.status == "failed":
         error = ending.detail if ending is not None and ending.detail else "unknown error"
-        return Outcome.FAILED, clean_text(f"Failed: {error}")
-    return Outcome.COMPLETED, clean_text(f"Completed: {ending.detail or '(no text)'}")
+        return Outcome.FAILED, clean_text(failed_detail(error))
+    return Outcome.COMPLETED, clean_text(completed_detail(ending.detail))
 
 
 # -- the row -------------------------------------------------------------------------------------
@@ -83,7 +69,7 @@ def decision_values(
         outcome, detail = Outcome.CONTINUING, CONTINUING_DETAIL
     else:
         waiting = [c for c in calls_after if c.decision is None]
-        outcome, detail = Outcome.SUSPENDED_AGAIN, waiting_detail(waiting)
+        outcome, detail = Outcome.SUSPENDED_AGAIN, waiting_detail(c.tool_name for c in waiting)
     if decision.action == DecisionAction.EXPIRE:
         # Its own outcome, never settled into the run's: "nobody answered" stays apart from "no".
         taken = "approved" if decision.resume_data == {"approved": True} else "declined"
@@ -145,8 +131,8 @@ def call_row_values(
     }
 
 
-def create_decision_row(using: str, values: dict[str, Any]) -> None:
-    """The ORM write, for the store's locking transaction (SQLite)."""
+def create_decision_row(using: str, values: dict[str, Any]) -> int:
+    """The ORM write, for the store's locking transaction (SQLite); the row's id."""
     user = get_user_model()
     username = values["username"]
     user_id = (
@@ -157,7 +143,8 @@ def create_decision_row(using: str, values: dict[str, Any]) -> None:
         if username
         else None
     )
-    AuditEntry.objects.db_manager(using).bulk_create([AuditEntry(**{**values, "user_id": user_id})])
+    (row,) = AuditEntry.objects.db_manager(using).bulk_create([AuditEntry(**{**values, "user_id": user_id})])
+    return int(row.pk)
 
 
 def insert_sql(source: str) -> str:

@@ -12,11 +12,10 @@ from typing import Any
 from django.conf import settings
 from django.db import connections, transaction
 
-from agents_runtime.vocabulary import Outcome
+from agents_runtime.vocabulary import INTERRUPTED_AFTER_START_DETAIL, INTERRUPTED_DETAIL, Outcome
 from approvals import db_threads
 from approvals.models import AuditEntry, ParkedCallRecord, RunRecord
 from approvals.models.runs import ParkedCallRecordQuerySet, RunRecordQuerySet, RunStatus
-from approvals.runstore import audit as decision_records
 from approvals.runstore.reads import one_run_rows
 from approvals.runstore.records import (
     _CALL_COLUMNS,
@@ -174,10 +173,10 @@ class StoreBase:
                 audit.settle(
                     run["run_id"],
                     Outcome.INTERRUPTED,
-                    decision_records.INTERRUPTED_AFTER_START_DETAIL,
+                    INTERRUPTED_AFTER_START_DETAIL,
                     tool_call_ids=started,
                 )
-            audit.settle(run["run_id"], Outcome.INTERRUPTED, decision_records.INTERRUPTED_DETAIL)
+            audit.settle(run["run_id"], Outcome.INTERRUPTED, INTERRUPTED_DETAIL)
             inner_runs = self._runs().select_for_update().children_of(run["run_id"]).suspended()
             for inner in inner_runs.values("pk", "run_id", "version", "history"):
                 self._park_again(inner, suspend=False)

@@ -77,7 +77,7 @@ class _DecisionPlan:
             return {"votes": _votes_column(self.vote.votes)}
         return _decision_columns(self.decision)
 
-    def receipt(self) -> DecisionReceipt:
+    def receipt(self, record_id: int | None) -> DecisionReceipt:
         decided = next(c for c in self.calls if c.tool_call_id == self.call.tool_call_id)
         after = replace(
             self.run,
@@ -86,7 +86,11 @@ class _DecisionPlan:
             status="running" if self.claimed else "suspended",
         )
         return DecisionReceipt(
-            run=after, call=decided, claimed_version=self.version if self.claimed else None, vote=self.vote
+            run=after,
+            call=decided,
+            claimed_version=self.version if self.claimed else None,
+            vote=self.vote,
+            record_id=record_id,
         )
 
 
@@ -113,8 +117,9 @@ class DecisionSteps(GrantSteps):
                 if plan.decision.grant_id is not None:
                     # A grant's use commits with the approval it gives, or not at all.
                     return self._decide_locked(agent_id, run_id, rule, claim_when_complete)
-                if self._write_decision_at_version(plan):
-                    return plan.receipt()
+                record_id = self._write_decision_at_version(plan)
+                if record_id is not None:
+                    return plan.receipt(record_id)
             raise self._conflict(plan.run, plan.call_pk, plan.call.tool_call_id)
 
     def _decide_locked(
@@ -131,8 +136,7 @@ class DecisionSteps(GrantSteps):
                 grant_id, agent_id=agent_id, tool_name=plan.call.tool_name, at=plan.decision.decided_at
             ):
                 raise GrantUnavailable(grant_id)  # rolls the decision back with the transaction
-            decision_records.create_decision_row(self.using, plan.audit_values())
-            return plan.receipt()
+            return plan.receipt(decision_records.create_decision_row(self.using, plan.audit_values()))
 
     def _plan_decision(
         self, run_id: str, found: tuple[Row, list[Row]] | None, rule: DecisionRule, claim_when_complete: bool
@@ -185,8 +189,9 @@ class DecisionSteps(GrantSteps):
         runs = self._runs().filter(pk=plan.run_pk, version=plan.run.version).suspended()
         return runs.update(**changes) == 1
 
-    def _write_decision_at_version(self, plan: _DecisionPlan) -> bool:
-        """Both writes in one statement, if the run is still at the version the plan was made on.
+    def _write_decision_at_version(self, plan: _DecisionPlan) -> int | None:
+        """Both writes in one statement, if the run is still at the version the plan was made on: the
+        audit row's id (None: the run moved on, nothing written).
 
         The run row is updated first, so the statement holds its lock while it records the call.
         Every writer of a run's calls locks its run row first and moves its version, so a run
@@ -213,10 +218,10 @@ class DecisionSteps(GrantSteps):
                     *decision_records.insert_params(plan.audit_values(), connection),
                 ],
             )
-            runs_written, calls_written = cursor.fetchone()
+            runs_written, calls_written, record_id = cursor.fetchone()
         if runs_written and not calls_written:
             logger.error("Run %s: moved to version %s without its decision", plan.run.run_id, plan.version)
-        return bool(runs_written and calls_written)
+        return int(record_id) if runs_written and calls_written and record_id is not None else None
 
     def _conflict(self, run: StoredRun, call_pk: int, tool_call_id: str) -> Exception:
         """The error for a call someone else decided, with who and when as committed.

@@ -39,6 +39,7 @@ def grant_of(row: GrantRecord) -> Grant:
         revoked_by=row.revoked_by_name or None,
         from_run_id=row.from_run_id or None,
         from_tool_call_id=row.from_tool_call_id or None,
+        covers_risky=row.covers_risky,
         condition_failures=row.condition_failures,
         last_condition_error=row.last_condition_error or None,
         last_condition_error_at=row.last_condition_error_at,
@@ -69,6 +70,7 @@ class GrantSteps(StoreBase):
                 created_by_name=request.created_by[:150],
                 from_run_id=request.from_run_id or "",
                 from_tool_call_id=request.from_tool_call_id or "",
+                covers_risky=request.covers_risky,
             )
             return grant_of(row)
 

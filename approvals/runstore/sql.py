@@ -69,7 +69,7 @@ def _at_version_sql(columns: tuple[str, ...]) -> str:
         " WHERE id = %s AND action IS NULL AND EXISTS (SELECT 1 FROM run) RETURNING id),"
         # The decision's audit row, in the same statement: written exactly when the call's is.
         f" audit AS ({decision_records.insert_sql('call')})"
-        " SELECT (SELECT count(*) FROM run), (SELECT count(*) FROM call)"
+        " SELECT (SELECT count(*) FROM run), (SELECT count(*) FROM call), (SELECT id FROM audit)"
     )
 
 

@@ -35,7 +35,7 @@ from agents_runtime.store import (
     Suspension,
 )
 from agents_runtime.untrusted import clean_text
-from agents_runtime.vocabulary import Outcome
+from agents_runtime.vocabulary import Outcome, suspended_again_detail
 from approvals.models import AuditEntry, EndedRun, RunRecord, ThreadMessage
 from approvals.models.runs import RunRecordQuerySet, RunStatus
 from approvals.runstore import audit as decision_records
@@ -131,7 +131,7 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore, GrantStore):
             AuditEntry.objects.using(self.using).settle(
                 suspension.run_id,
                 Outcome.SUSPENDED_AGAIN,
-                decision_records.suspended_again_detail(waiting),
+                suspended_again_detail(c.tool_name for c in waiting),
             )
         return _stored_run(run, tuple(_stored_call(c) for c in suspension.calls), with_snapshot=True)
 

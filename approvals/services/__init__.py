@@ -1,21 +1,15 @@
-"""State changes: decisions on parked tool calls (``decisions``), bulk decisions (``batches``) and new
-runs (``runs``).
+"""State changes: decisions on parked tool calls through the one door (``decisions``), bulk decisions
+(``batches``), claims, grants, deadlines and new runs (``runs``).
 
 Views, consumers and commands call these; none of them talks to the runtime's write methods
 directly. Every function takes the acting user's rights as the request resolved them once
-(``approvals.access.Access`` / ``AgentAccess``, from the login, never from a form) and refuses a
-user who may not act.
+(``approvals.policy.Access`` / ``AgentAccess``, from the login, never from a form).
 """
 
-from approvals.access import AUDIT_PERMISSION, DECIDE_PERMISSION, Access, AgentAccess
+from approvals.policy import AUDIT_PERMISSION, DECIDE_PERMISSION, Access, AgentAccess
 from approvals.services.batches import batch_counts, batch_prepare, batch_run, batch_start
 from approvals.services.claims import ClaimRefused, claim_call, claim_warning, release_claim
-from approvals.services.decisions import (
-    attempt_invalid_record,
-    decision_approve,
-    decision_decline,
-    decision_resume,
-)
+from approvals.services.decisions import adecide, attempt_invalid_record, decide
 from approvals.services.grants import GrantTerms, approve_and_allow
 from approvals.services.outcomes import DecisionOutcome
 from approvals.services.runs import run_start
@@ -28,6 +22,7 @@ __all__ = [
     "ClaimRefused",
     "DecisionOutcome",
     "GrantTerms",
+    "adecide",
     "approve_and_allow",
     "attempt_invalid_record",
     "batch_counts",
@@ -36,9 +31,7 @@ __all__ = [
     "batch_start",
     "claim_call",
     "claim_warning",
-    "decision_approve",
-    "decision_decline",
-    "decision_resume",
+    "decide",
     "release_claim",
     "run_start",
 ]

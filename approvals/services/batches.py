@@ -1,10 +1,13 @@
 """Bulk decisions: prepare a batch from a selection or an inbox's filters, start it, decide it.
 
-Each call of a batch is decided on its own through the same service as a single click
-(``decision_approve`` / ``decision_decline``, hence the runtime's public API and the run store's
-exactly-once rule): a call someone else decided meanwhile is reported as skipped, never decided
-twice. What the reviewer posted is only a wish: every call is looked up again among the agent's
-waiting runs when the batch is prepared, and the user's right is checked again when it runs.
+Each call of a batch is decided on its own through the one door (``services.decide``, origin
+``bulk``), so every rule a single click meets holds here too and the run store's exactly-once rule
+with it: a call someone else decided meanwhile is reported as skipped, never decided twice. What the
+reviewer posted is only a wish: every call is looked up again among the agent's waiting runs when
+the batch is prepared, and the door checks the user's right to each call when the batch runs.
+
+The preview says what the door will do: a call marked risky needs "I checked this" on its own card,
+so an approving batch leaves it out and says so (a declining batch takes it).
 """
 
 from __future__ import annotations
@@ -20,13 +23,13 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from agents_runtime import Agent, AgentRun, AgentRunToolCall, RunNotFound
+from agents_runtime import Agent, AgentRun, AgentRunToolCall, DecisionRequest, Origin, RunNotFound
 from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import DecisionAction, Outcome
 from approvals import agents, live
-from approvals.access import DECIDE_PERMISSION, Access, AgentAccess
 from approvals.models.batches import BULK_ACTIONS, DECIDING_BATCH, Batch, BatchItem
-from approvals.services.decisions import decision_approve, decision_decline
+from approvals.policy import DECIDE_PERMISSION, Access, AgentAccess
+from approvals.services.decisions import decide
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +41,7 @@ NOT_WAITING = "Not waiting for a decision on this agent (decided, gone, or not t
 INPUT_CALL = "Waits for input: answer it on its own card (not bulk-decidable)."
 SUB_AGENT = "A sub-agent's call: decide it through its supervisor's run."
 NOT_ALLOWED = "You may no longer decide this agent's calls."
+RISKY = "Marked risky: approve it on its own card, where you confirm you checked it (“I checked this”)."
 TOO_MANY = f"Over {MAX_BATCH_CALLS} calls: left out of this batch."
 
 
@@ -179,7 +183,7 @@ def _skip_reason(status: str, message: str) -> str:
     if status == Outcome.NOT_FOUND:
         return NOT_WAITING
     if status == Outcome.UNCONFIRMED:
-        return "Interrupted after its tool started: decide it on its own card (it needs a confirmation)."
+        return f"Needs a confirmation on its own card: {message}"
     return message or str(status)
 
 
@@ -216,14 +220,16 @@ def batch_run(batch_id: int) -> dict[str, int]:
 
 
 def _decide_item(access: AgentAccess, batch: Batch, item: BatchItem) -> tuple[str, str]:
+    request = DecisionRequest(
+        item.run_id,
+        item.tool_call_id,
+        DecisionAction(batch.action),
+        origin=Origin.BULK,
+        reason=batch.reason if batch.action == DecisionAction.DECLINE else None,
+    )
     token = DECIDING_BATCH.set(batch.pk)
     try:
-        if batch.action == DecisionAction.APPROVE:
-            outcome = decision_approve(access, run_id=item.run_id, tool_call_id=item.tool_call_id)
-        else:
-            outcome = decision_decline(
-                access, run_id=item.run_id, tool_call_id=item.tool_call_id, reason=batch.reason
-            )
+        outcome = decide(access, request)
     finally:
         DECIDING_BATCH.reset(token)
     if outcome.took_effect:

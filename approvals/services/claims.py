@@ -19,8 +19,8 @@ from django.utils import timezone
 
 from agents_runtime import RunNotFound
 from approvals import live
-from approvals.access import DECIDE_PERMISSION, AgentAccess
 from approvals.models import CallClaim
+from approvals.policy import DECIDE_PERMISSION, AgentAccess
 
 
 class ClaimRefused(Exception):

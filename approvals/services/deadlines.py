@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from asgiref.sync import async_to_sync
 
 from agents_runtime import RunAlreadyDecided, RunNotFound, ToolCallNotSuspended
-from approvals.access import DECIDE_PERMISSION, AgentAccess
+from approvals.policy import DECIDE_PERMISSION, AgentAccess
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,12 @@ from asgiref.sync import async_to_sync
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
-from agents_runtime import Grant, GrantNotFound, GrantScope, RunNotFound
+from agents_runtime import DecisionRequest, Grant, GrantNotFound, GrantScope, RunNotFound
 from agents_runtime.vocabulary import DecisionAction, Outcome
 from approvals import agents
-from approvals.access import MANAGE_GRANTS_PERMISSION, Access, AgentAccess
 from approvals.models import GrantRecord
-from approvals.services.decisions import decision_approve
+from approvals.policy import MANAGE_GRANTS_PERMISSION, Access, AgentAccess, grant_refusal
+from approvals.services.decisions import decide
 from approvals.services.outcomes import DecisionOutcome, same_json
 
 #: Why "approve and allow" refuses edited arguments: a grant lets later calls through with the
@@ -42,6 +42,8 @@ class GrantTerms:
     lasts: timedelta | None
     max_uses: int | None
     condition: str = ""
+    #: Also for calls the tool marks risky (without it those always wait for a person).
+    covers_risky: bool = False
 
 
 def describe(grant: Grant) -> str:
@@ -57,33 +59,29 @@ def describe(grant: Grant) -> str:
 
 
 def approve_and_allow(
-    access: AgentAccess,
-    *,
-    run_id: str,
-    tool_call_id: str,
-    terms: GrantTerms,
-    confirm_rerun: bool = False,
-    edited_args: dict[str, Any] | None = None,
+    access: AgentAccess, decision: DecisionRequest, *, terms: GrantTerms
 ) -> tuple[DecisionOutcome, Grant | None]:
-    """Approve the call, then allow its tool on these terms from now on.
+    """Approve the call through the one door, then allow its tool on these terms from now on.
 
     ``InvalidGrant`` (nothing decided) when the terms cannot be kept. The grant is made only when
-    the approval took effect; a lost race or a refusal makes none. ``edited_args`` that differ from
-    the model's are refused (``refused``, nothing decided): never dropped for the model's.
+    the approval took effect; a lost race or a refusal makes none. Edited arguments that differ
+    from the model's are refused (``refused``, nothing decided): never dropped for the model's.
     """
     agent = access.agent
     try:
-        shown = async_to_sync(agent.get_suspended_run)(run_id)
+        shown = async_to_sync(agent.get_suspended_run)(decision.run_id)
     except RunNotFound:
         shown = None
-    call = (
-        None if shown is None else next((c for c in shown.tool_calls if c.tool_call_id == tool_call_id), None)
-    )
+    wanted = decision.tool_call_id
+    call = None if shown is None else next((c for c in shown.tool_calls if c.tool_call_id == wanted), None)
     if shown is None or call is None:
-        # Nothing to allow: the approval says what became of the call (decided, gone).
-        return decision_approve(access, run_id=run_id, tool_call_id=tool_call_id, shown=shown), None
-    if edited_args is not None and not same_json(edited_args, call.args):
-        return _refused(access, shown, call.tool_name, tool_call_id, EDITS_AND_GRANT), None
+        # Nothing to allow: the door says what became of the call (decided, gone).
+        return decide(access, decision), None
+    if decision.edited_args is not None and not same_json(decision.edited_args, call.args):
+        return _refused(access, shown, call.tool_name, call.tool_call_id, EDITS_AND_GRANT), None
+    refusal = grant_refusal(access)
+    if refusal:
+        return _refused(access, shown, call.tool_name, call.tool_call_id, refusal), None
     request = agent.grant_request(
         call.tool_name,
         scope=terms.scope,
@@ -93,12 +91,11 @@ def approve_and_allow(
         expires_at=None if terms.lasts is None else timezone.now() + terms.lasts,
         max_uses=terms.max_uses,
         condition=terms.condition,
-        from_run_id=run_id,
-        from_tool_call_id=tool_call_id,
+        from_run_id=shown.run_id,
+        from_tool_call_id=call.tool_call_id,
+        covers_risky=terms.covers_risky,
     )
-    outcome = decision_approve(
-        access, run_id=run_id, tool_call_id=tool_call_id, confirm_rerun=confirm_rerun, shown=shown
-    )
+    outcome = decide(access, decision)
     if not outcome.took_effect:
         return outcome, None
     grant: Grant = async_to_sync(agent.add_grant)(request)

@@ -17,16 +17,28 @@ from agents_runtime import (
     AgentRun,
     AgentRunToolCall,
     ApprovalTally,
+    CallClaimed,
     DecisionRefused,
     InvalidResumeData,
     InvalidToolArgs,
+    NotADecider,
     RerunNotConfirmed,
+    RiskyNotConfirmed,
     RunAlreadyDecided,
     RunNotFound,
     RunResult,
     ToolCallNotSuspended,
 )
-from agents_runtime.vocabulary import EFFECTIVE_OUTCOMES, DecisionAction, Outcome, Verdict
+from agents_runtime.vocabulary import (
+    EFFECTIVE_OUTCOMES,
+    DecisionAction,
+    Outcome,
+    Verdict,
+    completed_detail,
+    failed_detail,
+    suspended_again_detail,
+    waiting_detail,
+)
 from approvals.models.audit import AuditEntry
 
 logger = logging.getLogger(__name__)
@@ -74,6 +86,9 @@ class DecisionOutcome:
     approvals: ApprovalTally | None = None
     #: "Approve and allow": the standing grant made with the approval, in words.
     grant_note: str = ""
+    #: The rule that refused the decision (``DecisionRefused.rule``: "claimed", "risky_unconfirmed",
+    #: "separation_of_duties", ...; "rerun_unconfirmed"), or "".
+    refusal: str = ""
 
     @property
     def verb(self) -> str:
@@ -116,6 +131,8 @@ class Attempt:
     crash: str | None = None
     #: The edited arguments sent to the runtime (None: a plain approval, or the same as shown).
     edited_args: dict[str, Any] | None = None
+    #: The audit row the run store wrote with the decision it took.
+    record_id: int | None = None
 
 
 def _at(when: datetime | None) -> str:
@@ -124,79 +141,99 @@ def _at(when: datetime | None) -> str:
     return timezone.localtime(when).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
-def outcome_of(
-    attempt: Attempt, base: dict[str, Any], *, run_id: str, tool_call_id: str, visible: list[str]
-) -> DecisionOutcome:
-    error = attempt.error
-    # Who decided a call is told only about agents the user may see: to anyone else, a call of a
-    # foreign run is as unknown as one that never existed.
-    decisions = AuditEntry.objects.for_call(run_id, tool_call_id).winning().filter(agent_id__in=visible)
-    if isinstance(error, RunAlreadyDecided):
-        winner, winner_at = error.decided_by, error.decided_at
-        if winner is None:
-            previous = decisions.chronological().first()
-            if previous is not None:
-                winner, winner_at = previous.username, previous.created_at
-        return lost_race(base, winner, winner_at)
-    if isinstance(error, RunNotFound | ToolCallNotSuspended):
-        # The card was stale. If someone decided this call, say who; otherwise nothing happened.
-        previous = decisions.chronological().first()
-        if previous is not None:
-            base = {
-                **base,
-                "agent_id": base["agent_id"] or previous.agent_id,
-                "tool_name": base["tool_name"] or previous.tool_name,
-                "thread_id": base["thread_id"] or previous.thread_id or None,
-                "resource_id": base["resource_id"] or previous.resource_id or None,
-            }
-            return lost_race(base, previous.username, previous.created_at)
-        if not base["agent_id"]:
-            logger.info(
-                "%s posted a decision on %s/%s: no run of an agent they may see has it",
-                base["decided_by"],
-                run_id,
-                tool_call_id,
-            )
-        message = (
-            str(error)
-            if isinstance(error, ToolCallNotSuspended)
-            else "This run is not waiting for a decision any more (it ended, or it does not exist)."
-        )
-        return DecisionOutcome(status=Outcome.NOT_FOUND, message=message, **base)
-    if isinstance(error, DecisionRefused):
-        # Separation of duties or a second vote by the same reviewer: nothing recorded on the run.
-        return DecisionOutcome(status=Outcome.REFUSED, message=str(error), **base)
-    if isinstance(error, RerunNotConfirmed):
-        return DecisionOutcome(
-            status=Outcome.UNCONFIRMED,
-            message="Interrupted after the tool started — it may have run. Nothing was decided: "
-            "tick “Run it again” to confirm.",
-            **base,
-        )
-    if isinstance(error, InvalidToolArgs):
-        return DecisionOutcome(
-            status=Outcome.INVALID,
-            message=str(error),
-            field_errors=list(error.errors),
-            refused_args=True,
-            **base,
-        )
-    if isinstance(error, InvalidResumeData):
-        return DecisionOutcome(
-            status=Outcome.INVALID, message=str(error), field_errors=list(error.errors), **base
-        )
+def outcome_of(attempt: Attempt, base: dict[str, Any], *, visible: list[str]) -> DecisionOutcome:
+    """What the attempt came to, for the page that took it (``base``: who, which call, as shown)."""
+    if attempt.error is not None:
+        return _refused(attempt.error, base, visible)
     if attempt.crash is not None:
         return DecisionOutcome(
             status=Outcome.FAILED, message=f"Failed: {attempt.crash}", error=attempt.crash, **base
         )
+    return _went_on(attempt, base)
+
+
+#: Nothing was decided because of what the decider sent or may do: the outcome of each refusal.
+_NOT_TAKEN: tuple[tuple[type[Exception], Outcome, str], ...] = (
+    # A confirmation to ask for (a colleague's claim, "I checked this"): nothing was decided.
+    (CallClaimed, Outcome.UNCONFIRMED, ""),
+    (RiskyNotConfirmed, Outcome.UNCONFIRMED, ""),
+    # Separation of duties, a second vote by the same reviewer, a stale card: nothing recorded.
+    (DecisionRefused, Outcome.REFUSED, ""),
+    (
+        RerunNotConfirmed,
+        Outcome.UNCONFIRMED,
+        "Interrupted after the tool started — it may have run. Nothing was decided: tick “Run it again” "
+        "to confirm.",
+    ),
+    (InvalidResumeData, Outcome.INVALID, ""),
+)
+
+
+def _refused(error: Exception, base: dict[str, Any], visible: list[str]) -> DecisionOutcome:
+    if isinstance(error, NotADecider):
+        # Not theirs to decide (an escalation-only reviewer's other calls): as unknown as a call that
+        # never existed.
+        hidden = {**base, "tool_name": "", "thread_id": None, "resource_id": None, "args": None}
+        return DecisionOutcome(status=Outcome.NOT_FOUND, message=NOT_WAITING, **hidden)
+    if isinstance(error, RunAlreadyDecided | RunNotFound | ToolCallNotSuspended):
+        return _stale(error, base, visible)
+    for kind, status, message in _NOT_TAKEN:
+        if isinstance(error, kind):
+            return DecisionOutcome(
+                status=status,
+                message=message or str(error),
+                refusal=getattr(error, "rule", "") or ("rerun_unconfirmed" if message else ""),
+                field_errors=list(getattr(error, "errors", [])),
+                refused_args=isinstance(error, InvalidToolArgs),
+                **base,
+            )
+    raise error
+
+
+NOT_WAITING = "This run is not waiting for a decision any more (it ended, or it does not exist)."
+
+
+def _stale(error: Exception, base: dict[str, Any], visible: list[str]) -> DecisionOutcome:
+    """The card was stale: if someone decided this call, say who; otherwise nothing happened."""
+    # Who decided a call is told only about agents the user may see: to anyone else, a call of a
+    # foreign run is as unknown as one that never existed.
+    decisions = (
+        AuditEntry.objects.for_call(base["run_id"], base["tool_call_id"])
+        .winning()
+        .filter(agent_id__in=visible)
+    )
+    if isinstance(error, RunAlreadyDecided) and error.decided_by is not None:
+        return lost_race(base, error.decided_by, error.decided_at)
+    previous = decisions.chronological().first()
+    if previous is not None:
+        base = {
+            **base,
+            "agent_id": base["agent_id"] or previous.agent_id,
+            "tool_name": base["tool_name"] or previous.tool_name,
+            "thread_id": base["thread_id"] or previous.thread_id or None,
+            "resource_id": base["resource_id"] or previous.resource_id or None,
+        }
+        return lost_race(base, previous.username, previous.created_at)
+    if isinstance(error, RunAlreadyDecided):
+        return lost_race(base, None, None)
+    if not base["agent_id"]:
+        logger.info(
+            "%s posted a decision on %s/%s: no run of an agent they may see has it",
+            base["decided_by"],
+            base["run_id"],
+            base["tool_call_id"],
+        )
+    message = str(error) if isinstance(error, ToolCallNotSuspended) else NOT_WAITING
+    return DecisionOutcome(status=Outcome.NOT_FOUND, message=message, **base)
+
+
+def _went_on(attempt: Attempt, base: dict[str, Any]) -> DecisionOutcome:
+    """A decision the runtime took, and how far the run went on with it."""
     result = attempt.result
     assert result is not None
     if result.status == "success":
         return DecisionOutcome(
-            status=Outcome.COMPLETED,
-            message=f"Completed: {result.text or '(no text)'}",
-            text=result.text,
-            **base,
+            status=Outcome.COMPLETED, message=completed_detail(result.text), text=result.text, **base
         )
     if result.status == "running":
         return DecisionOutcome(
@@ -206,10 +243,7 @@ def outcome_of(
         )
     if result.status == "failed":
         return DecisionOutcome(
-            status=Outcome.FAILED,
-            message=f"Failed: {result.error or 'unknown error'}",
-            error=result.error,
-            **base,
+            status=Outcome.FAILED, message=failed_detail(result.error), error=result.error, **base
         )
     if result.approvals is not None:
         tally = result.approvals
@@ -223,11 +257,10 @@ def outcome_of(
         )
     waiting = attempt.run_after.tool_calls if attempt.run_after else result.tool_calls
     before = {c.tool_call_id for c in attempt.run_before.tool_calls} if attempt.run_before else set()
-    names = ", ".join(c.tool_name for c in waiting) or "nothing"
     if waiting and all(c.tool_call_id in before for c in waiting):
-        message = f"Recorded; the run still waits on {len(waiting)} other call(s): {names}."
+        message = waiting_detail(c.tool_name for c in waiting)
     else:
-        message = f"The run continued and suspended again, waiting on: {names}."
+        message = suspended_again_detail(c.tool_name for c in waiting)
     return DecisionOutcome(status=Outcome.SUSPENDED_AGAIN, message=message, run=attempt.run_after, **base)
 
 

@@ -7,7 +7,7 @@ import logging
 from asgiref.sync import async_to_sync
 
 from agents_runtime import RunResult, RunStream
-from approvals.access import DECIDE_PERMISSION, AgentAccess
+from approvals.policy import AgentAccess
 
 logger = logging.getLogger(__name__)
 
@@ -16,7 +16,7 @@ def run_start(
     access: AgentAccess, *, prompt: str, thread_id: str | None = None, resource_id: str | None = None
 ) -> RunResult:
     """Start a run of the agent and wait until it completes, fails or suspends."""
-    access.access.require(DECIDE_PERMISSION, to="start runs")
+    access.require_start()
     agent = access.agent
     logger.info("%s starts a run of %s (thread %s)", access.access.username, agent.id, thread_id)
     return async_to_sync(agent.generate)(
@@ -32,7 +32,7 @@ async def run_stream(
     access: AgentAccess, *, prompt: str, thread_id: str | None = None, resource_id: str | None = None
 ) -> RunStream:
     """Start a run of the agent and stream its chunks (the HTTP API's ``stream`` route)."""
-    access.access.require(DECIDE_PERMISSION, to="start runs")
+    access.require_start()
     agent = access.agent
     logger.info("%s starts a run of %s over the API (thread %s)", access.access.username, agent.id, thread_id)
     return await agent.stream(

@@ -12,6 +12,7 @@ see and do is resolved once per request (``access_of``) and handed to the servic
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import wraps
 from typing import Any
 
@@ -22,8 +23,10 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.middleware import HtmxDetails
 
-from approvals import agents
-from approvals.access import Access, AgentAccess
+from approvals import agents, call_views, cards, dom_ids, queries
+from approvals.forms import DeclineForm, EditedArgsForm, GrantForm
+from approvals.policy import Access, AgentAccess
+from approvals.schema_forms import ResumeForm
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -90,3 +93,88 @@ def next_url(request: HttpRequest, target: str, run_id: str) -> str:
     ):
         return target
     return reverse("approvals:run", args=[run_id])
+
+
+# -- a call's card, shown again -------------------------------------------------------------------
+
+#: One run card (the inbox and the run page include the same file).
+RUN_CARD = "approvals/partials/run_card.html"
+
+
+@dataclass
+class CallCard:
+    """The call's card, to show again with a form's errors or a notice (the run is unchanged)."""
+
+    request: HtmxHttpRequest
+    run_id: str
+    tool_call_id: str
+    agent_id: str
+    _waiting: Any = field(default=None, init=False)
+
+    @property
+    def auto_id(self) -> str:
+        return f"{dom_ids.call_block_id(self.run_id, self.tool_call_id)}-%s"
+
+    def waiting(self) -> queries.WaitingCall | None:
+        """The call as it waits now (None: not waiting; the door says why)."""
+        if self._waiting is None:
+            agent_ids = access_of(self.request).decidable_agent_ids
+            self._waiting = (
+                queries.waiting_call(
+                    self.run_id, self.tool_call_id, agent_hint=self.agent_id or None, agent_ids=agent_ids
+                )
+                or False
+            )
+        return self._waiting or None
+
+    def again(
+        self, form: Any = None, *, notice: str = "", status: int | None = None, expanded: bool = False
+    ) -> HttpResponse:
+        """The card as the call waits now, with ``form``'s data and errors and ``notice`` on the call."""
+        response = _card_again(self, form, notice, expanded)
+        if status is not None and not is_partial(self.request):
+            response.status_code = status
+        return response
+
+
+def _card_again(card: CallCard, form: Any, notice: str, expanded: bool) -> HttpResponse:
+    request = card.request
+    access = access_of(request)
+    found = queries.run_locate(card.run_id, agent_hint=card.agent_id, agent_ids=access.decidable_agent_ids)
+    if found is None:
+        raise Http404("This run is not waiting any more.")
+    agent, run = found
+    forms = {
+        "resume_forms": ResumeForm,
+        "decline_forms": DeclineForm,
+        "edited_args_forms": EditedArgsForm,
+        "grant_forms": GrantForm,
+    }
+    shown = {key: {card.tool_call_id: form} for key, kind in forms.items() if isinstance(form, kind)}
+    if isinstance(form, ResumeForm) and form.prefix == call_views.ARGS_PREFIX:
+        shown = {"args_forms": {card.tool_call_id: form}}
+    context = {
+        "card": cards.run_card(
+            run,
+            agent=agent,
+            agent_name=agent.name or agent.id,
+            next_url=next_url(request, request.POST.get("next", ""), card.run_id),
+            notices={card.tool_call_id: notice} if notice else None,
+            claims=queries.call_claims([card.run_id]),
+            expanded=expanded,
+            **shown,  # type: ignore[arg-type]
+        ),
+        "can_decide": access.can_decide,
+    }
+    if is_partial(request):
+        response = render(request, RUN_CARD, context)
+        patch_vary_headers(response, ["HX-Request"])
+        return response
+    # Without JavaScript: the run page with the errors next to the fields.
+    context |= {
+        "run_id": card.run_id,
+        "agent": agent,
+        "decisions": list(queries.run_decisions(card.run_id)),
+        "conversation": cards.conversation(queries.run_conversation(agent, card.run_id)),
+    }
+    return render(request, "approvals/run.html", context, status=400)

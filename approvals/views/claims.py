@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse, HttpResponseRedirect
-from django.shortcuts import render
-from django.utils.cache import patch_vary_headers
+from django.http import HttpResponse, HttpResponseRedirect
 from django.views.decorators.http import require_POST
 
-from approvals import cards, queries, services
+from approvals import services
 from approvals.services import DECIDE_PERMISSION
-from approvals.views.base import HtmxHttpRequest, access_of, is_partial, permission_required, visible_agent
-from approvals.views.decisions import RUN_CARD, _next_url
+from approvals.views.base import (
+    CallCard,
+    HtmxHttpRequest,
+    is_partial,
+    next_url,
+    permission_required,
+    visible_agent,
+)
 
 
 @require_POST
@@ -29,24 +33,7 @@ def call_claim(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Http
         message = change.message
     except services.ClaimRefused as exc:
         refused = message = str(exc)
-    next_url = _next_url(request, run_id)
     if not is_partial(request):
         messages.add_message(request, messages.ERROR if refused else messages.SUCCESS, message)
-        return HttpResponseRedirect(next_url)
-    access = access_of(request)
-    found = queries.run_locate(run_id, agent_hint=target.agent.id, agent_ids=access.agent_ids)
-    if found is None:
-        raise Http404("This run is not waiting any more.")
-    agent, run = found
-    card = cards.run_card(
-        run,
-        agent=agent,
-        agent_name=agent.name or agent.id,
-        next_url=next_url,
-        notices={tool_call_id: refused} if refused else None,
-        claims=queries.call_claims([run_id]),
-        expanded=True,
-    )
-    response = render(request, RUN_CARD, {"card": card, "can_decide": access.can_decide})
-    patch_vary_headers(response, ["HX-Request"])
-    return response
+        return HttpResponseRedirect(next_url(request, request.POST.get("next", ""), run_id))
+    return CallCard(request, run_id, tool_call_id, target.agent.id).again(notice=refused, expanded=True)

@@ -12,8 +12,7 @@ from approvals import dom_ids
 from approvals.forms import ExtendDeadlineForm
 from approvals.services import DECIDE_PERMISSION
 from approvals.services.deadlines import deadline_extend
-from approvals.views.base import HtmxHttpRequest, permission_required, visible_agent
-from approvals.views.decisions import _card_with_errors
+from approvals.views.base import CallCard, HtmxHttpRequest, permission_required, visible_agent
 
 
 @require_POST
@@ -34,6 +33,4 @@ def call_extend_deadline(request: HtmxHttpRequest, run_id: str, tool_call_id: st
             reason=form.cleaned_data["reason"],
         ).message
     # The card again, as it waits now, with what happened on the call.
-    return _card_with_errors(
-        request, run_id=run_id, agent_id=target.agent.id, tool_call_id=tool_call_id, notice=notice
-    )
+    return CallCard(request, run_id, tool_call_id, target.agent.id).again(notice=notice)

@@ -64,9 +64,8 @@ def inbox(request: HtmxHttpRequest, agent_id: str) -> HttpResponse:
     sub_agent = queries.is_sub_agent(agent)
     # A sub-agent's inner runs wait on its supervisor: listed apart, read-only, not counted here.
     # Seen only for calls escalated to the user's groups: only those are listed.
-    escalated = access.access.groups if access.escalated_only else None
     page = queries.inbox_page(
-        agent, **form.filters(), delegated=False if sub_agent else None, escalated_to=escalated
+        agent, **form.filters(), delegated=False if sub_agent else None, escalated_to=access.escalation_scope
     )
     next_url = request.get_full_path()
     name = agent.name or agent.id

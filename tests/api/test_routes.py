@@ -17,9 +17,10 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from django.test import Client
 
-from agents_runtime import GrantRequest, GrantScope, Runtime
+from agents_runtime import DecisionRequest, GrantRequest, GrantScope, Origin, Runtime
+from agents_runtime.vocabulary import DecisionAction
 from approvals.models import AuditEntry
-from approvals.services.decisions import decision_approve
+from approvals.services.decisions import decide
 from tests.api.conftest import Api, events, read
 
 A = "/api/agents/approver"
@@ -396,7 +397,7 @@ async def test_unknown_run_is_404_and_a_wrong_call_id_too(mastra: Runtime, revie
 async def test_a_lost_race_is_409_naming_who_decided_and_when(
     mastra: Runtime, reviewer: User, reviewer_token: str
 ) -> None:
-    from approvals.access import Access
+    from approvals.policy import Access
 
     api = Api(reviewer_token)
     run = await start(api, "approver", "Please delete /tmp/a.txt")
@@ -405,7 +406,10 @@ async def test_a_lost_race_is_409_naming_who_decided_and_when(
 
     def dashboard_approve() -> None:
         access = Access.of(User.objects.get(username="otto")).for_agent("approver")
-        decision_approve(access, run_id=run["runId"], tool_call_id=run["toolCallId"])
+        decide(
+            access,
+            DecisionRequest(run["runId"], run["toolCallId"], DecisionAction.APPROVE, origin=Origin.DASHBOARD),
+        )
 
     await sync_to_async(dashboard_approve)()
     response = await api.post(

@@ -293,7 +293,7 @@ def test_a_risky_approval_needs_the_box_ticked_checked_on_the_server(
 
     refused = reviewer_client.post(url, {"agent": "ops"}, **HX).content.decode()
 
-    assert "This call is marked risky: tick “I checked this” to approve it." in refused
+    assert "This call is marked risky: confirm that you checked it (“I checked this”)" in refused
     assert waiting_call(desk, "ops", run_id).tool_call_id == call.tool_call_id
     approved = reviewer_client.post(url, {"agent": "ops", "confirm_risky": "yes"}, **HX).content.decode()
     assert "verdict-approved" in approved and "search v2.4.1 is live on production" in approved
@@ -314,7 +314,7 @@ def test_editing_a_call_into_a_risky_one_needs_the_box_too(desk: Runtime, review
     }
     refused = reviewer_client.post(f"/runs/{run_id}/calls/{call.tool_call_id}/approve", posted, **HX)
 
-    assert "tick “I checked this”" in refused.content.decode()
+    assert "This call is marked risky" in refused.content.decode()
     assert waiting_call(desk, "ops", run_id).tool_call_id == call.tool_call_id
 
 

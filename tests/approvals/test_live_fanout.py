@@ -15,9 +15,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from approvals import layers
-from approvals.access import visible_agent_ids
 from approvals.consumers import LiveConsumer
 from approvals.live import agent_group, querycount
+from approvals.policy import visible_agent_ids
 from config.asgi import application
 from tests.approvals.runtime_fixtures import DashboardAgents
 

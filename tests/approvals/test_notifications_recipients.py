@@ -10,8 +10,8 @@ from asgiref.sync import async_to_sync
 from django.contrib.auth.models import Group, Permission, User
 
 from agents_runtime.deadlines import Deadline
-from approvals.access import Access
 from approvals.notifications.recipients import deciders_of, deciders_of_call
+from approvals.policy import Access
 from tests.approvals.conftest import _user, ensure_groups
 from tests.approvals.runtime_fixtures import DashboardAgents
 
@@ -19,7 +19,7 @@ AGENTS = ("helpdesk", "boss", "worker")
 
 
 def cast() -> None:
-    """One user of each kind ``approvals.access`` tells apart."""
+    """One user of each kind ``approvals.policy`` tells apart."""
     ensure_groups()
     decide = Permission.objects.get(codename="decide_runs")
     for name in ("agent:helpdesk", "agent:boss", "leads", "watchers"):

@@ -9,9 +9,11 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from agents_runtime import DecisionRequest, Origin
+from agents_runtime.vocabulary import DecisionAction
 from approvals import services
-from approvals.access import Access, AgentAccess
 from approvals.models import AuditEntry
+from approvals.policy import Access, AgentAccess
 from tests.approvals.inbox_rows import opened
 from tests.approvals.runtime_fixtures import DashboardAgents
 
@@ -199,7 +201,7 @@ def test_a_decision_resolves_the_users_agents_and_rights_once(
 def test_a_users_rights_come_from_their_groups_and_their_own_permissions_in_one_query() -> None:
     from django.contrib.auth.models import Permission
 
-    from approvals.access import AUDIT_PERMISSION, DECIDE_PERMISSION
+    from approvals.policy import AUDIT_PERMISSION, DECIDE_PERMISSION
     from tests.approvals.conftest import _user
 
     auditor = _user("alma")  # no group: the audit permission given to her alone
@@ -226,7 +228,12 @@ def test_services_refuse_who_may_not_decide_and_rights_cannot_be_made_up(
     target = access.for_agent("helpdesk")
 
     with pytest.raises(PermissionDenied, match=r"approvals\.decide_runs"):
-        services.decision_approve(target, run_id=run.run_id, tool_call_id=run.tool_calls[0].tool_call_id)
+        services.decide(
+            target,
+            DecisionRequest(
+                run.run_id, run.tool_calls[0].tool_call_id, DecisionAction.APPROVE, origin=Origin.DASHBOARD
+            ),
+        )
     with pytest.raises(PermissionDenied, match="not a reviewer of the agent “boss”"):
         access.for_agent("boss")
     with pytest.raises(TypeError):

@@ -185,11 +185,11 @@ def test_valid_resume_data_resumes_the_run(agents: DashboardAgents, reviewer_cli
     assert entry.suspend_payload == {"system": "db-1", "question": "When may we take db-1 down?"}
 
 
-def test_a_decision_from_the_card_reads_the_waiting_run_once(
+def test_a_decision_from_the_card_reads_the_waiting_run_only_for_its_form(
     agents: DashboardAgents, reviewer_client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The view reads the run to find the call's tool and forms; the decision's record ("as shown")
-    # uses that read instead of reading the run a second time before deciding.
+    # A plain approval reads nothing before the door: the store's decision step reads the run once,
+    # and the record ("as shown") comes from that read. An answer reads the run for its form.
     reads: list[str] = []
     read = Agent.get_suspended_run
 
@@ -210,12 +210,12 @@ def test_a_decision_from_the_card_reads_the_waiting_run_once(
     approved = reviewer_client.post(
         url(refund.run_id, refund.tool_calls[0].tool_call_id, "approve"), {"agent": "helpdesk"}, **HX
     )
-    assert reads == [refund.run_id]
+    assert reads == []
     answered = reviewer_client.post(
         url(schedule.run_id, schedule.tool_calls[0].tool_call_id, "resume"), answer, **HX
     )
 
-    assert reads == [refund.run_id, schedule.run_id]
+    assert reads == [schedule.run_id]
     assert "Completed" in approved.content.decode() and "Completed" in answered.content.decode()
     entries = {e.run_id: e for e in AuditEntry.objects.all()}
     assert entries[refund.run_id].args == {"order_id": "A-1", "amount_cents": 500, "note": "parcel"}

@@ -50,6 +50,12 @@ class ApproveBody(Wire):
     confirm_rerun: bool = Field(
         False, description="Needed when the call's tool started in a continuation that died."
     )
+    confirm: bool = Field(
+        False,
+        description="“I checked this”: needed to approve a call marked risky (its tool asks for a "
+        "confirmation, or an argument holds a value the tool marks risky); without it such an approval "
+        "is refused with 409 risky_unconfirmed and nothing is decided.",
+    )
 
 
 class DeclineBody(Wire):

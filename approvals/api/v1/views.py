@@ -17,9 +17,8 @@ from django.http import HttpRequest, HttpResponseBase, JsonResponse, QueryDict
 from django.urls import reverse
 from pydantic import BaseModel, ValidationError
 
-from agents_runtime import AgentRun, RunNotFound
-from approvals import audit_channel, queries
-from approvals.access import AUDIT_PERMISSION, DECIDE_PERMISSION, Access
+from agents_runtime import AgentRun, Origin, RunNotFound
+from approvals import queries
 from approvals.api import deciding, params, precheck
 from approvals.api.auth import agent_access, require, user_access
 from approvals.api.errors import ApiError, invalid_body, invalid_query
@@ -28,6 +27,7 @@ from approvals.api.streams import not_found, outcome_error
 from approvals.api.v1 import schemas as s
 from approvals.api.views import api_view
 from approvals.models.audit import AuditEntry
+from approvals.policy import AUDIT_PERMISSION, DECIDE_PERMISSION, Access
 from approvals.services.outcomes import DecisionOutcome
 
 
@@ -119,6 +119,8 @@ async def run_detail(request: HttpRequest, agent_id: str, run_id: str) -> HttpRe
     access = await agent_access(request, agent_id)
     try:
         run = await access.agent.get_suspended_run(run_id)
+        if not access.sees(run):
+            raise RunNotFound(run_id)  # (escalation only: as unknown as a run that never existed)
         messages = await access.agent.run_messages(run_id)
     except RunNotFound:
         raise not_found(run_id) from None
@@ -201,20 +203,22 @@ async def _decide(
         edited_args=getattr(body, "edited_args", None),
         resume_data=getattr(body, "resume_data", None),
         confirm_rerun=getattr(body, "confirm_rerun", False),
+        confirm_risky=getattr(body, "confirm", False),
     )
     try:
-        run = await access.agent.get_suspended_run(run_id)
+        run: AgentRun | None = await access.agent.get_suspended_run(run_id)
     except RunNotFound:
         run = None
+    if run is not None and not access.sees(run):
+        run = None  # (the door answers as for an unknown run: nothing is told of it here either)
     calls = list(run.tool_calls) if run is not None else []
     call = next((c for c in calls if c.tool_call_id == tool_call_id), None)
     precheck.check(access.agent, call, action, decision)
-    decide = deciding.decision_call(access, action, run_id, tool_call_id, decision, run)
-    with audit_channel.using("api"):
-        try:
-            outcome = await decide()
-        except PermissionDenied as exc:
-            raise ApiError(403, str(exc), "permission_denied") from None
+    decide = deciding.decision_call(access, action, run_id, tool_call_id, decision, origin=Origin.API)
+    try:
+        outcome = await decide()
+    except PermissionDenied as exc:
+        raise ApiError(403, str(exc), "permission_denied") from None
     error = outcome_error(outcome, calls)
     if error is not None:
         raise error

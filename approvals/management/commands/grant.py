@@ -1,6 +1,6 @@
 """``manage.py grant USER --review AGENT… | --admin [--revoke]``: who may review which agents.
 
-Access lives in groups (see ``approvals.access``): ``--review`` puts the user in Reviewers (may
+Access lives in groups (see ``approvals.policy``): ``--review`` puts the user in Reviewers (may
 decide) and in ``agent:<id>`` for each agent named (sees only those); ``--admin`` puts them in Admins
 (decides every agent, reads the audit log, manages users in the Django admin). ``--revoke`` takes the
 same away. The Django admin edits the same groups.
@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from approvals import agents
-from approvals.groups import ADMINS, AGENT_GROUP_PREFIX, REVIEWERS, agent_group_name
+from approvals.policy import ADMINS, AGENT_GROUP_PREFIX, REVIEWERS, agent_group_name
 
 
 class Command(BaseCommand):

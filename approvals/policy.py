@@ -1,6 +1,6 @@
-"""Who may see which agents: deny by default.
+"""Who may see and decide what: the desk's policy, one module for every door.
 
-A user sees an agent only through a group that grants it:
+Seeing: deny by default. A user sees an agent only through a group that grants it:
 
 - ``agent:<agent id>`` groups make a *designated* reviewer: they see (and, with the decide
   permission, decide) only those agents;
@@ -8,15 +8,19 @@ A user sees an agent only through a group that grants it:
 - anyone else sees nothing, unless ``settings.COUNTERSIGN_OPEN_VISIBILITY`` is on (small teams
   that want every logged-in user to see every agent). Superusers see everything.
 - a call escalated to a group (``tool(on_expiry="escalate", escalate_to=...)``) may also be seen
-  and decided by that group's members: its agent's inbox lists them only those calls
-  (``AgentAccess.escalated_only``; the decision services check the call).
+  and decided by that group's members, and nothing else of its agent
+  (``AgentAccess.escalated_only``: ``escalation_scope`` narrows its listings, ``sees`` a run,
+  ``require_start`` refuses starting its runs).
 
-``manage.py grant`` puts users in these groups; so does the Django admin.
+``manage.py grant`` puts users in these groups; so does the Django admin. A request resolves this
+once (``Access.of``) and passes the value down; ``Access.for_agent`` is the one place an agent and
+the user's right to it are checked together.
 
-A request resolves this once (``Access.of``: the agents the user sees and their rights, one query
-each) and passes the value down: services and templates read it instead of asking again.
-``Access.for_agent`` is the one place an agent and the user's right to it are checked together;
-an ``AgentAccess`` exists only once that check passed.
+Deciding: ``DeskPolicy`` is the runtime's host policy (``agents_runtime.policy``), checked inside
+every decision's atomic step whatever the door (card, keyboard, bulk, API, Mastra routes, grants,
+deadlines): the decider's right to this very call (a grant's maker's, as they are now), and a
+colleague's claim on it. The runtime's own rules (re-runs, stale arguments, risky calls, separation
+of duties, votes) follow in the same step.
 """
 
 from __future__ import annotations
@@ -26,13 +30,32 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
+from django.utils import timezone
 
 from agents_runtime import Agent, RunNotFound
+from agents_runtime.errors import CallClaimed, NotADecider
+from agents_runtime.policy import Confirmation, DecisionRequest, Origin
+from agents_runtime.store import ParkedCall, StoredRun
 from approvals import agents
-from approvals.groups import AGENT_GROUP_PREFIX, ALL_AGENTS_GROUPS, REVIEWERS, agent_group_name
-from approvals.models import ParkedCallRecord
+from approvals.models import CallClaim, ParkedCallRecord
+
+# -- the groups that carry access ------------------------------------------------------------------
+
+#: May decide every agent's calls (unless designated for some).
+REVIEWERS = "Reviewers"
+#: May also read the audit log and manage users in the Django admin.
+ADMINS = "Admins"
+#: ``agent:<agent id>``: a designated reviewer of that agent.
+AGENT_GROUP_PREFIX = "agent:"
+#: Groups that see every agent (unless the user is designated for some).
+ALL_AGENTS_GROUPS = frozenset({REVIEWERS, ADMINS})
+
+
+def agent_group_name(agent_id: str) -> str:
+    return f"{AGENT_GROUP_PREFIX}{agent_id}"
 
 
 def _groups(user: Any) -> frozenset[str]:
@@ -224,18 +247,36 @@ class AgentAccess:
         if self._checked is not _CHECKED:
             raise TypeError("Build an AgentAccess with Access.for_agent(agent_id)")
 
-    def may_decide_call(self, run_id: str, tool_call_id: str) -> bool:
-        """Whether this call is the user's to decide as far as escalation goes (the permission is
-        checked apart). Escalation only ever adds a group, so a call that is theirs stays theirs
-        until it is decided: checking before the store's decision step cannot go stale."""
+    @property
+    def escalation_scope(self) -> frozenset[str] | None:
+        """The groups a listing of this agent is narrowed to (calls escalated to them); None: all."""
+        return self.access.groups if self.escalated_only else None
+
+    def sees(self, run: Any) -> bool:
+        """Whether the user may see this waiting run (an ``AgentRun``) of the agent: all of them, or
+        (escalation only) those with a call escalated to one of their groups."""
         if not self.escalated_only:
             return True
+        return any(c.escalated_to in self.access.groups for c in run.tool_calls if c.escalated_to)
+
+    def may_decide_call(self, run_id: str, tool_call_id: str) -> bool:
+        """Whether this waiting call is the user's to decide (reads the run; the one door checks it
+        again in the decision's own step)."""
         try:
             run = async_to_sync(self.agent.get_suspended_run)(run_id)
         except RunNotFound:
             return False
         call = next((c for c in run.tool_calls if c.tool_call_id == tool_call_id), None)
-        return call is not None and call.escalated_to in self.access.groups
+        return call is not None and may_decide(self.access, self.agent.id, call.escalated_to)
+
+    def require_start(self) -> None:
+        """Starting runs of the agent needs the decide permission and the agent, not one call of it."""
+        self.access.require(DECIDE_PERMISSION, to="start runs")
+        if self.escalated_only:
+            raise PermissionDenied(
+                f"You see the agent “{self.agent.id}” only for the calls escalated to you: you may not "
+                "start its runs."
+            )
 
     @property
     def user(self) -> Any:
@@ -248,3 +289,86 @@ class AgentAccess:
     @property
     def can_audit(self) -> bool:
         return self.access.can_audit
+
+
+# -- deciding: the desk's rules inside every decision ----------------------------------------------
+
+#: The doors a person decides through (a grant decides as its maker; a deadline as nobody).
+PERSON_DOORS = frozenset({Origin.DASHBOARD, Origin.BULK, Origin.API, Origin.MASTRA})
+
+
+def may_decide(access: Access, agent_id: str, escalated_to: str | None) -> bool:
+    """Whether the user these rights are of may decide a call of ``agent_id``'s run (escalated to
+    ``escalated_to``, if it was)."""
+    if not access.can_decide:
+        return False
+    if agent_id in access.agent_ids:
+        return True
+    return escalated_to is not None and escalated_to in access.groups
+
+
+def live_claim(run_id: str, tool_call_id: str, *, not_of: str) -> CallClaim | None:
+    """Someone else's claim on the call that is still live."""
+    return (
+        CallClaim.objects.filter(run_id=run_id, tool_call_id=tool_call_id, expires_at__gt=timezone.now())
+        .exclude(username=not_of)
+        .first()
+    )
+
+
+def grant_refusal(access: AgentAccess) -> str:
+    """Why this user may not make a standing grant for the agent ("" when they may): one who sees
+    the agent only for calls escalated to them would grant calls that never were."""
+    if access.escalated_only:
+        return (
+            "Nothing was decided: you see this agent only for the calls escalated to you, and a "
+            "standing grant would let other calls through. Approve this call on its own."
+        )
+    return ""
+
+
+class DeskPolicy:
+    """The desk's rules for the runtime (``Runtime(policy=...)``): who decides, and claims."""
+
+    def admit(self, request: DecisionRequest, run: StoredRun, call: ParkedCall) -> None:
+        if request.origin in PERSON_DOORS:
+            self._person(request, run, call)
+        elif request.origin == Origin.GRANT:
+            self._grant_maker(request, run, call)
+        # Origin.CODE (the application's own code) and Origin.DEADLINE (nobody) decide as they are.
+
+    def _person(self, request: DecisionRequest, run: StoredRun, call: ParkedCall) -> None:
+        access = request.principal
+        if not isinstance(access, Access) or not may_decide(access, run.agent_id, call.escalated_to):
+            raise NotADecider(
+                "You may not decide this call.",
+                run_id=run.run_id,
+                tool_call_id=call.tool_call_id,
+                actor=request.actor,
+            )
+        if request.confirmed(Confirmation.CLAIMED):
+            return
+        held = live_claim(run.run_id, call.tool_call_id, not_of=access.username)
+        if held is not None:
+            raise CallClaimed(
+                f"{held.username} is on this call (claimed it). Nothing was decided: confirm to decide "
+                "it yourself.",
+                run_id=run.run_id,
+                tool_call_id=call.tool_call_id,
+                actor=request.actor,
+                holder=held.username,
+            )
+
+    def _grant_maker(self, request: DecisionRequest, run: StoredRun, call: ParkedCall) -> None:
+        """A grant approves only what its maker may decide now: an escalation-only reviewer's grant
+        covers only calls escalated to them, and a maker who left or lost the right grants nothing."""
+        maker = request.grant.created_by if request.grant is not None else None
+        users = get_user_model()._default_manager
+        user = users.filter(**{get_user_model().USERNAME_FIELD: maker}, is_active=True).first()
+        if user is None or not may_decide(Access.of(user), run.agent_id, call.escalated_to):
+            raise NotADecider(
+                f"{maker} may not decide this call now: their grant does not apply to it.",
+                run_id=run.run_id,
+                tool_call_id=call.tool_call_id,
+                actor=maker,
+            )

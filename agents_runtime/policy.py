@@ -1,0 +1,262 @@
+"""The rules every decision passes, whoever takes it: one request in, one verdict out.
+
+A decision of any origin (code calling ``approve_tool_call``, a reviewer at the desk, a standing grant
+as a call parks, a deadline passing) is a ``DecisionRequest`` that ``Agent.decide`` takes to the
+store's atomic step. There, on the call as stored, ``admit`` and ``verdict`` apply the rules, so what
+they checked still holds when the decision lands. Each refusal is a named ``DecisionRefused`` (its
+``rule`` says which) and changes nothing.
+
+The rules, in the order they are checked:
+
+1. the host's (``Runtime(policy=...)``): who may decide this call at all (the desk: the agent's
+   reviewers, the groups a call was escalated to, Admins; for a grant, its maker's rights) and what
+   else the host adds (a colleague's claim on the call);
+2. a call interrupted after its tool started runs again only when confirmed (``Confirmation.RERUN``);
+3. the arguments the decider saw are still the call's (``DecisionRequest.seen``, a ``fingerprint``);
+4. a risky call (its tool asks for "I checked this", or the arguments hold a value the tool marks
+   risky) is approved only with ``Confirmation.RISKY``; by a standing grant only if the grant was made
+   for risky calls; by a deadline's default never. Code calling the runtime itself is trusted;
+5. separation of duties and votes (``tool(separate_duties=True, approvals=N)``).
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .errors import (
+    ArgumentsChanged,
+    DecisionRefused,
+    DuplicateVote,
+    RerunNotConfirmed,
+    RiskyNotConfirmed,
+    SelfApprovalRefused,
+)
+from .records import Decision, ParkedCall, StoredRun, Vote
+from .vocabulary import CallKind, DecisionAction
+
+if TYPE_CHECKING:
+    from .grants import Grant
+    from .tools import Tool
+
+
+class Origin(enum.StrEnum):
+    """Where a decision came from (the desk records it as the decision's channel)."""
+
+    #: Code calling the runtime's API itself (trusted: it is the application).
+    CODE = "code"
+    DASHBOARD = "dashboard"
+    BULK = "bulk"
+    API = "api"
+    MASTRA = "mastra"
+    GRANT = "grant"
+    DEADLINE = "deadline"
+
+
+class Confirmation(enum.StrEnum):
+    """What a decider confirmed they saw, beyond the decision itself."""
+
+    #: The call's tool may have run already (interrupted after it started): run it again.
+    RERUN = "rerun"
+    #: "I checked this": the call is risky and the decider looked at what it does.
+    RISKY = "risky"
+    #: A colleague is on this call (claimed it): decide it anyway.
+    CLAIMED = "claimed"
+
+
+@dataclass(frozen=True)
+class DecisionRequest:
+    """One decision as asked: who, on which call, what, with what they saw and confirmed."""
+
+    run_id: str
+    #: None: the run's only undecided call.
+    tool_call_id: str | None
+    action: DecisionAction
+    actor: str | None = None
+    origin: Origin = Origin.CODE
+    reason: str | None = None
+    resume_data: Any = None
+    edited_args: dict[str, Any] | None = None
+    #: ``fingerprint`` of the arguments as the decider saw them (None: not checked).
+    seen: str | None = None
+    confirmations: frozenset[Confirmation] = frozenset()
+    #: The host's identity of the decider (the desk's rights of the user), opaque to the runtime.
+    principal: Any = None
+    #: The standing grant that takes this decision (``Origin.GRANT``).
+    grant: Grant | None = None
+
+    def confirmed(self, what: Confirmation) -> bool:
+        return what in self.confirmations
+
+
+class Policy(Protocol):
+    """The host's rules (``Runtime(policy=...)``), checked first inside every decision's atomic step.
+
+    Raise a ``DecisionRefused`` (a subclass naming the rule) to refuse; return to let the runtime's
+    own rules decide."""
+
+    def admit(self, request: DecisionRequest, run: StoredRun, call: ParkedCall) -> None: ...
+
+
+def fingerprint(args: Mapping[str, Any] | None) -> str:
+    """A short, stable digest of a call's arguments as shown (canonical JSON, so key order and
+    ``1`` versus ``1.0`` are told apart as JSON tells them)."""
+    text = json.dumps(args, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def admit(request: DecisionRequest, run: StoredRun, call: ParkedCall, host: Policy | None) -> None:
+    """Rule 1: the host's, before anything about the call is told to the decider."""
+    if host is not None:
+        host.admit(request, run, call)
+
+
+def verdict(
+    request: DecisionRequest, run: StoredRun, call: ParkedCall, tool: Tool | None, decision: Decision
+) -> Decision | Vote:
+    """Rules 2-5 on ``decision`` (the request, its data checked): itself, a vote, or a refusal."""
+    _rerun(request, run, call)
+    _seen(request, run, call)
+    if _approves(decision) and _risky(request, run, call, tool, decision):
+        # The record says the grant approved a risky call, and that it was made to.
+        decision = replace(decision, reason=RISKY_BY_GRANT)
+    return _votes(run, call, tool, decision)
+
+
+def _refusal(
+    kind: type[DecisionRefused], message: str, run: StoredRun, call: ParkedCall, actor: str | None
+) -> DecisionRefused:
+    return kind(message, run_id=run.run_id, tool_call_id=call.tool_call_id, actor=actor)
+
+
+def _approves(decision: Decision) -> bool:
+    if decision.action == DecisionAction.APPROVE:
+        return True
+    # A deadline's default approval (``on_expiry="approve"``).
+    return decision.action == DecisionAction.EXPIRE and decision.resume_data == {"approved": True}
+
+
+def _rerun(request: DecisionRequest, run: StoredRun, call: ParkedCall) -> None:
+    started = call.tool_started_at
+    # Only an undecided call is offered again; a decided one (whose tool may be running right now)
+    # is the store's "already decided", never a confirmation to ask for.
+    if (
+        started is not None
+        and call.decision is None
+        and request.action not in (DecisionAction.DECLINE, DecisionAction.EXPIRE)
+        and not request.confirmed(Confirmation.RERUN)
+    ):
+        raise RerunNotConfirmed(run_id=run.run_id, tool_call_id=call.tool_call_id, started_at=started)
+
+
+def _seen(request: DecisionRequest, run: StoredRun, call: ParkedCall) -> None:
+    if request.seen is None or request.seen == fingerprint(call.args):
+        return
+    raise _refusal(
+        ArgumentsChanged,
+        "The call's arguments are not the ones you saw (the card is stale): nothing was decided. "
+        "Look at the call again.",
+        run,
+        call,
+        request.actor,
+    )
+
+
+#: The reason recorded with a risky call's approval by a grant made for risky calls.
+RISKY_BY_GRANT = "A risky call, approved by a standing grant made for risky calls"
+
+
+def _risky(
+    request: DecisionRequest, run: StoredRun, call: ParkedCall, tool: Tool | None, decision: Decision
+) -> bool:
+    """Refuse a risky call's approval its origin may not give; True when a grant made for risky
+    calls gives it (the record says so)."""
+    if request.origin == Origin.CODE or tool is None:
+        return False
+    arg_sets = [call.args] if decision.edited_args is None else [call.args, decision.edited_args]
+    if not any(tool.needs_confirmation(args) for args in arg_sets):
+        return False
+    if request.origin == Origin.GRANT:
+        if request.grant is not None and request.grant.covers_risky:
+            return True
+        message = (
+            f"{call.tool_name} is marked risky here: a standing grant approves such a call only if it "
+            "was made for risky calls"
+        )
+    elif request.origin == Origin.DEADLINE:
+        message = f"{call.tool_name} is marked risky here: nobody answering never approves it"
+    elif request.confirmed(Confirmation.RISKY):
+        return False
+    else:
+        message = (
+            "This call is marked risky: confirm that you checked it (“I checked this”) to approve it. "
+            "Nothing was decided."
+        )
+    raise _refusal(RiskyNotConfirmed, message, run, call, request.actor)
+
+
+def _votes(run: StoredRun, call: ParkedCall, tool: Tool | None, decision: Decision) -> Decision | Vote:
+    """Separation of duties, and a tool that needs several approvals (one vote each).
+
+    Each vote approves one set of arguments (the reviewer's edits, or the model's). A vote for other
+    arguments than the votes on record replaces them, so the call needs all its approvals again, for
+    the new arguments: a tool never runs with arguments fewer than N reviewers approved.
+    """
+    if call.kind != CallKind.APPROVAL or decision.action != DecisionAction.APPROVE:
+        return decision  # a decline declines at once, whoever votes; answers are not votes
+    required = tool.approvals if tool is not None else 1
+    actor = decision.actor
+    if tool is not None and tool.separate_duties:
+        if actor is None:
+            raise _refusal(
+                SelfApprovalRefused,
+                f"Tool {call.tool_name!r} separates duties: an approval must name its reviewer",
+                run,
+                call,
+                actor,
+            )
+        if actor == run.started_by:
+            raise _refusal(
+                SelfApprovalRefused,
+                f"{actor} started run {run.run_id!r} and may not approve its {call.tool_name!r} call "
+                "(separation of duties): another reviewer must approve it",
+                run,
+                call,
+                actor,
+            )
+    if required == 1:
+        return decision
+    if actor is None:
+        raise _refusal(
+            DecisionRefused,
+            f"Tool {call.tool_name!r} needs {required} approvals by distinct reviewers: an approval "
+            "must name its reviewer",
+            run,
+            call,
+            actor,
+        )
+    if any(v.actor == actor for v in call.votes):
+        raise _refusal(
+            DuplicateVote,
+            f"{actor} already approved this call ({len(call.votes)} of {required} approvals): "
+            "it needs another reviewer's approval",
+            run,
+            call,
+            actor,
+        )
+    mine = _approved_args(call, decision)
+    prior = tuple(v for v in call.votes if _approved_args(call, v) == mine)
+    if len(prior) != len(call.votes):
+        prior = ()  # other arguments than the votes on record: they start over
+    if len(prior) + 1 < required:
+        return Vote(approval=decision, votes=(*prior, decision), required=required)
+    return decision
+
+
+def _approved_args(call: ParkedCall, decision: Decision) -> str:
+    args: Any = decision.edited_args if decision.edited_args is not None else call.args
+    return json.dumps(args, sort_keys=True, default=str)

@@ -1,0 +1,118 @@
+"""The walk of one decision: the project files a dashboard Approve enters, in the order it enters them.
+
+One htmx Approve of a plain needs-approval call, its continuation run inline to the end, traced with
+``sys.monitoring`` (every thread: the runtime runs on the request's event loop thread and the store
+on database threads). The ordered list of first-party files is compared with ``decision_path.txt``:
+a longer path shows up in review, as a change to that file. ``docs/architecture.md`` prints the same
+list; a failure prints the walk as it is now.
+
+The SQL statements the Approve sends are counted on the same request (every connection, every
+thread), so the cost cannot creep back either.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import CodeType
+from typing import Any
+
+from django.db import connection
+from django.test import Client
+
+from tests.approvals.conftest import (  # (the dashboard's fixtures, for a test at the top of the tree)
+    agents,
+    client_for,
+    count_queries,
+    reviewer,
+    reviewer_client,
+)
+from tests.approvals.runtime_fixtures import DashboardAgents
+
+__all__ = ["agents", "client_for", "reviewer", "reviewer_client"]
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPECTED = Path(__file__).with_name("decision_path.txt")
+#: The packages whose files count (not the tests, not the test agents' tools).
+FIRST_PARTY = ("agents_runtime", "approvals", "config")
+#: The most files one Approve may enter (the one-door issue's bound).
+MOST_FILES = 20
+#: The most SQL statements one Approve may send, on either database.
+MOST_STATEMENTS = 8
+
+
+@contextmanager
+def files_entered() -> Iterator[list[str]]:
+    """The first-party files whose code runs inside the block, in the order first entered."""
+    entered: list[str] = []
+    seen: set[str] = set()
+    prefixes = tuple(str(ROOT / name) + "/" for name in FIRST_PARTY)
+
+    def started(code: CodeType, offset: int) -> Any:
+        name = code.co_filename
+        if name not in seen and name.startswith(prefixes):
+            seen.add(name)
+            entered.append(str(Path(name).relative_to(ROOT)))
+        return sys.monitoring.DISABLE  # once per code object is enough
+
+    tool = sys.monitoring.PROFILER_ID
+    sys.monitoring.use_tool_id(tool, "decision-path")
+    try:
+        sys.monitoring.register_callback(tool, sys.monitoring.events.PY_START, started)
+        sys.monitoring.restart_events()
+        sys.monitoring.set_events(tool, sys.monitoring.events.PY_START)
+        try:
+            yield entered
+        finally:
+            sys.monitoring.set_events(tool, 0)
+            sys.monitoring.register_callback(tool, sys.monitoring.events.PY_START, None)
+    finally:
+        sys.monitoring.free_tool_id(tool)
+
+
+def _approve(client: Client, agents: DashboardAgents) -> Callable[[], Any]:
+    run = agents.start("helpdesk", "refund first")
+    (call,) = run.tool_calls
+
+    def approve() -> Any:
+        return client.post(
+            f"/runs/{run.run_id}/calls/{call.tool_call_id}/approve",
+            {"agent": "helpdesk", "next": "/agents/helpdesk/"},
+            HTTP_HX_REQUEST="true",
+        )
+
+    return approve
+
+
+def test_one_dashboard_approve_enters_the_files_on_record(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    _approve(reviewer_client, agents)()  # warm: imports, compiled statements, caches
+    approve = _approve(reviewer_client, agents)
+
+    with files_entered() as entered:
+        response = approve()
+
+    assert response.status_code == 200 and "Completed" in response.content.decode()
+    assert entered == EXPECTED.read_text().split(), (
+        "The files one Approve enters changed: if the change is meant, update tests/decision_path.txt "
+        "(and the walk in docs/architecture.md).\nNow:\n" + "\n".join(entered)
+    )
+    assert len(entered) <= MOST_FILES
+
+
+def test_one_dashboard_approve_sends_at_most_a_few_statements(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    _approve(reviewer_client, agents)()
+    approve = _approve(reviewer_client, agents)
+
+    with count_queries() as statements:
+        response = approve()
+
+    assert response.status_code == 200 and "Completed" in response.content.decode()
+    assert len(statements) <= MOST_STATEMENTS, (
+        f"{len(statements)} statements on {connection.vendor}:\n" + "\n".join(statements.sql)
+    )
