@@ -4,7 +4,7 @@ Pure Python: never imports Django. See ``Agent`` for runs and decisions, ``Runti
 """
 
 from .agent import Agent
-from .conditions import Condition, InvalidCondition, Verdict
+from .conditions import Condition, ConditionVerdict, InvalidCondition
 from .errors import (
     AgentsRuntimeError,
     ArgumentsChanged,
@@ -43,6 +43,7 @@ __all__ = [
     "CallClaimed",
     "Chunk",
     "Condition",
+    "ConditionVerdict",
     "Confirmation",
     "Continuation",
     "Decided",
@@ -79,7 +80,6 @@ __all__ = [
     "Tool",
     "ToolCallNotSuspended",
     "ToolContext",
-    "Verdict",
     "fingerprint",
     "scripted_model",
     "tool",

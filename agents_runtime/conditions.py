@@ -28,10 +28,10 @@ import enum
 import functools
 import itertools
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import cel
 from celpy.celparser import CELParser
@@ -80,7 +80,7 @@ class InvalidCondition(AgentsRuntimeError, ValueError):
 
 
 @dataclass(frozen=True)
-class Verdict:
+class ConditionVerdict:
     """What a condition said about one set of arguments."""
 
     #: True only when the condition evaluated to exactly ``true``.
@@ -102,14 +102,14 @@ class Condition:
     #: Type names it reads (``int``): an argument of that name if the call has one, else the type.
     _type_names: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
-    def evaluate(self, variables: Mapping[str, Any] | None) -> Verdict:
+    def evaluate(self, variables: Mapping[str, Any] | None) -> ConditionVerdict:
         """Whether ``variables`` (the call's arguments) satisfy the condition. Never raises: an
-        error, a missing argument, a non-boolean or an evaluation over its budget is a ``Verdict``
+        error, a missing argument, a non-boolean or an evaluation over its budget is a ``ConditionVerdict``
         that does not hold, with the reason in ``error``; over the budget, nothing runs."""
         try:
             return self._evaluate(variables)
         except Exception as exc:  # a check that raises would break the caller's run
-            return Verdict(False, error=f"could not be checked: {_first_line(exc)}")
+            return ConditionVerdict(False, error=f"could not be checked: {_first_line(exc)}")
 
     def cost(self, variables: Mapping[str, Any] | None) -> int:
         """The most an evaluation on ``variables`` can cost, in the units of ``EVALUATION_BUDGET``
@@ -127,16 +127,16 @@ class Condition:
         # The arguments converted in, the evaluation, and its value converted back out.
         return converting + steps + _CONVERT * _total(result)
 
-    def _evaluate(self, variables: Mapping[str, Any] | None) -> Verdict:
+    def _evaluate(self, variables: Mapping[str, Any] | None) -> ConditionVerdict:
         given = _given(self.fields | self._type_names, variables)
         missing = sorted(self.fields - given.keys())
         if missing:
-            return Verdict(False, error=f"no argument {missing[0]!r}")
+            return ConditionVerdict(False, error=f"no argument {missing[0]!r}")
         bound = self._bound(given)
         if isinstance(bound, str):
-            return Verdict(False, error=bound)
+            return ConditionVerdict(False, error=bound)
         if bound > EVALUATION_BUDGET:
-            return Verdict(
+            return ConditionVerdict(
                 False,
                 error=f"over its evaluation budget: up to {bound:,} units on these arguments, "
                 f"at most {EVALUATION_BUDGET:,}",
@@ -144,10 +144,10 @@ class Condition:
         try:
             value = self._program.execute(given)
         except Exception as exc:  # whatever the evaluator raises, the condition does not hold
-            return Verdict(False, error=_explain(exc))
+            return ConditionVerdict(False, error=_explain(exc))
         if value is True or value is False:
-            return Verdict(value)
-        return Verdict(False, error=f"gave {_cel_type(value)}, not true or false")
+            return ConditionVerdict(value)
+        return ConditionVerdict(False, error=f"gave {_cel_type(value)}, not true or false")
 
 
 def compile_condition(source: str) -> Condition | None:
@@ -424,36 +424,39 @@ class _Converter:
             return _Pending(_OPERATORS[rule], self.node(children[0]) if children else None)
         if rule in ("expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication"):
             return self.layer(rule, children)
-        if rule == "unary":
-            if len(children) == 1:
-                return self.node(children[0])
-            return _Unary(self.pending(children[0]).op, self.node(children[1]))
-        if rule in ("member", "primary", "paren_expr"):
+        if rule in _REFUSED_RULES:
+            raise InvalidCondition(_REFUSED_RULES[rule])
+        build = self.BUILDERS.get(rule)
+        if build is None:
+            raise _Unexpected(tree)
+        return build(self, children)
+
+    def unary(self, children: list[Tree[Token] | Token]) -> _Node:
+        if len(children) == 1:
             return self.node(children[0])
-        if rule == "member_dot":
-            return _Select(self.node(children[0]), str(children[1]))
-        if rule == "member_index":
-            return _Index(self.node(children[0]), self.node(children[1]))
-        if rule == "member_dot_arg":
-            return self.method(self.node(children[0]), str(children[1]), self.items(children, 2))
-        if rule == "ident_arg":
-            return self.function(str(children[0]), self.items(children, 1))
-        if rule == "ident":
-            return _Var(str(children[0]))
-        if rule == "literal":
-            return self.literal(children[0])
-        if rule == "list_lit":
-            return _List(self.items(children, 0))
-        if rule == "map_lit":
-            flat = self.items(children, 0)
-            return _Map(tuple(zip(flat[::2], flat[1::2], strict=True)))
-        if rule in ("exprlist", "mapinits"):
-            return _Items(tuple(self.node(child) for child in children))
-        if rule in ("dot_ident", "dot_ident_arg"):
-            raise InvalidCondition("The condition starts a name with a dot: write the name without it")
-        if rule in ("member_object", "fieldinits"):
-            raise InvalidCondition("The condition builds a message (Name{...}): compare fields instead")
-        raise _Unexpected(tree)
+        return _Unary(self.pending(children[0]).op, self.node(children[1]))
+
+    def map_literal(self, children: list[Tree[Token] | Token]) -> _Node:
+        flat = self.items(children, 0)
+        return _Map(tuple(zip(flat[::2], flat[1::2], strict=True)))
+
+    #: How each rule of the parse tree becomes a node (the others: ``one``).
+    BUILDERS: ClassVar[dict[str, Callable[[_Converter, list[Tree[Token] | Token]], object]]] = {
+        "unary": unary,
+        "member": lambda self, c: self.node(c[0]),
+        "primary": lambda self, c: self.node(c[0]),
+        "paren_expr": lambda self, c: self.node(c[0]),
+        "member_dot": lambda self, c: _Select(self.node(c[0]), str(c[1])),
+        "member_index": lambda self, c: _Index(self.node(c[0]), self.node(c[1])),
+        "member_dot_arg": lambda self, c: self.method(self.node(c[0]), str(c[1]), self.items(c, 2)),
+        "ident_arg": lambda self, c: self.function(str(c[0]), self.items(c, 1)),
+        "ident": lambda self, c: _Var(str(c[0])),
+        "literal": lambda self, c: self.literal(c[0]),
+        "list_lit": lambda self, c: _List(self.items(c, 0)),
+        "map_lit": map_literal,
+        "exprlist": lambda self, c: _Items(tuple(self.node(child) for child in c)),
+        "mapinits": lambda self, c: _Items(tuple(self.node(child) for child in c)),
+    }
 
     def layer(self, rule: str, children: list[Tree[Token] | Token]) -> _Node:
         if len(children) == 1:
@@ -644,6 +647,15 @@ def _join(*shapes: _Shape) -> _Shape:
     )
 
 
+#: Parts of CEL the conditions refuse, with what to write instead.
+_REFUSED_RULES = {
+    "dot_ident": "The condition starts a name with a dot: write the name without it",
+    "dot_ident_arg": "The condition starts a name with a dot: write the name without it",
+    "member_object": "The condition builds a message (Name{...}): compare fields instead",
+    "fieldinits": "The condition builds a message (Name{...}): compare fields instead",
+}
+
+
 def _string_units(length: int) -> int:
     return 1 + length // _BYTES_PER_UNIT
 
@@ -657,6 +669,31 @@ def _cost(node: _Node, env: Mapping[str, _Shape]) -> tuple[int, _Shape]:
     The evaluator copies values whole in places (a field read out of a map, an item bound by a
     comprehension, the items of a list or map it builds, both sides of a concatenation, what map
     and filter have accumulated at each iteration): each copy costs the value's total."""
+    match node:
+        case _Lit() | _Var() | _Has() | _Select() | _Index() | _Unary():
+            return _read_cost(node, env)
+        case _Binary():
+            return _binary_cost(node, env)
+        case _Logic(operands=operands):
+            return _STEP + sum(_cost(operand, env)[0] for operand in operands), _SCALAR
+        case _Choice(test=test, then=then, otherwise=otherwise):
+            (test_cost, _), (then_cost, then_shape), (else_cost, else_shape) = (
+                _cost(test, env),
+                _cost(then, env),
+                _cost(otherwise, env),
+            )
+            return _STEP + test_cost + then_cost + else_cost, _join(then_shape, else_shape)
+        case _List() | _Map():
+            return _built_cost(node, env)
+        case _Call():
+            return _call_cost(node, env)
+        case _Loop():
+            return _loop_cost(node, env)
+    raise AssertionError(node)
+
+
+def _read_cost(node: _Node, env: Mapping[str, _Shape]) -> tuple[int, _Shape]:
+    """A literal, an argument, or what is read out of one (a field, an item, a test, a sign)."""
     match node:
         case _Lit(kind=kind, units=units):
             return _STEP, ((units, units),) if kind in (_Kind.STRING, _Kind.BYTES) else _SCALAR
@@ -677,17 +714,12 @@ def _cost(node: _Node, env: Mapping[str, _Shape]) -> tuple[int, _Shape]:
         case _Unary(operand=operand):
             cost, _ = _cost(operand, env)
             return _STEP + cost, _SCALAR
-        case _Binary():
-            return _binary_cost(node, env)
-        case _Logic(operands=operands):
-            return _STEP + sum(_cost(operand, env)[0] for operand in operands), _SCALAR
-        case _Choice(test=test, then=then, otherwise=otherwise):
-            (test_cost, _), (then_cost, then_shape), (else_cost, else_shape) = (
-                _cost(test, env),
-                _cost(then, env),
-                _cost(otherwise, env),
-            )
-            return _STEP + test_cost + then_cost + else_cost, _join(then_shape, else_shape)
+    raise AssertionError(node)
+
+
+def _built_cost(node: _Node, env: Mapping[str, _Shape]) -> tuple[int, _Shape]:
+    """A list or map the condition builds: every item is copied into it."""
+    match node:
         case _List(items=items):
             costs = [_cost(item, env) for item in items]
             total = 1 + sum(_total(shape) for _, shape in costs)
@@ -701,10 +733,6 @@ def _cost(node: _Node, env: Mapping[str, _Shape]) -> tuple[int, _Shape]:
             hashing = sum(_total(shape) for _, shape in keys)
             cost = _STEP + sum(c for c, _ in both) + hashing + total
             return cost, ((len(entries), total), *(_join(*(shape for _, shape in both)) if both else ()))
-        case _Call():
-            return _call_cost(node, env)
-        case _Loop():
-            return _loop_cost(node, env)
     raise AssertionError(node)
 
 

@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from . import conditions
 from .conditions import MAX_CONDITION_LENGTH as MAX_CONDITION_LENGTH
-from .conditions import Condition, InvalidCondition, Verdict
+from .conditions import Condition, ConditionVerdict, InvalidCondition
 from .errors import AgentsRuntimeError
 
 
@@ -67,14 +67,14 @@ def compile_condition(condition: str) -> Condition | None:
         raise InvalidGrant(str(exc)) from None
 
 
-def condition_verdict(condition: str, args: Mapping[str, Any] | None) -> Verdict:
+def condition_verdict(condition: str, args: Mapping[str, Any] | None) -> ConditionVerdict:
     """What ``condition`` says of ``args``, and why it could not say yes. Never raises: a condition
     that no longer compiles (stored before the bounds it fails) holds for nothing, with the reason."""
     try:
         compiled = compile_condition(condition)
     except InvalidGrant as exc:
-        return Verdict(False, error=str(exc))
-    return Verdict(True) if compiled is None else compiled.evaluate(args)
+        return ConditionVerdict(False, error=str(exc))
+    return ConditionVerdict(True) if compiled is None else compiled.evaluate(args)
 
 
 def condition_allows(condition: str, args: Mapping[str, Any] | None) -> bool:

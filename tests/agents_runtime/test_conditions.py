@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from agents_runtime import Agent, InvalidCondition, InvalidGrant, Verdict, scripted_model, tool
+from agents_runtime import Agent, ConditionVerdict, InvalidCondition, InvalidGrant, scripted_model, tool
 from agents_runtime.conditions import (
     EVALUATION_BUDGET,
     MAX_CONDITION_LENGTH,
@@ -81,7 +81,7 @@ REFUND_SCHEMA = issue_refund.parameters_json_schema
 def test_a_condition_naming_an_argument_the_call_lacks_does_not_hold_and_says_which() -> None:
     verdict = compiled('meta.tier == "gold"').evaluate({"amount": 1})
 
-    assert verdict == Verdict(False, error="no argument 'meta'")
+    assert verdict == ConditionVerdict(False, error="no argument 'meta'")
 
 
 def test_a_condition_reading_a_field_the_argument_lacks_does_not_hold_and_says_which() -> None:
@@ -105,10 +105,10 @@ def test_a_grant_check_on_a_raising_condition_is_a_no_not_an_exception() -> None
 
 
 def test_a_result_other_than_true_or_false_does_not_hold() -> None:
-    assert compiled("amount").evaluate({"amount": 3}) == Verdict(
+    assert compiled("amount").evaluate({"amount": 3}) == ConditionVerdict(
         False, error="gave an int, not true or false"
     )
-    assert compiled("false").evaluate({}) == Verdict(False)
+    assert compiled("false").evaluate({}) == ConditionVerdict(False)
 
 
 def test_an_argument_a_condition_cannot_read_is_a_no() -> None:
@@ -165,7 +165,7 @@ def test_a_quadratic_condition_on_large_arguments_does_not_run() -> None:
     # A million iterations in plain CEL: seconds. Refused on the sizes alone.
     verdict, elapsed = timed(lambda: condition.evaluate({"x": list(range(1000))}))
 
-    assert small == Verdict(True)
+    assert small == ConditionVerdict(True)
     assert verdict.holds is False and "over its evaluation budget" in verdict.error
     assert elapsed < CEILING
 
@@ -218,7 +218,7 @@ def test_a_loop_over_ordinary_arguments_runs_within_budget() -> None:
     items = [{"price": n, "sku": f"A-{n}"} for n in range(50)]
 
     assert condition.cost({"items": items}) <= EVALUATION_BUDGET
-    assert condition.evaluate({"items": items}) == Verdict(True)
+    assert condition.evaluate({"items": items}) == ConditionVerdict(True)
 
 
 # What a condition names must be an argument of the tool.
@@ -423,7 +423,7 @@ def test_every_evaluation_the_budget_admits_finishes_within_the_ceiling(
         if elapsed >= CEILING:
             elapsed = min(elapsed, timed(lambda: condition.evaluate(arguments))[1])
 
-    assert isinstance(verdict, Verdict)
+    assert isinstance(verdict, ConditionVerdict)
     assert not (verdict.holds and verdict.error)
     assert elapsed < CEILING, f"{source!r} took {elapsed:.3f}s, bound {condition.cost(arguments)}"
     ran = verdict.error is None or verdict.error.startswith(("raised", "gave", "'"))
