@@ -154,7 +154,8 @@ def _rerun(request: DecisionRequest, run: StoredRun, call: ParkedCall) -> None:
 
 
 def _seen(request: DecisionRequest, run: StoredRun, call: ParkedCall) -> None:
-    if request.seen is None or request.seen == fingerprint(call.args):
+    # (An answer to a ``suspend()`` decides on the question, which never changes.)
+    if request.seen is None or call.kind != CallKind.APPROVAL or request.seen == fingerprint(call.args):
         return
     raise _refusal(
         ArgumentsChanged,

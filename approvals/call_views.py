@@ -94,9 +94,10 @@ class CallView:
 
     @property
     def seen(self) -> str:
-        """The fingerprint of the arguments this card shows: a decision posts it back, and the door
-        refuses it if the call's arguments are no longer these (``agents_runtime.policy``)."""
-        return fingerprint(self.call.args)
+        """The fingerprint of the arguments this card shows (an approval's): a decision posts it
+        back, and the door refuses it if the call's arguments are no longer these
+        (``agents_runtime.policy``)."""
+        return fingerprint(self.call.args) if self.call.requires_approval else ""
 
     @property
     def is_approval(self) -> bool:

@@ -23,7 +23,7 @@ from asgiref.sync import async_to_sync
 from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
-from agents_runtime import Agent, Call, Reply, Runtime, scripted_model, tool
+from agents_runtime import Agent, Call, Reply, Runtime, fingerprint, scripted_model, tool
 from agents_runtime.deadlines import Deadline
 from approvals import agents as served
 from approvals.apps import compose
@@ -343,3 +343,22 @@ def test_an_admin_designated_for_one_agent_reads_only_its_rows_in_the_django_adm
         f"/admin/approvals/webhookendpoint/{endpoint.pk}/"
         not in client.get("/admin/approvals/webhookendpoint/").content.decode()
     )
+
+
+def test_a_decision_on_arguments_the_call_no_longer_has_is_refused(
+    ops: tuple[Runtime, ToolLog], reviewer: User
+) -> None:
+    runtime, log = ops
+    run = park(runtime, "ops", "search staging")
+    url = f"/runs/{run.run_id}/calls/{call_of(run)}/approve"
+    client = signed_in(reviewer)
+    stale = fingerprint({"service": "search", "environment": "production"})
+
+    refused = client.post(url, {"agent": "ops", "seen": stale}, **HX)
+
+    assert "not the ones you saw" in refused.content.decode()
+    assert log.calls == [] and waiting(runtime, "ops") == [run.run_id]
+    shown = fingerprint(run.tool_calls[0].args)
+    assert f'name="seen" value="{shown}"' in client.get(f"/runs/{run.run_id}/").content.decode()
+    client.post(url, {"agent": "ops", "seen": shown}, **HX)
+    assert log.calls == [{"service": "search", "environment": "staging"}]
