@@ -2,9 +2,11 @@
 
 One htmx Approve of a plain needs-approval call, its continuation run inline to the end, traced with
 ``sys.monitoring`` (every thread: the runtime runs on the request's event loop thread and the store
-on database threads). The ordered list of first-party files is compared with ``decision_path.txt``:
-a longer path shows up in review, as a change to that file. ``docs/architecture.md`` prints the same
-list; a failure prints the walk as it is now.
+on database threads). On the reference set-up (SQLite and the in-process channel layer, as ``make
+run`` serves) the ordered list of first-party files is compared with ``decision_path.txt``: a longer
+path shows up in review, as a change to that file; ``docs/architecture.md`` prints the same list. On
+PostgreSQL or Redis the store and the live layer take other files: there only the count is bounded.
+A failure prints the walk as it is now.
 
 The SQL statements the Approve sends are counted on the same request (every connection, every
 thread), so the cost cannot creep back either.
@@ -19,6 +21,7 @@ from pathlib import Path
 from types import CodeType
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 from django.test import Client
 
@@ -39,6 +42,8 @@ EXPECTED = Path(__file__).with_name("decision_path.txt")
 FIRST_PARTY = ("agents_runtime", "approvals", "config")
 #: The most files one Approve may enter: today's walk (the one-door issue asks for 20).
 MOST_FILES = 50
+#: What PostgreSQL (its prepared statements, the pool) and Redis (the channel layer) add.
+EXTRA_FILES_ELSEWHERE = 3
 #: The most SQL statements one Approve may send, on either database: today's count (the floor issue
 #: asks for 8).
 MOST_STATEMENTS = 22
@@ -97,11 +102,12 @@ def test_one_dashboard_approve_enters_the_files_on_record(
         response = approve()
 
     assert response.status_code == 200 and "Completed" in response.content.decode()
-    assert entered == EXPECTED.read_text().split(), (
+    reference = connection.vendor == "sqlite" and not settings.REDIS_URL
+    assert entered == EXPECTED.read_text().split() or not reference, (
         "The files one Approve enters changed: if the change is meant, update tests/decision_path.txt "
         "(and the walk in docs/architecture.md).\nNow:\n" + "\n".join(entered)
     )
-    assert len(entered) <= MOST_FILES
+    assert len(entered) <= MOST_FILES + (0 if reference else EXTRA_FILES_ELSEWHERE), "\n".join(entered)
 
 
 def test_one_dashboard_approve_sends_at_most_a_few_statements(
