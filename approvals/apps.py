@@ -34,15 +34,16 @@ class ApprovalsConfig(AppConfig):
         from django.core.signals import got_request_exception, request_finished
         from django.db.models.signals import post_migrate
 
-        from approvals import agents, db_pool, expiry, signals
+        from approvals import agents, expiry, signals
+        from approvals.server import pool
 
         compose(agents.load(settings.AGENTS_RUNTIME))
         # With TASKS_BACKEND=database the worker process expires calls past their deadline.
         expiry.start_for_worker()
         user_logged_out.connect(signals.close_live_sockets, dispatch_uid="countersign-close-live-sockets")
         # The database pool's figures in the log: now and then, and when it ran dry.
-        request_finished.connect(db_pool.log_now_and_then, dispatch_uid="countersign-pool-stats")
-        got_request_exception.connect(db_pool.log_exhaustion, dispatch_uid="countersign-pool-exhausted")
+        request_finished.connect(pool.log_now_and_then, dispatch_uid="countersign-pool-stats")
+        got_request_exception.connect(pool.log_exhaustion, dispatch_uid="countersign-pool-exhausted")
         # So that the admin offers an ``agent:<id>`` group for every agent.
         post_migrate.connect(
             signals.create_agent_groups, sender=self, dispatch_uid="countersign-agent-groups"

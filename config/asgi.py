@@ -14,10 +14,10 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from approvals import expiry  # noqa: E402
-from approvals.db_threads import RequestThreads  # noqa: E402
 from approvals.origins import SameOriginValidator  # noqa: E402
 from approvals.routing import websocket_urlpatterns  # noqa: E402
-from config.static_files import StaticFiles  # noqa: E402
+from approvals.server.static_files import StaticFiles  # noqa: E402
+from approvals.server.threads import RequestThreads  # noqa: E402
 
 # Parked calls past their deadline expire from this process once it serves, unless a task worker
 # expires them (approvals/expiry.py).
@@ -25,7 +25,7 @@ application = expiry.ServeWithSweep(
     ProtocolTypeRouter(
         {
             # Each request's thread gives its database connections back, even when the request was cut off.
-            # Static files are answered first, on the event loop (config/static_files.py).
+            # Static files are answered first, on the event loop (approvals/server/static_files.py).
             "http": StaticFiles(RequestThreads(django_asgi_app)),
             "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         }

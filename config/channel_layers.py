@@ -34,8 +34,13 @@ def channel_layers(
     if not hosts:
         # Reaches consumers in this process only: fine for the embedded single-process run (events from
         # other processes, e.g. `manage.py run_agent`, come through the outbox: see approvals/live).
-        # Channels' own class, minus its O(N²) fan-out (see approvals/layers.py).
-        return {"default": {"BACKEND": "approvals.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 5000}}}
+        # Channels' own class, minus its O(N²) fan-out (see approvals/server/layers.py).
+        return {
+            "default": {
+                "BACKEND": "approvals.server.layers.InMemoryChannelLayer",
+                "CONFIG": {"capacity": 5000},
+            }
+        }
     return {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",

@@ -59,22 +59,22 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # Django's own; those of approvals.loop_middleware run their hooks on the event loop under ASGI
+    # Django's own; those of approvals.server.loop_middleware run their hooks on the event loop under ASGI
     # when they do no I/O. (Security, CSRF and X-Frame-Options keep Django's names: its deploy checks
     # look for them by name.)
     "django.middleware.security.SecurityMiddleware",
-    "approvals.loop_middleware.SessionMiddleware",
-    "approvals.loop_middleware.CommonMiddleware",
+    "approvals.server.loop_middleware.SessionMiddleware",
+    "approvals.server.loop_middleware.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "approvals.loop_middleware.AuthenticationMiddleware",
-    "approvals.loop_middleware.MessageMiddleware",
+    "approvals.server.loop_middleware.AuthenticationMiddleware",
+    "approvals.server.loop_middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "approvals.middleware.htmx_login_redirect",
     "approvals.middleware.private_pages",
     # Times in the viewer's zone (approvals/times.py).
     "approvals.middleware.viewer_time_zone",
-    "approvals.loop_middleware.ContentSecurityPolicyMiddleware",
+    "approvals.server.loop_middleware.ContentSecurityPolicyMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into its 429 page.
     "axes.middleware.AxesMiddleware",
 ]
@@ -120,9 +120,9 @@ def _database_for(url: str) -> dict[str, Any]:
         }
     elif database["ENGINE"] == "django.db.backends.postgresql":
         # psycopg 3's pool replaces persistent connections; Django refuses both at once. A request uses
-        # one connection at a time (approvals/db_threads.py), so max_size is how many of this process's
+        # one connection at a time (approvals/server/threads.py), so max_size is how many of this process's
         # requests reach the database at once; the others wait up to `timeout` seconds for a connection,
-        # then fail with a PoolTimeout that is logged with the pool's figures (approvals/db_pool.py).
+        # then fail with a PoolTimeout that is logged with the pool's figures (approvals/server/pool.py).
         # Size it so that every process's max_size together stays under the server's max_connections.
         from config.database import check_connection
 
@@ -152,7 +152,7 @@ if DATABASE_REPLICA_URL:
     # Never migrated (a replica follows the primary); in tests it stands for the test database.
     DATABASES["replica"] = {**_database_for(DATABASE_REPLICA_URL), "TEST": {"MIRROR": "default"}}
 LISTINGS_DATABASE = "replica" if DATABASE_REPLICA_URL else "default"
-# The run store's fixed statements are prepared on PostgreSQL (approvals/runstore/prepared.py); turn off
+# The run store's fixed statements are prepared on PostgreSQL (approvals/server/prepared.py); turn off
 # behind a transaction-pooling proxy that cannot keep prepared statements.
 DATABASE_PREPARED_STATEMENTS = _env_bool("DATABASE_PREPARED_STATEMENTS", True)
 # How often the PostgreSQL pool's figures are logged (INFO, from the end of a request); 0: never.
@@ -356,12 +356,12 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-# Where `collectstatic` writes; the server serves it itself (config/static_files.py).
+# Where `collectstatic` writes; the server serves it itself (approvals/server/static_files.py).
 STATIC_ROOT = Path(_env("STATIC_ROOT", str(BASE_DIR / "var" / "static")))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     # Hashed names and gzip variants once collected; plain names before (see the class).
-    "staticfiles": {"BACKEND": "config.static_files.CollectedStaticStorage"},
+    "staticfiles": {"BACKEND": "approvals.server.static_files.CollectedStaticStorage"},
 }
 # Only this site's pages load these files: no CORS header.
 WHITENOISE_ALLOW_ALL_ORIGINS = False

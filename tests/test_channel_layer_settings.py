@@ -22,7 +22,7 @@ VARIABLES = ("REDIS_URL", "REDIS_SENTINELS", "REDIS_SENTINEL_MASTER", "REDIS_SEN
 
 def test_no_redis_is_the_in_process_layer() -> None:
     assert channel_layers("") == {
-        "default": {"BACKEND": "approvals.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 5000}}
+        "default": {"BACKEND": "approvals.server.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 5000}}
     }
 
 
@@ -163,7 +163,7 @@ def _layers(**env: str) -> dict[str, Any]:
 
 
 def test_settings_read_the_variables() -> None:
-    assert _layers()["default"]["BACKEND"] == "approvals.layers.InMemoryChannelLayer"
+    assert _layers()["default"]["BACKEND"] == "approvals.server.layers.InMemoryChannelLayer"
     assert _layers(REDIS_URL="redis://a:6379/0")["default"]["CONFIG"]["hosts"] == [
         {"address": "redis://a:6379/0", "socket_timeout": None}
     ]

@@ -1,6 +1,6 @@
 """Static files: collected with hashed names and gzip variants, served by the ASGI app itself.
 
-One process with ``DEBUG`` off serves a styled app without a proxy (config/static_files.py): pages
+One process with ``DEBUG`` off serves a styled app without a proxy (approvals/server/static_files.py): pages
 name the hashed files, which answer with a cache header of ten years and gzip for clients that take
 it; without ``collectstatic`` such a server answers every request with what to run; in ``DEBUG``
 the files come straight from ``static/``.
@@ -22,7 +22,7 @@ from django.core.handlers.asgi import ASGIHandler
 from django.test import Client
 from django.utils.module_loading import import_string
 
-from config.static_files import StaticFiles
+from approvals.server.static_files import StaticFiles
 
 ROOT = Path(__file__).resolve().parent.parent
 APP_CSS = (ROOT / "static" / "countersign" / "app.css").read_bytes()
@@ -240,6 +240,6 @@ async def test_with_debug_off_and_nothing_collected_every_request_says_what_to_r
         text = body.decode()
         assert "DEBUG is off and there are no collected static files" in text
         assert "manage.py collectstatic --noinput" in text
-    assert [r.getMessage() for r in caplog.records if r.name == "config.static_files"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "approvals.server.static_files"] == [
         "Countersign cannot serve: " + page[2].decode().removeprefix("Countersign cannot serve: ")
     ]

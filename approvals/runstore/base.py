@@ -13,7 +13,6 @@ from django.conf import settings
 from django.db import connections, transaction
 
 from agents_runtime.vocabulary import INTERRUPTED_AFTER_START_DETAIL, INTERRUPTED_DETAIL, Outcome
-from approvals import db_threads
 from approvals.models import AuditEntry, ParkedCallRecord, RunRecord
 from approvals.models.runs import ParkedCallRecordQuerySet, RunRecordQuerySet, RunStatus
 from approvals.runstore.reads import one_run_rows
@@ -24,6 +23,7 @@ from approvals.runstore.records import (
     _utc,
 )
 from approvals.runstore.sql import _EXPIRED_SQL
+from approvals.server import threads
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class StoreBase:
 
     #: How the runtime calls this store from async code: on the thread that holds the caller's
     #: database connection, so a request never needs a second one (see ``db_threads``).
-    run_sync = staticmethod(db_threads.run_sync)
+    run_sync = staticmethod(threads.run_sync)
 
     def _runs(self) -> RunRecordQuerySet:
         return RunRecord.objects.using(self.using)

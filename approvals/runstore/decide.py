@@ -23,7 +23,6 @@ from agents_runtime.store import (
 from approvals.models import ParkedCallRecord
 from approvals.models.runs import RunStatus
 from approvals.runstore import audit as decision_records
-from approvals.runstore import prepared
 from approvals.runstore.grants import GrantSteps
 from approvals.runstore.records import (
     _CALL_COLUMNS,
@@ -43,6 +42,7 @@ from approvals.runstore.sql import (
     _decide_at_version_sql,
     _vote_at_version_sql,
 )
+from approvals.server import prepared
 
 logger = logging.getLogger(__name__)
 

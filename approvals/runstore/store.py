@@ -39,7 +39,7 @@ from agents_runtime.vocabulary import Outcome, suspended_again_detail
 from approvals.models import AuditEntry, EndedRun, RunRecord, ThreadMessage
 from approvals.models.runs import RunRecordQuerySet, RunStatus
 from approvals.runstore import audit as decision_records
-from approvals.runstore import listing, prepared
+from approvals.runstore import listing
 from approvals.runstore.deadlines import DeadlineSteps
 from approvals.runstore.decide import DecisionSteps
 from approvals.runstore.records import (
@@ -53,6 +53,7 @@ from approvals.runstore.records import (
     _utc,
 )
 from approvals.runstore.sql import _FINISH_REMEMBERING_SQL, _FINISH_SQL, _MARK_TOOL_STARTED_SQL
+from approvals.server import prepared
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Django's middlewares under ASGI: hooks that do no I/O stay on the event loop, the ones that write
-still go to the request's thread (approvals/loop_middleware.py)."""
+still go to the request's thread (approvals/server/loop_middleware.py)."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from django.db.backends.utils import CursorWrapper
 from django.test import Client
 
 from agents_runtime import Agent, Call, Reply, Runtime, tool
-from approvals.db_threads import RequestThreads
+from approvals.server.threads import RequestThreads
 from approvals.store import DjangoRunStore
 from tests.agents_runtime.helpers import ModelSpy
 from tests.approvals.runtime_fixtures import DashboardAgents

@@ -14,10 +14,10 @@ from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.test import Client
 
-from approvals import layers
 from approvals.consumers import LiveConsumer
 from approvals.live import agent_group, querycount
 from approvals.policy import visible_agent_ids
+from approvals.server import layers
 from config.asgi import application
 from tests.approvals.runtime_fixtures import DashboardAgents
 

@@ -35,7 +35,7 @@ REFUND = "Refund $300 on A-1042"
 @pytest.fixture
 def in_process_layer(settings: Any) -> None:
     settings.CHANNEL_LAYERS = {
-        "default": {"BACKEND": "approvals.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 5000}}
+        "default": {"BACKEND": "approvals.server.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 5000}}
     }
     assert live.uses_outbox()
 

@@ -1,4 +1,4 @@
-"""The run store's fixed statements are prepared on PostgreSQL (approvals/runstore/prepared.py): the
+"""The run store's fixed statements are prepared on PostgreSQL (approvals/server/prepared.py): the
 server plans a listing or a decision's read once per connection, not on every call; the setting turns
 it off for proxies that cannot keep prepared statements. Needs ``DATABASE_URL=postgres://...``."""
 
@@ -12,7 +12,7 @@ from django.test import override_settings
 
 from agents_runtime.store import RunQuery
 from approvals.models import RunRecord
-from approvals.runstore import prepared
+from approvals.server import prepared
 from approvals.store import DjangoRunStore
 from tests.approvals.store_helpers import T0, Clock, approval, decision, suspension
 

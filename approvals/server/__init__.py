@@ -1,0 +1,15 @@
+"""The fence: our replacements of framework parts, kept only because they are faster here.
+
+Each module replaces one part of Django, Channels, psycopg or WhiteNoise that costs too much in this
+app's hot paths, and says in its docstring what it replaces, why (the bench that measured it, in
+``docs/scaling.md``), and when to delete it (the upstream change that makes it unnecessary). Nothing
+else lives here: the app's own behaviour is elsewhere.
+
+- ``threads``: one database thread per request for async code, and every connection given back
+  (replaces asgiref's per-call thread hops and Django's request-end cleanup under ASGI).
+- ``pool``: the PostgreSQL pool's figures in the log (psycopg's pool reports nothing by itself).
+- ``loop_middleware``: Django's built-in middlewares with their hooks on the event loop.
+- ``layers``: Channels' in-process layer without its O(N) work per message.
+- ``prepared``: the run store's fixed statements prepared once per connection (Django prepares none).
+- ``static_files``: WhiteNoise as ASGI middleware, before Django (its Django middleware is sync-only).
+"""
