@@ -299,7 +299,8 @@ def _parts(requests: int) -> dict[str, tuple[float, float]]:
     from django.template.loader import render_to_string
     from django.test import RequestFactory
 
-    from approvals import agents, cards, queries
+    from approvals import agents, queries
+    from approvals.cards import run as cards
     from approvals.forms import InboxFilterForm
 
     agent = agents.get(AGENT)

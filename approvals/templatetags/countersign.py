@@ -10,8 +10,7 @@ from django import template
 from django.utils import timezone
 
 from approvals import dom_ids, times
-from approvals.cards import compact_json
-from approvals.display import reveal_invisible
+from approvals.cards.text import compact_json, reveal_invisible
 
 register = template.Library()
 
@@ -75,8 +74,8 @@ def followed_agents(context: template.Context) -> str:
 
 @register.simple_tag
 def timestamp(moment: datetime | None, relative: bool = False) -> str:
-    """``{% timestamp moment %}``: ``<time>`` in the viewer's zone, UTC in its title (``approvals.times``);
-    ``relative=True`` for "3 min" that keeps ticking."""
+    """``{% timestamp moment %}``: ``<time>`` in the viewer's zone, UTC in its title
+    (``approvals.times``); ``relative=True`` for "3 min" that keeps ticking."""
     return times.time_element(moment, relative=relative)
 
 

@@ -15,7 +15,8 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from approvals import cards, queries
+from approvals import queries
+from approvals.cards import run as cards
 from approvals.forms import AuditFilterForm
 from approvals.models.audit import RECORD_FIELDS, AuditEntry
 from approvals.services import AUDIT_PERMISSION

@@ -23,7 +23,9 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.middleware import HtmxDetails
 
-from approvals import agents, call_views, cards, dom_ids, queries
+from approvals import agents, dom_ids, queries
+from approvals.cards import call as call_views
+from approvals.cards import run as cards
 from approvals.forms import DeclineForm, EditedArgsForm, GrantForm
 from approvals.policy import Access, AgentAccess
 from approvals.schema_forms import ResumeForm

@@ -12,7 +12,8 @@ from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from approvals import agents, batch_view, queries, services, tasks
+from approvals import agents, queries, services, tasks
+from approvals.cards import batch as batch_view
 from approvals.forms import BatchStartForm, InboxFilterForm
 from approvals.models import Batch, FollowedAgent
 from approvals.services import DECIDE_PERMISSION

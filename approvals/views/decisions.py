@@ -17,7 +17,9 @@ from django.views.decorators.http import require_POST
 
 from agents_runtime import Agent, DecisionRequest, GrantScope, InvalidGrant, Origin
 from agents_runtime.vocabulary import DecisionAction, Outcome
-from approvals import agents, call_views, cards, queries, services
+from approvals import agents, queries, services
+from approvals.cards import call as call_views
+from approvals.cards import run as cards
 from approvals.forms import DeclineForm, EditedArgsForm, GrantForm, posted_confirmations, posted_fingerprint
 from approvals.policy import Access, AgentAccess
 from approvals.schema_forms import ResumeForm

@@ -14,7 +14,9 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods
 
 from agents_runtime.vocabulary import NO_EFFECT_OUTCOMES, Outcome
-from approvals import agents, cards, queries, run_records, services, tasks
+from approvals import agents, queries, services, tasks
+from approvals.cards import record as run_records
+from approvals.cards import run as cards
 from approvals.forms import InboxFilterForm, NewRunForm
 from approvals.services import DECIDE_PERMISSION
 from approvals.views.base import (

@@ -20,7 +20,7 @@ from agents_runtime import Agent, Call, Reply, Runtime, scripted_model, tool
 from agents_runtime.presentation import ApprovalRule
 from approvals import agents as served
 from approvals.apps import compose
-from approvals.arg_views import arg_view
+from approvals.cards.args import arg_view
 from approvals.store import DjangoRunStore
 from demo import agents as demo_agents
 from demo import tools as demo_tools

@@ -1,6 +1,6 @@
 """The run card's forms in plain markup: every field keeps what Django's widgets gave it, and more.
 
-The card renders its fields from ``approvals.field_views.FieldView`` (no widget templates: an inbox page has
+The card renders its fields from ``approvals.cards.fields.FieldView`` (no widget templates: an inbox page has
 a hundred fields); Django forms still validate the posts and carry the errors back.
 """
 
@@ -15,7 +15,8 @@ from django import forms
 from django.template.loader import render_to_string
 from django.test import Client
 
-from approvals import cards, field_views
+from approvals.cards import fields as field_views
+from approvals.cards import run as cards
 from approvals.forms import DeclineForm
 from approvals.schema_forms import ResumeForm, resume_form, resume_form_class
 from tests.approvals.runtime_fixtures import DashboardAgents

@@ -6,7 +6,7 @@ import re
 
 from django.test import Client
 
-from approvals.display import reveal_invisible
+from approvals.cards.text import reveal_invisible
 from tests.approvals.runtime_fixtures import DashboardAgents
 
 

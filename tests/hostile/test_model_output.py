@@ -20,7 +20,7 @@ from django.utils.html import escape
 
 from agents_runtime import Agent, InMemoryRunStore, RunStore, Runtime, tool
 from agents_runtime.untrusted import MAX_ID_LENGTH, clean_id
-from approvals.cards import pretty_json
+from approvals.cards.text import pretty_json
 from approvals.models import AuditEntry
 from approvals.store import DjangoRunStore
 from tests.approvals.test_card_markup import elements

@@ -15,8 +15,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from approvals.cards.record import retention_days
 from approvals.models import EndedRun
-from approvals.run_records import retention_days
 
 
 class Command(BaseCommand):

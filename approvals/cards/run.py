@@ -24,18 +24,17 @@ from agents_runtime.store import StoredRun
 from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import DecisionAction
 from approvals import dom_ids
-from approvals.call_views import (
+from approvals.cards.call import (
     RESUME_PREFIX,
     CallView,
     call_view,
     guarded_call_view,
     resume_form_for,
 )
-from approvals.display import reveal_invisible
+from approvals.cards.text import compact_json, is_long, pretty_json, reveal_invisible
 from approvals.forms import DeclineForm, EditedArgsForm, GrantForm
-from approvals.json_text import compact_json, is_long, pretty_json
 from approvals.schema_forms import ResumeForm
-from approvals.services import DecisionOutcome
+from approvals.services.outcomes import DecisionOutcome
 
 __all__ = [
     "RESUME_PREFIX",

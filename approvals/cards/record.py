@@ -16,7 +16,7 @@ from django.conf import settings
 
 from agents_runtime.vocabulary import Outcome
 from approvals import agents
-from approvals.cards import MessageView, conversation
+from approvals.cards.run import MessageView, conversation
 from approvals.models import AuditEntry, EndedRun
 
 #: The setting that says how long records are kept (empty: forever).

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from approvals.cards import compact_json
+from approvals.cards.text import compact_json
 from approvals.models.batches import Batch, BatchItem
 
 #: Calls listed per tool in the preview (the count says how many there are in all).

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from agents_runtime import Tool
 from agents_runtime.presentation import Money, humanise
-from approvals.display import reveal_invisible
+from approvals.cards.text import reveal_invisible
 
 #: Characters of one value shown before it is cut (the JSON view one click away has it all).
 VALUE_CHARS = 2_000

@@ -12,6 +12,7 @@ import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from django.urls import reverse
@@ -20,15 +21,18 @@ from agents_runtime import Agent, AgentRun, AgentRunToolCall, GrantScope, Tool, 
 from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import CallKind
 from approvals import dom_ids
-from approvals.arg_views import ArgView, arg_views
-from approvals.deadline_views import DeadlineView, deadline_view
-from approvals.display import reveal_invisible
-from approvals.field_views import FieldView, bound_fields, unbound_fields
+from approvals.cards.args import ArgView, arg_views, values_view
+from approvals.cards.fields import FieldView, bound_fields, unbound_fields
+from approvals.cards.text import (
+    NOT_JSON_NOTE,
+    SHORT_REPR,
+    compact_json,
+    is_long,
+    pretty_json,
+    reveal_invisible,
+)
 from approvals.forms import DeclineForm, EditedArgsForm, GrantForm
-from approvals.json_text import NOT_JSON_NOTE, SHORT_REPR, compact_json, is_long, pretty_json
 from approvals.schema_forms import ResumeForm, resume_form_class
-from approvals.why_views import WhyView, why_view
-from approvals.why_views import find_tool as find_tool  # (the views look tools up here too)
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +41,141 @@ RESUME_PREFIX = "resume"
 #: The edit form's prefix (fields ``args-<parameter>``); ``ARGS_FORM_MARK`` says it was this form.
 ARGS_PREFIX = "args"
 ARGS_FORM_MARK = "args_form"
+
+
+# -- why it waits -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WhyView:
+    """Why the call waits: what the user asked, what the agent said, what earlier calls found."""
+
+    user_message: str = ""
+    agent_said: str = ""
+    #: ``(tool name, its key fields)`` of earlier results in the run.
+    key_results: tuple[tuple[str, tuple[ArgView, ...]], ...] = ()
+    description: str = ""
+    approval_reason: str = ""
+    #: ``(question, the answer's fields)`` given earlier in the run (a follow-up question).
+    previous_answers: tuple[tuple[str, tuple[ArgView, ...]], ...] = ()
+    #: ``(grant, why its condition failed)``: grants that did not apply, so the call waits.
+    grant_failures: tuple[tuple[str, str], ...] = ()
+
+    def __bool__(self) -> bool:
+        return any(
+            (
+                self.user_message,
+                self.agent_said,
+                self.key_results,
+                self.description,
+                self.approval_reason,
+                self.previous_answers,
+                self.grant_failures,
+            )
+        )
+
+
+def find_tool(agent: Agent | None, tool_name: str) -> Tool | None:
+    return agent.find_tool(tool_name) if agent is not None else None
+
+
+def _first_paragraph(text: str | None) -> str:
+    return (text or "").strip().split("\n\n", 1)[0].strip()
+
+
+def why_view(call: AgentRunToolCall, tool: Tool | None, agent: Agent | None) -> WhyView:
+    context = call.context
+    description = _first_paragraph(tool.description if tool is not None else None)
+    if context is None:
+        return WhyView(description=description)
+    return WhyView(
+        user_message=reveal_invisible(context.user_message or ""),
+        agent_said=reveal_invisible(context.agent_said or ""),
+        key_results=tuple(
+            (r.tool_name, tuple(values_view(r.values, find_tool(agent, r.tool_name), json_text=compact_json)))
+            for r in context.key_results
+        ),
+        description=description,
+        approval_reason=reveal_invisible(context.approval_reason or ""),
+        previous_answers=tuple(
+            (
+                reveal_invisible(a.question or a.tool_name),
+                tuple(
+                    values_view(a.answer, find_tool(agent, a.tool_name), json_text=compact_json)
+                    if isinstance(a.answer, Mapping)
+                    else values_view({"answer": a.answer}, None, json_text=compact_json)
+                ),
+            )
+            for a in context.previous_answers
+        ),
+        grant_failures=tuple(
+            (reveal_invisible(f.grant), reveal_invisible(f.error)) for f in context.grant_failures
+        ),
+    )
+
+
+# -- its deadline --------------------------------------------------------------------------------
+
+#: A call due within this many seconds stands out (the card and the inbox row).
+DUE_SOON_SECONDS = 300
+
+_THEN = {"decline": "it is declined", "approve": "it is approved", "escalate": "it is escalated"}
+
+
+@dataclass(frozen=True)
+class DeadlineView:
+    #: None on a call escalated without a second deadline (it waits for its new group).
+    expires_at: datetime | None
+    #: As the server counts it when the page is rendered: the page counts down from this, so the
+    #: browser's clock never matters.
+    remaining_seconds: int
+    on_expiry: str
+    escalated_to: str
+    extend_url: str
+
+    @property
+    def due_soon(self) -> bool:
+        return self.expires_at is not None and self.remaining_seconds < DUE_SOON_SECONDS
+
+    @property
+    def remaining_text(self) -> str:
+        """The same words as the countdown in time.js."""
+        return remaining_text(self.remaining_seconds)
+
+    @property
+    def then_text(self) -> str:
+        if self.escalated_to or self.on_expiry not in _THEN:
+            # An escalated call's second deadline declines it.
+            return _THEN["decline"]
+        return _THEN[self.on_expiry]
+
+
+def remaining_text(seconds: int) -> str:
+    if seconds <= 0:
+        return "due now"
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes} min left"
+    if minutes:
+        return f"{minutes} min {secs} s left"
+    return f"{secs} s left"
+
+
+def deadline_view(call: AgentRunToolCall, run_id: str, now: datetime | None = None) -> DeadlineView | None:
+    if call.expires_at is None and not call.escalated_to:
+        return None
+    left = 0.0 if call.expires_at is None else (call.expires_at - (now or datetime.now(UTC))).total_seconds()
+    return DeadlineView(
+        expires_at=call.expires_at,
+        remaining_seconds=max(0, int(left)),
+        on_expiry=call.on_expiry or "decline",
+        escalated_to=call.escalated_to or "",
+        extend_url=reverse("approvals:extend_deadline", args=[run_id, call.tool_call_id]),
+    )
+
+
+# -- the call ------------------------------------------------------------------------------------
 
 
 @dataclass
