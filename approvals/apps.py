@@ -34,8 +34,9 @@ class ApprovalsConfig(AppConfig):
         from django.core.signals import got_request_exception, request_finished
         from django.db.models.signals import post_migrate
 
-        from approvals import agents, expiry, signals
+        from approvals import agents, signals
         from approvals.server import pool
+        from approvals.services import expiry
 
         compose(agents.load(settings.AGENTS_RUNTIME))
         # With TASKS_BACKEND=database the worker process expires calls past their deadline.

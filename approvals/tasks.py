@@ -36,7 +36,8 @@ async def continue_run(agent_id: str, run_id: str, version: int) -> dict[str, An
 
 
 #: Where a continuation goes instead of running at once under the Immediate backend, while set: the
-#: expiry sweep's own threads (approvals/expiry.py), so that no continuation makes the next expiry late.
+#: expiry sweep's own threads (approvals/services/expiry.py), so that no continuation makes the next
+#: expiry late.
 handoff: ContextVar[Callable[[Continuation], None] | None] = ContextVar("handoff", default=None)
 
 

@@ -301,7 +301,7 @@ def _parts(requests: int) -> dict[str, tuple[float, float]]:
 
     from approvals import agents, queries
     from approvals.cards import run as cards
-    from approvals.forms import InboxFilterForm
+    from approvals.forms.filters import InboxFilterForm
 
     agent = agents.get(AGENT)
     request = RequestFactory().get(f"/agents/{AGENT}/", {"per_page": PER_PAGE})

@@ -11,7 +11,7 @@ from agents_runtime import Confirmation, DecisionRequest, Origin
 from agents_runtime.vocabulary import DecisionAction
 from approvals.policy import AgentAccess
 from approvals.services import decisions
-from approvals.services.outcomes import DecisionOutcome
+from approvals.services.decisions import DecisionOutcome
 
 
 def decision_call(

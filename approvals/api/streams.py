@@ -25,7 +25,7 @@ from approvals import live
 from approvals.api.errors import ApiError
 from approvals.api.relay import RunFollower, continues_elsewhere
 from approvals.api.serialize import DONE, SSE_HEADERS, MastraEvents, frame, iso
-from approvals.services.outcomes import DecisionOutcome
+from approvals.services.decisions import DecisionOutcome
 
 
 def _sse(body: AsyncIterator[bytes]) -> StreamingHttpResponse:

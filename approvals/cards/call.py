@@ -31,8 +31,8 @@ from approvals.cards.text import (
     pretty_json,
     reveal_invisible,
 )
-from approvals.forms import DeclineForm, EditedArgsForm, GrantForm
-from approvals.schema_forms import ResumeForm, resume_form_class
+from approvals.forms.decisions import DeclineForm, EditedArgsForm, GrantForm
+from approvals.forms.schema import ResumeForm, resume_form_class
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from django import forms
 from django.forms.utils import pretty_name
 from django.forms.widgets import ChoiceWidget, Input
 
-from approvals.schema_forms import FORM_CLASS_CACHE_SIZE
+from approvals.forms.schema import FORM_CLASS_CACHE_SIZE
 
 
 @dataclass(frozen=True)

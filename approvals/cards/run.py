@@ -32,9 +32,9 @@ from approvals.cards.call import (
     resume_form_for,
 )
 from approvals.cards.text import compact_json, is_long, pretty_json, reveal_invisible
-from approvals.forms import DeclineForm, EditedArgsForm, GrantForm
-from approvals.schema_forms import ResumeForm
-from approvals.services.outcomes import DecisionOutcome
+from approvals.forms.decisions import DeclineForm, EditedArgsForm, GrantForm
+from approvals.forms.schema import ResumeForm
+from approvals.services.decisions import DecisionOutcome
 
 __all__ = [
     "RESUME_PREFIX",

@@ -9,9 +9,8 @@ directly. Every function takes the acting user's rights as the request resolved 
 from approvals.policy import AUDIT_PERMISSION, DECIDE_PERMISSION, Access, AgentAccess
 from approvals.services.batches import batch_counts, batch_prepare, batch_run, batch_start
 from approvals.services.claims import ClaimRefused, claim_call, claim_warning, release_claim
-from approvals.services.decisions import adecide, attempt_invalid_record, decide
+from approvals.services.decisions import DecisionOutcome, adecide, attempt_invalid_record, decide
 from approvals.services.grants import GrantTerms, approve_and_allow
-from approvals.services.outcomes import DecisionOutcome
 from approvals.services.runs import run_start
 
 __all__ = [

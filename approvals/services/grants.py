@@ -22,8 +22,7 @@ from agents_runtime.vocabulary import DecisionAction, Outcome
 from approvals import agents
 from approvals.models import GrantRecord
 from approvals.policy import MANAGE_GRANTS_PERMISSION, Access, AgentAccess, grant_refusal
-from approvals.services.decisions import decide
-from approvals.services.outcomes import DecisionOutcome, same_json
+from approvals.services.decisions import DecisionOutcome, decide, same_json
 
 #: Why "approve and allow" refuses edited arguments: a grant lets later calls through with the
 #: model's arguments, which the reviewer just showed they did not accept as they were.

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET
 
 from approvals import queries
 from approvals.cards import run as cards
-from approvals.forms import AuditFilterForm
+from approvals.forms.filters import AuditFilterForm
 from approvals.models.audit import RECORD_FIELDS, AuditEntry
 from approvals.services import AUDIT_PERMISSION
 from approvals.views.base import HtmxHttpRequest, access_of, is_partial, permission_required, render_page

@@ -26,9 +26,9 @@ from django_htmx.middleware import HtmxDetails
 from approvals import agents, dom_ids, queries
 from approvals.cards import call as call_views
 from approvals.cards import run as cards
-from approvals.forms import DeclineForm, EditedArgsForm, GrantForm
+from approvals.forms.decisions import DeclineForm, EditedArgsForm, GrantForm
+from approvals.forms.schema import ResumeForm
 from approvals.policy import Access, AgentAccess
-from approvals.schema_forms import ResumeForm
 
 
 class HtmxHttpRequest(HttpRequest):

@@ -14,7 +14,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from approvals import agents, queries, services, tasks
 from approvals.cards import batch as batch_view
-from approvals.forms import BatchStartForm, InboxFilterForm
+from approvals.forms.decisions import BatchStartForm
+from approvals.forms.filters import InboxFilterForm
 from approvals.models import Batch, FollowedAgent
 from approvals.services import DECIDE_PERMISSION
 from approvals.views.base import (

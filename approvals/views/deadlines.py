@@ -9,7 +9,7 @@ from django.http import HttpResponse
 from django.views.decorators.http import require_POST
 
 from approvals import dom_ids
-from approvals.forms import ExtendDeadlineForm
+from approvals.forms.decisions import ExtendDeadlineForm
 from approvals.services import DECIDE_PERMISSION
 from approvals.services.deadlines import deadline_extend
 from approvals.views.base import CallCard, HtmxHttpRequest, permission_required, visible_agent

@@ -20,9 +20,15 @@ from agents_runtime.vocabulary import DecisionAction, Outcome
 from approvals import agents, queries, services
 from approvals.cards import call as call_views
 from approvals.cards import run as cards
-from approvals.forms import DeclineForm, EditedArgsForm, GrantForm, posted_confirmations, posted_fingerprint
+from approvals.forms.decisions import (
+    DeclineForm,
+    EditedArgsForm,
+    GrantForm,
+    posted_confirmations,
+    posted_fingerprint,
+)
+from approvals.forms.schema import ResumeForm
 from approvals.policy import Access, AgentAccess
-from approvals.schema_forms import ResumeForm
 from approvals.services import DECIDE_PERMISSION, DecisionOutcome
 from approvals.views.base import (
     RUN_CARD,

@@ -17,7 +17,8 @@ from agents_runtime.vocabulary import NO_EFFECT_OUTCOMES, Outcome
 from approvals import agents, queries, services, tasks
 from approvals.cards import record as run_records
 from approvals.cards import run as cards
-from approvals.forms import InboxFilterForm, NewRunForm
+from approvals.forms.decisions import NewRunForm
+from approvals.forms.filters import InboxFilterForm
 from approvals.services import DECIDE_PERMISSION
 from approvals.views.base import (
     HtmxHttpRequest,

@@ -8,7 +8,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from approvals import times
-from approvals.forms import TimeZoneForm
+from approvals.forms.filters import TimeZoneForm
 
 #: A year: the choice is this browser's display preference.
 _COOKIE_AGE = 365 * 24 * 3600

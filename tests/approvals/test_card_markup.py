@@ -17,8 +17,8 @@ from django.test import Client
 
 from approvals.cards import fields as field_views
 from approvals.cards import run as cards
-from approvals.forms import DeclineForm
-from approvals.schema_forms import ResumeForm, resume_form, resume_form_class
+from approvals.forms.decisions import DeclineForm
+from approvals.forms.schema import ResumeForm, resume_form, resume_form_class
 from tests.approvals.runtime_fixtures import DashboardAgents
 
 HX = {"HTTP_HX_REQUEST": "true"}

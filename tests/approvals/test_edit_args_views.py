@@ -19,7 +19,7 @@ from django.contrib.auth.models import User
 from django.contrib.messages import get_messages
 from django.test import Client
 
-from approvals.forms import EDITED_ARGS_MAX_BYTES
+from approvals.forms.decisions import EDITED_ARGS_MAX_BYTES
 from approvals.models import AuditEntry
 from tests.approvals.runtime_fixtures import XSS, DashboardAgents
 from tests.approvals.test_card_markup import by_id, controls, elements

@@ -7,7 +7,7 @@ from typing import Literal
 from django import forms
 from pydantic import BaseModel, Field
 
-from approvals.schema_forms import WHOLE_ANSWER, resume_form
+from approvals.forms.schema import WHOLE_ANSWER, resume_form
 
 MIXED = {
     "type": "object",

@@ -28,7 +28,7 @@ from approvals.api.v1 import schemas as s
 from approvals.api.views import api_view
 from approvals.models.audit import AuditEntry
 from approvals.policy import AUDIT_PERMISSION, DECIDE_PERMISSION, Access
-from approvals.services.outcomes import DecisionOutcome
+from approvals.services.decisions import DecisionOutcome
 
 
 def _issues(exc: ValidationError) -> list[dict[str, str]]:

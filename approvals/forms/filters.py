@@ -1,0 +1,201 @@
+"""The query strings of the dashboard's lists (inbox, audit log) and the viewer's time zone, as forms:
+malformed input becomes field errors, never a 500."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import UTC, date, datetime, time
+from typing import Any
+
+from django import forms
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+
+from agents_runtime.vocabulary import RECORDED_OUTCOMES, CallKind, DecisionAction, choices
+from approvals import times
+
+_DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
+DEFAULT_PER_PAGE = 20
+MAX_PER_PAGE = 100
+
+
+class IsoDateOrDateTimeField(forms.CharField):
+    """An ISO date (``2026-11-30``) or datetime (``2026-11-30T14:05``, with or without an offset).
+
+    A date stands for the whole day: as a lower bound its first instant, as an upper bound
+    (``end_of_day=True``) its last one, so ``to=2026-11-30`` includes everything on that day. Naive
+    values are in the site's time zone.
+    """
+
+    def __init__(self, *, end_of_day: bool = False, **kwargs: Any) -> None:
+        self.end_of_day = end_of_day
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("widget", forms.TextInput(attrs={"placeholder": "YYYY-MM-DD"}))
+        super().__init__(**kwargs)
+
+    def to_python(self, value: Any) -> datetime | None:  # type: ignore[override]
+        text = (super().to_python(value) or "").strip()
+        if not text:
+            return None
+        moment: datetime | None = None
+        day: date | None = None
+        try:
+            # A bare date first: parse_datetime would read "2026-11-30" as that day's midnight.
+            if _DATE_ONLY.fullmatch(text):
+                day = parse_date(text)
+            else:
+                moment = parse_datetime(text)
+        except ValueError:
+            moment = day = None
+        if moment is None and day is None:
+            raise forms.ValidationError(
+                "Enter an ISO date (YYYY-MM-DD) or date and time (YYYY-MM-DDTHH:MM[:SS][+HH:MM]).",
+                code="invalid",
+            )
+        if moment is None:
+            assert isinstance(day, date)
+            moment = datetime.combine(day, time.max if self.end_of_day else time.min)
+        try:
+            if timezone.is_naive(moment):
+                moment = timezone.make_aware(moment)
+            return moment.astimezone(UTC)
+        except OverflowError:
+            # Past the end (or before the start) of what a datetime holds once in UTC, e.g.
+            # 9999-12-31 in a time zone west of UTC: as a bound that is simply the end of time.
+            return datetime.max.replace(tzinfo=UTC) if moment.year > 1 else datetime.min.replace(tzinfo=UTC)
+
+
+class _CreatedRangeForm(forms.Form):
+    """A filter form with an inclusive ``from`` / ``to`` range; subclasses name their labels and order."""
+
+    from_label = "From"
+    to_label = "To"
+    field_order_names: list[str] = []
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # ``from`` is a Python keyword: add the date fields by name.
+        self.fields["from"] = IsoDateOrDateTimeField(label=self.from_label)
+        self.fields["to"] = IsoDateOrDateTimeField(label=self.to_label, end_of_day=True)
+        self.order_fields(self.field_order_names)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        start, end = cleaned.get("from"), cleaned.get("to")
+        if start is not None and end is not None and start > end:
+            self.add_error("to", "“to” is before “from”.")
+        return cleaned
+
+
+class InboxFilterForm(_CreatedRangeForm):
+    """The inbox's query string: ``thread resource from to tool kind sort page per_page``."""
+
+    thread = forms.CharField(required=False, max_length=255, label="Thread")
+    resource = forms.CharField(required=False, max_length=255, label="Resource")
+    tool = forms.CharField(required=False, max_length=255, label="Tool")
+    kind = forms.ChoiceField(
+        required=False,
+        label="Kind",
+        choices=[("", "Any"), *choices(CallKind)],
+    )
+    sort = forms.ChoiceField(
+        required=False,
+        label="Order",
+        # Oldest first: a queue is worked from the call that has waited longest.
+        choices=[
+            ("oldest", "Oldest suspension first"),
+            ("newest", "Newest suspension first"),
+            ("deadline", "Deadline, soonest first"),
+        ],
+    )
+    page = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+    per_page = forms.IntegerField(required=False, min_value=1, max_value=MAX_PER_PAGE, label="Per page")
+
+    from_label, to_label = "Created from", "Created to"
+    field_order_names = ["thread", "resource", "tool", "kind", "from", "to", "sort", "per_page", "page"]
+
+    def filters(self) -> dict[str, Any]:
+        """Keyword arguments for ``queries.inbox_page`` (call after ``is_valid()``)."""
+        data = self.cleaned_data
+        return {
+            "thread_id": data.get("thread") or None,
+            "resource_id": data.get("resource") or None,
+            "from_date": data.get("from"),
+            "to_date": data.get("to"),
+            "tool_name": data.get("tool") or None,
+            "kind": CallKind(data["kind"]) if data.get("kind") else None,
+            "order": data.get("sort") or "oldest",
+            "page": data.get("page") or 1,
+            "per_page": data.get("per_page") or DEFAULT_PER_PAGE,
+        }
+
+
+class AuditFilterForm(_CreatedRangeForm):
+    """The audit log's query string: ``agent user tool action outcome q from to invalid page``.
+
+    Agent, user and tool are choices built from the registry and the log (``queries.audit_choices``),
+    not free text; ``q`` searches run, thread and resource ids. Invalid attempts are left out unless
+    ``invalid`` is ticked (or the outcome filter asks for them).
+    """
+
+    agent = forms.ChoiceField(required=False, label="Agent")
+    user = forms.ChoiceField(required=False, label="User")
+    tool = forms.ChoiceField(required=False, label="Tool")
+    action = forms.ChoiceField(
+        required=False, choices=[("", "Any"), *choices(DecisionAction)], label="Decision"
+    )
+    outcome = forms.ChoiceField(
+        required=False, choices=[("", "Any"), *choices(RECORDED_OUTCOMES)], label="Outcome"
+    )
+    q = forms.CharField(
+        required=False,
+        max_length=255,
+        label="Run, thread or resource",
+        widget=forms.TextInput(attrs={"type": "search", "placeholder": "id or part of one"}),
+    )
+    invalid = forms.BooleanField(required=False, label="Include invalid attempts")
+    page = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+
+    field_order_names = ["agent", "user", "tool", "action", "outcome", "q", "from", "to", "invalid", "page"]
+
+    def __init__(
+        self,
+        *args: Any,
+        agents: Sequence[tuple[str, str]] = (),
+        users: Sequence[str] = (),
+        tools: Sequence[str] = (),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["agent"].choices = [("", "Any"), *agents]  # type: ignore[attr-defined]
+        self.fields["user"].choices = [("", "Anyone"), *((u, u) for u in users)]  # type: ignore[attr-defined]
+        self.fields["tool"].choices = [("", "Any"), *((t, t) for t in tools)]  # type: ignore[attr-defined]
+        for name in ("from", "to"):
+            self.fields[name].widget = forms.DateInput(attrs={"type": "date"})
+
+    def filters(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        return {
+            "agent_id": data.get("agent") or None,
+            "username": data.get("user") or None,
+            "tool_name": data.get("tool") or None,
+            "action": data.get("action") or None,
+            "outcome": data.get("outcome") or None,
+            "search": (data.get("q") or "").strip() or None,
+            "start": data.get("from"),
+            "end": data.get("to"),
+            "include_invalid": bool(data.get("invalid")),
+        }
+
+
+class TimeZoneForm(forms.Form):
+    """The profile menu's time zone: empty for automatic (the browser's), else an IANA name."""
+
+    time_zone = forms.CharField(required=False, max_length=64, label="Time zone")
+
+    def clean_time_zone(self) -> str:
+        name: str = self.cleaned_data["time_zone"]
+        if name and times.zone(name) is None:
+            raise forms.ValidationError("Choose a time zone from the list.", code="unknown_zone")
+        return name
