@@ -88,7 +88,7 @@ class Runtime:
     async def expire_due(self, now: datetime | None = None) -> int:
         """Expire (or escalate) every parked call of every agent whose deadline passed by ``now``.
 
-        Whoever hosts the runtime calls it on a timer (the Django app: ``approvals.services.expiry``); a
+        Whoever hosts the runtime calls it on a timer (the Django app: ``approvals.tasks``); a
         call a reviewer decides at the same moment is decided once, by whichever comes first.
         How many calls expired or escalated.
         """

@@ -35,12 +35,12 @@ class ApprovalsConfig(AppConfig):
         from django.db.models.signals import post_migrate
 
         from approvals import agents, signals
+        from approvals import tasks
         from approvals.server import pool
-        from approvals.services import expiry
 
         compose(agents.load(settings.AGENTS_RUNTIME))
         # With TASKS_BACKEND=database the worker process expires calls past their deadline.
-        expiry.start_for_worker()
+        tasks.start_for_worker()
         user_logged_out.connect(signals.close_live_sockets, dispatch_uid="countersign-close-live-sockets")
         # The database pool's figures in the log: now and then, and when it ran dry.
         request_finished.connect(pool.log_now_and_then, dispatch_uid="countersign-pool-stats")

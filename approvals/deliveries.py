@@ -12,7 +12,7 @@ Each attempt is a ``django.tasks`` task. With a backend that defers (the databas
 ``db_worker``) a retry is a task due later; the Immediate backend would run the task inside the
 request that made the event, so there each delivery goes on in a thread of its own instead, and a
 delivery whose thread died with its process (a restart) is picked up by ``schedule_orphans`` (the
-server's background sweep, ``approvals.services.expiry``).
+server's background sweep, ``approvals.tasks``).
 """
 
 from __future__ import annotations

@@ -1,26 +1,60 @@
-"""Background continuations: a decided run goes on in a ``django.tasks`` task.
+"""Work done in the background: decided runs go on in ``django.tasks`` tasks, and a sweep keeps time.
 
-With the default Immediate backend the task runs at once, inside the request that decided; with the
-database backend (``TASKS_BACKEND=database``) a ``manage.py db_worker`` process runs it. Either way the
-claim was taken by compare-and-swap when the last decision was recorded, so a task that runs twice,
-or late, changes nothing the second time.
+Continuations: with the default Immediate backend the task runs at once, inside the request that
+decided; with the database backend (``TASKS_BACKEND=database``) a ``manage.py db_worker`` process
+runs it. Either way the claim was taken by compare-and-swap when the last decision was recorded, so a
+task that runs twice, or late, changes nothing the second time.
+
+The sweep makes deadlines happen on time with no page open: it expires due calls, every second.
+
+One place runs it, chosen by ``settings.EXPIRY_SWEEP``: ``"server"`` (the default without a task
+worker: each ASGI server process, started by ``config/asgi.py``), ``"worker"`` (the default with
+``TASKS_BACKEND=database``: the ``manage.py db_worker`` process, started by ``ApprovalsConfig``) or
+``"off"``. Several sweepers at once are harmless: an expiry is a decision through the store's atomic
+step, so a call expires once whoever sweeps. The sweep runs right away when it starts, so calls that
+fell due while nothing ran (a restart) expire at once.
+
+The same thread also hands webhook deliveries and notifications orphaned by a restart to a sender,
+every ``ORPHAN_SWEEP_SECONDS`` (``webhooks.sending.schedule_orphans``, ``notifications``), and
+records the reminders of deadlines near, each sweep (``notifications.remind_due``).
+
+The sweep is a daemon thread with its own event loop; the runtime's store calls run on one database
+thread of its own (never asgiref's shared one, which the server's sockets use), which gives its
+connection back after each sweep. ``stop()`` ends both (tests).
+
+An expired run goes on (the model hears nobody answered, or the tool runs) as any decided run does:
+queued for the ``db_worker`` with the database task backend. With the Immediate backend the task
+would run inside the sweep, one run after the other, and every later expiry would wait for them: the
+sweep hands those to ``Continuations`` instead, a few threads of their own. A continuation still
+queued when the process ends is not lost: its claim's lease runs out and the run is recovered as
+after any crash.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import logging
+import queue
+import sys
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from datetime import datetime
 from typing import Any, cast
 
-from django.db import connections
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.conf import settings
+from django.db import close_old_connections, connections
 from django.tasks import TaskResultStatus, task
 from django.tasks.backends.immediate import ImmediateBackend
 
 from agents_runtime import AgentRunToolCall, Continuation, RunResult
-from approvals import agents, live, services
+from approvals import agents, audit_channel, live, notifications, services
+from approvals.health import rollup as health_rollup
+from approvals.webhooks import sending
 
 
 @task
@@ -36,7 +70,7 @@ async def continue_run(agent_id: str, run_id: str, version: int) -> dict[str, An
 
 
 #: Where a continuation goes instead of running at once under the Immediate backend, while set: the
-#: expiry sweep's own threads (approvals/services/expiry.py), so that no continuation makes the next
+#: expiry sweep's own threads (below), so that no continuation makes the next
 #: expiry late.
 handoff: ContextVar[Callable[[Continuation], None] | None] = ContextVar("handoff", default=None)
 
@@ -148,3 +182,201 @@ def result_from_json(data: dict[str, Any]) -> RunResult:
         error=data.get("error"),
         tool_calls=[_call_from_json(call) for call in data.get("tool_calls") or []],
     )
+
+
+# -- the sweep ---------------------------------------------------------------------------------------
+
+logger = logging.getLogger(__name__)
+
+#: How often the sweep looks for due calls: an expiry happens at most this long after its deadline
+#: (plus the sweep's own time). One indexed query per agent when nothing is due.
+SWEEP_SECONDS = 1.0
+ORPHAN_SWEEP_SECONDS = 30.0
+#: How often the sweep folds new audit rows into the queue-health rollup (approvals/health/rollup.py).
+HEALTH_FOLD_SECONDS = 10.0
+#: Threads running the runs the sweep expired (Immediate backend), each with its own connection.
+CONTINUATION_THREADS = 2
+
+
+def mode() -> str:
+    default = "worker" if "django_tasks_db" in str(settings.TASKS["default"]["BACKEND"]) else "server"
+    return str(getattr(settings, "EXPIRY_SWEEP", "") or default)
+
+
+async def _on_db_thread[T](executor: ThreadPoolExecutor, work: Callable[[], Awaitable[T]]) -> T:
+    """``work()``, its database calls on ``executor``'s one thread, whose connection is given back
+    after (no request cycle closes it)."""
+    async with ThreadSensitiveContext(executor=executor):
+        try:
+            return await work()
+        finally:
+            await sync_to_async(close_old_connections, thread_sensitive=True)()
+
+
+class Continuations:
+    """Runs the runs the sweep expired on threads of their own, in the order they expired."""
+
+    def __init__(self, threads: int = CONTINUATION_THREADS) -> None:
+        self._size = threads
+        self._queue: queue.SimpleQueue[Continuation | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def put(self, continuation: Continuation) -> None:
+        with self._lock:
+            if not self._threads:
+                self._threads = [
+                    threading.Thread(target=self._work, name=f"countersign-expired-{i}", daemon=True)
+                    for i in range(self._size)
+                ]
+                for thread in self._threads:
+                    thread.start()
+        self._queue.put(continuation)
+
+    def stop(self, timeout: float) -> None:
+        """Run what is queued, then end the threads (waiting up to ``timeout`` seconds)."""
+        with self._lock:
+            threads, self._threads = self._threads, []
+        for _ in threads:
+            self._queue.put(None)
+        ends = time.monotonic() + timeout
+        for thread in threads:
+            thread.join(max(0.0, ends - time.monotonic()))
+
+    def _work(self) -> None:
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="countersign-expired-db")
+        try:
+            while (continuation := self._queue.get()) is not None:
+                try:
+                    asyncio.run(self._continue(continuation, executor))
+                except Exception:
+                    logger.exception("Continuing run %s after its expiry failed", continuation.run_id)
+        finally:
+            executor.submit(close_old_connections)
+            executor.shutdown(wait=True)
+
+    @staticmethod
+    async def _continue(continuation: Continuation, executor: ThreadPoolExecutor) -> None:
+        c = continuation
+        await _on_db_thread(executor, lambda: continue_run.aenqueue(c.agent_id, c.run_id, c.version))
+
+
+class Sweeper:
+    """Expires the runtime's due calls every ``interval`` seconds in a thread of its own."""
+
+    def __init__(self, interval: float = SWEEP_SECONDS) -> None:
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.continuations = Continuations()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        with self._lock:
+            if self.running:
+                return
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="countersign-expiry", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        with self._lock:
+            thread, self._thread = self._thread, None
+            self._stop.set()
+        if thread is not None:
+            thread.join(timeout)
+        self.continuations.stop(timeout)
+
+    def sweep_once(self, executor: ThreadPoolExecutor | None = None) -> int:
+        """One sweep (from the calling thread): how many calls expired or escalated.
+
+        Called on its own (a test, a command), the expired runs go on before it returns; the
+        background sweep hands them to ``continuations`` instead."""
+        own = executor is None
+        executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="countersign-expiry-db")
+        try:
+            return asyncio.run(self._sweep(executor, None if own else self.continuations.put))
+        finally:
+            if own:
+                executor.shutdown(wait=True)
+
+    @staticmethod
+    async def _sweep(executor: ThreadPoolExecutor, hand: Callable[[Continuation], None] | None) -> int:
+        # Its audit rows say where they came from: the deadline, not a page.
+        with audit_channel.using("deadline"):
+            handoff.set(hand)  # (this run of the loop's own context)
+            return await _on_db_thread(executor, agents.runtime().expire_due)
+
+    def _run(self) -> None:
+        # One database thread for the sweeper's life: its connection is reused between sweeps.
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="countersign-expiry-db")
+        orphans_due = health_due = 0.0
+        try:
+            while not self._stop.is_set():
+                started = time.monotonic()
+                try:
+                    done = self.sweep_once(executor)
+                    if done:
+                        logger.info("Expired or escalated %d call(s) past their deadline", done)
+                except Exception:
+                    logger.exception("The expiry sweep failed; trying again")
+                try:
+                    executor.submit(notifications.remind_due).result()
+                except Exception:
+                    logger.exception("Recording deadline reminders failed; trying again")
+                if time.monotonic() >= orphans_due:
+                    orphans_due = time.monotonic() + ORPHAN_SWEEP_SECONDS
+                    try:
+                        executor.submit(sending.schedule_orphans).result()
+                        executor.submit(notifications.schedule_orphans).result()
+                        executor.submit(notifications.forget_old).result()
+                    except Exception:
+                        logger.exception("Looking for orphaned deliveries failed; trying again")
+                if time.monotonic() >= health_due:
+                    health_due = time.monotonic() + HEALTH_FOLD_SECONDS
+                    try:
+                        # A full batch: more to fold, so again next sweep rather than in 10 s.
+                        if executor.submit(health_rollup.fold).result() >= health_rollup.FOLD_BATCH:
+                            health_due = 0.0
+                    except Exception:
+                        logger.exception("Folding the audit log into the queue-health rollup failed")
+                # Every ``interval`` from the start of one sweep to the next: a sweep that took its
+                # time does not push the next one (and every deadline after it) later still.
+                self._stop.wait(max(0.0, started + self.interval - time.monotonic()))
+        finally:
+            executor.submit(close_old_connections)
+            executor.shutdown(wait=True)
+
+
+sweeper = Sweeper()
+
+
+def start_for_server() -> None:
+    """Sweep in this server process unless a worker does (``ServeWithSweep``)."""
+    if mode() == "server":
+        sweeper.start()
+
+
+class ServeWithSweep:
+    """ASGI middleware: the server's sweep starts when the server first serves anything, not when
+    the app is imported (importing it starts no thread: tests, ``manage.py check``)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self._started = False
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if not self._started:
+            self._started = True
+            start_for_server()
+        await self.app(scope, receive, send)
+
+
+def start_for_worker() -> None:
+    """From ``ApprovalsConfig.ready``: in a ``db_worker`` process, sweep when the worker is to."""
+    if mode() == "worker" and "db_worker" in sys.argv[1:2]:
+        sweeper.start()

@@ -3,7 +3,7 @@
 Seeds ``--n`` suspended runs (5 agents, one approval call each, a real snapshot copied from a run of
 the same agent) into a scratch PostgreSQL database with bulk inserts, their deadlines spread evenly
 over ``--span`` seconds starting a few seconds after seeding (moved there in one UPDATE, so seeding
-time does not count). Then the app's own sweep (``approvals.services.expiry.Sweeper``, 1 s interval) runs
+time does not count). Then the app's own sweep (``approvals.tasks.Sweeper``, 1 s interval) runs
 until every call expired; each expiry is a real decision and continuation (scripted model) that ends
 its run. Lateness = the audit row's time (when the expiry was decided) minus the call's deadline.
 
@@ -77,8 +77,8 @@ def worker(n: int, span: float, measure: float | None) -> dict[str, Any]:
     from agents_runtime import Runtime
     from approvals import agents as served
     from approvals.models import AuditEntry, ParkedCallRecord, RunRecord
-    from approvals.services.expiry import Sweeper
     from approvals.store import DjangoRunStore
+    from approvals.tasks import Sweeper
 
     call_command("migrate", verbosity=0)
     runtime = Runtime([_agent(f"agent-{i}") for i in range(AGENTS)], storage=DjangoRunStore())

@@ -13,15 +13,15 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from approvals import tasks  # noqa: E402
 from approvals.origins import SameOriginValidator  # noqa: E402
 from approvals.routing import websocket_urlpatterns  # noqa: E402
 from approvals.server.static_files import StaticFiles  # noqa: E402
 from approvals.server.threads import RequestThreads  # noqa: E402
-from approvals.services import expiry  # noqa: E402
 
 # Parked calls past their deadline expire from this process once it serves, unless a task worker
-# expires them (approvals/services/expiry.py).
-application = expiry.ServeWithSweep(
+# expires them (approvals/tasks.py).
+application = tasks.ServeWithSweep(
     ProtocolTypeRouter(
         {
             # Each request's thread gives its database connections back, even when the request was cut off.

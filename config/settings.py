@@ -193,7 +193,7 @@ if _env("TASKS_BACKEND", "immediate").lower() == "database":
     TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 else:
     TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}
-# Who expires parked calls past their deadline (approvals/services/expiry.py): "server" (each ASGI server
+# Who expires parked calls past their deadline (approvals/tasks.py): "server" (each ASGI server
 # process), "worker" (the db_worker) or "off"; empty: the worker with TASKS_BACKEND=database, else
 # the server.
 EXPIRY_SWEEP = _env("EXPIRY_SWEEP", "").lower()

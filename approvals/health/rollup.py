@@ -12,7 +12,7 @@ past it would skip it for good. So the fold stops at the first row younger than 
 and readers add the rows past the watermark themselves (``tail``), so the figures are exact and
 live while the fold lags behind.
 
-The expiry sweep folds in the background (``approvals.services.expiry``); the page and ``/metrics`` fold
+The expiry sweep folds in the background (``approvals.tasks``); the page and ``/metrics`` fold
 once (bounded) before they read, so the rollup keeps up without the sweep too.
 """
 

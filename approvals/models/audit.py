@@ -29,7 +29,7 @@ CHANNEL_CHOICES = [
     ("dashboard", "dashboard"),
     ("api", "via API"),
     ("cli", "command line"),
-    # The expiry sweep: nobody's decision (approvals/services/expiry.py).
+    # The expiry sweep: nobody's decision (approvals/tasks.py).
     ("deadline", "deadline"),
     # A standing grant approved the call as it parked (``grant`` says which; ``username`` whose).
     ("grant", "standing grant"),

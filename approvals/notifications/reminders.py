@@ -1,7 +1,7 @@
 """Reminders before a deadline: a call still waiting ``NOTIFY_REMINDER_BEFORE_SECONDS`` before it
 expires is brought to its deciders once (once per deadline: an extended one is reminded of again).
 
-Run by the expiry sweep (``approvals.services.expiry``) each second: one probe of the undecided-deadline
+Run by the expiry sweep (``approvals.tasks``) each second: one probe of the undecided-deadline
 index. ``CallReminder`` rows, written before the message is recorded, make it once even with
 several sweepers; a call that parked already this close to its deadline is not reminded of (its
 parked message says the same).

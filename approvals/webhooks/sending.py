@@ -10,7 +10,7 @@ Each attempt is a ``django.tasks`` task. With a backend that defers (the databas
 ``db_worker``) the retry is a task due later; the Immediate backend would run a task inside the
 request that made the event, so there each delivery goes on in a thread of its own instead; a
 delivery whose thread died with its process (a restart) is picked up by the server's background
-sweep (``schedule_orphans``, from ``approvals.services.expiry``) or ``manage.py send_webhooks``. A delivery is
+sweep (``schedule_orphans``, from ``approvals.tasks``) or ``manage.py send_webhooks``. A delivery is
 claimed before it is sent (a lease), so two senders never send the same attempt; an attempt cut off
 mid-send is taken again once its lease runs out. That machinery is ``approvals.deliveries.Outbox``,
 shared with the notifications.

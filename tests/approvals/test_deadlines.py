@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from agents_runtime.deadlines import Deadline
 from approvals.models import AuditEntry
-from approvals.services.expiry import Sweeper
+from approvals.tasks import Sweeper
 from tests.approvals.conftest import ensure_groups
 from tests.approvals.inbox_rows import inbox, opened
 from tests.approvals.runtime_fixtures import SLOW_REFUND_SECONDS, DashboardAgents

@@ -325,7 +325,7 @@ def test_a_reminder_goes_out_once_before_the_deadline(
 def test_the_sweep_sends_the_reminder_before_the_call_expires(
     agents: DashboardAgents, mail: MailSink, settings: Any
 ) -> None:
-    from approvals.services.expiry import Sweeper
+    from approvals.tasks import Sweeper
 
     settings.NOTIFY_REMINDER_BEFORE_SECONDS = 2
     settings.NOTIFY_COLLAPSE_SECONDS = 0
