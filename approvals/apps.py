@@ -34,8 +34,7 @@ class ApprovalsConfig(AppConfig):
         from django.core.signals import got_request_exception, request_finished
         from django.db.models.signals import post_migrate
 
-        from approvals import agents, signals
-        from approvals import tasks
+        from approvals import agents, signals, tasks
         from approvals.server import pool
 
         compose(agents.load(settings.AGENTS_RUNTIME))
