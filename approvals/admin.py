@@ -1,5 +1,7 @@
 """Django admin: the audit log is read-only here too (no add, change or delete, not even for superusers).
 
+Members of Admins may use it without being superusers (``apps.CountersignAdminSite``); what each may do
+there still follows their permissions (Admins: users, groups and the audit log, see migration 0010).
 What concerns agents (audit rows, webhook deliveries and endpoints) is listed as the desk's policy
 shows it (``approvals.policy``): an admin designated for some agents sees only theirs.
 """

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 from django.conf import settings
+from django.contrib import admin
+from django.contrib.admin import apps as admin_apps
+from django.http import HttpRequest
 
 from agents_runtime import Runtime
 
@@ -34,17 +37,37 @@ class ApprovalsConfig(AppConfig):
         from django.core.signals import got_request_exception, request_finished
         from django.db.models.signals import post_migrate
 
-        from approvals import agents, signals, tasks
+        from approvals import agents, live, policy, tasks
         from approvals.server import pool
 
         compose(agents.load(settings.AGENTS_RUNTIME))
         # With TASKS_BACKEND=database the worker process expires calls past their deadline.
         tasks.start_for_worker()
-        user_logged_out.connect(signals.close_live_sockets, dispatch_uid="countersign-close-live-sockets")
+        user_logged_out.connect(live.close_sockets_on_logout, dispatch_uid="countersign-close-live-sockets")
         # The database pool's figures in the log: now and then, and when it ran dry.
         request_finished.connect(pool.log_now_and_then, dispatch_uid="countersign-pool-stats")
         got_request_exception.connect(pool.log_exhaustion, dispatch_uid="countersign-pool-exhausted")
         # So that the admin offers an ``agent:<id>`` group for every agent.
-        post_migrate.connect(
-            signals.create_agent_groups, sender=self, dispatch_uid="countersign-agent-groups"
-        )
+        post_migrate.connect(policy.create_agent_groups, sender=self, dispatch_uid="countersign-agent-groups")
+
+
+class CountersignAdminSite(admin.AdminSite):
+    site_header = "Countersign administration"
+    site_title = "Countersign admin"
+
+    def has_permission(self, request: HttpRequest) -> bool:
+        # (Imported here: this module is loaded while the apps are, before any model may be.)
+        from approvals.policy import ADMINS
+
+        user = request.user
+        if not user.is_active:
+            return False
+        return bool(user.is_staff or user.groups.filter(name=ADMINS).exists())
+
+
+class CountersignAdminConfig(admin_apps.AdminConfig):
+    """``django.contrib.admin`` with ``CountersignAdminSite`` as the default site (settings name it)."""
+
+    default = False  # ("approvals" alone means ApprovalsConfig)
+
+    default_site = "approvals.apps.CountersignAdminSite"

@@ -28,11 +28,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
+from django.contrib.auth import backends, get_user_model
+from django.contrib.auth.models import Group, Permission
 from django.core.exceptions import PermissionDenied
+from django.db.models import Q
 from django.utils import timezone
 
 from agents_runtime import Agent, RunNotFound
@@ -99,6 +100,12 @@ def escalated_agent_ids(groups: frozenset[str], seen: tuple[str, ...]) -> tuple[
 
 def can_see_agent(user: Any, agent_id: str) -> bool:
     return agent_id in visible_agent_ids(user)
+
+
+def create_agent_groups(sender: Any, using: str = "default", **kwargs: Any) -> None:
+    """``post_migrate``: an ``agent:<id>`` group for every agent, to put its reviewers in."""
+    for agent in agents.all_agents():
+        Group.objects.using(using).get_or_create(name=agent_group_name(agent.id))
 
 
 # -- rights --------------------------------------------------------------------------------------
@@ -372,3 +379,29 @@ class DeskPolicy:
                 tool_call_id=call.tool_call_id,
                 actor=maker,
             )
+
+
+# -- the sign-in backend: Django's ModelBackend, a user's permissions read in one query -------------
+#
+# Every page and API request resolves the user's rights (``Access.of``: may they decide, may they
+# audit). Django reads a user's own permissions and their groups' permissions in two queries; this
+# reads both in one (cached on the user object for the request, as Django does).
+
+
+class ModelBackend(backends.ModelBackend):
+    def get_all_permissions(self, user_obj: Any, obj: Any = None) -> set[str]:
+        if not user_obj.is_active or user_obj.is_anonymous or obj is not None:
+            return set()
+        if not hasattr(user_obj, "_perm_cache"):
+            held = Permission.objects.all()
+            if not user_obj.is_superuser:
+                held = held.filter(Q(user=user_obj) | Q(group__user=user_obj))
+            user_obj._perm_cache = {
+                f"{app_label}.{codename}"
+                for app_label, codename in held.values_list("content_type__app_label", "codename").order_by()
+            }
+        cached: set[str] = user_obj._perm_cache
+        return cached
+
+    async def aget_all_permissions(self, user_obj: Any, obj: Any = None) -> set[str]:
+        return await sync_to_async(self.get_all_permissions)(user_obj, obj)

@@ -52,8 +52,9 @@ from django.tasks import TaskResultStatus, task
 from django.tasks.backends.immediate import ImmediateBackend
 
 from agents_runtime import AgentRunToolCall, Continuation, RunResult
-from approvals import agents, audit_channel, live, notifications, services
+from approvals import agents, live, notifications, services
 from approvals.health import rollup as health_rollup
+from approvals.models.audit import using_channel
 from approvals.webhooks import sending
 
 
@@ -307,7 +308,7 @@ class Sweeper:
     @staticmethod
     async def _sweep(executor: ThreadPoolExecutor, hand: Callable[[Continuation], None] | None) -> int:
         # Its audit rows say where they came from: the deadline, not a page.
-        with audit_channel.using("deadline"):
+        with using_channel("deadline"):
             handoff.set(hand)  # (this run of the loop's own context)
             return await _on_db_thread(executor, agents.runtime().expire_due)
 

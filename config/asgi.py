@@ -14,8 +14,8 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from approvals import tasks  # noqa: E402
-from approvals.origins import SameOriginValidator  # noqa: E402
-from approvals.routing import websocket_urlpatterns  # noqa: E402
+from approvals.live.origins import SameOriginValidator  # noqa: E402
+from approvals.live.routing import websocket_urlpatterns  # noqa: E402
 from approvals.server.static_files import StaticFiles  # noqa: E402
 from approvals.server.threads import RequestThreads  # noqa: E402
 
@@ -32,9 +32,9 @@ application = tasks.ServeWithSweep(
     )
 )
 
-# What is loaded by now (modules, classes, settings, the runtime and its agents: ~205,000 objects)
-# lives as long as the process. Frozen, it is no longer walked by the collector's full collections,
-# each of which stalled this process's event loop, every request and socket on it, for 60-90 ms
-# (bench/gc_pauses.py: 2.7 ms frozen). Collected first, so that no garbage is frozen with it.
+# What is loaded by now (modules, classes, settings, the runtime and its agents) lives as long as the
+# process. Frozen, it is no longer walked by the collector's full collections, each of which stalled
+# this process's event loop, every request and socket on it (bench/gc_pauses.py, docs/scaling.md).
+# Collected first, so that no garbage is frozen with it.
 gc.collect()
 gc.freeze()

@@ -44,8 +44,8 @@ ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
 INSTALLED_APPS = [
     # First, so that `runserver` is Daphne's and serves websockets too.
     "daphne",
-    # django.contrib.admin, with a site that opens to the Admins group (approvals/admin_site.py).
-    "approvals.admin_site.CountersignAdminConfig",
+    # django.contrib.admin, with a site that opens to the Admins group (approvals/admin.py).
+    "approvals.apps.CountersignAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -144,7 +144,7 @@ def _database_for(url: str) -> dict[str, Any]:
 
 DATABASES = {"default": _database_for(DATABASE_URL)}
 # A read replica of the primary (PostgreSQL streaming replication) that the run store's listings
-# read from (approvals/runstore/listing.py): the inbox pages, the API's and the runtime's listings.
+# read from (approvals/store/listing.py): the inbox pages, the API's and the runtime's listings.
 # Everything else, decisions first, reads and writes the primary, and a decision on a run a lagging
 # replica still lists is checked there (the card then says it was already decided).
 DATABASE_REPLICA_URL = _env("DATABASE_REPLICA_URL", "")
@@ -174,7 +174,7 @@ CHANNEL_LAYERS = channel_layers(
     sentinel_password=_env("REDIS_SENTINEL_PASSWORD", ""),
 )
 
-# Origins besides the site's own from which pages may open the live socket (approvals/origins.py).
+# Origins besides the site's own from which pages may open the live socket (approvals/live/origins.py).
 CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", "")
 LIVE_TRUSTED_ORIGINS = _env_list("LIVE_TRUSTED_ORIGINS", "") or CSRF_TRUSTED_ORIGINS
 # How many runs one page's socket may watch at once.
@@ -232,7 +232,7 @@ WEBHOOK_RETRY_SECONDS = [
 WEBHOOK_GIVE_UP_SECONDS = float(_env("WEBHOOK_GIVE_UP_SECONDS", "86400"))
 COUNTERSIGN_BASE_URL = _env("COUNTERSIGN_BASE_URL", "")
 
-# --- Queue health (approvals/probes.py, approvals/health/) ------------------------------------------
+# --- Queue health (approvals/views/probes.py, approvals/health/) ------------------------------------------
 
 # /metrics (Prometheus) answers only a request with "Authorization: Bearer <METRICS_TOKEN>". Unset:
 # /metrics is 404, unless DEBUG is on (local development), where it is open.
@@ -247,7 +247,7 @@ HEALTH_PENDING_CACHE_SECONDS = float(_env("HEALTH_PENDING_CACHE_SECONDS", "5"))
 AUTHENTICATION_BACKENDS = [
     # First: refuses a locked-out login before the password is even checked.
     "axes.backends.AxesStandaloneBackend",
-    "approvals.backends.ModelBackend",  # (its permissions in one query)
+    "approvals.policy.ModelBackend",  # (its permissions in one query)
 ]
 
 # Login throttling (django-axes): after LOGIN_FAILURE_LIMIT failed logins for one username from one

@@ -3,11 +3,11 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from approvals import probes
+from approvals.views import probes
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    # Probes and Prometheus (approvals/probes.py): no login, no session.
+    # Probes and Prometheus (approvals/views/probes.py): no login, no session.
     path("healthz", probes.healthz, name="healthz"),
     path("readyz", probes.readyz, name="readyz"),
     path("metrics", probes.metrics, name="metrics"),

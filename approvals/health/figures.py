@@ -135,8 +135,8 @@ PendingGroup = tuple[str, str, datetime, int, datetime]
 
 def pending_groups() -> list[PendingGroup]:
     """Undecided calls of waiting runs, every agent's: ``(agent, tool, UTC hour parked, count,
-    oldest)``. One grouped join of every undecided call to its run (100,000 waiting calls: about
-    100 ms on PostgreSQL), so it is kept ``HEALTH_PENDING_CACHE_SECONDS`` (Django's cache; 0: not
+    oldest)``. One grouped join of every undecided call to its run (bench/health_page.py measures
+    it), so it is kept ``HEALTH_PENDING_CACHE_SECONDS`` (Django's cache; 0: not
     kept): the page refetches at most that often anyway, and a burst of viewers or scrapes counts
     once. The counts may lag a decision by that long; the decisions' own figures never do."""
     seconds = float(getattr(settings, "HEALTH_PENDING_CACHE_SECONDS", 5))

@@ -19,7 +19,7 @@ it to its open pages itself (``Fanout``): per message, the layer carries one cop
 per page.
 """
 
-from approvals.live.events import announce, deliver, end_session, publish
+from approvals.live.events import announce, close_sockets_on_logout, deliver, end_session, publish
 from approvals.live.fanout import Fanout, fanout
 from approvals.live.groups import agent_group, presence_group, run_group, session_group, uses_outbox
 from approvals.live.outbox import relay
@@ -30,6 +30,7 @@ __all__ = [
     "RunOutput",
     "agent_group",
     "announce",
+    "close_sockets_on_logout",
     "deliver",
     "end_session",
     "fanout",

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from functools import partial
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
+from django.db import transaction
 
 from agents_runtime import RunEvent
 from approvals.live.groups import agent_group, session_group, uses_outbox
@@ -61,6 +63,13 @@ def end_session(session_key: str) -> None:
         )
     else:
         async_to_sync(send_sign_out)(group)
+
+
+def close_sockets_on_logout(sender: Any, request: Any = None, user: Any = None, **kwargs: Any) -> None:
+    """``user_logged_out``: the session's open live sockets close (4401), in every server process."""
+    session_key = getattr(getattr(request, "session", None), "session_key", None)
+    if session_key:
+        transaction.on_commit(partial(end_session, session_key), robust=True)
 
 
 async def send_sign_out(group: str) -> None:

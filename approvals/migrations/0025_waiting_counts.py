@@ -7,7 +7,7 @@
 # reclaims, finishes or deletes a run, whichever code writes it (the store, a bulk load, a cascade),
 # so the sum is always the committed number of suspended runs, in the reader's snapshot.
 # TRUNCATE (PostgreSQL's flush) empties the counters too; SQLite's flush deletes row by row.
-# The table has no model: only runstore/listing.py reads it, and only these triggers write it.
+# The table has no model: only store/listing.py reads it, and only these triggers write it.
 
 from django.db import migrations
 

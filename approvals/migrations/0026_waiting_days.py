@@ -6,11 +6,11 @@
 # slot), the slot the run row's id modulo 16 as in approvals_waiting_count (0025), so that concurrent
 # parks of one agent, all on today's row, rarely wait on the same counter row. Triggers on
 # approvals_run move them in the very statement that parks, claims, reclaims, finishes, deletes or
-# re-dates a run, so a listing reads the committed counts of its own snapshot. runstore/listing.py
+# re-dates a run, so a listing reads the committed counts of its own snapshot. store/listing.py
 # reads them for a deep page (offset >= listing.DEEP_OFFSET) of a listing filtered by agent (and
 # inner-run-ness) only; other listings, and SQLite, skip by OFFSET as before. Days no run waits on
 # any more are deleted with their last decrement, so the table stays as long as the waiting days.
-# The table has no model: only runstore/listing.py reads it, and only these triggers write it.
+# The table has no model: only store/listing.py reads it, and only these triggers write it.
 
 from django.db import migrations
 

@@ -11,9 +11,9 @@
 # run stops waiting is deleted with it: the tables stay as long as the threads and end users waited
 # on, not as every thread there ever was. No slots (0025 spreads an agent's counter over 16 rows):
 # parks on one thread or end user are few at a time, and each statement holds its row briefly.
-# runstore/listing.py reads them for a listing filtered by thread or by end user alone (with the
+# store/listing.py reads them for a listing filtered by thread or by end user alone (with the
 # agent and inner-run-ness); other listings, and SQLite, count their matches as before.
-# The tables have no model: only runstore/listing.py reads them, and only these triggers write them.
+# The tables have no model: only store/listing.py reads them, and only these triggers write them.
 
 from collections.abc import Callable
 

@@ -11,9 +11,11 @@ right after the account is renamed or deleted.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
@@ -24,7 +26,7 @@ from agents_runtime.vocabulary import NO_EFFECT_OUTCOMES, RECORDED_OUTCOMES, Dec
 
 from .fields import OrderedJSONField
 
-#: ``AuditEntry.channel``: where a decision came from (``approvals.audit_channel`` sets it).
+#: ``AuditEntry.channel``: where a decision came from (``using_channel`` sets it).
 CHANNEL_CHOICES = [
     ("dashboard", "dashboard"),
     ("api", "via API"),
@@ -209,3 +211,27 @@ class AuditEntry(models.Model):
     def verb(self) -> str:
         """As in "rita approved refund"."""
         return DecisionAction(self.action).verb
+
+
+# -- where the decisions of the current request or command come from ------------------------------------
+#
+# A context variable rather than a parameter: the row of a decision that took effect is written by
+# the run store, deep under the runtime's public API, which knows nothing of channels. asgiref copies
+# the context into the threads and loops it runs code on, so the store's step sees the value set.
+
+Channel = Literal["dashboard", "api", "cli", "deadline", "grant"]
+
+_channel: ContextVar[Channel] = ContextVar("countersign_audit_channel", default="dashboard")
+
+
+def current_channel() -> Channel:
+    return _channel.get()
+
+
+@contextmanager
+def using_channel(channel: Channel) -> Iterator[None]:
+    token = _channel.set(channel)
+    try:
+        yield
+    finally:
+        _channel.reset(token)

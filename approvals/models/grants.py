@@ -2,7 +2,7 @@
 
 A grant is never deleted: revoking stamps ``revoked_at``, and audit rows of the approvals it gave
 point at it (``AuditEntry.grant``). ``uses`` only grows, by the conditional update the run store
-makes in the step that records each approval (``approvals.runstore.grants``).
+makes in the step that records each approval (``approvals.store.grants``).
 """
 
 from __future__ import annotations

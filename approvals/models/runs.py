@@ -127,7 +127,7 @@ class RunRecord(models.Model):
         indexes = [
             # Listings: owner (+ thread / resource), suspended only, newest first, ties by run_id.
             # Not partial indexes: SQLite binds status as a parameter, cannot prove it matches the
-            # index condition, and then checks every row in the table (30x slower COUNTs at 100k).
+            # index condition, and then checks every row in the table (bench/list_suspended_runs.py).
             # created_at last: a date-range filter is checked inside the index while it is walked
             # in order, instead of fetching every skipped row (creation and suspension times
             # correlate, so an old window lies deep down the order).
@@ -156,7 +156,7 @@ class RunRecord(models.Model):
                 name="run_agent_created_idx",
             ),
             # Counting an agent's waiting runs: few distinct keys, so PostgreSQL deduplicates this
-            # index to a fraction of the others and its COUNT reads 3x fewer pages. parent_run_id
+            # index to a fraction of the others and its COUNT reads fewer pages. parent_run_id
             # last: a sub-agent's inbox counts its own runs apart from its supervisors' inner runs
             # (``parent_run_id IS [NOT] NULL``) from the index alone.
             models.Index(fields=["agent_id", "status", "parent_run_id"], name="run_agent_status_parent_idx"),

@@ -3,8 +3,8 @@
 Channels' ``InMemoryChannelLayer`` sweeps every channel and group for expired entries on each
 ``receive`` and ``group_send``, and starts one task per member in ``group_send``. Every open page has
 a channel waiting in ``receive``, so with hundreds of pages each message costs a walk over all of
-them (when each page also got its own copy of every event, one event cost O(N²): about 400 ms to
-reach 500 pages on a 2-core machine). Sweeping at most once a second and sending without a task per
+them (when each page also got its own copy of every event, one event cost O(N²): bench/push_latency.py,
+figures in docs/scaling.md). Sweeping at most once a second and sending without a task per
 member keeps the behaviour (messages still expire after ``expiry`` seconds, memberships after
 ``group_expiry``) at O(1) per message and O(members) per group send.
 """

@@ -51,7 +51,7 @@ def cursor(using: str) -> CursorWrapper:
         if connection.timezone is UTC and raw.info.timezone is UTC:
             # Django's loader of timestamptz wraps psycopg's in Python to set the tzinfo of every value
             # to ``connection.timezone``; in a UTC session psycopg's own (in C) already gives that
-            # tzinfo. ~2 us a value: a quarter of a millisecond of a listing of 50 runs.
+            # tzinfo, at a fraction of the cost per value (bench/list_suspended_runs.py, docs/scaling.md).
             prepared.adapters.register_loader("timestamptz", _timestamptz_loader())
         return connection.make_cursor(prepared)
 

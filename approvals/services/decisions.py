@@ -60,8 +60,8 @@ from agents_runtime.vocabulary import (
     suspended_again_detail,
     waiting_detail,
 )
-from approvals import audit_channel, live
-from approvals.models.audit import AuditEntry
+from approvals import live
+from approvals.models.audit import AuditEntry, Channel, current_channel, using_channel
 from approvals.models.batches import DECIDING_BATCH
 from approvals.policy import DECIDE_PERMISSION, Access, AgentAccess
 
@@ -78,7 +78,7 @@ REFUSALS = (
 )
 
 #: The audit log's channel of each door.
-CHANNELS: dict[Origin, audit_channel.Channel] = {
+CHANNELS: dict[Origin, Channel] = {
     Origin.DASHBOARD: "dashboard",
     Origin.BULK: "dashboard",
     Origin.API: "api",
@@ -111,7 +111,7 @@ async def adecide(access: Access | AgentAccess, request: DecisionRequest) -> Dec
         reason=(request.reason or "").strip() or None,
     )
     if isinstance(access, AgentAccess):
-        with audit_channel.using(CHANNELS.get(request.origin, audit_channel.current())):
+        with using_channel(CHANNELS.get(request.origin, current_channel())):
             attempt = await _attempt(access, request)
     else:
         attempt = Attempt(error=RunNotFound(request.run_id), edited_args=request.edited_args)
@@ -244,7 +244,7 @@ def recorded_refusal(
         edited_args=clean_json(attempt.edited_args) if action == DecisionAction.APPROVE else None,
         outcome=outcome.status,
         outcome_detail=clean_text(detail),
-        channel=CHANNELS.get(request.origin, audit_channel.current()),
+        channel=CHANNELS.get(request.origin, current_channel()),
         batch_id=DECIDING_BATCH.get(),
     )
 

@@ -42,7 +42,7 @@ def visible(value: object) -> str:
 @register.simple_tag
 def live_socket_path() -> str:
     """The live-updates websocket's path, from the routing that serves it (``/ws/live/``)."""
-    from approvals.routing import LIVE_PATH
+    from approvals.live.routing import LIVE_PATH
 
     return "/" + LIVE_PATH
 

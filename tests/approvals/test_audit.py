@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from approvals.models import AuditEntry
 from approvals.models.audit import AppendOnlyError
-from approvals.runstore import audit as decision_records
+from approvals.store import audit as decision_records
 from approvals.views.audit import AUDIT_CSV_COLUMNS
 from tests.approvals.runtime_fixtures import DashboardAgents
 

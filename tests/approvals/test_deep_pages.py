@@ -1,4 +1,4 @@
-"""Deep pages start at their day (runstore/listing.py, migration 0026): on PostgreSQL a deep page of an
+"""Deep pages start at their day (store/listing.py, migration 0026): on PostgreSQL a deep page of an
 agent's listing is found from per-day waiting counters instead of skipping every run before it. Every
 page must still be exactly the slice of the whole listing, and the counters must stay exact through
 every way a run changes. Here every page counts as deep (``DEEP_OFFSET`` 0, and none is near the start:
@@ -15,8 +15,7 @@ from django.db import connection
 
 from agents_runtime.records import RunQuery
 from approvals.models import RunRecord
-from approvals.runstore import listing
-from approvals.store import DjangoRunStore
+from approvals.store import DjangoRunStore, listing
 from tests.approvals.store_helpers import T0, Clock, approval, decision, suspension
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -14,8 +14,8 @@ from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.test import Client
 
-from approvals.consumers import LiveConsumer
 from approvals.live import agent_group, querycount
+from approvals.live.consumer import LiveConsumer
 from approvals.policy import visible_agent_ids
 from approvals.server import layers
 from config.asgi import application

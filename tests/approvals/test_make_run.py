@@ -21,7 +21,7 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 
-from approvals.origins import origin_allowed
+from approvals.live.origins import origin_allowed
 from tests.approvals.conftest import PASSWORD
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""A listing's page is read one of two ways (runstore/listing.py): near the start of the listing
+"""A listing's page is read one of two ways (store/listing.py): near the start of the listing
 (``NEAR_THE_START``) its run rows come straight from the listing's index and are joined with their
 calls; further in, the page's run ids are picked from the index first. Both must give exactly the
 slice of the whole listing, with every run's calls in order, whatever the filters and the order, and
@@ -13,8 +13,7 @@ from datetime import timedelta
 import pytest
 
 from agents_runtime.records import RunQuery, StoredRun
-from approvals.runstore import listing
-from approvals.store import DjangoRunStore
+from approvals.store import DjangoRunStore, listing
 from tests.approvals.store_helpers import T0, Clock, approval, decision, delegated, suspend_call, suspension
 
 pytestmark = pytest.mark.django_db(transaction=True)

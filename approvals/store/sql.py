@@ -7,7 +7,7 @@ from functools import cache
 
 from approvals.models import EndedRun, ParkedCallRecord, RunRecord, ThreadMessage
 from approvals.models.runs import RunStatus
-from approvals.runstore import audit as decision_records
+from approvals.store import audit as decision_records
 
 logger = logging.getLogger(__name__)
 

@@ -19,21 +19,24 @@ from agents_runtime.errors import RunNotFound
 from agents_runtime.store import DeadlineChange, DeadlineRule, StoredRun, decision_conflict
 from agents_runtime.vocabulary import DecisionAction, Outcome
 from approvals.models.runs import RunStatus
-from approvals.runstore import audit as decision_records
-from approvals.runstore.base import StoreBase
-from approvals.runstore.records import CorruptRow, _parked_calls, _stored_run, _utc
+from approvals.store import audit as decision_records
+from approvals.store.records import CorruptRow, _parked_calls, _stored_run, _utc
+from approvals.store.tables import Tables
 
 logger = logging.getLogger(__name__)
 
 
-class DeadlineSteps(StoreBase):
+class Deadlines:
     """``DjangoRunStore.due_calls`` and ``change_deadline`` (a mixin on the store's queries)."""
 
+    def __init__(self, tables: Tables) -> None:
+        self.tables = tables
+
     def due_calls(self, agent_id: str, before: datetime, *, limit: int) -> list[tuple[str, str]]:
-        with self._connection_scope():
+        with self.tables.connection_scope():
             # A range scan of the partial index call_undecided_expiry_idx: only the due calls.
             rows = (
-                self._calls()
+                self.tables.calls()
                 .undecided()
                 .filter(
                     expires_at__lte=_utc(before),
@@ -47,8 +50,8 @@ class DeadlineSteps(StoreBase):
             return [(str(run_id), str(tool_call_id)) for run_id, tool_call_id in rows]
 
     def change_deadline(self, *, agent_id: str, run_id: str, rule: DeadlineRule) -> StoredRun:
-        with self._connection_scope(), transaction.atomic(using=self.using):
-            found = self._current_run(run_id, agent_id=agent_id, with_snapshot=False, lock=True)
+        with self.tables.connection_scope(), transaction.atomic(using=self.tables.using):
+            found = self.tables.current_run(run_id, agent_id=agent_id, with_snapshot=False, lock=True)
             if found is None:
                 raise RunNotFound(run_id)
             row, call_rows = found
@@ -63,10 +66,10 @@ class DeadlineSteps(StoreBase):
             if index is None or call is None or call.decision is not None or run.status != "suspended":
                 raise decision_conflict(run, call, change.tool_call_id)
             expires_at = None if change.expires_at is None else _utc(change.expires_at)
-            self._calls().filter(pk=call_rows[index]["id"]).undecided().update(
+            self.tables.calls().filter(pk=call_rows[index]["id"]).undecided().update(
                 expires_at=expires_at, escalated_to=change.escalated_to
             )
-            self._runs().filter(pk=row["pk"], version=run.version).update(version=run.version + 1)
+            self.tables.runs().filter(pk=row["pk"], version=run.version).update(version=run.version + 1)
             moved = replace(call, expires_at=expires_at, escalated_to=change.escalated_to)
             after = replace(
                 run,
@@ -74,7 +77,7 @@ class DeadlineSteps(StoreBase):
                 calls=tuple(moved if i == index else c for i, c in enumerate(run.calls)),
             )
             decision_records.create_decision_row(
-                self.using, _audit_values(after, moved, change, call.expires_at)
+                self.tables.using, _audit_values(after, moved, change, call.expires_at)
             )
             return after
 

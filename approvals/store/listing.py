@@ -45,8 +45,8 @@ from django.db.models.functions import Coalesce
 from agents_runtime.records import RunQuery
 from approvals.models import ParkedCallRecord, RunRecord
 from approvals.models.runs import RunRecordQuerySet, RunStatus
-from approvals.runstore import reads
-from approvals.runstore.records import _CALL_COLUMNS, _JOINED_CALL_COLUMNS, _RUN_COLUMNS, Row
+from approvals.store import reads
+from approvals.store.records import _CALL_COLUMNS, _JOINED_CALL_COLUMNS, _RUN_COLUMNS, Row
 
 #: Stand-ins for the values of a query, found again among a compiled statement's parameters.
 _STAND_INS: dict[str, Any] = {
@@ -76,8 +76,8 @@ _MAX_OFFSET = 2**62
 #: index entries costs about what reading the day counters does.
 DEEP_OFFSET = 1000
 #: Pages that start before this offset are read straight from the listing's index: past it, skipping
-#: runs' rows one by one costs more than picking the page's run ids from the index alone (measured at
-#: 100,000 runs on PostgreSQL: the same at offset ~200, 1.5-2.8x at 1,000).
+#: runs' rows one by one costs more than picking the page's run ids from the index alone (where the two
+#: cross: bench/list_suspended_runs.py, docs/scaling.md).
 NEAR_THE_START = 200
 #: Compiled into a deep page's statement in place of its offset, then replaced by the day's skip.
 _DEEP_STAND_IN = 987_654_321_987
@@ -299,7 +299,7 @@ def _page_from_the_index(
     Its columns are ``querysets``' rows' (the same names, in the same order), so their converters
     hold. PostgreSQL keeps the index's order through the join (an incremental sort of each run's few
     calls), where picking run ids first costs a hash of them, a lookup of each by run id and a full
-    sort: 0.25-0.4 ms more for a page of 50 of a 4 ms listing (timed alternately, 100,000 runs)."""
+    sort (bench/list_suspended_runs.py)."""
     _, ordered = _matches_in_order(runs, query)
     window = slice(query.offset, query.offset + (query.limit or 0))
     inner = reads.statement_of(ordered.values(*_RUN_COLUMNS)[window].query, using)

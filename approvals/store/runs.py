@@ -18,16 +18,19 @@ the database, so every process and server instance on it sees the same suspended
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
 
-from agents_runtime.grants import GrantStore
+from agents_runtime.grants import Grant, GrantRequest, GrantStore
 from agents_runtime.store import (
+    DeadlineRule,
     Decision,
+    DecisionReceipt,
+    DecisionRule,
     RunEnding,
     RunQuery,
     RunStore,
@@ -38,11 +41,13 @@ from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import Outcome, suspended_again_detail
 from approvals.models import AuditEntry, EndedRun, RunRecord, ThreadMessage
 from approvals.models.runs import RunRecordQuerySet, RunStatus
-from approvals.runstore import audit as decision_records
-from approvals.runstore import listing
-from approvals.runstore.deadlines import DeadlineSteps
-from approvals.runstore.decide import DecisionSteps
-from approvals.runstore.records import (
+from approvals.server import prepared, threads
+from approvals.store import audit as decision_records
+from approvals.store import listing
+from approvals.store.deadlines import Deadlines
+from approvals.store.decide import Decisions
+from approvals.store.grants import Grants
+from approvals.store.records import (
     CorruptRow,
     _call_records,
     _decided,
@@ -52,26 +57,94 @@ from approvals.runstore.records import (
     _stored_run,
     _utc,
 )
-from approvals.runstore.sql import _FINISH_REMEMBERING_SQL, _FINISH_SQL, _MARK_TOOL_STARTED_SQL
-from approvals.server import prepared
+from approvals.store.sql import _FINISH_REMEMBERING_SQL, _FINISH_SQL, _MARK_TOOL_STARTED_SQL
+from approvals.store.tables import Tables, utc_now
 
 logger = logging.getLogger(__name__)
 
 
-class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore, GrantStore):
+class DjangoRunStore(RunStore, GrantStore):
     """The run store on the default database (or ``using``); safe to share between threads.
 
     ``lease`` defaults to ``settings.RUN_LEASE_SECONDS`` (300), read when first needed. Building a
-    store never touches the database, so it may be built at import time.
+    store never touches the database, so it may be built at import time. The run's life (parking,
+    claiming, finishing) is written here; its parts do the rest on the same ``Tables``: decisions
+    (``decide``), grants (``grants``), deadlines (``deadlines``), listings (``listing``).
     """
 
-    # -- protocol ---------------------------------------------------------------------------------
+    def __init__(
+        self,
+        lease: timedelta | None = None,
+        *,
+        using: str = "default",
+        listings_using: str | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.tables = Tables(lease, using=using, listings_using=listings_using, clock=clock)
+        self.grants = Grants(self.tables)
+        self.decisions = Decisions(self.tables, self.grants)
+        self.deadlines = Deadlines(self.tables)
+
+    def __repr__(self) -> str:
+        return f"DjangoRunStore(lease={self.tables.lease!r}, using={self.tables.using!r})"
+
+    @property
+    def using(self) -> str:
+        return self.tables.using
+
+    @property
+    def lease(self) -> timedelta:
+        return self.tables.lease
+
+    @lease.setter
+    def lease(self, value: timedelta) -> None:
+        self.tables.lease = value
+
+    #: How the runtime calls this store from async code: on the thread that holds the caller's
+    #: database connection, so a request never needs a second one (``approvals.server.threads``).
+    run_sync = staticmethod(threads.run_sync)
+
+    # -- its parts --------------------------------------------------------------------------------
+
+    def decide(
+        self, *, agent_id: str, run_id: str, rule: DecisionRule, claim_when_complete: bool = True
+    ) -> DecisionReceipt:
+        return self.decisions.decide(
+            agent_id=agent_id, run_id=run_id, rule=rule, claim_when_complete=claim_when_complete
+        )
+
+    def due_calls(self, agent_id: str, before: datetime, *, limit: int) -> list[tuple[str, str]]:
+        return self.deadlines.due_calls(agent_id, before, limit=limit)
+
+    def change_deadline(self, *, agent_id: str, run_id: str, rule: DeadlineRule) -> StoredRun:
+        return self.deadlines.change_deadline(agent_id=agent_id, run_id=run_id, rule=rule)
+
+    def add_grant(self, request: GrantRequest) -> Grant:
+        return self.grants.add_grant(request)
+
+    def revoke_grant(self, grant_id: int, *, actor: str, at: datetime) -> Grant:
+        return self.grants.revoke_grant(grant_id, actor=actor, at=at)
+
+    def get_grant(self, grant_id: int) -> Grant | None:
+        return self.grants.get_grant(grant_id)
+
+    def live_grants(
+        self, agent_id: str, tool_name: str, *, thread_id: str | None, resource_id: str | None, at: datetime
+    ) -> list[Grant]:
+        return self.grants.live_grants(
+            agent_id, tool_name, thread_id=thread_id, resource_id=resource_id, at=at
+        )
+
+    def note_condition_failure(self, grant_id: int, *, error: str, at: datetime) -> None:
+        self.grants.note_condition_failure(grant_id, error=error, at=at)
+
+    # -- the run's life ---------------------------------------------------------------------------
 
     def insert_suspended(self, suspension: Suspension) -> StoredRun:
-        with self._connection_scope():
+        with self.tables.connection_scope():
             try:
-                with transaction.atomic(using=self.using):
-                    record = self._runs().create(
+                with transaction.atomic(using=self.tables.using):
+                    record = self.tables.runs().create(
                         run_id=suspension.run_id,
                         agent_id=suspension.agent_id,
                         thread_id=suspension.thread_id,
@@ -86,9 +159,9 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore, GrantStore):
                         history=[],
                         started_by=suspension.started_by,
                     )
-                    self._calls().bulk_create(_call_records(record.pk, suspension.calls))
+                    self.tables.calls().bulk_create(_call_records(record.pk, suspension.calls))
             except IntegrityError as exc:
-                if self._runs().filter(run_id=suspension.run_id).exists():
+                if self.tables.runs().filter(run_id=suspension.run_id).exists():
                     raise ValueError(f"Run {suspension.run_id!r} already exists") from exc
                 raise
             return StoredRun(
@@ -108,8 +181,8 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore, GrantStore):
             )
 
     def resuspend(self, suspension: Suspension, *, expected_version: int) -> StoredRun | None:
-        with self._connection_scope(), transaction.atomic(using=self.using):
-            found = self._current_run(suspension.run_id, with_snapshot=False, lock=True)
+        with self.tables.connection_scope(), transaction.atomic(using=self.tables.using):
+            found = self.tables.current_run(suspension.run_id, with_snapshot=False, lock=True)
             if found is None:
                 return None
             row = found[0]
@@ -123,13 +196,13 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore, GrantStore):
                 "lease_expires_at": None,
                 "snapshot": suspension.snapshot,
             }
-            self._runs().filter(pk=row["pk"]).update(**changes)
+            self.tables.runs().filter(pk=row["pk"]).update(**changes)
             run = {**row, **changes}
             # Replace, never append: repeated suspensions of one run keep the same row count.
-            self._calls().filter(run=run["pk"]).delete()
-            self._calls().bulk_create(_call_records(run["pk"], suspension.calls))
+            self.tables.calls().filter(run=run["pk"]).delete()
+            self.tables.calls().bulk_create(_call_records(run["pk"], suspension.calls))
             waiting = [c for c in suspension.calls if c.decision is None]
-            AuditEntry.objects.using(self.using).settle(
+            AuditEntry.objects.using(self.tables.using).settle(
                 suspension.run_id,
                 Outcome.SUSPENDED_AGAIN,
                 suspended_again_detail(c.tool_name for c in waiting),
@@ -137,8 +210,8 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore, GrantStore):
         return _stored_run(run, tuple(_stored_call(c) for c in suspension.calls), with_snapshot=True)
 
     def get_run(self, run_id: str, *, with_snapshot: bool = True) -> StoredRun | None:
-        with self._connection_scope():
-            found = self._current_run(run_id, with_snapshot=with_snapshot)
+        with self.tables.connection_scope():
+            found = self.tables.current_run(run_id, with_snapshot=with_snapshot)
             if found is None:
                 return None
             run, call_rows = found
@@ -149,8 +222,8 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore, GrantStore):
                 return None
 
     def list_suspended(self, query: RunQuery) -> tuple[list[StoredRun], int]:
-        reading = self.listings_using
-        with self._connection_scope(reading), self._connection_scope():
+        reading = self.tables.listings_using
+        with self.tables.connection_scope(reading), self.tables.connection_scope():
             query = replace(
                 query,
                 created_from=None if query.created_from is None else _utc(query.created_from),
@@ -160,9 +233,9 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore, GrantStore):
             # One statement: the page, its calls, the total, and whether a claim's lease ran out (then
             # those runs are reclaimed, waiting again, and the listing is read again).
             runs_read = RunRecord.objects.using(reading)
-            runs, total, expired = listing.page(runs_read, reading, query, now=self.clock())
-            if expired and self._reclaim_expired():
-                runs, total, _ = listing.page(runs_read, reading, query, now=self.clock())
+            runs, total, expired = listing.page(runs_read, reading, query, now=self.tables.clock())
+            if expired and self.tables.reclaim_expired():
+                runs, total, _ = listing.page(runs_read, reading, query, now=self.tables.clock())
             listed = []
             for run, call_rows in runs:
                 try:
@@ -180,8 +253,8 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore, GrantStore):
         expected_version: int | None = None,
         decisions: Mapping[str, Decision] | None = None,
     ) -> StoredRun | None:
-        with self._connection_scope(), transaction.atomic(using=self.using):
-            found = self._current_run(run_id, with_snapshot=True, lock=True)
+        with self.tables.connection_scope(), transaction.atomic(using=self.tables.using):
+            found = self.tables.current_run(run_id, with_snapshot=True, lock=True)
             if found is None or found[0]["status"] != RunStatus.SUSPENDED:
                 return None
             if expected_version is not None and found[0]["version"] != expected_version:
@@ -196,47 +269,47 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore, GrantStore):
             for i, call in enumerate(calls):
                 decision = (decisions or {}).get(call.tool_call_id)
                 if call.decision is None and decision is not None:
-                    recorded = self._calls().filter(pk=call_rows[i]["id"]).undecided()
+                    recorded = self.tables.calls().filter(pk=call_rows[i]["id"]).undecided()
                     if recorded.update(**_decision_columns(decision)) != 1:
-                        transaction.set_rollback(True, using=self.using)
+                        transaction.set_rollback(True, using=self.tables.using)
                         return None
                     calls[i] = _decided(call, decision)
             swapped = (
-                self._runs()
+                self.tables.runs()
                 .filter(pk=row["pk"], version=run.version)
                 .suspended()
                 .update(
                     status=RunStatus.RUNNING,
                     version=run.version + 1,
-                    lease_expires_at=self.clock() + self.lease,
+                    lease_expires_at=self.tables.clock() + self.tables.lease,
                 )
             )
             if swapped != 1:
-                transaction.set_rollback(True, using=self.using)
+                transaction.set_rollback(True, using=self.tables.using)
                 return None
             return replace(run, status="running", version=run.version + 1, calls=tuple(calls))
 
     def _held_claim(self, run_id: str, version: int, now: datetime) -> RunRecordQuerySet:
         """The run while the claim at ``version`` holds: current version, lease not run out."""
-        return self._runs().filter(run_id=run_id, version=version, lease_expires_at__gte=now).running()
+        return self.tables.runs().filter(run_id=run_id, version=version, lease_expires_at__gte=now).running()
 
     def mark_tool_started(self, run_id: str, tool_call_id: str, *, version: int) -> bool:
         # Only while this claim holds (current version, lease not run out): a continuation that lost
         # its run must not run the tool. Committed (autocommit) before the tool is called.
-        connection = connections[self.using]
-        now = connection.ops.adapt_datetimefield_value(self.clock())
-        with self._connection_scope(), prepared.cursor(self.using) as cursor:
+        connection = connections[self.tables.using]
+        now = connection.ops.adapt_datetimefield_value(self.tables.clock())
+        with self.tables.connection_scope(), prepared.cursor(self.tables.using) as cursor:
             cursor.execute(_MARK_TOOL_STARTED_SQL, [now, tool_call_id, run_id, version, now])
             return bool(cursor.rowcount == 1)
 
     def heartbeat(self, run_id: str, *, version: int) -> bool:
-        with self._connection_scope():
-            now = self.clock()
+        with self.tables.connection_scope():
+            now = self.tables.clock()
             # A claim whose lease already ran out is given back (reclaimed), never renewed.
             held = self._held_claim(run_id, version, now)
-            if held.update(lease_expires_at=now + self.lease) == 1:
+            if held.update(lease_expires_at=now + self.tables.lease) == 1:
                 return True
-            self._reclaim_expired()
+            self.tables.reclaim_expired()
             return False
 
     def finish(
@@ -250,11 +323,11 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore, GrantStore):
         # One conditional DELETE: the claim must be current and its lease not run out (an expired
         # claim is reclaimed, never finished). The calls go with it (ON DELETE CASCADE). Raw SQL
         # for RETURNING, which tells the run's thread without a read of its own.
-        connection = connections[self.using]
+        connection = connections[self.tables.using]
         outcome, detail = decision_records.ending_outcome(ending)
-        ended_at = self.clock()
+        ended_at = self.tables.clock()
         now = connection.ops.adapt_datetimefield_value(ended_at)
-        with self._connection_scope():
+        with self.tables.connection_scope():
             if connection.vendor == "postgresql":
                 # One statement and no transaction around it: three round trips fewer on a path
                 # every approval takes.
@@ -265,7 +338,7 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore, GrantStore):
                 transcript = EndedRun._meta.get_field("transcript").get_db_prep_value(
                     record["transcript"], connection
                 )
-                with prepared.cursor(self.using) as cursor:
+                with prepared.cursor(self.tables.using) as cursor:
                     cursor.execute(
                         _FINISH_REMEMBERING_SQL,
                         [
@@ -276,17 +349,17 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore, GrantStore):
                     )
                     (ended,) = cursor.fetchone()
                 return bool(ended)
-            with transaction.atomic(using=self.using), connection.cursor() as cursor:
+            with transaction.atomic(using=self.tables.using), connection.cursor() as cursor:
                 cursor.execute(_FINISH_SQL, [run_id, version, now])
                 row = cursor.fetchone()
                 if row is None:
                     return False
                 agent_id, thread_id, resource_id, parent_run_id, created_at = row
                 if thread_id is not None and thread_messages:
-                    ThreadMessage.objects.using(self.using).create(
+                    ThreadMessage.objects.using(self.tables.using).create(
                         agent_id=agent_id, thread_id=thread_id, messages=list(thread_messages)
                     )
-                EndedRun.objects.using(self.using).bulk_create(
+                EndedRun.objects.using(self.tables.using).bulk_create(
                     [
                         EndedRun(
                             run_id=run_id,
@@ -301,21 +374,21 @@ class DjangoRunStore(DecisionSteps, DeadlineSteps, RunStore, GrantStore):
                     ],
                     ignore_conflicts=True,
                 )
-                AuditEntry.objects.using(self.using).settle(run_id, outcome, detail)
+                AuditEntry.objects.using(self.tables.using).settle(run_id, outcome, detail)
                 return True
 
     def append_thread_messages(self, agent_id: str, thread_id: str, messages: Sequence[Any]) -> None:
         if not messages:
             return
-        with self._connection_scope():
-            ThreadMessage.objects.using(self.using).create(
+        with self.tables.connection_scope():
+            ThreadMessage.objects.using(self.tables.using).create(
                 agent_id=agent_id, thread_id=thread_id, messages=list(messages)
             )
 
     def thread_messages(self, agent_id: str, thread_id: str, *, last_runs: int | None = None) -> list[Any]:
-        with self._connection_scope():
+        with self.tables.connection_scope():
             messages: list[Any] = []
-            rows = ThreadMessage.objects.using(self.using).for_thread(agent_id, thread_id)
+            rows = ThreadMessage.objects.using(self.tables.using).for_thread(agent_id, thread_id)
             read = rows.values_list("pk", "messages")
             chunks: Iterable[tuple[int, Any]] = read
             if last_runs is not None:

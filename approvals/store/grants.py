@@ -1,5 +1,5 @@
 """Standing grants in the Django store: keeping, revoking and finding them, and taking one use in the
-step that records the approval it gives (``DecisionSteps``).
+step that records the approval it gives (``Decisions``).
 
 A use is one conditional ``UPDATE ... SET uses = uses + 1`` on the grant's row, guarded by "not
 revoked, not used up, not expired", inside the decision's transaction. On PostgreSQL concurrent
@@ -19,7 +19,7 @@ from django.db.models import F
 from agents_runtime.grants import Grant, GrantNotFound, GrantRequest, GrantScope, narrowest_first
 from agents_runtime.untrusted import clean_text
 from approvals.models import GrantRecord
-from approvals.runstore.base import StoreBase
+from approvals.store.tables import Tables
 
 
 def grant_of(row: GrantRecord) -> Grant:
@@ -46,18 +46,21 @@ def grant_of(row: GrantRecord) -> Grant:
     )
 
 
-class GrantSteps(StoreBase):
-    """``GrantStore`` on the ORM (a mixin of ``DjangoRunStore``)."""
+class Grants:
+    """``GrantStore`` on the ORM: the part of ``DjangoRunStore`` that keeps grants."""
+
+    def __init__(self, tables: Tables) -> None:
+        self.tables = tables
 
     def add_grant(self, request: GrantRequest) -> Grant:
         user = get_user_model()
-        with self._connection_scope():
+        with self.tables.connection_scope():
             creator = (
-                user._default_manager.db_manager(self.using)
+                user._default_manager.db_manager(self.tables.using)
                 .filter(**{user.USERNAME_FIELD: request.created_by})
                 .first()
             )
-            row = GrantRecord.objects.db_manager(self.using).create(
+            row = GrantRecord.objects.db_manager(self.tables.using).create(
                 agent_id=request.agent_id,
                 tool_name=request.tool_name,
                 scope=GrantScope(request.scope).value,
@@ -75,8 +78,8 @@ class GrantSteps(StoreBase):
             return grant_of(row)
 
     def revoke_grant(self, grant_id: int, *, actor: str, at: datetime) -> Grant:
-        with self._connection_scope():
-            rows = GrantRecord.objects.db_manager(self.using)
+        with self.tables.connection_scope():
+            rows = GrantRecord.objects.db_manager(self.tables.using)
             rows.filter(pk=grant_id, revoked_at__isnull=True).update(
                 revoked_at=at, revoked_by_name=actor[:150]
             )
@@ -86,29 +89,31 @@ class GrantSteps(StoreBase):
             return grant_of(row)
 
     def get_grant(self, grant_id: int) -> Grant | None:
-        with self._connection_scope():
-            row = GrantRecord.objects.db_manager(self.using).filter(pk=grant_id).first()
+        with self.tables.connection_scope():
+            row = GrantRecord.objects.db_manager(self.tables.using).filter(pk=grant_id).first()
             return None if row is None else grant_of(row)
 
     def live_grants(
         self, agent_id: str, tool_name: str, *, thread_id: str | None, resource_id: str | None, at: datetime
     ) -> list[Grant]:
-        with self._connection_scope():
-            rows = GrantRecord.objects.db_manager(self.using).filter(agent_id=agent_id, tool_name=tool_name)
+        with self.tables.connection_scope():
+            rows = GrantRecord.objects.db_manager(self.tables.using).filter(
+                agent_id=agent_id, tool_name=tool_name
+            )
             grants = [grant_of(row) for row in rows.live(at)]
         return narrowest_first([g for g in grants if g.in_scope(thread_id, resource_id)])
 
     def note_condition_failure(self, grant_id: int, *, error: str, at: datetime) -> None:
-        with self._connection_scope():
-            GrantRecord.objects.db_manager(self.using).filter(pk=grant_id).update(
+        with self.tables.connection_scope():
+            GrantRecord.objects.db_manager(self.tables.using).filter(pk=grant_id).update(
                 condition_failures=F("condition_failures") + 1,
                 last_condition_error=clean_text(error)[:2000],
                 last_condition_error_at=at,
             )
 
-    def _take_grant_use(self, grant_id: int, *, agent_id: str, tool_name: str, at: datetime) -> bool:
+    def take_use(self, grant_id: int, *, agent_id: str, tool_name: str, at: datetime) -> bool:
         """One use of a live grant of this agent's tool, in the caller's transaction."""
-        rows = GrantRecord.objects.db_manager(self.using).filter(
+        rows = GrantRecord.objects.db_manager(self.tables.using).filter(
             pk=grant_id, agent_id=agent_id, tool_name=tool_name
         )
         return rows.live(at).update(uses=F("uses") + 1) == 1

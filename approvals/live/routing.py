@@ -1,6 +1,6 @@
 from django.urls import path
 
-from approvals.consumers import LiveConsumer
+from approvals.live.consumer import LiveConsumer
 
 #: Where pages open the live-updates socket (``base.html`` reads it through ``{% live_socket_path %}``).
 LIVE_PATH = "ws/live/"

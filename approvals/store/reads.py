@@ -18,8 +18,8 @@ from typing import Any, cast
 from django.db import connections, models
 
 from approvals.models import RunRecord
-from approvals.runstore.records import _JOINED_CALL_COLUMNS, _LEASE_COLUMNS, _RUN_COLUMNS, Row
 from approvals.server import prepared
+from approvals.store.records import _JOINED_CALL_COLUMNS, _LEASE_COLUMNS, _RUN_COLUMNS, Row
 
 #: Stand-ins for the values, found again among the compiled statement's parameters.
 _RUN_ID = "\x00run_id"

@@ -25,8 +25,7 @@ from agents_runtime.vocabulary import (
     failed_detail,
     waiting_detail,
 )
-from approvals import audit_channel
-from approvals.models.audit import RECORD_FIELDS, AuditEntry
+from approvals.models.audit import RECORD_FIELDS, AuditEntry, current_channel
 from approvals.models.batches import DECIDING_BATCH
 
 # -- what the record says ------------------------------------------------------------------------
@@ -125,7 +124,7 @@ def call_row_values(
         "edited_args": None,
         "outcome": outcome,
         "outcome_detail": detail,
-        "channel": audit_channel.current(),
+        "channel": current_channel(),
         "batch_id": None,
         "parked_at": run.suspended_at,
     }

@@ -1,5 +1,6 @@
-"""What the run store's steps share: its settings, reading one run (after lease reclaim), and
-giving back connections. ``DjangoRunStore`` (``store``) and its decisions (``decide``) build on it."""
+"""What the run store's parts share: its settings, its tables, reading one run (after lease reclaim),
+taking back runs whose claim ran out, and giving back connections. ``DjangoRunStore`` owns one
+``Tables`` and hands it to its parts (decisions, grants, deadlines)."""
 
 from __future__ import annotations
 
@@ -15,27 +16,27 @@ from django.db import connections, transaction
 from agents_runtime.vocabulary import INTERRUPTED_AFTER_START_DETAIL, INTERRUPTED_DETAIL, Outcome
 from approvals.models import AuditEntry, ParkedCallRecord, RunRecord
 from approvals.models.runs import ParkedCallRecordQuerySet, RunRecordQuerySet, RunStatus
-from approvals.runstore.reads import one_run_rows
-from approvals.runstore.records import (
+from approvals.store.reads import one_run_rows
+from approvals.store.records import (
     _CALL_COLUMNS,
     Row,
     _overturned,
     _utc,
 )
-from approvals.runstore.sql import _EXPIRED_SQL
-from approvals.server import threads
+from approvals.store.sql import _EXPIRED_SQL
 
 logger = logging.getLogger(__name__)
 
 _DEFAULT_LEASE_SECONDS = 300
 
 
-def _now() -> datetime:
+def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class StoreBase:
-    """The run store on the default database (or ``using``); safe to share between threads.
+class Tables:
+    """Where and how the run store keeps runs: on the default database (or ``using``); safe to share
+    between threads.
 
     ``lease`` defaults to ``settings.RUN_LEASE_SECONDS`` (300), read when first needed. Building a
     store never touches the database, so it may be built at import time.
@@ -47,7 +48,7 @@ class StoreBase:
         *,
         using: str = "default",
         listings_using: str | None = None,
-        clock: Callable[[], datetime] = _now,
+        clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self._lease = lease
         self.using = using
@@ -55,9 +56,6 @@ class StoreBase:
         self.listings_using = listings_using or using
         #: Where "now" comes from (lease expiry); tests move it instead of sleeping.
         self.clock = clock
-
-    def __repr__(self) -> str:
-        return f"DjangoRunStore(lease={self._lease!r}, using={self.using!r})"
 
     @property
     def lease(self) -> timedelta:
@@ -71,18 +69,14 @@ class StoreBase:
 
     # -- plumbing ---------------------------------------------------------------------------------
 
-    #: How the runtime calls this store from async code: on the thread that holds the caller's
-    #: database connection, so a request never needs a second one (see ``db_threads``).
-    run_sync = staticmethod(threads.run_sync)
-
-    def _runs(self) -> RunRecordQuerySet:
+    def runs(self) -> RunRecordQuerySet:
         return RunRecord.objects.using(self.using)
 
-    def _calls(self) -> ParkedCallRecordQuerySet:
+    def calls(self) -> ParkedCallRecordQuerySet:
         return ParkedCallRecord.objects.using(self.using)
 
     @contextmanager
-    def _connection_scope(self, using: str | None = None) -> Iterator[None]:
+    def connection_scope(self, using: str | None = None) -> Iterator[None]:
         """Give a server connection back after each call made outside a transaction.
 
         From purely async code the runtime's calls run on asgiref's shared thread (``run_sync``),
@@ -102,7 +96,7 @@ class StoreBase:
             elif connection.errors_occurred and not connection.is_usable():
                 connection.close()
 
-    def _one_run(
+    def one_run(
         self, run_id: str, *, agent_id: str | None = None, with_snapshot: bool, lock: bool = False
     ) -> tuple[Row, list[Row]] | None:
         """One run row (of ``agent_id``'s, if given) and its call rows, in one query (a LEFT JOIN; the
@@ -121,32 +115,30 @@ class StoreBase:
         ]
         return run, calls
 
-    def _current_run(
+    def current_run(
         self, run_id: str, *, agent_id: str | None = None, with_snapshot: bool, lock: bool = False
     ) -> tuple[Row, list[Row]] | None:
-        """``_one_run`` as of after lease reclaim: a run whose claim ran out comes back suspended.
+        """``one_run`` as of after lease reclaim: a run whose claim ran out comes back suspended.
 
         Only this run is checked (its row says when its lease ends), not every claimed run: a
         global sweep would cost a query on every decision. A sub-agent's run also changes when its
         supervisor is reclaimed, so for those the sweep runs after all.
         """
-        found = self._one_run(run_id, agent_id=agent_id, with_snapshot=with_snapshot, lock=lock)
+        found = self.one_run(run_id, agent_id=agent_id, with_snapshot=with_snapshot, lock=lock)
         if found is None:
             return None
         row = found[0]
         now = self.clock()
         expires = row["lease_expires_at"]
         if row["status"] == RunStatus.RUNNING and expires is not None and _utc(expires) < now:
-            self._reclaim(row["pk"], row["version"], now)
-        elif row["parent_run_id"] is None or not self._reclaim_expired():
+            self.reclaim(row["pk"], row["version"], now)
+        elif row["parent_run_id"] is None or not self.reclaim_expired():
             return found
-        return self._one_run(run_id, agent_id=agent_id, with_snapshot=with_snapshot, lock=lock)
-
-    # -- protocol ---------------------------------------------------------------------------------
+        return self.one_run(run_id, agent_id=agent_id, with_snapshot=with_snapshot, lock=lock)
 
     # -- lease reclaim ----------------------------------------------------------------------------
 
-    def _reclaim_expired(self) -> bool:
+    def reclaim_expired(self) -> bool:
         """Suspend again every claimed run whose lease ran out (an indexed probe; usually empty).
 
         True when it reclaimed any.
@@ -158,16 +150,16 @@ class StoreBase:
             cursor.execute(_EXPIRED_SQL, [connection.ops.adapt_datetimefield_value(now)])
             expired = cursor.fetchall()
         for pk, version in expired:
-            self._reclaim(pk, version, now)
+            self.reclaim(pk, version, now)
         return bool(expired)
 
-    def _reclaim(self, pk: int, version: int, now: datetime) -> None:
+    def reclaim(self, pk: int, version: int, now: datetime) -> None:
         with transaction.atomic(using=self.using):
-            held = self._runs().select_for_update().filter(pk=pk, version=version, lease_expires_at__lt=now)
+            held = self.runs().select_for_update().filter(pk=pk, version=version, lease_expires_at__lt=now)
             run = held.running().values("pk", "run_id", "version", "history").first()
             if run is None:  # renewed, finished or reclaimed by someone else meanwhile
                 return
-            started = self._park_again(run, suspend=True)
+            started = self.park_again(run, suspend=True)
             audit = AuditEntry.objects.using(self.using)
             if started:
                 audit.settle(
@@ -177,25 +169,25 @@ class StoreBase:
                     tool_call_ids=started,
                 )
             audit.settle(run["run_id"], Outcome.INTERRUPTED, INTERRUPTED_DETAIL)
-            inner_runs = self._runs().select_for_update().children_of(run["run_id"]).suspended()
+            inner_runs = self.runs().select_for_update().children_of(run["run_id"]).suspended()
             for inner in inner_runs.values("pk", "run_id", "version", "history"):
-                self._park_again(inner, suspend=False)
+                self.park_again(inner, suspend=False)
         logger.warning(
             "Run %s: its continuation lost the lease; its calls wait for a decision again", run["run_id"]
         )
 
-    def _park_again(self, run: Row, *, suspend: bool) -> list[str]:
+    def park_again(self, run: Row, *, suspend: bool) -> list[str]:
         """Move the run's decisions to its history and clear them (inside a transaction).
 
         Returns the decided calls whose tool had started (they keep their ``tool_started_at``).
         """
         decided = list(
-            self._calls().filter(run=run["pk"]).decided().order_by("position").values(*_CALL_COLUMNS)
+            self.calls().filter(run=run["pk"]).decided().order_by("position").values(*_CALL_COLUMNS)
         )
         if not decided and not suspend:
             return []
         history = run["history"] if isinstance(run["history"], list) else []
-        self._calls().filter(pk__in=[row["id"] for row in decided]).update(
+        self.calls().filter(pk__in=[row["id"] for row in decided]).update(
             action=None,
             actor=None,
             decided_at=None,
@@ -211,5 +203,5 @@ class StoreBase:
         }
         if suspend:
             changes.update(status=RunStatus.SUSPENDED, lease_expires_at=None)
-        self._runs().filter(pk=run["pk"], version=run["version"]).update(**changes)
+        self.runs().filter(pk=run["pk"], version=run["version"]).update(**changes)
         return [row["tool_call_id"] for row in decided if row["tool_started_at"] is not None]

@@ -22,9 +22,10 @@ from agents_runtime.store import (
 )
 from approvals.models import ParkedCallRecord
 from approvals.models.runs import RunStatus
-from approvals.runstore import audit as decision_records
-from approvals.runstore.grants import GrantSteps
-from approvals.runstore.records import (
+from approvals.server import prepared
+from approvals.store import audit as decision_records
+from approvals.store.grants import Grants
+from approvals.store.records import (
     _CALL_COLUMNS,
     CorruptRow,
     Row,
@@ -36,13 +37,13 @@ from approvals.runstore.records import (
     _utc,
     _votes_column,
 )
-from approvals.runstore.sql import (
+from approvals.store.sql import (
     _DECISION_COLUMN_ORDER,
     _OPTIMISTIC_ATTEMPTS,
     _decide_at_version_sql,
     _vote_at_version_sql,
 )
-from approvals.server import prepared
+from approvals.store.tables import Tables
 
 logger = logging.getLogger(__name__)
 
@@ -94,8 +95,12 @@ class _DecisionPlan:
         )
 
 
-class DecisionSteps(GrantSteps):
-    """``DjangoRunStore.decide`` and its steps (a mixin: it uses the store's queries)."""
+class Decisions:
+    """``RunStore.decide`` on the ORM: the part of ``DjangoRunStore`` that records decisions."""
+
+    def __init__(self, tables: Tables, grants: Grants) -> None:
+        self.tables = tables
+        self.grants = grants
 
     def decide(
         self,
@@ -105,14 +110,14 @@ class DecisionSteps(GrantSteps):
         rule: DecisionRule,
         claim_when_complete: bool = True,
     ) -> DecisionReceipt:
-        with self._connection_scope():
-            if connections[self.using].vendor != "postgresql":
+        with self.tables.connection_scope():
+            if connections[self.tables.using].vendor != "postgresql":
                 return self._decide_locked(agent_id, run_id, rule, claim_when_complete)
             # PostgreSQL: read, then one conditional statement, no transaction around them (two
             # round trips instead of five on every approval). Optimistic: when the run changed in
             # between (another call of it was decided), read it again and decide on what is current.
             for _ in range(_OPTIMISTIC_ATTEMPTS):
-                found = self._current_run(run_id, agent_id=agent_id, with_snapshot=True)
+                found = self.tables.current_run(run_id, agent_id=agent_id, with_snapshot=True)
                 plan = self._plan_decision(run_id, found, rule, claim_when_complete)
                 if plan.decision.grant_id is not None:
                     # A grant's use commits with the approval it gives, or not at all.
@@ -126,17 +131,17 @@ class DecisionSteps(GrantSteps):
         self, agent_id: str, run_id: str, rule: DecisionRule, claim_when_complete: bool
     ) -> DecisionReceipt:
         """The decision in one transaction holding the run row's lock (SQLite, and grants' uses)."""
-        with transaction.atomic(using=self.using):
-            found = self._current_run(run_id, agent_id=agent_id, with_snapshot=True, lock=True)
+        with transaction.atomic(using=self.tables.using):
+            found = self.tables.current_run(run_id, agent_id=agent_id, with_snapshot=True, lock=True)
             plan = self._plan_decision(run_id, found, rule, claim_when_complete)
             if not self._write_decision_locked(plan):
                 raise self._conflict(plan.run, plan.call_pk, plan.call.tool_call_id)
             grant_id = plan.decision.grant_id
-            if grant_id is not None and not self._take_grant_use(
+            if grant_id is not None and not self.grants.take_use(
                 grant_id, agent_id=agent_id, tool_name=plan.call.tool_name, at=plan.decision.decided_at
             ):
                 raise GrantUnavailable(grant_id)  # rolls the decision back with the transaction
-            return plan.receipt(decision_records.create_decision_row(self.using, plan.audit_values()))
+            return plan.receipt(decision_records.create_decision_row(self.tables.using, plan.audit_values()))
 
     def _plan_decision(
         self, run_id: str, found: tuple[Row, list[Row]] | None, rule: DecisionRule, claim_when_complete: bool
@@ -174,19 +179,19 @@ class DecisionSteps(GrantSteps):
             decision=decision,
             calls=calls,
             version=run.version + (2 if claim else 1),
-            lease_expires_at=self.clock() + self.lease if claim else None,
+            lease_expires_at=self.tables.clock() + self.tables.lease if claim else None,
             vote=vote,
         )
 
     def _write_decision_locked(self, plan: _DecisionPlan) -> bool:
         """Both writes, in the transaction that locked the run row."""
-        recorded = self._calls().filter(pk=plan.call_pk).undecided()
+        recorded = self.tables.calls().filter(pk=plan.call_pk).undecided()
         if recorded.update(**plan.call_columns()) != 1:
             return False
         changes: dict[str, Any] = {"version": plan.version}
         if plan.claimed:
             changes.update(status=RunStatus.RUNNING, lease_expires_at=plan.lease_expires_at)
-        runs = self._runs().filter(pk=plan.run_pk, version=plan.run.version).suspended()
+        runs = self.tables.runs().filter(pk=plan.run_pk, version=plan.run.version).suspended()
         return runs.update(**changes) == 1
 
     def _write_decision_at_version(self, plan: _DecisionPlan) -> int | None:
@@ -197,11 +202,11 @@ class DecisionSteps(GrantSteps):
         Every writer of a run's calls locks its run row first and moves its version, so a run
         still at that version has its calls as read: the call's update cannot miss.
         """
-        connection = connections[self.using]
+        connection = connections[self.tables.using]
         ops = connection.ops
         columns = plan.call_columns()
         names = _DECISION_COLUMN_ORDER if plan.vote is None else ("votes",)
-        with prepared.cursor(self.using) as cursor:
+        with prepared.cursor(self.tables.using) as cursor:
             cursor.execute(
                 _decide_at_version_sql() if plan.vote is None else _vote_at_version_sql(),
                 [
@@ -229,7 +234,7 @@ class DecisionSteps(GrantSteps):
         Read again in a statement of its own: on PostgreSQL the locking query's joined call rows
         may predate the decision that won (only the locked run row is re-read after the wait).
         """
-        row = self._calls().filter(pk=call_pk).values(*_CALL_COLUMNS).first()
+        row = self.tables.calls().filter(pk=call_pk).values(*_CALL_COLUMNS).first()
         try:
             call = None if row is None else _parked_call(row)
         except CorruptRow:
