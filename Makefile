@@ -20,6 +20,9 @@ HOST ?= 127.0.0.1
 DEBUG ?= true
 # Extra pytest arguments, e.g. `make test-fast ARGS="-k decline -x"`.
 ARGS ?=
+# Test processes running side by side (pytest-xdist); `make test WORKERS=0` runs every test in one.
+WORKERS ?= 3
+PARALLEL := $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadgroup)
 
 .PHONY: help install-run install-dev venv-check chromium api-client run test test-fast lint lock bench clean
 
@@ -27,6 +30,7 @@ help:
 	@echo "make run        set up .venv (the app only), migrate, seed the demo, serve on http://$(HOST):$(PORT)/"
 	@echo "                (HOST=0.0.0.0 to show it on the network, PORT=9000, DEBUG=false)"
 	@echo "make test       set up .venv with the development tools (and Chromium), lint, run every test"
+	@echo "                (in WORKERS=3 processes side by side; ARGS=\"tests/api -x\" for pytest)"
 	@echo "make test-fast  every test except the slow ones (multi-process, browser), no lint"
 	@echo "make lint       ruff check, ruff format --check, mypy, import-linter contracts"
 	@echo "make bench      run the benchmarks in bench/ (figures under bench/results/)"
@@ -101,7 +105,7 @@ run: install-run
 
 test: install-dev chromium api-client
 	@$(MAKE) --no-print-directory lint
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest $(PARALLEL) $(ARGS)
 
 # The official Mastra client the API test drives (tests/api/test_mastra_client.py), exactly as locked.
 # Node comes from the machine; without it the test is skipped with a warning (a failure in CI).
@@ -120,7 +124,7 @@ $(API_CLIENT_STAMP): $(API_CLIENT)/package.json $(API_CLIENT)/package-lock.json
 	@touch $@
 
 test-fast: install-dev
-	$(PY) -m pytest -m "not slow" $(ARGS)
+	$(PY) -m pytest $(PARALLEL) -m "not slow" $(ARGS)
 
 lint: install-dev
 	$(VENV)/bin/ruff check .

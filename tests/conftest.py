@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from tests import services
+from tests import services, templates, zygote
+from tests.browsers import launcher
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
@@ -50,6 +54,21 @@ def _nothing_collected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
     from django.test import override_settings
 
     with override_settings(STATIC_ROOT=tmp_path_factory.mktemp("static_root")):
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _quick_password_hashing() -> Iterator[None]:
+    """Passwords hashed in this process take 1,000 PBKDF2 rounds instead of 1,500,000 (tests/hashers.py)."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    production = "django.contrib.auth.hashers.PBKDF2PasswordHasher"
+    hashers = [
+        "tests.hashers.QuickPBKDF2PasswordHasher" if name == production else name
+        for name in settings.PASSWORD_HASHERS
+    ]
+    with override_settings(PASSWORD_HASHERS=hashers):
         yield
 
 
@@ -98,7 +117,87 @@ def _end_stray_postgres_sessions() -> None:
         )
 
 
+#: Redis databases tests name for themselves (tests/live/test_multi_instance.py, tests/deploy/
+#: test_production_way.py, tests/approvals/test_live_redis_shards.py): never a worker's.
+_REDIS_DATABASES_OF_TESTS = {11, 12, 13}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, each worker's channel layer gets a Redis database of its own.
+
+    Pages and events are grouped by agent and run: two workers sharing a database would see each
+    other's events. ``REDIS_URL`` is changed in this process's environment too, so the processes its
+    tests start (with ``os.environ``) use the same database as it does. pytest-django gives each worker
+    a test database of its own already (``test_..._gw0``, ...).
+    """
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    url = os.environ.get("REDIS_URL", "").strip()
+    if not worker or not url or "," in url or os.environ.get("REDIS_SENTINELS", "").strip():
+        return
+    parts = urlsplit(url)
+    if parts.scheme not in {"redis", "rediss"}:
+        return
+    given = int(parts.path.strip("/") or 0)
+    free = [n for n in range(16) if n not in _REDIS_DATABASES_OF_TESTS and n != given]
+    index = int(worker.removeprefix("gw"))
+    database = given if index == 0 else free[(index - 1) % len(free)]
+    os.environ["REDIS_URL"] = urlunsplit(parts._replace(path=f"/{database}"))
+
+    from channels.layers import channel_layers as built_layers
+    from django.conf import settings
+
+    from config.channel_layers import channel_layers
+
+    settings.REDIS_URL = os.environ["REDIS_URL"]
+    settings.CHANNEL_LAYERS = channel_layers(settings.REDIS_URL)
+    built_layers.backends.clear()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _helper_processes() -> Iterator[None]:
+    """At the end: the browser closed, the zygote stopped, the template databases dropped."""
+    yield
+    try:
+        launcher.close()
+    finally:
+        zygote.zygote.stop()
+        templates.drop_all()
+
+
+_NEXT_ITEM = pytest.StashKey[pytest.Item | None]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    item.stash[_NEXT_ITEM] = nextitem
+    return (yield)
+
+
+def _uses_browser(item: pytest.Item | None) -> bool:
+    return item is not None and "browser" in getattr(item, "fixturenames", ())
+
+
+@pytest.fixture
+def browser(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The process's Chromium (``tests/browsers.py``); the contexts a test opened are closed after it,
+    and the browser too unless the next test uses it (before the session's teardown: see there)."""
+    launched = launcher.get()
+    before = set(launched.contexts)
+    yield launched
+    for context in launched.contexts:
+        if context not in before:
+            context.close()
+    if not _uses_browser(request.node.stash.get(_NEXT_ITEM, None)):
+        launcher.close()
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Playwright's sync API keeps an event loop running in this thread: no asyncio test (or fixture),
+    # nor Django's teardown of the test databases, could run while the browser is up. Closed after the
+    # last of consecutive tests that use it (the fixture), in any case before a test without it.
+    if launcher.running and not _uses_browser(item):
+        launcher.close()
     # Checked at setup, not collection, so that a required-but-missing service fails the test itself.
     if item.get_closest_marker("postgres"):
         services.require_postgres()

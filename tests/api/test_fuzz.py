@@ -12,8 +12,6 @@ the waiting runs and the audit log as they were.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from hypothesis import strategies as st
 from schemathesis.core import NotSet
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
+from tests import templates
 from tests.e2e.conftest import ROOT, _start_daphne, _stop
 
 pytestmark = pytest.mark.slow
@@ -66,13 +65,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "PYTHONPATH": str(ROOT),
     }
-    manage = [sys.executable, "manage.py"]
-    subprocess.run([*manage, "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True, timeout=120)
-    made = subprocess.run(
-        [*manage, "shell", "--command", _SETUP], cwd=ROOT, env=env, check=True, timeout=120,
-        capture_output=True, text=True,
-    )  # fmt: skip
-    run_id, token = made.stdout.strip().splitlines()[-1].split()
+    # `manage.py migrate` (a copy of what it made once: tests/templates.py), then the set-up's shell.
+    templates.migrated(env["DATABASE_URL"], env)
+    made = templates.run(env, "shell", "--command", _SETUP, timeout=120)
+    run_id, token = made.strip().splitlines()[-1].split()
     process, port = _start_daphne(env, tmp / "daphne.log")
     try:
         yield f"http://127.0.0.1:{port}", run_id, token

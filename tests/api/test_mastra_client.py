@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests import templates
 from tests.api.golden_compare import differences, normalise
 from tests.e2e.conftest import ROOT, _start_daphne, _stop
 
@@ -143,20 +144,9 @@ def countersign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int,
         "PYTHONPATH": str(ROOT),
         "PYTHONUNBUFFERED": "1",
     }
-    manage = [str(Path(os.sys.executable)), "manage.py"]
-    subprocess.run(
-        [*manage, "migrate", "--noinput", "--verbosity", "0"], cwd=ROOT, env=env, check=True, timeout=120
-    )
-    made = subprocess.run(
-        [*manage, "shell", "--command", _SETUP],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        timeout=120,
-        capture_output=True,
-        text=True,
-    )
-    token = made.stdout.strip().splitlines()[-1]
+    # `manage.py migrate` (a copy of what it made once: tests/templates.py), then the set-up's shell.
+    templates.migrated(env["DATABASE_URL"], env)
+    token = templates.run(env, "shell", "--command", _SETUP, timeout=120).strip().splitlines()[-1]
     process, port = _start_daphne(env, log)
     try:
         yield port, token, tmp

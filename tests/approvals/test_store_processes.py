@@ -24,7 +24,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from tests import services
+from tests import services, templates
+from tests.zygote import ForkedProcess, zygote
 
 ROOT = Path(__file__).resolve().parents[2]
 LOSING_OUTCOMES = {"RunAlreadyDecided", "ToolCallNotSuspended", "RunNotFound"}
@@ -52,8 +53,9 @@ class ProcEnv:
             **extra,
         }
 
-    def spawn(self, *args: str, **extra_env: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
+    def spawn(self, *args: str, **extra_env: str) -> subprocess.Popen[str] | ForkedProcess:
+        """``python -m tests.approvals.proc_agents ARGS``, in a process forked from the zygote."""
+        return zygote.popen(
             [sys.executable, "-m", "tests.approvals.proc_agents", *args],
             cwd=ROOT,
             env=self.env(**extra_env),
@@ -85,7 +87,7 @@ class ProcEnv:
         return None if row is None else str(row[0])
 
 
-def output_of(process: subprocess.Popen[str], timeout: float = 120) -> dict[str, Any]:
+def output_of(process: subprocess.Popen[str] | ForkedProcess, timeout: float = 120) -> dict[str, Any]:
     stdout, stderr = process.communicate(timeout=timeout)
     assert process.returncode == 0, f"child failed ({process.returncode}):\n{stderr}"
     result: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
@@ -101,13 +103,9 @@ def wait_until(condition: Callable[[], bool], *, timeout: float, what: str) -> N
 
 
 def migrate(database_url: str) -> None:
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--verbosity", "0"],
-        cwd=ROOT,
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "DATABASE_URL": database_url},
-        check=True,
-        timeout=300,
-    )
+    """What ``manage.py migrate`` makes of the new database: a copy of a database it made once."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "DATABASE_URL": database_url}
+    templates.migrated(database_url, env)
 
 
 @pytest.fixture

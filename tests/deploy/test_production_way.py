@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 from django_tasks_db.models import DBTaskResult
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from approvals.tasks import continue_run
 from tests import services
@@ -30,7 +30,14 @@ from tests.card_rows import expanded
 from tests.deploy.proxy import ReverseProxy, Upstream, self_signed_certificate
 from tests.live import server
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis, pytest.mark.e2e]
+# Its tests share Redis database REDIS_DB: one pytest-xdist worker runs them, one after the other.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.postgres,
+    pytest.mark.redis,
+    pytest.mark.e2e,
+    pytest.mark.xdist_group("redis-db-12"),
+]
 
 WAIT = 20_000
 WORKER_ID = "production-way-worker"
@@ -114,16 +121,6 @@ def deployment(artifacts_dir: Path, tmp_path: Path) -> Iterator[Deployment]:
                 yield Deployment(proxy, env, database_url, a, b)
         finally:
             proxy.stop()
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=services.require_chromium(), args=services.CHROMIUM_ARGS
-        )
-        yield chromium
-        chromium.close()
 
 
 def _watched(page: Page, problems: list[str]) -> Page:

@@ -1,10 +1,12 @@
 """The browser tests' world: the app under Daphne in a subprocess, Debian's Chromium, logged-in pages.
 
-One server per session (pytest-django's ``live_server`` has no websockets): a fresh SQLite file in
-the session's temp dir, ``migrate``, ``demo_setup`` (the login ``reviewer`` in Admins and the demo
+One server per session (per pytest-xdist worker; pytest-django's ``live_server`` has no websockets):
+a fresh SQLite file in the session's temp dir, migrated (a copy of a database ``manage.py migrate``
+made once: ``tests/templates.py``), ``demo_setup`` (the login ``reviewer`` in Admins and the demo
 runs), a second reviewer in Reviewers, then Daphne on a free port with ``DEBUG`` on so that it serves
-the static files. Tests start the runs they decide with ``manage.py run_agent`` on threads of their
-own, so they depend neither on each other nor on their order.
+the static files. Tests start the runs they decide with ``manage.py run_agent`` (each in a process of
+its own: ``tests/zygote.py``) on threads of their own, so they depend neither on each other nor on
+their order. The browser is the process's one Chromium (``tests/browsers.py``).
 
 Every page a test opens is watched: a console error, an uncaught exception or a Content-Security-
 Policy violation fails the test (at teardown). When a test fails, a screenshot of each of its pages
@@ -30,13 +32,16 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Error, Page, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Error, Page
 
-from tests import services
+from tests import services, templates, zygote
+from tests.browsers import launcher
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_ARTIFACTS = ROOT / "test-artifacts" / "e2e-server"
-DAPHNE = Path(sys.executable).with_name("daphne")
+DAPHNE = [sys.executable, "-m", "daphne"]
+#: A server process: forked from the zygote (tests/zygote.py).
+Child = subprocess.Popen[bytes] | zygote.ForkedProcess
 SERVER_START_TIMEOUT = 30.0
 #: Playwright's wait for any element or navigation; a decision with the scripted model takes < 1 s.
 TIMEOUT_MS = 10_000
@@ -94,15 +99,9 @@ class Server:
         return self.base_url + path
 
     def manage(self, *args: str, timeout: float = 120) -> str:
-        """Run ``manage.py`` against the server's database; its stdout (fails the test on an error)."""
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=ROOT,
-            env=dict(self.env),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        """Run ``manage.py`` against the server's database in a process of its own (``tests/zygote.py``);
+        its stdout (fails the test on an error)."""
+        done = zygote.manage(list(args), self.env, timeout=timeout)
         if done.returncode != 0:
             pytest.fail(
                 f"manage.py {' '.join(args)} exited with {done.returncode}:\n{done.stdout}\n{done.stderr}",
@@ -137,7 +136,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def _stop(process: Child) -> None:
     if process.poll() is None:
         process.terminate()
         try:
@@ -147,7 +146,7 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             process.wait(timeout=10)
 
 
-def _wait_until_serving(process: subprocess.Popen[bytes], port: int, log: Path) -> bool:
+def _wait_until_serving(process: Child, port: int, log: Path) -> bool:
     """True once this Daphne says it listens on ``port`` and answers there; False if it exited."""
     deadline = time.monotonic() + SERVER_START_TIMEOUT
     listening = f"Listening on TCP address 127.0.0.1:{port}"
@@ -167,14 +166,24 @@ def _wait_until_serving(process: subprocess.Popen[bytes], port: int, log: Path) 
     return False
 
 
-def _start_daphne(env: Mapping[str, str], log: Path) -> tuple[subprocess.Popen[bytes], int]:
+def _start_daphne(env: Mapping[str, str], log: Path) -> tuple[Child, int]:
     for _ in range(3):
         port = _free_port()
         with log.open("ab") as output:
-            process = subprocess.Popen(
-                [str(DAPHNE), "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
+            # `daphne ...` in a process forked from the zygote (tests/zygote.py): `python -m daphne ...`.
+            process = zygote.zygote.popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "daphne",
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    str(port),
+                    "config.asgi:application",
+                ],
                 cwd=ROOT,
-                env=dict(env),
+                env=env,
                 stdout=output,
                 stderr=subprocess.STDOUT,
             )
@@ -204,8 +213,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "PYTHONUNBUFFERED": "1",
     }
     unstarted = Server(base_url="", env=env, log=log)
-    unstarted.manage("migrate", "--noinput", "--verbosity", "0")
-    process: subprocess.Popen[bytes] | None = None
+    templates.migrated(env["DATABASE_URL"], env)  # a copy of what `manage.py migrate` made once
+    process: Child | None = None
     try:
         with ThreadPoolExecutor(max_workers=2) as pool:
             # Seeding and the second login go on while Daphne starts (each is its own process).
@@ -220,19 +229,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             _stop(process)
         if log.exists():
             SERVER_ARTIFACTS.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(log, SERVER_ARTIFACTS / "daphne.log")
-
-
-# Module scope, not session: Playwright's sync API allows one instance at a time in a thread, and other
-# browser suites (tests/live) start their own.
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=services.require_chromium(), args=services.CHROMIUM_ARGS, headless=True
-        )
-        yield chromium
-        chromium.close()
+            # One server per pytest-xdist worker: one log each.
+            worker = os.environ.get("PYTEST_XDIST_WORKER")
+            shutil.copyfile(log, SERVER_ARTIFACTS / (f"daphne-{worker}.log" if worker else "daphne.log"))
 
 
 def screenshot(page: Page, path: Path) -> None:
@@ -253,13 +252,13 @@ def log_in(page: Page, login: Login) -> None:
 
 
 @pytest.fixture(scope="module")
-def login_states(browser: Browser, server: Server) -> Callable[[Login], dict[str, Any]]:
+def login_states(server: Server) -> Callable[[Login], dict[str, Any]]:
     """Each user's cookies after one real login, so that tests start logged in without paying for it."""
     states: dict[Login, dict[str, Any]] = {}
 
     def state_for(login: Login) -> dict[str, Any]:
         if login not in states:
-            context = browser.new_context(base_url=server.base_url)
+            context = launcher.get().new_context(base_url=server.base_url)
             try:
                 page = context.new_page()
                 page.goto("/accounts/login/")

@@ -1,25 +1,9 @@
-"""Fixtures for the live-update tests that run real processes: a browser, and helpers to log in."""
+"""Helpers for the live-update tests that run real processes: logging in (the ``browser`` fixture is
+the suite's, in ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
-
-from tests import services
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """Debian's Chromium driven by Playwright (never Playwright's own download)."""
-    from playwright.sync_api import sync_playwright
-
-    executable = services.require_chromium()
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=executable, args=services.CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 def log_in(browser: Any, base_url: str, username: str, password: str, *, next_path: str = "/") -> Any:

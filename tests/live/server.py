@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import urlsplit, urlunsplit
 
+from tests import templates
+from tests.zygote import ForkedProcess, zygote
+
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 MANAGE = str(ROOT / "manage.py")
@@ -56,20 +59,13 @@ def env_for(
 
 
 def manage(env: dict[str, str], *args: str, timeout: float = 120) -> str:
-    """Run ``manage.py ARGS`` to completion; its stdout (raises with the output when it fails)."""
-    done = subprocess.run(
-        [PYTHON, MANAGE, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
-    )
-    if done.returncode != 0:
-        raise AssertionError(
-            f"manage.py {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
-        )
-    return done.stdout
+    """Run ``manage.py ARGS`` to completion in a process of its own (``tests/zygote.py``); its stdout
+    (raises with the output when it fails)."""
+    return templates.run(env, *args, timeout=timeout)
 
 
-def prepare_database(env: dict[str, str]) -> None:
-    """Migrate, create the demo login and a second reviewer (no demo runs: tests start their own)."""
-    manage(env, "migrate", "--noinput", timeout=300)
+def _prepare(env: dict[str, str]) -> None:
+    templates.migrated(env["DATABASE_URL"], env)
     manage(env, "demo_setup", "--no-seed")
     manage(
         env,
@@ -79,6 +75,15 @@ def prepare_database(env: dict[str, str]) -> None:
         f"user = User.objects.create_user({OTHER_USERNAME!r}, password={OTHER_PASSWORD!r})\n"
         "user.groups.add(Group.objects.get(name='Reviewers'))",
     )
+
+
+def prepare_database(env: dict[str, str]) -> None:
+    """Migrate, create the demo login and a second reviewer (no demo runs: tests start their own).
+
+    The database (new and empty: a SQLite file not there yet, or ``postgres_database()``'s) becomes a
+    copy of a template this process prepared the same way once (``tests/templates.py``).
+    """
+    templates.clone(env["DATABASE_URL"], env, "live-prepared", _prepare)
 
 
 def start_run(env: dict[str, str], agent_id: str, prompt: str, *, thread: str | None = None) -> str:
@@ -98,22 +103,30 @@ def free_port() -> int:
 
 @dataclass
 class Process:
-    """A long-running child (Daphne or a worker) whose output goes to a log file."""
+    """A long-running child (Daphne or a worker) whose output goes to a log file.
+
+    ``forked``: started by the zygote (``tests/zygote.py``) when its command is this Python running a
+    script or a module (a process of its own all the same); else, and by default, by ``subprocess``.
+    """
 
     name: str
     command: list[str]
     env: dict[str, str]
     log_path: Path
-    popen: subprocess.Popen[bytes] | None = None
+    popen: subprocess.Popen[bytes] | ForkedProcess | None = None
     _log: IO[bytes] | None = field(default=None, repr=False)
+    forked: bool = False
 
     def start(self) -> None:
         self._log = self.log_path.open("ab")
         self._log.write(f"\n=== start {' '.join(self.command)}\n".encode())
         self._log.flush()
-        self.popen = subprocess.Popen(
-            self.command, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT
-        )
+        if self.forked:
+            self.popen = zygote.popen(self.command, env=self.env, stdout=self._log, stderr=subprocess.STDOUT)
+        else:
+            self.popen = subprocess.Popen(
+                self.command, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT
+            )
 
     @property
     def running(self) -> bool:
@@ -169,6 +182,7 @@ class Daphne(Process):
             ],
             env=env,
             log_path=log_path,
+            forked=True,
         )
 
     @property
@@ -208,6 +222,7 @@ def db_worker(env: dict[str, str], log_path: Path, worker_id: str) -> Process:
         ],
         env=env,
         log_path=log_path,
+        forked=True,
     )
 
 

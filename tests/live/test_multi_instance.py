@@ -25,7 +25,14 @@ from tests.card_rows import expanded
 from tests.live import server
 from tests.live.conftest import log_in
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis, pytest.mark.e2e]
+# Its tests share Redis database REDIS_DB: one pytest-xdist worker runs them, one after the other.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.postgres,
+    pytest.mark.redis,
+    pytest.mark.e2e,
+    pytest.mark.xdist_group("redis-db-11"),
+]
 
 WAIT = 20_000
 WORKER_ID = "live-test-worker"
