@@ -33,7 +33,7 @@ from django.conf import settings
 from django.contrib.auth import backends, get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q
+from django.db.models import CharField, Value
 from django.utils import timezone
 
 from agents_runtime import Agent, RunNotFound
@@ -62,7 +62,31 @@ def agent_group_name(agent_id: str) -> str:
 def _groups(user: Any) -> frozenset[str]:
     if not getattr(user, "is_authenticated", False) or not user.is_active:
         return frozenset()
-    return frozenset(user.groups.values_list("name", flat=True))
+    return _read_rights(user)[0]
+
+
+def _read_rights(user: Any) -> tuple[frozenset[str], set[str]]:
+    """The user's group names and permissions ("app_label.codename"), read together in one query
+    and kept on the user object for the request (as Django keeps ``_perm_cache``)."""
+    if not hasattr(user, "_countersign_groups"):
+        in_groups = Group.objects.filter(user=user).values_list(
+            "name", "permissions__content_type__app_label", "permissions__codename"
+        )
+        own = Permission.objects.filter(user=user).values_list(
+            Value(None, output_field=CharField()), "content_type__app_label", "codename"
+        )
+        groups: set[str] = set()
+        permissions: set[str] = set()
+        for group, app_label, codename in in_groups.order_by().union(own.order_by(), all=True):
+            if group is not None:
+                groups.add(group)
+            if codename is not None:
+                permissions.add(f"{app_label}.{codename}")
+        user._countersign_groups = frozenset(groups)
+        if not hasattr(user, "_perm_cache") and not user.is_superuser:
+            user._perm_cache = permissions
+    groups_held: frozenset[str] = user._countersign_groups
+    return groups_held, user._perm_cache if hasattr(user, "_perm_cache") else set()
 
 
 def visible_agent_ids(user: Any, groups: frozenset[str] | None = None) -> list[str]:
@@ -384,8 +408,9 @@ class DeskPolicy:
 # -- the sign-in backend: Django's ModelBackend, a user's permissions read in one query -------------
 #
 # Every page and API request resolves the user's rights (``Access.of``: may they decide, may they
-# audit). Django reads a user's own permissions and their groups' permissions in two queries; this
-# reads both in one (cached on the user object for the request, as Django does).
+# audit) and their groups (which agents they see). Django reads a user's own permissions and their
+# groups' permissions in two queries, and the groups in a third; this reads all three in one
+# (``_read_rights``, cached on the user object for the request, as Django does).
 
 
 class ModelBackend(backends.ModelBackend):
@@ -393,13 +418,11 @@ class ModelBackend(backends.ModelBackend):
         if not user_obj.is_active or user_obj.is_anonymous or obj is not None:
             return set()
         if not hasattr(user_obj, "_perm_cache"):
-            held = Permission.objects.all()
-            if not user_obj.is_superuser:
-                held = held.filter(Q(user=user_obj) | Q(group__user=user_obj))
-            user_obj._perm_cache = {
-                f"{app_label}.{codename}"
-                for app_label, codename in held.values_list("content_type__app_label", "codename").order_by()
-            }
+            if user_obj.is_superuser:
+                held = Permission.objects.values_list("content_type__app_label", "codename").order_by()
+                user_obj._perm_cache = {f"{app_label}.{codename}" for app_label, codename in held}
+            else:
+                _read_rights(user_obj)
         cached: set[str] = user_obj._perm_cache
         return cached
 

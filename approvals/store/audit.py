@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from agents_runtime.store import Decision, ParkedCall, RunEnding, StoredRun, Vote
@@ -131,38 +132,36 @@ def call_row_values(
 
 
 def create_decision_row(using: str, values: dict[str, Any]) -> int:
-    """The ORM write, for the store's locking transaction (SQLite); the row's id."""
-    user = get_user_model()
-    username = values["username"]
-    user_id = (
-        user._default_manager.db_manager(using)
-        .filter(**{user.USERNAME_FIELD: username})
-        .values_list("pk", flat=True)
-        .first()
-        if username
-        else None
-    )
-    (row,) = AuditEntry.objects.db_manager(using).bulk_create([AuditEntry(**{**values, "user_id": user_id})])
-    return int(row.pk)
+    """The write for the store's locking transaction (SQLite); the row's id.
+
+    One statement: the decider's user id is looked up inside the insert, as on PostgreSQL.
+    """
+    connection = connections[using]
+    with connection.cursor() as cursor:
+        cursor.execute(insert_sql(None), insert_params(values, connection))
+        (row_id,) = cursor.fetchone()
+    return int(row_id)
 
 
-def insert_sql(source: str) -> str:
-    """PostgreSQL: a CTE body inserting the decision row once per row of ``source``.
+def insert_sql(source: str | None) -> str:
+    """A statement inserting the decision row (once per row of ``source``, a CTE's name, on
+    PostgreSQL; once when None) and returning its id.
 
     Its parameters are ``insert_params``; the user is looked up in the same statement.
     """
     user = get_user_model()
     username_column = user._meta.get_field(user.USERNAME_FIELD).column  # type: ignore[union-attr]
     pk_column = user._meta.pk.column
-    placeholders = [
+    placeholders = ", ".join(
         f"(SELECT {pk_column} FROM {user._meta.db_table} WHERE {username_column} = %s)"
         if name == "user_id"
         else "%s"
         for name in COLUMNS
-    ]
+    )
+    rows = f"VALUES ({placeholders})" if source is None else f"SELECT {placeholders} FROM {source}"
     return (
         f"INSERT INTO {AuditEntry._meta.db_table} ({', '.join(_column(n) for n in COLUMNS)})"
-        f" SELECT {', '.join(placeholders)} FROM {source} RETURNING id"
+        f" {rows} RETURNING id"
     )
 
 
@@ -173,7 +172,7 @@ def insert_params(values: dict[str, Any], connection: BaseDatabaseWrapper) -> li
             params.append(values["username"])
             continue
         field = AuditEntry._meta.get_field(name)
-        params.append(field.get_db_prep_save(values[name], connection))  # type: ignore[union-attr]
+        params.append(field.get_db_prep_save(values.get(name), connection))  # type: ignore[union-attr]
     return params
 
 

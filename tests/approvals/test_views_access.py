@@ -192,9 +192,9 @@ def test_a_decision_resolves_the_users_agents_and_rights_once(
         )
 
     assert response.status_code == 200 and agents.executed["refund"].count == 1
-    # The user's groups (which agents they see) and their group permissions: one query each.
+    # The user's groups (which agents they see) and their permissions: read together, once.
     group_reads = [q["sql"] for q in queries.captured_queries if '"auth_user_groups"' in q["sql"]]
-    assert len(group_reads) == 2, group_reads
+    assert len(group_reads) == 1, group_reads
 
 
 @pytest.mark.django_db
