@@ -123,3 +123,11 @@ def test_one_dashboard_approve_sends_at_most_a_few_statements(
     assert len(statements) <= MOST_STATEMENTS, (
         f"{len(statements)} statements on {connection.vendor}:\n" + "\n".join(statements.sql)
     )
+
+
+def test_the_architecture_document_prints_the_walk_on_record() -> None:
+    document = (ROOT / "docs" / "architecture.md").read_text()
+    walk = EXPECTED.read_text()
+    assert "```\n" + walk in document, (
+        "docs/architecture.md shows another walk than tests/decision_path.txt: copy the list there"
+    )
