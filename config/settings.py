@@ -179,6 +179,8 @@ CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", "")
 LIVE_TRUSTED_ORIGINS = _env_list("LIVE_TRUSTED_ORIGINS", "") or CSRF_TRUSTED_ORIGINS
 # How many runs one page's socket may watch at once.
 LIVE_MAX_RUN_SUBSCRIPTIONS = int(_env("LIVE_MAX_RUN_SUBSCRIPTIONS", "50"))
+# How many frames one page's socket may send in a minute; past it the socket is closed with 1008.
+LIVE_MAX_FRAMES_PER_MINUTE = int(_env("LIVE_MAX_FRAMES_PER_MINUTE", "240"))
 
 # How often each server process re-reads the sessions of its open live sockets, all at once
 # (approvals/live/sessions.py: a session, a user and a groups query per period, however many sockets):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
+from collections import deque
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -17,14 +19,18 @@ from approvals.live.sessions import session_watch
 from approvals.policy import visible_agent_ids
 
 UNAUTHENTICATED = 4401
-#: Closes a socket that keeps sending frames the server cannot use (RFC 6455 "policy violation").
+#: Closes a socket that abuses the server (RFC 6455 "policy violation", not 1011 "server error"): it
+#: keeps sending frames the server cannot use, or sends more than a page ever does.
 POLICY_VIOLATION = 1008
 #: Frames are small JSON objects; anything larger is refused unread.
 MAX_FRAME_CHARS = 4096
-#: How many unusable frames a socket may send before it is closed.
+#: How many unusable frames (or asks for unknown runs) a socket may send in a minute.
 MAX_BAD_FRAMES = 20
 #: How many runs one page may watch at once (``settings.LIVE_MAX_RUN_SUBSCRIPTIONS``).
 DEFAULT_MAX_RUN_SUBSCRIPTIONS = 50
+#: How many frames one socket may send in a minute (``settings.LIVE_MAX_FRAMES_PER_MINUTE``): a page
+#: sends one or two each time a card opens, so a socket over it is not a page.
+DEFAULT_MAX_FRAMES_PER_MINUTE = 240
 
 
 def _usable_run_id(value: Any) -> bool:
@@ -36,6 +42,22 @@ def _usable_run_id(value: Any) -> bool:
     except UnicodeEncodeError:  # a lone surrogate
         return False
     return True
+
+
+class _Minute:
+    """Counts what happened in the last minute, against a limit."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.times: deque[float] = deque()
+
+    def over(self) -> bool:
+        """One more now: whether that makes more than the limit within a minute."""
+        at = time.monotonic()
+        while self.times and self.times[0] <= at - 60:
+            self.times.popleft()
+        self.times.append(at)
+        return len(self.times) > self.limit
 
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
@@ -60,7 +82,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     user_pk: Any = None
     accepted = False
     signed_out = False
-    bad_frames = 0
+    #: The frames of the last minute, and the unusable ones among them.
+    frames: _Minute
+    bad_frames: _Minute
     #: Presence: the runs whose card this page shows (with their agents), and who else has each open
     #: (other sockets' keys -> usernames).
     present: dict[str, str]
@@ -71,6 +95,8 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def connect(self) -> None:
         self.agent_ids, self.joined, self.runs = [], [], {}
         self.present, self.others = {}, {}
+        limit = int(getattr(settings, "LIVE_MAX_FRAMES_PER_MINUTE", DEFAULT_MAX_FRAMES_PER_MINUTE))
+        self.frames, self.bad_frames = _Minute(limit), _Minute(MAX_BAD_FRAMES)
         self.member_key = uuid.uuid4().hex
         user = self.scope.get("user")
         session = self.scope.get("session")
@@ -159,6 +185,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
     ) -> None:
+        if self.frames.over():
+            await self.close(code=POLICY_VIOLATION)
+            return
         # A frame that is not JSON (or not text, or too large or deep to read) gets the same error
         # answer as a wrong message, rather than ending the consumer.
         content: Any = None
@@ -170,8 +199,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         await self.receive_json(content)
 
     async def _refuse(self, answer: dict[str, Any]) -> None:
-        self.bad_frames += 1
-        if self.bad_frames > MAX_BAD_FRAMES:
+        if self.bad_frames.over():
             await self.close(code=POLICY_VIOLATION)
             return
         await self.send_json({"type": "error", **answer})
@@ -197,8 +225,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await self._join(run_group(run_id))
             await self.send_json({"type": "subscribed", "run_id": run_id})
         else:
-            # Same answer for a foreign run and an unknown one: nothing about other agents leaks.
-            await self.send_json({"type": "error", "error": "unknown run", "run_id": run_id})
+            # Same answer for a foreign run and an unknown one: nothing about other agents leaks. It
+            # counts as an unusable frame: asking for run ids at random is probing, not a page.
+            await self._refuse({"error": "unknown run", "run_id": run_id})
 
     def _agent_of(self, run_id: str) -> str | None:
         """The agent of ``run_id`` when this user may see it, else ``None``."""
@@ -228,7 +257,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         agent_id = await database_sync_to_async(self._waiting_agent_of)(run_id)
         if agent_id is None:
             # Same answer for a foreign run and an unknown one, as for subscribe_run.
-            await self.send_json({"type": "error", "error": "unknown run", "run_id": run_id})
+            await self._refuse({"error": "unknown run", "run_id": run_id})
             return
         self.present[run_id] = agent_id
         self.others[run_id] = {}

@@ -265,6 +265,39 @@ async def test_a_socket_that_keeps_sending_garbage_is_closed_with_a_policy_code(
     await communicator.disconnect()  # what the server does after a close: the consumer leaves its groups
 
 
+async def test_a_socket_that_sends_more_than_a_page_does_is_closed_with_a_policy_code(
+    agents: DashboardAgents, reviewer: User, settings: Any
+) -> None:
+    settings.LIVE_MAX_FRAMES_PER_MINUTE = 5
+    result = await agents.agent("helpdesk").generate("refund under a flood")
+    communicator, connected, _ = await _connect(reviewer)
+    assert connected
+    await _next(communicator, "hello")
+    for _ in range(5):  # well-formed frames, each answered
+        await communicator.send_json_to({"subscribe_run": result.run_id})
+        await _next(communicator, "subscribed")
+    await communicator.send_json_to({"subscribe_run": result.run_id})
+    closed = await communicator.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": 1008}
+    await communicator.disconnect()
+
+
+@pytest.mark.parametrize("ask", ["subscribe_run", "presence"])
+async def test_a_socket_probing_for_run_ids_is_closed_with_a_policy_code(
+    agents: DashboardAgents, reviewer: User, ask: str
+) -> None:
+    communicator, connected, _ = await _connect(reviewer)
+    assert connected
+    await _next(communicator, "hello")
+    for n in range(20):
+        await communicator.send_json_to({ask: f"guessed-run-{n}"})
+        assert (await _next(communicator, "error"))["error"] == "unknown run"
+    await communicator.send_json_to({ask: "guessed-run-20"})
+    closed = await communicator.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": 1008}
+    await communicator.disconnect()
+
+
 async def test_a_page_may_watch_only_so_many_runs(
     agents: DashboardAgents, reviewer: User, settings: Any
 ) -> None:
