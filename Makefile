@@ -24,7 +24,7 @@ ARGS ?=
 WORKERS ?= 3
 PARALLEL := $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadgroup)
 
-.PHONY: help install-run install-dev venv-check chromium api-client run test test-fast lint lock bench clean
+.PHONY: help install-run install-dev venv-check chromium api-client run-settings run test test-fast lint lock bench clean
 
 help:
 	@echo "make run        set up .venv (the app only), migrate, seed the demo, serve on http://$(HOST):$(PORT)/"
@@ -91,7 +91,18 @@ chromium:
 # to reach HOST (scripts/run-hosts), unless it is set. With DEBUG off the server serves only collected
 # static files, so they are collected first; and since this server speaks plain HTTP, cookies are not
 # marked HTTPS-only (browsers would drop them, and logins with them, anywhere but on localhost).
-run: install-run
+# With DEBUG off the app refuses the repository's public SECRET_KEY (approvals/checks.py): say so before
+# anything is installed or migrated.
+run-settings:
+	@case "$$(echo '$(DEBUG)' | tr A-Z a-z)" in 1|true|yes|on) ;; \
+		*) case "$${SECRET_KEY:-django-insecure-}" in django-insecure-*) \
+			echo "DEBUG is off: set SECRET_KEY to a long random value first, e.g."; \
+			echo "  SECRET_KEY=\"\$$(python3 -c 'import secrets; print(secrets.token_urlsafe(50))')\" make run DEBUG=false"; \
+			echo "(the default key is public; the server refuses to start with it unless DEBUG=true)"; \
+			exit 1;; esac;; \
+	esac
+
+run: run-settings install-run
 	$(PY) manage.py migrate --noinput
 	@case "$$(echo '$(DEBUG)' | tr A-Z a-z)" in 1|true|yes|on) ;; \
 		*) echo "DEBUG is off: collecting static files"; $(PY) manage.py collectstatic --noinput -v 0 || exit 1;; \

@@ -37,8 +37,10 @@ class ApprovalsConfig(AppConfig):
         from django.core.signals import got_request_exception, request_finished
         from django.db.models.signals import post_migrate
 
-        from approvals import agents, live, policy, tasks
+        from approvals import agents, checks, live, policy, tasks
         from approvals.server import pool
+
+        checks.register_checks()
 
         compose(agents.load(settings.AGENTS_RUNTIME))
         # With TASKS_BACKEND=database the worker process expires calls past their deadline.

@@ -14,10 +14,14 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from approvals import tasks  # noqa: E402
+from approvals.checks import refuse_public_secret_key  # noqa: E402
 from approvals.live.origins import SameOriginValidator  # noqa: E402
 from approvals.live.routing import websocket_urlpatterns  # noqa: E402
 from approvals.server.static_files import StaticFiles  # noqa: E402
 from approvals.server.threads import RequestThreads  # noqa: E402
+
+# Never serve with DEBUG off and the repository's public SECRET_KEY.
+refuse_public_secret_key()
 
 # Parked calls past their deadline expire from this process once it serves, unless a task worker
 # expires them (approvals/tasks.py).

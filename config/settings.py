@@ -35,7 +35,8 @@ def _env_list(name: str, default: str) -> list[str]:
 
 # --- Core -------------------------------------------------------------------------------------------
 
-# The default is for local development only; set SECRET_KEY anywhere else.
+# The default is public, for local development only: with DEBUG off the servers refuse to start with
+# it and `check --deploy` fails on it (approvals/checks.py). Set SECRET_KEY anywhere else.
 SECRET_KEY = _env("SECRET_KEY", "django-insecure-countersign-dev-only-change-me")
 # Off unless asked for: the debug page shows settings (DATABASE_URL among them). `make run` turns it on.
 DEBUG = _env_bool("DEBUG", default=False)

@@ -16,6 +16,21 @@ from tests.browsers import launcher
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
 
+def _own_secret_key() -> None:
+    """Tests run with DEBUG off, as production does, so they bring a SECRET_KEY of their own as a
+    deployment must (the servers refuse the public default: ``approvals/checks.py``). The processes
+    they start (Daphne, ``manage.py``) inherit it through the environment."""
+    from django.conf import settings
+
+    from approvals.checks import public_secret_key
+
+    if public_secret_key():
+        settings.SECRET_KEY = os.environ["SECRET_KEY"] = "countersign-tests-" + "k" * 50
+
+
+_own_secret_key()
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(
     django_db_modify_db_settings_parallel_suffix: None, tmp_path_factory: pytest.TempPathFactory

@@ -70,3 +70,53 @@ def test_check_deploy_passes_with_the_documented_production_settings() -> None:
         text=True,
     )
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def _start(*, debug: str, secret_key: str | None, code: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"DEBUG", "SECRET_KEY"}}
+    env |= {"DJANGO_SETTINGS_MODULE": "config.settings", "DEBUG": debug}
+    if secret_key is not None:
+        env["SECRET_KEY"] = secret_key
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+SERVE = "import config.asgi; print('serving')"
+
+
+def test_the_server_refuses_to_start_with_the_public_secret_key_when_debug_is_off() -> None:
+    refused = _start(debug="false", secret_key=None, code=SERVE)
+    assert refused.returncode != 0
+    assert "ImproperlyConfigured: SECRET_KEY is the public development default" in refused.stderr
+    assert "Set SECRET_KEY to a long random value" in refused.stderr
+    wsgi = _start(debug="false", secret_key=None, code="import config.wsgi")
+    assert "SECRET_KEY is the public development default" in wsgi.stderr
+
+
+def test_the_server_starts_with_its_own_key_or_with_debug_on() -> None:
+    assert _start(debug="false", secret_key=secrets.token_urlsafe(60), code=SERVE).stdout == "serving\n"
+    assert _start(debug="true", secret_key=None, code=SERVE).stdout == "serving\n"
+
+
+def test_check_deploy_fails_on_the_public_secret_key() -> None:
+    checked = _start(
+        debug="false",
+        secret_key=None,
+        code="import sys; from django.core.management import execute_from_command_line as run; "
+        "run(['manage.py', 'check', '--deploy'])",
+    )
+    assert checked.returncode != 0
+    assert "(countersign.E001) SECRET_KEY is the public development default" in checked.stderr
+
+
+def test_make_run_with_debug_off_says_what_to_set() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
+    env = {k: v for k, v in env.items() if k not in {"DEBUG", "SECRET_KEY"}}
+    made = subprocess.run(
+        ["make", "run", "DEBUG=false"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert made.returncode != 0
+    assert "DEBUG is off: set SECRET_KEY to a long random value first" in made.stdout
+    # Nothing was installed, migrated or started before it said so.
+    assert "migrate" not in made.stdout + made.stderr
