@@ -18,7 +18,7 @@ from .store import Decision, DecisionReceipt, DecisionRule, ParkedCall, StoredRu
 from .stream import Decided, Emit, RunStream
 from .tools import _validate, to_jsonable
 from .types import ApprovalTally, RunResult
-from .untrusted import check_decision, checked_json
+from .untrusted import check_decision, checked_json, reason_problem
 from .vocabulary import CallKind, DecisionAction
 
 DEFAULT_DECLINE_REASON = "Tool call was not approved by the user"
@@ -162,7 +162,13 @@ def validated_decision(
         ):
             if resume_data["approved"]:
                 return DecisionAction.APPROVE, None, None
-            return DecisionAction.DECLINE, resume_data.get("reason"), None
+            why = resume_data.get("reason")
+            problem = reason_problem(why) if why is not None else None
+            if problem:
+                raise InvalidResumeData(
+                    f"Invalid reason: {problem}", errors=[{"loc": ("reason",), "msg": problem}]
+                )
+            return DecisionAction.DECLINE, why, None
         raise InvalidResumeData(
             f"Tool call {call.tool_call_id!r} waits for approval: resume it with "
             '{"approved": true|false} and optionally "reason"',

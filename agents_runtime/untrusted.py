@@ -23,7 +23,8 @@ Each normalisation that changed something is logged as a warning.
 **Decisions** (resume data, edited arguments, decline reasons) come from people and are never
 altered: anything outside these limits is refused before anything runs (``problems`` lists why):
 no NUL, no lone surrogates, no NaN or infinities, no integers of more than ``MAX_INT_DIGITS`` digits,
-nesting at most ``MAX_DEPTH`` levels, at most ``MAX_DECISION_BYTES`` of JSON, JSON types only.
+nesting at most ``MAX_DEPTH`` levels, at most ``MAX_DECISION_BYTES`` of JSON, JSON types only; a
+decline's reason at most ``MAX_REASON_LENGTH`` characters (``reason_problem``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ MAX_ID_LENGTH = 128
 _ID_START = 64
 #: The most a decision's data may weigh as compact JSON (UTF-8 bytes).
 MAX_DECISION_BYTES = 64 * 1024
+#: The longest decline reason taken (the model reads it as the tool's result; every refused attempt
+#: is an audit row).
+MAX_REASON_LENGTH = 2000
 #: How deep a snapshot (a conversation: its own structure plus arguments and results) may nest.
 SNAPSHOT_MAX_DEPTH = 4 * MAX_DEPTH
 
@@ -316,6 +320,13 @@ def text_problem(text: str) -> str | None:
     return f"It {problem}." if problem else None
 
 
+def reason_problem(reason: str) -> str | None:
+    """Why a decline's ``reason`` is refused (too long, or text that cannot be stored), or None."""
+    if len(reason) > MAX_REASON_LENGTH:
+        return f"It is {len(reason):,} characters long; a reason may have at most {MAX_REASON_LENGTH:,}."
+    return text_problem(reason)
+
+
 def check_decision(
     action: str, *, reason: str | None = None, resume_data: Any = None, edited_args: Any = None
 ) -> None:
@@ -333,7 +344,7 @@ def check_decision(
         if found:
             raise InvalidResumeData(f"Invalid resume data: {describe(found)}", errors=found)
     if isinstance(reason, str):
-        problem = text_problem(reason)
+        problem = reason_problem(reason)
         if problem:
             raise InvalidResumeData(f"Invalid reason: {problem}", errors=[_problem(("reason",), problem)])
 

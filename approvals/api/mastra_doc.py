@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agents_runtime.untrusted import MAX_REASON_LENGTH
 from approvals.api.params import MAX_NUMBER
 
 _AGENT = "/api/agents/{agentId}"
@@ -112,7 +113,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "MastraDeclineBody": {
         "type": "object",
         "required": ["runId", "toolCallId"],
-        "properties": {"runId": _STRING, "toolCallId": _STRING, "reason": _STRING},
+        "properties": {
+            "runId": _STRING,
+            "toolCallId": _STRING,
+            "reason": {"type": "string", "maxLength": MAX_REASON_LENGTH},
+        },
     },
     "MastraResumeBody": {
         "type": "object",

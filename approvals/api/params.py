@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from django.http import HttpRequest, QueryDict
 
+from agents_runtime.untrusted import reason_problem
 from approvals.api.errors import invalid_body, invalid_query, issue
 
 Action = Literal["approve", "decline", "resume"]
@@ -152,6 +153,9 @@ def decision_body(body: dict[str, Any], action: Action) -> Decision:
     # Over HTTP Mastra requires the call on approve and decline; resume picks the only parked one.
     tool_call_id = _string(body, "toolCallId", issues, required=action != "resume")
     reason = _string(body, "reason", issues, required=False) if action == "decline" else None
+    problem = reason_problem(reason) if reason is not None else None
+    if problem:
+        issues.append(issue("reason", problem))
     edited = body.get("editedArgs") if action == "approve" else None
     if edited is not None and not isinstance(edited, dict):
         issues.append(issue("editedArgs", f"Invalid input: expected object, received {_type_name(edited)}"))

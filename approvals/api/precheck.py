@@ -12,17 +12,21 @@ from __future__ import annotations
 from typing import Any
 
 from agents_runtime import Agent, AgentRunToolCall, InvalidResumeData
-from agents_runtime.untrusted import check_decision
+from agents_runtime.untrusted import check_decision, reason_problem
 from agents_runtime.vocabulary import DecisionAction
 from approvals.api.errors import ApiError
 from approvals.api.params import Action, Decision
 
 
 def _refusal(exc: InvalidResumeData, root: str) -> ApiError:
+    """``root``: the body's field the errors' locations are in ("": the body itself)."""
     issues = [
-        {"field": ".".join([root, *(str(p) for p in e.get("loc", ()))]), "message": str(e.get("msg", ""))}
+        {
+            "field": ".".join([p for p in [root, *(str(p) for p in e.get("loc", ()))] if p]) or "body",
+            "message": str(e.get("msg", "")),
+        }
         for e in exc.errors
-    ] or [{"field": root, "message": str(exc)}]
+    ] or [{"field": root or "body", "message": str(exc)}]
     return ApiError(400, "Invalid request body", "invalid_decision", issues=issues, detail=str(exc))
 
 
@@ -34,6 +38,13 @@ def _approval_answer(data: Any) -> bool:
         and isinstance(data["approved"], bool)
         and isinstance(data.get("reason", ""), str)
     )
+
+
+def _root(action: Action, body: Decision) -> str:
+    """Where in the body the data ``check_decision`` refuses is."""
+    if action == "decline":
+        return ""  # (the reason: its errors name it)
+    return "editedArgs" if body.edited_args is not None and action == "approve" else "resumeData"
 
 
 def check(agent: Agent, call: AgentRunToolCall | None, action: Action, body: Decision) -> None:
@@ -50,9 +61,7 @@ def check(agent: Agent, call: AgentRunToolCall | None, action: Action, body: Dec
             edited_args=body.edited_args,
         )
     except InvalidResumeData as exc:
-        raise _refusal(
-            exc, "editedArgs" if body.edited_args is not None and action == "approve" else "resumeData"
-        ) from None
+        raise _refusal(exc, _root(action, body)) from None
     if call is None or action == "decline":
         return
     tool = agent.find_tool(call.tool_name)
@@ -69,6 +78,15 @@ def check(agent: Agent, call: AgentRunToolCall | None, action: Action, body: Dec
                     }
                 ],
                 detail=f"Tool call {call.tool_call_id!r} waits for approval",
+            )
+        why = body.resume_data.get("reason") if action == "resume" else None
+        problem = reason_problem(why) if isinstance(why, str) else None
+        if problem:
+            raise ApiError(
+                400,
+                "Invalid request body",
+                "invalid_decision",
+                issues=[{"field": "resumeData.reason", "message": problem}],
             )
         if action == "approve" and body.edited_args is not None and tool is not None:
             try:

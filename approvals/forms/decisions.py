@@ -19,7 +19,7 @@ from agents_runtime.vocabulary import DecisionAction
 class DeclineForm(forms.Form):
     reason = forms.CharField(
         required=False,
-        max_length=4000,
+        max_length=untrusted.MAX_REASON_LENGTH,
         label="Reason for declining (sent to the agent)",
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="Optional. The model receives it as the tool's result.",
@@ -200,7 +200,7 @@ class BatchStartForm(forms.Form):
     )
     reason = forms.CharField(
         required=False,
-        max_length=4000,
+        max_length=untrusted.MAX_REASON_LENGTH,
         label="Reason",
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="For Decline all: every declined call's model receives it as the tool's result.",

@@ -49,7 +49,7 @@ from agents_runtime import (
     RunResult,
     ToolCallNotSuspended,
 )
-from agents_runtime.untrusted import clean_json, clean_text
+from agents_runtime.untrusted import MAX_REASON_LENGTH, clean_json, clean_text
 from agents_runtime.vocabulary import (
     EFFECTIVE_OUTCOMES,
     DecisionAction,
@@ -238,7 +238,8 @@ def recorded_refusal(
         args=call.args if call else None,
         suspend_payload=call.suspend_payload if call else None,
         action=action,
-        reason=clean_text(request.reason or ""),
+        # (Bounded: a reason refused for its length is not kept whole, however often it is sent.)
+        reason=clean_text(request.reason or "")[:MAX_REASON_LENGTH],
         # Refused data is kept as sent, in the normal form a database can hold (NaN, NUL...).
         resume_data=clean_json(request.resume_data) if action == DecisionAction.RESUME else None,
         edited_args=clean_json(attempt.edited_args) if action == DecisionAction.APPROVE else None,

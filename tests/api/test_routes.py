@@ -230,6 +230,34 @@ async def test_decline_sends_the_reason_to_the_model(mastra: Runtime, reviewer_t
     assert (entry.action, entry.reason, entry.channel) == ("decline", "User said no: keep the file", "api")
 
 
+async def test_a_reason_over_2000_characters_is_400_on_every_route_and_nothing_is_recorded(
+    mastra: Runtime, reviewer_token: str
+) -> None:
+    api = Api(reviewer_token)
+    run = await start(api, "approver", "Please delete /tmp/b.txt")
+    ids = {"runId": run["runId"], "toolCallId": run["toolCallId"]}
+    long = "x" * 2001
+
+    refusals = [
+        await api.post(f"{A}/decline-tool-call", {**ids, "reason": long}),
+        await api.post(f"{A}/resume-stream", {**ids, "resumeData": {"approved": False, "reason": long}}),
+        await api.post(
+            f"/api/v1/agents/approver/runs/{run['runId']}/calls/{run['toolCallId']}/decline", {"reason": long}
+        ),
+    ]
+
+    for response in refusals:
+        assert response.status_code == 400 and response["Content-Type"] == "application/json"
+        answer = json.loads(response.content)
+        assert answer["issues"][0]["field"] in ("reason", "resumeData.reason"), answer
+        assert "2000" in answer["issues"][0]["message"].replace(",", ""), answer
+    assert (await listing(api))["total"] == 1
+    assert await audit_rows() == []
+    taken = await api.post(f"{A}/decline-tool-call", {**ids, "reason": "y" * 2000})
+    assert taken.status_code == 200
+    assert (await AuditEntry.objects.aget()).reason == "y" * 2000
+
+
 async def test_decline_without_a_reason_uses_mastras_default(mastra: Runtime, reviewer_token: str) -> None:
     api = Api(reviewer_token)
     run = await start(api, "approver", "Please delete /tmp/c.txt")
@@ -304,7 +332,6 @@ async def test_refused_decision_data_is_400_and_leaves_no_audit_row(
         (f"{A}/approve-tool-call", {**ids, "editedArgs": {"path": 5}}, "editedArgs.path"),
         (f"{A}/approve-tool-call", {**ids, "editedArgs": {"nope": "x"}}, "editedArgs"),
         (f"{A}/resume-stream", {**ids, "resumeData": {"colour": "red"}}, "resumeData"),
-        (f"{A}/decline-tool-call", {**ids, "reason": "bad\u0000reason"}, "resumeData.reason"),
     ]
     for path, body, field in refused:
         response = await api.post(path, body)
@@ -312,6 +339,10 @@ async def test_refused_decision_data_is_400_and_leaves_no_audit_row(
         answer = json.loads(response.content)
         assert answer["code"] == "invalid_decision"
         assert any(i["field"].startswith(field) for i in answer["issues"]), answer
+    # A reason the runtime would refuse is a malformed body, checked with the rest of it.
+    response = await api.post(f"{A}/decline-tool-call", {**ids, "reason": "bad\u0000reason"})
+    assert response.status_code == 400
+    assert json.loads(response.content)["issues"][0]["field"] == "reason"
     asker = await start(api, "asker", "Pick a colour for cap")
     response = await api.post(
         f"{ASK}/approve-tool-call", {"runId": asker["runId"], "toolCallId": asker["toolCallId"]}

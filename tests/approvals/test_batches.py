@@ -104,6 +104,23 @@ def test_decline_all_sends_the_one_reason_to_every_model(
     assert all("Refunds are paused this week" in e.outcome_detail for e in entries)
 
 
+def test_decline_all_with_a_reason_over_2000_characters_is_refused_and_decides_nothing(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    runs = [agents.start("helpdesk", f"refund parcel {n}") for n in range(2)]
+    batch = prepare(reviewer_client, [key(r) for r in runs])
+
+    response = reviewer_client.post(f"/batches/{batch.pk}/start", {"action": "decline", "reason": "x" * 2001})
+
+    assert response.status_code == 302
+    page = reviewer_client.get(response["Location"]).content.decode()
+    assert "at most 2000 characters" in page
+    batch.refresh_from_db()
+    assert batch.state == Batch.State.DRAFT
+    assert len(agents.suspended("helpdesk")) == 2
+    assert AuditEntry.objects.count() == 0
+
+
 def test_forged_input_and_sub_agent_calls_are_skipped_and_reported_never_decided(
     agents: DashboardAgents, reviewer_client: Client
 ) -> None:

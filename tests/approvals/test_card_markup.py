@@ -205,7 +205,7 @@ def test_decline_reason_error_is_the_reasons_description(
 
     response = reviewer_client.post(
         f"/runs/{run.run_id}/calls/{call.tool_call_id}/decline",
-        {"agent": "helpdesk", "reason": "x" * 4001},
+        {"agent": "helpdesk", "reason": "x" * 2001},
         **HX,
     )
 
@@ -214,7 +214,7 @@ def test_decline_reason_error_is_the_reasons_description(
     assert reason["aria-invalid"] == "true"
     described = (reason["aria-describedby"] or "").split()
     assert described == [f"{reason['id']}_helptext", f"{reason['id']}_error"]
-    assert "at most 4000 characters" in by_id(html, f"{reason['id']}_error")[2]
+    assert "at most 2000 characters" in by_id(html, f"{reason['id']}_error")[2]
     assert agents.executed["refund"].count == 0
 
 

@@ -106,6 +106,26 @@ def test_decline_sends_reason_to_model(agents: DashboardAgents, reviewer_client:
     )
 
 
+def test_a_decline_reason_over_2000_characters_is_a_form_error_and_nothing_is_decided(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    run = agents.start("helpdesk", "refund duplicate")
+    call = run.tool_calls[0]
+
+    response = reviewer_client.post(
+        url(run.run_id, call.tool_call_id, "decline"), {"agent": "helpdesk", "reason": "x" * 2001}, **HX
+    )
+
+    html = response.content.decode()
+    assert response.status_code == 200 and 'aria-invalid="true"' in html
+    assert "at most 2000 characters" in html
+    assert agents.helpdesk_model.tool_results() == {}
+    assert [r.run_id for r in agents.suspended("helpdesk")] == [run.run_id]
+    # (The attempt is on record as invalid; the reason is not kept.)
+    assert not AuditEntry.objects.exclude(outcome="invalid").exists()
+    assert all(len(e.reason) <= 2000 for e in AuditEntry.objects.all())
+
+
 def test_resume_form_is_built_from_the_resume_schema(
     agents: DashboardAgents, reviewer_client: Client
 ) -> None:

@@ -162,6 +162,26 @@ def test_the_runtime_refuses_what_the_forms_would_for_every_caller(hostile: Host
     assert {r.run_id for r in hostile.suspended()} == {asked.run_id, paid.run_id}
 
 
+def test_the_runtime_refuses_a_decline_reason_over_2000_characters_however_it_is_sent(
+    hostile: Hostile,
+) -> None:
+    agent = hostile.agent()
+    paid = hostile.start(Call("pay", {"target": "bob"}))
+    call_id = paid.tool_calls[0].tool_call_id
+
+    with pytest.raises(InvalidResumeData) as refused:
+        async_to_sync(agent.decline_tool_call)(run_id=paid.run_id, tool_call_id=call_id, reason="x" * 2001)
+    assert "at most 2,000" in str(refused.value)
+    with pytest.raises(InvalidResumeData):
+        async_to_sync(agent.resume_stream)(
+            {"approved": False, "reason": "x" * 2001}, run_id=paid.run_id, tool_call_id=call_id
+        )
+
+    assert [r.run_id for r in hostile.suspended()] == [paid.run_id]
+    async_to_sync(agent.decline_tool_call)(run_id=paid.run_id, tool_call_id=call_id, reason="x" * 2000)
+    assert hostile.suspended() == [] and hostile.ran == 0
+
+
 def test_answers_at_the_limits_are_taken(hostile: Hostile, reviewer_client: Client) -> None:
     run = hostile.start(Call("ask", {"topic": "t"}))
     call_id = run.tool_calls[0].tool_call_id

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
+from agents_runtime.untrusted import MAX_REASON_LENGTH
 from agents_runtime.vocabulary import DecisionAction, Outcome
 
 #: Beyond any real audit log; keeps the offset a database integer.
@@ -59,7 +60,9 @@ class ApproveBody(Wire):
 
 
 class DeclineBody(Wire):
-    reason: str = Field("", max_length=10_000, description="What the model receives as the tool's result.")
+    reason: str = Field(
+        "", max_length=MAX_REASON_LENGTH, description="What the model receives as the tool's result."
+    )
 
 
 class ResumeBody(Wire):
