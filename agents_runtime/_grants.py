@@ -67,19 +67,12 @@ def request_for(
     that forbids grants or needs several approvals, a store that keeps no grants, a scope without
     its thread or end user, a grant with no end (neither ``expires_at`` nor ``max_uses``), a bad
     condition (not CEL, too costly to bound, or naming an argument the tool does not have)."""
-    spec = agent._find_tool(tool_name)
-    if spec is None:
-        raise InvalidGrant(f"Agent {agent.id!r} has no tool {tool_name!r}")
-    if not spec.takes_grants:
-        why = "needs several approvals" if spec.approvals > 1 else "does not allow grants"
-        raise InvalidGrant(f"Tool {tool_name!r} {why}: each call waits for a person")
-    if grant_store(agent) is None:
-        raise InvalidGrant(f"The store of agent {agent.id!r} keeps no grants")
     try:
         checked_scope = GrantScope(scope)
     except ValueError:
         raise InvalidGrant(f"Unknown grant scope {scope!r}") from None
-    request = checked_request(
+    return checked(
+        agent,
         GrantRequest(
             agent_id=agent.id,
             tool_name=tool_name,
@@ -93,8 +86,25 @@ def request_for(
             from_run_id=from_run_id,
             from_tool_call_id=from_tool_call_id,
             covers_risky=covers_risky,
-        )
+        ),
     )
+
+
+def checked(agent: RunAgent, request: GrantRequest) -> GrantRequest:
+    """``request`` if ``agent`` can keep it, else ``InvalidGrant`` saying why: every grant passes here
+    before a store keeps it, however it was made (``request_for``, or a request built by hand and
+    handed to ``add``)."""
+    if request.agent_id != agent.id:
+        raise InvalidGrant(f"The grant is not one agent {agent.id!r} can keep")
+    spec = agent._find_tool(request.tool_name)
+    if spec is None:
+        raise InvalidGrant(f"Agent {agent.id!r} has no tool {request.tool_name!r}")
+    if not spec.takes_grants:
+        why = "needs several approvals" if spec.approvals > 1 else "does not allow grants"
+        raise InvalidGrant(f"Tool {request.tool_name!r} {why}: each call waits for a person")
+    if grant_store(agent) is None:
+        raise InvalidGrant(f"The store of agent {agent.id!r} keeps no grants")
+    request = checked_request(request)
     compiled = compile_condition(request.condition)
     if compiled is not None:
         # A condition naming an argument the tool lacks would never hold: say so now, not never.
@@ -107,10 +117,10 @@ def request_for(
 
 async def add(agent: RunAgent, request: GrantRequest) -> Grant:
     """``Agent.add_grant``."""
+    request = checked(agent, request)
     store = grant_store(agent)
-    if store is None or request.agent_id != agent.id:
-        raise InvalidGrant(f"The grant is not one agent {agent.id!r} can keep")
-    grant: Grant = await agent._store(store.add_grant, checked_request(request))
+    assert store is not None  # (checked)
+    grant: Grant = await agent._store(store.add_grant, request)
     return grant
 
 

@@ -35,6 +35,9 @@ class DecisionAction(StrEnum):
     #: passed and the call moved to another group (``on_expiry="escalate"``), or a reviewer extended it.
     ESCALATE = "escalate"
     EXTEND = "extend"
+    #: Not decisions either: a standing grant made ("approve and allow") or revoked.
+    ALLOW = "allow"
+    REVOKE = "revoke"
 
     @property
     def label(self) -> str:
@@ -72,6 +75,8 @@ class Outcome(StrEnum):
     VOTE_RECORDED = "vote_recorded"
     #: Refused by the tool's rule on who may approve (separation of duties, a second vote).
     REFUSED = "refused"
+    #: Not a decision: the record of a standing grant made or revoked (``ALLOW``, ``REVOKE``).
+    RECORDED = "recorded"
 
     @property
     def label(self) -> str:
@@ -122,6 +127,8 @@ _ACTION_LABELS = {
     DecisionAction.EXPIRE: ("Expired", "let expire"),
     DecisionAction.ESCALATE: ("Escalated", "escalated"),
     DecisionAction.EXTEND: ("Deadline extended", "extended the deadline of"),
+    DecisionAction.ALLOW: ("Standing grant made", "allowed from now on"),
+    DecisionAction.REVOKE: ("Standing grant revoked", "revoked the standing grant of"),
 }
 _OUTCOME_LABELS = {
     Outcome.COMPLETED: ("Completed", "Completed"),
@@ -137,6 +144,7 @@ _OUTCOME_LABELS = {
     Outcome.RESCHEDULED: ("Deadline changed", "Still waiting"),
     Outcome.VOTE_RECORDED: ("Vote recorded", "Vote recorded"),
     Outcome.REFUSED: ("Refused by the approval rule", "Refused"),
+    Outcome.RECORDED: ("Recorded", "Recorded"),
 }
 
 #: Outcomes the audit log records (its column's choices).
@@ -146,7 +154,11 @@ EFFECTIVE_OUTCOMES = frozenset(
     {Outcome.COMPLETED, Outcome.SUSPENDED_AGAIN, Outcome.CONTINUING, Outcome.FAILED, Outcome.VOTE_RECORDED}
 )
 #: Recorded outcomes that mean the decision did not take effect.
-NO_EFFECT_OUTCOMES = frozenset({Outcome.LOST_RACE, Outcome.INVALID, Outcome.RESCHEDULED, Outcome.REFUSED})
+NO_EFFECT_OUTCOMES = frozenset(
+    {Outcome.LOST_RACE, Outcome.INVALID, Outcome.RESCHEDULED, Outcome.REFUSED, Outcome.RECORDED}
+)
+#: Recorded outcomes of rows that are not decisions at all (a deadline moved, a grant made or revoked).
+NOT_DECISIONS = frozenset({Outcome.RESCHEDULED, Outcome.RECORDED})
 
 
 def choices(words: type[CallKind] | type[DecisionAction] | tuple[Outcome, ...]) -> list[tuple[str, str]]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import NamedTuple
 
-from agents_runtime.vocabulary import DecisionAction, Outcome
+from agents_runtime.vocabulary import NOT_DECISIONS, DecisionAction, Outcome
 from approvals.models.health import EVER, Series
 
 TOOK_EFFECT = "took_effect"
@@ -133,8 +133,8 @@ def count_rows(rows: Iterable[AuditRow]) -> Counts:
             tally.seconds += seconds
 
     for row in rows:
-        if row.outcome == Outcome.RESCHEDULED:
-            continue  # a deadline moved: not a decision
+        if row.outcome in NOT_DECISIONS:
+            continue  # a deadline moved, a grant made or revoked: not a decision
         klass = outcome_class(row.outcome)
         hour = hour_of(row.created_at)
         add(Series.DECIDED, hour, row, row.tool_name, decided_label(row.action, klass))

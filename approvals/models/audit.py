@@ -162,7 +162,8 @@ class AuditEntry(models.Model):
     batch = models.ForeignKey(
         "approvals.Batch", null=True, blank=True, on_delete=models.PROTECT, related_name="audit_entries"
     )
-    #: Approved by a standing grant as the call parked (channel ``grant``).
+    #: Approved by a standing grant as the call parked (channel ``grant``), or the grant this row
+    #: records the making or revoking of (actions ``allow`` / ``revoke``).
     grant = models.ForeignKey(
         "approvals.GrantRecord", null=True, blank=True, on_delete=models.PROTECT, related_name="audit_entries"
     )
@@ -203,7 +204,7 @@ class AuditEntry(models.Model):
     @property
     def decided_by(self) -> str:
         """Who, as the log says it: "rita", or "grant #3 of rita" for a standing grant's approval."""
-        if self.grant_id is not None:
+        if self.grant_id is not None and self.channel == "grant":
             return f"grant #{self.grant_id} of {self.username}"
         return self.username
 

@@ -9,12 +9,14 @@ words the audit log and the dashboard use for how a run went on are spelled here
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from agents_runtime.grants import Grant, GrantScope
 from agents_runtime.store import Decision, ParkedCall, RunEnding, StoredRun, Vote
 from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import (
@@ -128,6 +130,49 @@ def call_row_values(
         "channel": current_channel(),
         "batch_id": None,
         "parked_at": run.suspended_at,
+    }
+
+
+def grant_detail(grant: Grant) -> str:
+    """What a grant allows, as its audit row says it: "refund for this thread t-1, at most 3 uses,
+    until 2026-12-04 18:00 UTC, when amount_cents <= 10000"."""
+    scope = GrantScope(grant.scope)
+    parts = [f"{grant.tool_name} for {scope.label}" + (f" {grant.scope_value}" if grant.scope_value else "")]
+    if grant.max_uses is not None:
+        parts.append(f"at most {grant.max_uses} use{'s' if grant.max_uses != 1 else ''}")
+    if grant.expires_at is not None:
+        parts.append(f"until {grant.expires_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC")
+    parts.append(f"when {grant.condition}" if grant.condition else "whatever the arguments")
+    if grant.covers_risky:
+        parts.append("risky calls too")
+    return f"Standing grant #{grant.id}: {', '.join(parts)}."
+
+
+def grant_row_values(grant: Grant, *, action: DecisionAction, actor: str, at: datetime) -> dict[str, Any]:
+    """The audit row of a standing grant made (``ALLOW``) or revoked (``REVOKE``) by ``actor``: the
+    grant's terms in the detail, the run and call it was made from, and a link to the grant."""
+    return {
+        "created_at": at,
+        "user_id": None,
+        "username": clean_text(actor)[:150],
+        "agent_id": grant.agent_id,
+        "run_id": grant.from_run_id or "",
+        "thread_id": grant.scope_value if grant.scope == GrantScope.THREAD else "",
+        "resource_id": grant.scope_value if grant.scope == GrantScope.RESOURCE else "",
+        "tool_call_id": grant.from_tool_call_id or "",
+        "tool_name": grant.tool_name,
+        "args": None,
+        "suspend_payload": None,
+        "action": action,
+        "reason": "",
+        "resume_data": None,
+        "edited_args": None,
+        "outcome": Outcome.RECORDED,
+        "outcome_detail": grant_detail(grant),
+        "channel": current_channel(),
+        "batch_id": None,
+        "grant_id": grant.id,
+        "parked_at": None,
     }
 
 

@@ -14,11 +14,14 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.contrib.auth import get_user_model
+from django.db import transaction
 from django.db.models import F
 
 from agents_runtime.grants import Grant, GrantNotFound, GrantRequest, GrantScope, narrowest_first
 from agents_runtime.untrusted import clean_text
+from agents_runtime.vocabulary import DecisionAction
 from approvals.models import GrantRecord
+from approvals.store.audit import create_decision_row, grant_row_values
 from approvals.store.tables import Tables
 
 
@@ -47,20 +50,22 @@ def grant_of(row: GrantRecord) -> Grant:
 
 
 class Grants:
-    """``GrantStore`` on the ORM: the part of ``DjangoRunStore`` that keeps grants."""
+    """``GrantStore`` on the ORM: the part of ``DjangoRunStore`` that keeps grants. Making and revoking
+    one writes its audit row in the same transaction (``store.audit.grant_row_values``)."""
 
     def __init__(self, tables: Tables) -> None:
         self.tables = tables
 
     def add_grant(self, request: GrantRequest) -> Grant:
         user = get_user_model()
-        with self.tables.connection_scope():
+        using = self.tables.using
+        with self.tables.connection_scope(), transaction.atomic(using=using):
             creator = (
-                user._default_manager.db_manager(self.tables.using)
+                user._default_manager.db_manager(using)
                 .filter(**{user.USERNAME_FIELD: request.created_by})
                 .first()
             )
-            row = GrantRecord.objects.db_manager(self.tables.using).create(
+            row = GrantRecord.objects.db_manager(using).create(
                 agent_id=request.agent_id,
                 tool_name=request.tool_name,
                 scope=GrantScope(request.scope).value,
@@ -75,18 +80,29 @@ class Grants:
                 from_tool_call_id=request.from_tool_call_id or "",
                 covers_risky=request.covers_risky,
             )
-            return grant_of(row)
+            grant = grant_of(row)
+            record = grant_row_values(
+                grant, action=DecisionAction.ALLOW, actor=request.created_by, at=request.created_at
+            )
+            create_decision_row(using, record)
+            return grant
 
     def revoke_grant(self, grant_id: int, *, actor: str, at: datetime) -> Grant:
-        with self.tables.connection_scope():
-            rows = GrantRecord.objects.db_manager(self.tables.using)
-            rows.filter(pk=grant_id, revoked_at__isnull=True).update(
+        using = self.tables.using
+        with self.tables.connection_scope(), transaction.atomic(using=using):
+            rows = GrantRecord.objects.db_manager(using)
+            revoked = rows.filter(pk=grant_id, revoked_at__isnull=True).update(
                 revoked_at=at, revoked_by_name=actor[:150]
             )
             row = rows.filter(pk=grant_id).first()
             if row is None:
                 raise GrantNotFound(grant_id)
-            return grant_of(row)
+            grant = grant_of(row)
+            if revoked:  # revoking twice keeps the first, and its one record
+                create_decision_row(
+                    using, grant_row_values(grant, action=DecisionAction.REVOKE, actor=actor, at=at)
+                )
+            return grant
 
     def get_grant(self, grant_id: int) -> Grant | None:
         with self.tables.connection_scope():

@@ -162,7 +162,8 @@ async def test_a_condition_that_raises_lets_the_call_wait_announced_and_says_whi
         expires_at=in_an_hour(),
         condition='meta.tier == "gold"',
     )
-    nested = (await agent.add_grant(older)).id
+    # (Kept by the store as it was then: the agent now refuses it, see the test below.)
+    nested = (await off_loop(lambda: store.add_grant(older))).id  # type: ignore[attr-defined]
 
     chunks = [chunk async for chunk in await agent.stream("7")]
 
@@ -288,6 +289,33 @@ async def test_a_bad_grant_is_refused_with_a_clear_error(
 
     with pytest.raises(InvalidGrant, match=message):
         agent.grant_request("refund", **request)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"condition": "amout <= 100"}, "'amout', which is not an argument of refund"),
+        ({"condition": 'amount_cents == "lots"'}, r"compares amount_cents \(an integer\) with \"lots\""),
+        ({"tool_name": "wire_transfer"}, "has no tool 'wire_transfer'"),
+        ({"agent_id": "billing"}, "not one agent 'support' can keep"),
+    ],
+)
+async def test_a_grant_built_by_hand_is_checked_against_the_tool_as_it_is_kept(
+    runtime_for: RuntimeFor, changes: dict[str, Any], message: str
+) -> None:
+    agent = refund_agent(ToolLog())
+    runtime_for(agent)
+    made = agent.grant_request("refund", scope="everyone", created_by="rita", expires_at=in_an_hour())
+    request = GrantRequest(**{**made.__dict__, **changes})
+
+    with pytest.raises(InvalidGrant, match=message):
+        await agent.add_grant(request)
+    kept = await off_loop(
+        lambda: agent.storage.live_grants(  # type: ignore[attr-defined]
+            "support", "refund", thread_id=None, resource_id=None, at=datetime.now(UTC)
+        )
+    )
+    assert kept == []
 
 
 async def test_the_person_who_started_a_run_cannot_let_it_through_with_their_own_grant(
