@@ -1,9 +1,10 @@
 """Django admin: the audit log is read-only here too (no add, change or delete, not even for superusers).
 
-Members of Admins may use it without being superusers (``apps.CountersignAdminSite``); what each may do
-there still follows their permissions (Admins: users, groups and the audit log, see migration 0010).
-What concerns agents (audit rows, webhook deliveries and endpoints) is listed as the desk's policy
-shows it (``approvals.policy``): an admin designated for some agents sees only theirs.
+Members of Admins may sign in and use it without being staff or superusers (``apps.CountersignAdminSite``,
+``AdminSignInForm``, ``policy.may_use_admin``); what each may do there still follows their permissions
+(Admins: users, groups, the audit log, webhooks, grants; see migrations 0010, 0018, 0022). What
+concerns agents (audit rows, webhook deliveries and endpoints, grants, API tokens) is listed as the
+desk's policy shows it (``approvals.policy``): an admin designated for some agents sees only theirs.
 """
 
 from __future__ import annotations
@@ -11,15 +12,40 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.models import Group
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest
 
+from agents_runtime import GrantNotFound
 from approvals import agents
-from approvals.models import AuditEntry, WebhookDelivery, WebhookEndpoint
-from approvals.policy import visible_agent_ids
+from approvals.models import ApiToken, AuditEntry, GrantRecord, WebhookDelivery, WebhookEndpoint
+from approvals.policy import Access, may_use_admin, visible_agent_ids
+from approvals.services import grants as grant_services
+
+
+class AdminSignInForm(AdminAuthenticationForm):
+    """The admin's sign-in: whoever ``policy.may_use_admin`` lets in (Admins too, not only staff)."""
+
+    error_messages = {
+        **AdminAuthenticationForm.error_messages,
+        "invalid_login": (
+            "Please enter the correct %(username)s and password of an account that may use the admin "
+            "(staff, or the Admins group). Note that both fields may be case-sensitive."
+        ),
+    }
+
+    def confirm_login_allowed(self, user: Any) -> None:
+        AuthenticationForm.confirm_login_allowed(self, user)
+        if not may_use_admin(user):
+            raise ValidationError(
+                self.error_messages["invalid_login"],
+                code="invalid_login",
+                params={"username": self.username_field.verbose_name},
+            )
 
 
 class SeenAgentsOnly:
@@ -196,4 +222,76 @@ class WebhookDeliveryAdmin(SeenAgentsOnly, admin.ModelAdmin[WebhookDelivery]):
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+# -- standing grants and API tokens: read, and revoked, never made or edited here ----------------------
+
+
+@admin.register(GrantRecord)
+class GrantRecordAdmin(SeenAgentsOnly, admin.ModelAdmin[GrantRecord]):
+    """Grants are made by "approve and allow" (checked against the tool, audited); here they are read,
+    and revoked through the same service as on the grants page (audited too)."""
+
+    list_display = [
+        "id",
+        "agent_id",
+        "tool_name",
+        "scope",
+        "scope_value",
+        "condition",
+        "uses",
+        "max_uses",
+        "expires_at",
+        "created_by_name",
+        "revoked_at",
+    ]
+    list_filter = ["agent_id", "scope"]
+    search_fields = ["tool_name", "scope_value", "condition", "created_by_name"]
+    readonly_fields = [f.name for f in GrantRecord._meta.get_fields() if f.concrete]
+    actions = ["revoke"]
+
+    @admin.action(description="Revoke the selected grants now", permissions=["view"])
+    def revoke(self, request: HttpRequest, queryset: Any) -> None:
+        access = Access.of(request.user)
+        revoked = 0
+        for row in queryset.filter(revoked_at__isnull=True):
+            try:
+                grant_services.revoke(access, row.pk)
+            except (GrantNotFound, PermissionDenied):
+                continue
+            revoked += 1
+        self.message_user(request, f"{revoked} grant(s) revoked.")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
+    """A token acts as its user: an admin who does not see every agent sees the tokens of users who
+    see no more than they do. Tokens are made by their users (the secret is shown once, there)."""
+
+    list_display = ["name", "user", "key_id", "created_at", "expires_at", "last_used_at", "revoked_at"]
+    search_fields = ["name", "key_id", "user__username"]
+    # (Never the salt and digest: they are not for anyone's eyes.)
+    readonly_fields = ["name", "user", "key_id", "created_at", "expires_at", "last_used_at", "revoked_at"]
+    fields = tuple(readonly_fields)
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        rows = super().get_queryset(request).select_related("user")
+        seen = _partial_sight(request)
+        if seen is None:
+            return rows
+        users = {row.user for row in rows}
+        theirs = [u.pk for u in users if set(visible_agent_ids(u)) <= seen]
+        return rows.filter(user__in=theirs)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.apps import AppConfig
 from django.conf import settings
 from django.contrib import admin
@@ -59,12 +61,16 @@ class CountersignAdminSite(admin.AdminSite):
 
     def has_permission(self, request: HttpRequest) -> bool:
         # (Imported here: this module is loaded while the apps are, before any model may be.)
-        from approvals.policy import ADMINS
+        from approvals.policy import may_use_admin
 
-        user = request.user
-        if not user.is_active:
-            return False
-        return bool(user.is_staff or user.groups.filter(name=ADMINS).exists())
+        return may_use_admin(request.user)
+
+    @property
+    def login_form(self) -> Any:  # type: ignore[override]
+        """The sign-in form that lets in whom ``has_permission`` lets in (Django's lets in staff only)."""
+        from approvals.admin import AdminSignInForm
+
+        return AdminSignInForm
 
 
 class CountersignAdminConfig(admin_apps.AdminConfig):

@@ -55,6 +55,15 @@ AGENT_GROUP_PREFIX = "agent:"
 ALL_AGENTS_GROUPS = frozenset({REVIEWERS, ADMINS})
 
 
+def may_use_admin(user: Any) -> bool:
+    """Whether ``user`` may sign in to the Django admin: staff, and members of Admins (who are not
+    staff). What they may do there follows their permissions, and what they read there follows
+    ``visible_agent_ids`` (``approvals.admin``)."""
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
+        return False
+    return bool(user.is_staff or ADMINS in _groups(user))
+
+
 def agent_group_name(agent_id: str) -> str:
     return f"{AGENT_GROUP_PREFIX}{agent_id}"
 
