@@ -108,7 +108,8 @@ async def settle(agent: RunAgent, run_id: str, rule: DecisionRule, actor: str | 
         return decided(RunStream.finished(RunResult(run_id=run_id, status="suspended", tool_calls=remaining)))
     version: int = receipt.claimed_version
     if agent._runtime is not None and agent._runtime.scheduler is not None:
-        # A worker continues the run; the claim's lease covers the wait in its queue. A scheduler
+        # A worker continues the run; the claim waits in its queue without a lease, which the
+        # continuation takes when it starts (``_loop.continue_run``). A scheduler
         # that runs it at once, in this process, finds the claimed run rather than read it back.
         key = (agent.id, run_id, version)
         _claimed_here[key] = receipt.run

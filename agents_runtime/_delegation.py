@@ -40,6 +40,10 @@ async def discard_inner_runs(agent: RunAgent, deps: RunDeps) -> None:
         claimed: StoredRun | None = await agent._store(sub_agent.storage.claim, inner_run_id)
         if claimed is None:
             continue
+        if not await agent._store(
+            sub_agent.storage.start_continuation, inner_run_id, version=claimed.version
+        ):
+            continue
         if await agent._store(sub_agent.storage.finish, inner_run_id, version=claimed.version):
             logger.info(
                 "Run %s of agent %r dropped: its supervisor run %s ended without waiting on it",

@@ -255,6 +255,15 @@ def lost_claim(agent: RunAgent, run_id: str, emit: Emit) -> RunResult:
     return RunResult(run_id=run_id, status="failed", error=error)
 
 
+def _not_started(agent: RunAgent, run_id: str, emit: Emit) -> RunResult:
+    # Another continuation of this claim started first (a repeated task), or the run moved on.
+    error = "The continuation could not start: the run is continued elsewhere, or its claim was lost"
+    logger.warning("Run %s of agent %r: %s", run_id, agent.id, error)
+    emit(Chunk("error", run_id, {"error": error}))
+    emit(Chunk("finish", run_id, {"status": "failed", "error": error}))
+    return RunResult(run_id=run_id, status="failed", error=error)
+
+
 async def continue_run(
     agent: RunAgent, run_id: str, version: int, emit: Emit, known: StoredRun | None = None
 ) -> RunResult:
@@ -263,6 +272,8 @@ async def continue_run(
     ``known`` is the claimed run with its snapshot when the caller has it (saves a read).
     """
     known = known or take_claimed(agent.id, run_id, version)
+    if not await agent._store(agent.storage.start_continuation, run_id, version=version):
+        return _not_started(agent, run_id, emit)
     heartbeat = asyncio.ensure_future(_heartbeat(agent, run_id, version))
     try:
         return await _continue_claimed(agent, run_id, version, emit, known)
