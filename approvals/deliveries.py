@@ -20,8 +20,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -38,31 +36,6 @@ logger = logging.getLogger(__name__)
 #: How long past its time a delivery waits for the thread that should send it before it counts as
 #: orphaned (that thread's process is gone).
 ORPHAN_GRACE = timedelta(seconds=30)
-
-
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """A redirect is an answer, not a new address to post to: followed, it could send the request
-    (as a GET) to a host the URL's checks never saw, such as one inside the network."""
-
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-_OPENER = urllib.request.build_opener(_NoRedirects)
-
-
-def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int | None, str]:
-    """One POST; ``(status, error)``, error empty on a 2xx. Redirects are not followed (a 3xx fails)."""
-    request = urllib.request.Request(url, data=body, method="POST", headers=headers)
-    try:
-        with _OPENER.open(request, timeout=timeout) as response:
-            code = int(response.status)
-    except urllib.error.HTTPError as exc:
-        return exc.code, f"HTTP {exc.code}"
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return None, f"{type(exc).__name__}: {reason}"[:1000]
-    return code, "" if 200 <= code < 300 else f"HTTP {code}"
 
 
 @dataclass(frozen=True)

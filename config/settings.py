@@ -234,6 +234,10 @@ WEBHOOK_RETRY_SECONDS = [
 ]
 WEBHOOK_GIVE_UP_SECONDS = float(_env("WEBHOOK_GIVE_UP_SECONDS", "86400"))
 COUNTERSIGN_BASE_URL = _env("COUNTERSIGN_BASE_URL", "")
+# Webhook endpoints and chat webhooks may point at this machine or a private network (receivers inside
+# it), and chat webhooks may be plain http. Off, such addresses are refused when saved and, resolved,
+# when sent to (approvals/outbound.py).
+COUNTERSIGN_ALLOW_PRIVATE_WEBHOOKS = _env_bool("COUNTERSIGN_ALLOW_PRIVATE_WEBHOOKS", default=False)
 
 # --- Queue health (approvals/views/probes.py, approvals/health/) ------------------------------------------
 
@@ -306,11 +310,9 @@ NOTIFY_COLLAPSE_SECONDS = float(_env("NOTIFY_COLLAPSE_SECONDS", "10"))
 NOTIFY_REMINDER_BEFORE_SECONDS = float(_env("NOTIFY_REMINDER_BEFORE_SECONDS", "900"))
 NOTIFY_RETRY_SECONDS = [float(s) for s in _env_list("NOTIFY_RETRY_SECONDS", "10,60,300,1800,7200")]
 NOTIFY_GIVE_UP_SECONDS = float(_env("NOTIFY_GIVE_UP_SECONDS", "21600"))
-# Chat webhook URLs must be https (unless DEBUG), and on one of these hosts when any are named.
-NOTIFY_CHAT_HTTPS_ONLY = _env_bool("NOTIFY_CHAT_HTTPS_ONLY", default=not DEBUG)
+# Chat webhook URLs must be on one of these hosts when any are named (and https: see
+# COUNTERSIGN_ALLOW_PRIVATE_WEBHOOKS).
 NOTIFY_CHAT_HOSTS = _env_list("NOTIFY_CHAT_HOSTS", "")
-# Chat webhook URLs may point at this machine or a private network (a self-hosted chat server).
-NOTIFY_CHAT_ALLOW_PRIVATE = _env_bool("NOTIFY_CHAT_ALLOW_PRIVATE", default=False)
 
 # --- Security headers -------------------------------------------------------------------------------
 

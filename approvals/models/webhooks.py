@@ -14,6 +14,8 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
+from approvals.outbound import refused_as_typed
+
 #: The events an endpoint may subscribe to.
 WEBHOOK_EVENTS = ("call.suspended", "call.decided", "run.completed", "run.failed")
 
@@ -74,6 +76,13 @@ class WebhookEndpoint(models.Model):
 
     def __str__(self) -> str:
         return self.url
+
+    def clean(self) -> None:
+        # Here rather than as the field's validator: the rule follows a setting, and migrations
+        # would record the validator.
+        refused = refused_as_typed(self.url)
+        if refused:
+            raise ValidationError({"url": refused})
 
     def wants(self, event_type: str, agent_id: str) -> bool:
         return self.active and event_type in self.events and (not self.agents or agent_id in self.agents)

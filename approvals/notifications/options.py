@@ -44,15 +44,6 @@ def base_url() -> str:
     return str(_setting("COUNTERSIGN_BASE_URL", "") or "http://localhost:8000").rstrip("/")
 
 
-def chat_https_only() -> bool:
-    return bool(_setting("NOTIFY_CHAT_HTTPS_ONLY", not settings.DEBUG))
-
-
 def chat_hosts() -> list[str]:
     """Hosts a chat webhook URL may name (empty: any)."""
     return [str(h).lower() for h in _setting("NOTIFY_CHAT_HOSTS", [])]
-
-
-def chat_private_allowed() -> bool:
-    """Chat hooks may point at internal addresses (``NOTIFY_CHAT_ALLOW_PRIVATE``: a self-hosted chat)."""
-    return bool(_setting("NOTIFY_CHAT_ALLOW_PRIVATE", False))

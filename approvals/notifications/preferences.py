@@ -1,8 +1,8 @@
 """A user's notification preference: the form of the account's Notifications page, and its checks.
 
-A chat webhook URL is somewhere the server will POST to, so it is checked: https only (unless
-``NOTIFY_CHAT_HTTPS_ONLY`` is off, as it is with ``DEBUG``), and on one of ``NOTIFY_CHAT_HOSTS``
-when any are named; never this machine or a private network (``addresses``).
+A chat webhook URL is somewhere the server will POST to, so it is checked: https only, and never this
+machine or a private network, unless ``COUNTERSIGN_ALLOW_PRIVATE_WEBHOOKS`` is on (``outbound``); and on
+one of ``NOTIFY_CHAT_HOSTS`` when any are named.
 """
 
 from __future__ import annotations
@@ -14,19 +14,15 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from approvals.models import Notification, NotificationPreference
-from approvals.notifications import addresses, options
+from approvals.notifications import options
+from approvals.outbound import refused_as_typed
 
 
 def check_chat_url(url: str) -> None:
-    parts = urlsplit(url)
-    if options.chat_https_only() and parts.scheme != "https":
-        raise ValidationError("Use an https:// address.")
-    if parts.username or parts.password:
-        raise ValidationError("Leave the user name and password out of the address.")
     hosts = options.chat_hosts()
-    if hosts and (parts.hostname or "").lower() not in hosts:
+    if hosts and (urlsplit(url).hostname or "").lower() not in hosts:
         raise ValidationError(f"Chat webhooks may only go to: {', '.join(hosts)}.")
-    refused = addresses.refused_as_typed(url)
+    refused = refused_as_typed(url, what="Chat webhooks", https_only=True)
     if refused:
         raise ValidationError(refused)
 

@@ -16,9 +16,10 @@ from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
 from django.tasks import task
 
-from approvals.deliveries import Outbox, post
+from approvals.deliveries import Outbox
 from approvals.models import Notification, NotificationPreference
-from approvals.notifications import addresses, messages, options
+from approvals.notifications import messages, options
+from approvals.outbound import post
 
 
 def _send_email(notification: Notification, message: messages.Message) -> str:
@@ -42,12 +43,9 @@ def _send_chat(notification: Notification, message: messages.Message) -> str:
     )
     if not url:
         return "The recipient has no chat webhook URL any more."
-    refused = addresses.refused_as_resolved(url)
-    if refused:
-        return refused
     body = json.dumps(message.chat, ensure_ascii=False).encode()
     headers = {"Content-Type": "application/json", "User-Agent": "Countersign-Notifications/1"}
-    return post(url, body, headers, options.timeout_seconds())[1]
+    return post(url, body, headers, options.timeout_seconds(), what="Chat webhooks")[1]
 
 
 def _send(notification: Notification) -> str:

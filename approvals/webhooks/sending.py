@@ -29,9 +29,10 @@ from django.conf import settings
 from django.tasks import task
 from django.utils import timezone
 
-from approvals.deliveries import Outbox, post
+from approvals.deliveries import Outbox
 from approvals.models import WebhookDelivery
 from approvals.models.webhooks import secret_key
+from approvals.outbound import post
 
 #: Svix's schedule, as Standard Webhooks suggests: about a day in all.
 DEFAULT_RETRY_SECONDS = (5, 300, 1800, 7200, 18000, 36000, 36000)
@@ -48,7 +49,7 @@ def sign(secret: str, message_id: str, timestamp: int, body: bytes) -> str:
 
 
 def _send(delivery: WebhookDelivery) -> str:
-    """One signed POST; the error, "" on a 2xx."""
+    """One signed POST, to an address checked as it was resolved (``outbound``); the error, "" on a 2xx."""
     body = json.dumps(delivery.payload, separators=(",", ":"), ensure_ascii=False).encode()
     stamp = int(time.time())
     headers = {

@@ -42,7 +42,7 @@ def mail(settings: Any) -> Iterator[MailSink]:
 @pytest.fixture
 def chat(settings: Any) -> Iterator[ChatSink]:
     # The sink listens on this machine, which chat hooks may not reach unless allowed.
-    settings.NOTIFY_CHAT_ALLOW_PRIVATE = True
+    settings.COUNTERSIGN_ALLOW_PRIVATE_WEBHOOKS = True
     sink = ChatSink()
     yield sink
     sink.stop()
@@ -375,7 +375,7 @@ def test_an_escalation_tells_the_new_groups_deciders(agents: DashboardAgents, ma
 def test_a_chat_hook_on_this_machine_is_refused_unless_allowed(
     agents: DashboardAgents, mail: MailSink, chat: ChatSink, settings: Any
 ) -> None:
-    settings.NOTIFY_CHAT_ALLOW_PRIVATE = False
+    settings.COUNTERSIGN_ALLOW_PRIVATE_WEBHOOKS = False
     settings.NOTIFY_RETRY_SECONDS = []
     person("rita", "Reviewers", email=False, chat_url=chat.url)
 

@@ -64,7 +64,6 @@ def test_saving_needs_the_csrf_token(reviewer: User) -> None:
 def test_a_preference_is_saved_and_checked(
     reviewer: User, client_for: Callable[[User], Client], settings: Any
 ) -> None:
-    settings.NOTIFY_CHAT_HTTPS_ONLY = True
     client = client_for(reviewer)
     saved = client.post(URL, GOOD)
     assert saved.status_code == 302 and saved["Location"] == URL
