@@ -24,9 +24,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from .construct import construct
 from .errors import InvalidPagination
-from .store import ParkedCall, StoredRun
+from .records import ParkedCall, StoredRun, construct
 from .stream import Emit
 from .tools import to_jsonable
 from .types import AgentRun, AgentRunToolCall, CallContext, Chunk

@@ -10,14 +10,13 @@ decision planned on the old state is re-planned).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Literal
 
-from ._convert import now
+from . import _loop
+from ._context import AgentContext
 from ._decisions import decision_rule, pick_call, settle
-from ._host import RunAgent
 from .deadlines import Deadline, expiry_reason
 from .errors import (
     AgentsRuntimeError,
@@ -27,7 +26,7 @@ from .errors import (
     ToolCallNotSuspended,
 )
 from .policy import DecisionRequest, Origin
-from .store import DeadlineChange, Decision, ParkedCall, StoredRun, Vote
+from .records import DeadlineChange, Decision, ParkedCall, StoredRun, Vote
 from .stream import RunStream
 from .vocabulary import CallKind, DecisionAction
 
@@ -49,22 +48,6 @@ class _Escalate(Exception):
         self.deadline = deadline
 
 
-def with_deadlines(
-    agent: RunAgent, calls: Sequence[ParkedCall], run_deadline: Deadline | None
-) -> list[ParkedCall]:
-    """The calls a run parks, each with its deadline: the run's own, else its tool's."""
-    parked_at = now()
-    stamped = []
-    for call in calls:
-        spec = agent._tools_by_name.get(call.tool_name)
-        deadline = run_deadline or (spec.deadline if spec is not None else None)
-        # A supervisor's mirror keeps the deadline its sub-agent's call got.
-        if deadline is not None and call.delegation is None:
-            call = replace(call, deadline=deadline, expires_at=deadline.expires_at(parked_at))
-        stamped.append(call)
-    return stamped
-
-
 def _due(run: StoredRun, tool_call_id: str, at: datetime) -> ParkedCall:
     call = pick_call(run, tool_call_id)
     if call.decision is None and (call.expires_at is None or call.expires_at > at):
@@ -73,7 +56,7 @@ def _due(run: StoredRun, tool_call_id: str, at: datetime) -> ParkedCall:
 
 
 async def expire_call(
-    agent: RunAgent, run_id: str, tool_call_id: str, at: datetime
+    ctx: AgentContext, run_id: str, tool_call_id: str, at: datetime
 ) -> RunStream | Literal["escalated"] | None:
     """Expire (or escalate) one due call: the expired run's continuation to consume (or
     ``"escalated"``); None when nothing changed."""
@@ -100,19 +83,19 @@ async def expire_call(
             resume_data={"approved": approve},
         )
         try:
-            return decision_rule(agent, request)(run)
+            return decision_rule(ctx, request)(run)
         except RiskyNotConfirmed as refused:
             # The rules never let nobody answering approve a risky call: it is declined instead.
             declined = replace(
                 request, reason=f"{request.reason} ({refused})", resume_data={"approved": False}
             )
-            return decision_rule(agent, declined)(run)
+            return decision_rule(ctx, declined)(run)
 
     try:
         try:
-            stream = (await settle(agent, run_id, rule, None)).stream
+            stream = (await _loop.proceed(ctx, await settle(ctx, run_id, rule, None))).stream
         except _Escalate as escalation:
-            await _escalate(agent, run_id, tool_call_id, escalation.deadline, at)
+            await _escalate(ctx, run_id, tool_call_id, escalation.deadline, at)
             return "escalated"
     except (NotDue, RunAlreadyDecided, RunNotFound, ToolCallNotSuspended):
         return None  # a reviewer (or another sweeper) got there first, or the deadline moved
@@ -120,14 +103,14 @@ async def expire_call(
 
 
 async def _escalate(
-    agent: RunAgent, run_id: str, tool_call_id: str, deadline: Deadline, at: datetime
+    ctx: AgentContext, run_id: str, tool_call_id: str, deadline: Deadline, at: datetime
 ) -> None:
     def rule(run: StoredRun) -> DeadlineChange:
         due = _due(run, tool_call_id, at)
         if due.escalated_to is not None:
             raise NotDue(f"Tool call {tool_call_id!r} was escalated already")
         later = deadline.escalation_expires_after
-        changed = now()
+        changed = ctx.clock()
         return DeadlineChange(
             tool_call_id=due.tool_call_id,
             action=DecisionAction.ESCALATE,
@@ -137,16 +120,16 @@ async def _escalate(
             reason=f"No reviewer answered in time; escalated to {deadline.escalate_to}",
         )
 
-    await agent._store(agent.storage.change_deadline, agent_id=agent.id, run_id=run_id, rule=rule)
-    await agent._notify("call-escalated", run_id, tool_call_id=tool_call_id)
+    await ctx.call(ctx.store.change_deadline, agent_id=ctx.agent_id, run_id=run_id, rule=rule)
+    await ctx.notify("call-escalated", run_id, tool_call_id=tool_call_id)
 
 
-async def expire_overdue(agent: RunAgent, at: datetime) -> int:
+async def expire_overdue(ctx: AgentContext, at: datetime) -> int:
     """Expire or escalate every call of ``agent``'s runs due at ``at``; how many changed."""
     done = 0
     seen: set[tuple[str, str]] = set()
     while True:
-        page = await agent._store(agent.storage.due_calls, agent.id, at, limit=SWEEP_PAGE)
+        page = await ctx.call(ctx.store.due_calls, ctx.agent_id, at, limit=SWEEP_PAGE)
         due = [key for key in page if key not in seen]
         if not due:
             return done
@@ -156,11 +139,11 @@ async def expire_overdue(agent: RunAgent, at: datetime) -> int:
         for run_id, tool_call_id in due:
             seen.add((run_id, tool_call_id))
             try:
-                outcome = await expire_call(agent, run_id, tool_call_id, at)
+                outcome = await expire_call(ctx, run_id, tool_call_id, at)
             except Exception:
                 # One broken run must not stop the others from expiring on time.
                 logger.exception(
-                    "Run %s of agent %r: expiring call %s failed", run_id, agent.id, tool_call_id
+                    "Run %s of agent %r: expiring call %s failed", run_id, ctx.agent_id, tool_call_id
                 )
                 continue
             done += outcome is not None
@@ -171,12 +154,12 @@ async def expire_overdue(agent: RunAgent, at: datetime) -> int:
                 await stream.result()
             except Exception:
                 logger.exception(
-                    "Run %s of agent %r: continuing after its expiry failed", stream.run_id, agent.id
+                    "Run %s of agent %r: continuing after its expiry failed", stream.run_id, ctx.agent_id
                 )
 
 
 async def extend(
-    agent: RunAgent,
+    ctx: AgentContext,
     run_id: str,
     tool_call_id: str,
     *,
@@ -208,12 +191,12 @@ async def extend(
             tool_call_id=call.tool_call_id,
             action=DecisionAction.EXTEND,
             expires_at=expires_at,
-            changed_at=now(),
+            changed_at=ctx.clock(),
             escalated_to=call.escalated_to,
             actor=actor,
             reason=reason.strip(),
         )
 
-    await agent._store(agent.storage.change_deadline, agent_id=agent.id, run_id=run_id, rule=rule)
-    await agent._notify("deadline-extended", run_id, tool_call_id=tool_call_id, actor=actor)
+    await ctx.call(ctx.store.change_deadline, agent_id=ctx.agent_id, run_id=run_id, rule=rule)
+    await ctx.notify("deadline-extended", run_id, tool_call_id=tool_call_id, actor=actor)
     return new[-1]

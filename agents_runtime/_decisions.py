@@ -1,32 +1,27 @@
 """The decide path: every decision (approve, decline, resume, a grant's, a deadline's) checked against
-the parked call by the rules (``policy``) and recorded atomically, then announced and continued."""
+the parked call by the rules (``policy``), recorded atomically and announced (what it leads to, the
+run going on, is the run loop's)."""
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 from pydantic_ai import DeferredToolResults, ToolApproved, ToolDenied
 
 from . import _pydantic, policy
-from ._convert import agent_run, listed_call, now
-from ._host import RunAgent
+from ._context import AgentContext
 from .errors import InvalidResumeData, InvalidToolArgs, RunNotFound, ToolCallNotSuspended
-from .events import Continuation
 from .policy import DecisionRequest
-from .store import Decision, DecisionReceipt, DecisionRule, ParkedCall, StoredRun, Vote
-from .stream import Decided, Emit, RunStream
+from .records import Decision, DecisionReceipt, DecisionRule, ParkedCall, StoredRun, Vote
 from .tools import _validate, to_jsonable
-from .types import ApprovalTally, RunResult
 from .untrusted import check_decision, checked_json, reason_problem
 from .vocabulary import CallKind, DecisionAction
 
 DEFAULT_DECLINE_REASON = "Tool call was not approved by the user"
 
 
-async def decide(agent: RunAgent, request: DecisionRequest) -> Decided:
-    """The one door: ``request`` recorded atomically if every rule lets it through, announced, and
-    the run continued (or handed to the scheduler) when it was the run's last decision."""
+async def decide(ctx: AgentContext, request: DecisionRequest) -> DecisionReceipt:
+    """The one door: ``request`` recorded atomically if every rule lets it through, and announced."""
     if not isinstance(request.run_id, str) or not request.run_id:
         raise RunNotFound(str(request.run_id))
     check_decision(
@@ -35,13 +30,12 @@ async def decide(agent: RunAgent, request: DecisionRequest) -> Decided:
         resume_data=request.resume_data,
         edited_args=request.edited_args,
     )
-    return await settle(agent, request.run_id, decision_rule(agent, request), request.actor)
+    return await settle(ctx, request.run_id, decision_rule(ctx, request), request.actor)
 
 
-def decision_rule(agent: RunAgent, request: DecisionRequest) -> DecisionRule:
+def decision_rule(ctx: AgentContext, request: DecisionRequest) -> DecisionRule:
     """What the store's atomic step runs on the run as stored: the call ``request`` names, the rules
     (``agents_runtime.policy``), its data checked; the decision or vote to record, or a refusal."""
-    host = agent._runtime.policy if agent._runtime is not None else None
 
     def rule(run: StoredRun) -> tuple[str, Decision | Vote]:
         if run.parent_run_id is not None:
@@ -52,50 +46,50 @@ def decision_rule(agent: RunAgent, request: DecisionRequest) -> DecisionRule:
                 tool_call_id=request.tool_call_id,
             )
         call = pick_call(run, request.tool_call_id)
-        policy.admit(request, run, call, host)
+        policy.admit(request, run, call, ctx.policy)
         checked, why, stored_resume = validated_decision(
-            agent, call, request.action, request.reason, request.resume_data
+            ctx, call, request.action, request.reason, request.resume_data
         )
-        edits = None if request.edited_args is None else validated_edits(agent, call, request.edited_args)
+        edits = None if request.edited_args is None else validated_edits(ctx, call, request.edited_args)
         if edits is not None and policy.fingerprint(request.edited_args) == policy.fingerprint(call.args):
             edits = None  # nothing was changed: a plain approval, recorded as one
         decision = Decision(
             action=checked,
-            decided_at=now(),
+            decided_at=ctx.clock(),
             actor=request.actor,
             reason=why,
             resume_data=stored_resume,
             edited_args=edits,
             grant_id=request.grant.id if request.grant is not None else None,
         )
-        tool = agent._find_tool(call.tool_name)
+        tool = ctx.find_tool(call.tool_name)
         return call.tool_call_id, policy.verdict(request, run, call, tool, decision)
 
     return rule
 
 
-#: Runs claimed by a decision of this process while its continuation is being scheduled, by agent,
-#: run and claimed version (see ``settle`` and ``take_claimed``).
-_claimed_here: dict[tuple[str, str, int], StoredRun] = {}
-
-
-def take_claimed(agent_id: str, run_id: str, version: int) -> StoredRun | None:
-    """The run a decision of this process just claimed at ``version``, with its snapshot, when its
-    continuation runs while the decision schedules it (once; None otherwise: read it)."""
-    return _claimed_here.pop((agent_id, run_id, version), None)
-
-
-async def settle(agent: RunAgent, run_id: str, rule: DecisionRule, actor: str | None) -> Decided:
-    """Record the decision ``rule`` makes (the store's atomic step), announce it, continue the run."""
-    receipt: DecisionReceipt = await agent._store(
-        agent.storage.decide, agent_id=agent.id, run_id=run_id, rule=rule
+async def settle(ctx: AgentContext, run_id: str, rule: DecisionRule, actor: str | None) -> DecisionReceipt:
+    """Record the decision ``rule`` makes (the store's atomic step) and announce it; what it leads to
+    is the run loop's (``_loop.proceed``)."""
+    receipt: DecisionReceipt = await ctx.call(
+        ctx.store.decide, agent_id=ctx.agent_id, run_id=run_id, rule=rule
     )
-    decided = partial(Decided, listed_call(receipt.call), agent_run(receipt.run), receipt.record_id)
+    call = receipt.call
     if receipt.vote is not None:
-        return decided(await _voted(agent, receipt, receipt.vote))
-    call, decision = receipt.call, receipt.call.decision
+        # An approval recorded as one vote of several: the call still waits.
+        approval = receipt.vote.approval
+        await ctx.notify(
+            "call-voted",
+            run_id,
+            tool_call_id=call.tool_call_id,
+            action=approval.action,
+            actor=approval.actor,
+            edited=approval.edited_args is not None,
+        )
+        return receipt
+    decision = call.decision
     assert decision is not None
-    await agent._notify(
+    await ctx.notify(
         "call-decided",
         run_id,
         tool_call_id=call.tool_call_id,
@@ -103,50 +97,11 @@ async def settle(agent: RunAgent, run_id: str, rule: DecisionRule, actor: str | 
         actor=actor,
         edited=decision.edited_args is not None,
     )
-    if receipt.claimed_version is None:
-        remaining = [listed_call(c) for c in receipt.run.undecided]
-        return decided(RunStream.finished(RunResult(run_id=run_id, status="suspended", tool_calls=remaining)))
-    version: int = receipt.claimed_version
-    if agent._runtime is not None and agent._runtime.scheduler is not None:
-        # A worker continues the run; the claim waits in its queue without a lease, which the
-        # continuation takes when it starts (``_loop.continue_run``). A scheduler
-        # that runs it at once, in this process, finds the claimed run rather than read it back.
-        key = (agent.id, run_id, version)
-        _claimed_here[key] = receipt.run
-        try:
-            continuation = Continuation(agent_id=agent.id, run_id=run_id, version=version)
-            done = await agent._runtime._schedule(continuation)
-        finally:
-            _claimed_here.pop(key, None)
-        return decided(RunStream.finished(done or RunResult(run_id=run_id, status="running")))
-    claimed = receipt.run
-
-    async def produce(emit: Emit) -> RunResult:
-        return await agent._continue(run_id, version, emit, claimed)
-
-    return decided(RunStream(run_id, produce))
-
-
-async def _voted(agent: RunAgent, receipt: DecisionReceipt, vote: Vote) -> RunStream:
-    """An approval recorded as one vote of several: the call still waits, nothing continues."""
-    run_id, call = receipt.run.run_id, receipt.call
-    await agent._notify(
-        "call-voted",
-        run_id,
-        tool_call_id=call.tool_call_id,
-        action=vote.approval.action,
-        actor=vote.approval.actor,
-        edited=vote.approval.edited_args is not None,
-    )
-    tally = ApprovalTally(call.tool_call_id, tuple(v.actor or "" for v in vote.votes), vote.required)
-    remaining = [listed_call(c) for c in receipt.run.undecided]
-    return RunStream.finished(
-        RunResult(run_id=run_id, status="suspended", tool_calls=remaining, approvals=tally)
-    )
+    return receipt
 
 
 def validated_decision(
-    agent: RunAgent, call: ParkedCall, action: DecisionAction, reason: str | None, resume_data: Any
+    ctx: AgentContext, call: ParkedCall, action: DecisionAction, reason: str | None, resume_data: Any
 ) -> tuple[DecisionAction, str | None, Any]:
     """Check a decision fits the call; nothing is recorded when it does not."""
     if action == DecisionAction.EXPIRE:
@@ -181,7 +136,7 @@ def validated_decision(
         )
     if action == DecisionAction.DECLINE:
         return action, reason, None
-    spec = agent._find_tool(call.tool_name)
+    spec = ctx.find_tool(call.tool_name)
     if spec is not None:
         validated = spec.validate_resume_data(resume_data)
     else:
@@ -189,16 +144,17 @@ def validated_decision(
     return DecisionAction.RESUME, None, checked_json(validated, to_jsonable, "resume data")
 
 
-def validated_edits(agent: RunAgent, call: ParkedCall, edited_args: Any) -> dict[str, Any]:
+def validated_edits(ctx: AgentContext, call: ParkedCall, edited_args: Any) -> dict[str, Any]:
     """Edited arguments of an approval, checked against the tool's parameters."""
     if call.kind != CallKind.APPROVAL:
         raise InvalidResumeData(
             f"Tool call {call.tool_call_id!r} called suspend(): it has no arguments to edit"
         )
-    spec = agent._find_tool(call.tool_name)
+    spec = ctx.find_tool(call.tool_name)
     if spec is None:
         raise InvalidToolArgs(
-            f"Tool {call.tool_name!r} is not known to agent {agent.id!r}: its arguments cannot be checked",
+            f"Tool {call.tool_name!r} is not known to agent {ctx.agent_id!r}: "
+            "its arguments cannot be checked",
             errors=[{"loc": (), "msg": "unknown tool"}],
         )
     return spec.validate_args(edited_args)

@@ -16,9 +16,9 @@ import logging
 from dataclasses import asdict, replace
 from datetime import datetime
 
-from ._convert import as_utc, now
+from ._context import AgentContext
+from ._convert import as_utc
 from ._decisions import decision_rule
-from ._host import RunAgent
 from .conditions import InvalidCondition, check_against_schema
 from .errors import DecisionRefused, RunAlreadyDecided, RunNotFound, ToolCallNotSuspended
 from .grants import (
@@ -34,20 +34,20 @@ from .grants import (
     condition_verdict,
 )
 from .policy import DecisionRequest, Origin
-from .store import DecisionReceipt, ParkedCall, StoredRun, Suspension
+from .records import DecisionReceipt, ParkedCall, StoredRun, Suspension
 from .types import GrantFailure
 from .vocabulary import CallKind, DecisionAction
 
 logger = logging.getLogger("agents_runtime")
 
 
-def grant_store(agent: RunAgent) -> GrantStore | None:
-    store = agent.storage
+def grant_store(ctx: AgentContext) -> GrantStore | None:
+    store = ctx.store
     return store if isinstance(store, GrantStore) else None
 
 
 def request_for(
-    agent: RunAgent,
+    ctx: AgentContext,
     tool_name: str,
     *,
     scope: GrantScope | str,
@@ -72,14 +72,14 @@ def request_for(
     except ValueError:
         raise InvalidGrant(f"Unknown grant scope {scope!r}") from None
     return checked(
-        agent,
+        ctx,
         GrantRequest(
-            agent_id=agent.id,
+            agent_id=ctx.agent_id,
             tool_name=tool_name,
             scope=checked_scope,
             scope_value={GrantScope.THREAD: thread_id, GrantScope.RESOURCE: resource_id}.get(checked_scope),
             created_by=created_by,
-            created_at=now(),
+            created_at=ctx.clock(),
             expires_at=as_utc(expires_at, end_of_day=False),
             max_uses=max_uses,
             condition=condition.strip(),
@@ -90,20 +90,20 @@ def request_for(
     )
 
 
-def checked(agent: RunAgent, request: GrantRequest) -> GrantRequest:
-    """``request`` if ``agent`` can keep it, else ``InvalidGrant`` saying why: every grant passes here
+def checked(ctx: AgentContext, request: GrantRequest) -> GrantRequest:
+    """``request`` if the agent can keep it, else ``InvalidGrant`` saying why: every grant passes here
     before a store keeps it, however it was made (``request_for``, or a request built by hand and
     handed to ``add``)."""
-    if request.agent_id != agent.id:
-        raise InvalidGrant(f"The grant is not one agent {agent.id!r} can keep")
-    spec = agent._find_tool(request.tool_name)
+    if request.agent_id != ctx.agent_id:
+        raise InvalidGrant(f"The grant is not one agent {ctx.agent_id!r} can keep")
+    spec = ctx.find_tool(request.tool_name)
     if spec is None:
-        raise InvalidGrant(f"Agent {agent.id!r} has no tool {request.tool_name!r}")
+        raise InvalidGrant(f"Agent {ctx.agent_id!r} has no tool {request.tool_name!r}")
     if not spec.takes_grants:
         why = "needs several approvals" if spec.approvals > 1 else "does not allow grants"
         raise InvalidGrant(f"Tool {request.tool_name!r} {why}: each call waits for a person")
-    if grant_store(agent) is None:
-        raise InvalidGrant(f"The store of agent {agent.id!r} keeps no grants")
+    if grant_store(ctx) is None:
+        raise InvalidGrant(f"The store of agent {ctx.agent_id!r} keeps no grants")
     request = checked_request(request)
     compiled = compile_condition(request.condition)
     if compiled is not None:
@@ -115,32 +115,32 @@ def checked(agent: RunAgent, request: GrantRequest) -> GrantRequest:
     return request
 
 
-async def add(agent: RunAgent, request: GrantRequest) -> Grant:
+async def add(ctx: AgentContext, request: GrantRequest) -> Grant:
     """``Agent.add_grant``."""
-    request = checked(agent, request)
-    store = grant_store(agent)
+    request = checked(ctx, request)
+    store = grant_store(ctx)
     assert store is not None  # (checked)
-    grant: Grant = await agent._store(store.add_grant, request)
+    grant: Grant = await ctx.call(store.add_grant, request)
     return grant
 
 
-async def revoke(agent: RunAgent, grant_id: int, *, actor: str) -> Grant:
+async def revoke(ctx: AgentContext, grant_id: int, *, actor: str) -> Grant:
     """``Agent.revoke_grant``: only a grant of this agent."""
-    store = grant_store(agent)
-    grant = None if store is None else await agent._store(store.get_grant, grant_id)
-    if store is None or grant is None or grant.agent_id != agent.id:
+    store = grant_store(ctx)
+    grant = None if store is None else await ctx.call(store.get_grant, grant_id)
+    if store is None or grant is None or grant.agent_id != ctx.agent_id:
         raise GrantNotFound(grant_id)
-    revoked: Grant = await agent._store(store.revoke_grant, grant_id, actor=actor, at=now())
+    revoked: Grant = await ctx.call(store.revoke_grant, grant_id, actor=actor, at=ctx.clock())
     return revoked
 
 
-def _grantable(agent: RunAgent, call: ParkedCall) -> bool:
+def _grantable(ctx: AgentContext, call: ParkedCall) -> bool:
     if call.kind != CallKind.APPROVAL or call.delegation is not None or call.decision is not None:
         return False
     # A call interrupted after its tool started needs a person to confirm running it again.
     if call.tool_started_at is not None:
         return False
-    spec = agent._find_tool(call.tool_name)
+    spec = ctx.find_tool(call.tool_name)
     return spec is not None and spec.takes_grants
 
 
@@ -148,7 +148,7 @@ def _grantable(agent: RunAgent, call: ParkedCall) -> bool:
 Covering = dict[str, list[Grant]]
 
 
-async def check_grants(agent: RunAgent, suspension: Suspension) -> tuple[Suspension, Covering]:
+async def check_grants(ctx: AgentContext, suspension: Suspension) -> tuple[Suspension, Covering]:
     """The live grants that cover each call of ``suspension``, before it is stored.
 
     A grant whose condition cannot be evaluated on a call's arguments (it raises, or is over its
@@ -156,17 +156,17 @@ async def check_grants(agent: RunAgent, suspension: Suspension) -> tuple[Suspens
     failed and why (its card shows it; the grant's record counts it for the queue-health page).
     Nothing here raises: a grant check that breaks lets nothing through and the run is announced.
     """
-    store = grant_store(agent)
+    store = grant_store(ctx)
     # A sub-agent's inner run is decided through its supervisor's card, where its calls show.
     if store is None or suspension.parent_run_id is not None:
         return suspension, {}
     covering: Covering = {}
     calls = list(suspension.calls)
     for index, call in enumerate(calls):
-        if not _grantable(agent, call):
+        if not _grantable(ctx, call):
             continue
         try:
-            grants, failures = await _covering(agent, store, suspension, call)
+            grants, failures = await _covering(ctx, store, suspension, call)
         except Exception:
             logger.exception(
                 "Run %s: checking the grants of call %s failed", suspension.run_id, call.tool_call_id
@@ -177,23 +177,23 @@ async def check_grants(agent: RunAgent, suspension: Suspension) -> tuple[Suspens
         if failures:
             context = {**(call.context or {}), "grant_failures": [asdict(f) for f in failures]}
             calls[index] = replace(call, context=context)
-            await _note_failures(agent, store, failures)
+            await _note_failures(ctx, store, failures)
     return replace(suspension, calls=tuple(calls)), covering
 
 
 async def _covering(
-    agent: RunAgent, store: GrantStore, run: Suspension, call: ParkedCall
+    ctx: AgentContext, store: GrantStore, run: Suspension, call: ParkedCall
 ) -> tuple[list[Grant], list[GrantFailure]]:
-    at = now()
-    live = await agent._store(
+    at = ctx.clock()
+    live = await ctx.call(
         store.live_grants,
-        agent.id,
+        ctx.agent_id,
         call.tool_name,
         thread_id=run.thread_id,
         resource_id=run.resource_id,
         at=at,
     )
-    spec = agent._find_tool(call.tool_name)
+    spec = ctx.find_tool(call.tool_name)
     if spec is None or not live:
         return [], []
     args = spec.args_with_defaults(call.args)
@@ -207,15 +207,17 @@ async def _covering(
     return grants, failures
 
 
-async def _note_failures(agent: RunAgent, store: GrantStore, failures: list[GrantFailure]) -> None:
+async def _note_failures(ctx: AgentContext, store: GrantStore, failures: list[GrantFailure]) -> None:
     for failure in failures:
         try:
-            await agent._store(store.note_condition_failure, failure.grant_id, error=failure.error, at=now())
+            await ctx.call(
+                store.note_condition_failure, failure.grant_id, error=failure.error, at=ctx.clock()
+            )
         except Exception:
             logger.exception("Grant #%s: its condition's failure could not be recorded", failure.grant_id)
 
 
-async def apply_grants(agent: RunAgent, run: StoredRun, covering: Covering) -> tuple[StoredRun, int | None]:
+async def apply_grants(ctx: AgentContext, run: StoredRun, covering: Covering) -> tuple[StoredRun, int | None]:
     """The run once the grants ``check_grants`` found approved its calls, and the version the last of
     those approvals claimed it at (None: it still waits on someone). A grant revoked or used up since
     approves nothing (the store checks it in the decision's atomic step); the next one is tried."""
@@ -223,7 +225,7 @@ async def apply_grants(agent: RunAgent, run: StoredRun, covering: Covering) -> t
     for call in run.undecided:
         for grant in covering.get(call.tool_call_id, ()):
             try:
-                receipt = await _approve_by_grant(agent, run.run_id, call, grant, now())
+                receipt = await _approve_by_grant(ctx, run.run_id, call, grant, ctx.clock())
             except (RunAlreadyDecided, ToolCallNotSuspended, RunNotFound):
                 # A reviewer decided it in the moment it was visible: no other grant is tried.
                 logger.info("Run %s: call %s was decided before a grant", run.run_id, call.tool_call_id)
@@ -237,7 +239,7 @@ async def apply_grants(agent: RunAgent, run: StoredRun, covering: Covering) -> t
             if receipt is None:
                 continue
             run, claimed = receipt.run, receipt.claimed_version
-            await agent._notify(
+            await ctx.notify(
                 "call-decided",
                 run.run_id,
                 tool_call_id=call.tool_call_id,
@@ -249,7 +251,7 @@ async def apply_grants(agent: RunAgent, run: StoredRun, covering: Covering) -> t
 
 
 async def _approve_by_grant(
-    agent: RunAgent, run_id: str, call: ParkedCall, grant: Grant, at: datetime
+    ctx: AgentContext, run_id: str, call: ParkedCall, grant: Grant, at: datetime
 ) -> DecisionReceipt | None:
     """The grant's approval through the one door's rules (its maker's rights, risky calls,
     separation of duties: ``agents_runtime.policy``), recorded with one use of the grant; None when
@@ -263,8 +265,8 @@ async def _approve_by_grant(
         grant=grant,
     )
     try:
-        receipt: DecisionReceipt = await agent._store(
-            agent.storage.decide, agent_id=agent.id, run_id=run_id, rule=decision_rule(agent, request)
+        receipt: DecisionReceipt = await ctx.call(
+            ctx.store.decide, agent_id=ctx.agent_id, run_id=run_id, rule=decision_rule(ctx, request)
         )
     except DecisionRefused as refused:
         logger.info("Run %s: %s did not approve call %s: %s", run_id, grant.label, call.tool_call_id, refused)

@@ -1,4 +1,8 @@
-"""The run loop: one pydantic-ai run and what it ended in, and continuing a claimed run."""
+"""The run loop: one pydantic-ai run and what it ended in, and continuing a claimed run.
+
+A supervisor's delegations run here too: a sub-agent's inner run is started for its delegation
+call, continued with the supervisor's decisions, and discarded when the supervisor stops waiting.
+"""
 
 from __future__ import annotations
 
@@ -15,19 +19,32 @@ from pydantic_ai.conversation import Conversation
 from pydantic_ai.messages import AgentStreamEvent, ModelMessage
 
 from . import _pydantic
-from ._context import conversation_context, previous_answers
-from ._convert import chunk_for, listed_call, now, run_transcript, showing_edits, waiting_chunks
-from ._deadlines import with_deadlines
-from ._decisions import add_result, take_claimed
-from ._delegation import continue_inner, delegate, discard_inner_runs, mirror_inner_calls
+from ._context import AgentContext
+from ._convert import (
+    agent_run,
+    chunk_for,
+    ignore,
+    listed_call,
+    new_run_id,
+    run_transcript,
+    showing_edits,
+    waiting_chunks,
+)
+from ._decisions import add_result
 from ._grants import apply_grants, check_grants
-from ._host import RunAgent
-from ._parking import parked_calls
+from ._parking import (
+    conversation_context,
+    mirror_inner_calls,
+    parked_calls,
+    previous_answers,
+    with_deadlines,
+)
 from ._pydantic import ClaimLost, RunDeps
 from .deadlines import Deadline
-from .store import ParkedCall, RunEnding, StoredRun, Suspension
-from .stream import Emit
-from .types import Chunk, RunResult
+from .events import Continuation
+from .records import DecisionReceipt, ParkedCall, RunEnding, StoredRun, Suspension
+from .stream import Decided, Emit, RunStream
+from .types import ApprovalTally, Chunk, RunResult
 from .untrusted import clean_json, clean_text
 
 logger = logging.getLogger("agents_runtime")
@@ -47,7 +64,7 @@ def checked_memory_bound(last_runs: int | None) -> int | None:
 
 
 async def start(
-    agent: RunAgent,
+    ctx: AgentContext,
     run_id: str,
     prompt: str,
     thread_id: str | None,
@@ -58,18 +75,20 @@ async def start(
     *,
     started_by: str | None = None,
 ) -> RunResult:
-    created_at = now()
+    created_at = ctx.clock()
     history: list[ModelMessage] = []
     if thread_id is not None:
-        stored = await agent._store(
-            agent.storage.thread_messages, agent.id, thread_id, last_runs=agent.memory_last_runs
+        stored = await ctx.call(
+            ctx.store.thread_messages, ctx.agent_id, thread_id, last_runs=ctx.memory_last_runs
         )
         try:
             history = _pydantic.messages_from_json(stored)
         except Exception:
-            logger.warning("Thread %r of agent %r has unreadable memory; starting fresh", thread_id, agent.id)
+            logger.warning(
+                "Thread %r of agent %r has unreadable memory; starting fresh", thread_id, ctx.agent_id
+            )
     return await drive(
-        agent,
+        ctx,
         run_id=run_id,
         thread_id=thread_id,
         resource_id=resource_id,
@@ -86,7 +105,7 @@ async def start(
 
 
 async def drive(
-    agent: RunAgent,
+    ctx: AgentContext,
     *,
     run_id: str,
     thread_id: str | None,
@@ -108,18 +127,18 @@ async def drive(
     beside a follow-up question)."""
     deps = RunDeps(
         run_id=run_id,
-        agent=agent,
+        agent_id=ctx.agent_id,
         thread_id=thread_id,
         resource_id=resource_id,
-        delegate=functools.partial(delegate, agent),
+        delegate=functools.partial(delegate, ctx),
         tool_started=None
         if claimed_version is None
-        else functools.partial(_mark_tool_started, agent, run_id, claimed_version),
+        else functools.partial(_mark_tool_started, ctx, run_id, claimed_version),
         deadline=deadline,
         started_by=started_by,
     )
     result = await drive_once(
-        agent,
+        ctx,
         deps,
         parent_run_id=parent_run_id,
         created_at=created_at,
@@ -131,12 +150,12 @@ async def drive(
         answered=answered or [],
     )
     if result.status != "suspended" and deps.inner_runs:
-        await discard_inner_runs(agent, deps)
+        await discard_inner_runs(ctx, deps)
     return result
 
 
 async def drive_once(
-    agent: RunAgent,
+    ctx: AgentContext,
     deps: RunDeps,
     *,
     parent_run_id: str | None,
@@ -160,18 +179,18 @@ async def drive_once(
         # The events are handled inline, in the run's own task: ``run_stream_events`` would hand each
         # one over through a memory stream from a task of its own (~0.4 ms more of pydantic-ai's
         # 6 ms continuation here, the two timed alternately in one process).
-        ran = await agent._pydantic().run(deps=deps, event_stream_handler=relay, **run_kwargs)
+        ran = await ctx.pydantic_agent().run(deps=deps, event_stream_handler=relay, **run_kwargs)
         output, conversation = ran.output, ran.conversation
     except ClaimLost:
-        return lost_claim(agent, run_id, emit)
+        return lost_claim(ctx, run_id, emit)
     except Exception as exc:
         error = clean_text(f"{type(exc).__name__}: {exc}")
-        logger.info("Run %s of agent %r failed: %s", run_id, agent.id, error)
+        logger.info("Run %s of agent %r failed: %s", run_id, ctx.agent_id, error)
         if claimed_version is not None:
             # The record keeps what the run had said until its last suspension (the snapshot's).
             known: Conversation | None = run_kwargs.get("conversation")
-            await agent._store(
-                agent.storage.finish,
+            await ctx.call(
+                ctx.store.finish,
                 run_id,
                 version=claimed_version,
                 ending=RunEnding(
@@ -182,27 +201,27 @@ async def drive_once(
             )
         emit(Chunk("error", run_id, {"error": error}))
         emit(Chunk("finish", run_id, {"status": "failed", "error": error}))
-        await agent._notify("run-failed", run_id)
+        await ctx.notify("run-failed", run_id)
         return RunResult(run_id=run_id, status="failed", error=error)
 
     if isinstance(output, DeferredToolRequests):
-        shared = {**conversation_context(agent, conversation.messages), "previous_answers": answered}
-        calls = with_deadlines(agent, await parked_calls(agent, output, shared), deps.deadline)
+        shared = {**conversation_context(ctx, conversation.messages), "previous_answers": answered}
+        calls = with_deadlines(ctx, await parked_calls(ctx, output, shared), deps.deadline)
         suspension = Suspension(
             run_id=run_id,
-            agent_id=agent.id,
+            agent_id=ctx.agent_id,
             thread_id=thread_id,
             resource_id=resource_id,
             parent_run_id=parent_run_id,
             created_at=created_at,
-            suspended_at=now(),
+            suspended_at=ctx.clock(),
             calls=tuple(calls),
             snapshot=_pydantic.Snapshot(
                 conversation, history_len, delegation_results, deps.deadline
             ).to_json(),
             started_by=deps.started_by,
         )
-        return await store_suspension(agent, suspension, claimed_version, emit)
+        return await store_suspension(ctx, suspension, claimed_version, emit)
 
     text = clean_text(output if isinstance(output, str) else str(output))
     new_messages = (
@@ -210,128 +229,114 @@ async def drive_once(
     )
     if claimed_version is None:
         if new_messages:
-            await agent._store(agent.storage.append_thread_messages, agent.id, thread_id, new_messages)
-    elif not await agent._store(
-        agent.storage.finish,
+            await ctx.call(ctx.store.append_thread_messages, ctx.agent_id, thread_id, new_messages)
+    elif not await ctx.call(
+        ctx.store.finish,
         run_id,
         version=claimed_version,
         thread_messages=new_messages,
         ending=RunEnding("completed", text, transcript=run_transcript(conversation.messages[history_len:])),
     ):
-        return lost_claim(agent, run_id, emit)
+        return lost_claim(ctx, run_id, emit)
     emit(Chunk("finish", run_id, {"status": "success", "text": text}))
-    await agent._notify("run-completed", run_id)
+    await ctx.notify("run-completed", run_id)
     return RunResult(run_id=run_id, status="success", text=text)
 
 
 async def store_suspension(
-    agent: RunAgent, suspension: Suspension, claimed_version: int | None, emit: Emit
+    ctx: AgentContext, suspension: Suspension, claimed_version: int | None, emit: Emit
 ) -> RunResult:
     run_id = suspension.run_id
-    suspension, covering = await check_grants(agent, suspension)
+    suspension, covering = await check_grants(ctx, suspension)
     if claimed_version is None:
-        stored: StoredRun | None = await agent._store(agent.storage.insert_suspended, suspension)
+        stored: StoredRun | None = await ctx.call(ctx.store.insert_suspended, suspension)
     else:
-        stored = await agent._store(agent.storage.resuspend, suspension, expected_version=claimed_version)
+        stored = await ctx.call(ctx.store.resuspend, suspension, expected_version=claimed_version)
     if stored is None:
-        return lost_claim(agent, run_id, emit)
-    stored, granted_version = await apply_grants(agent, stored, covering)
+        return lost_claim(ctx, run_id, emit)
+    stored, granted_version = await apply_grants(ctx, stored, covering)
     if granted_version is not None:
         # Standing grants approved every call it waited on: it goes on at once, never announced.
-        return await continue_run(agent, run_id, granted_version, emit, stored)
+        return await continue_run(ctx, run_id, granted_version, emit, stored)
     listed = [listed_call(c) for c in stored.undecided]
     for chunk in waiting_chunks(run_id, listed):
         emit(chunk)
-    await agent._notify("run-suspended", run_id)
+    await ctx.notify("run-suspended", run_id)
     return RunResult(run_id=run_id, status="suspended", tool_calls=listed)
 
 
-def lost_claim(agent: RunAgent, run_id: str, emit: Emit) -> RunResult:
+def lost_claim(ctx: AgentContext, run_id: str, emit: Emit) -> RunResult:
     # Our lease ran out and the run was parked again (and maybe decided again) meanwhile.
     error = "The continuation lost its claim on the run (lease expired); the run was parked again"
-    logger.warning("Run %s of agent %r: %s", run_id, agent.id, error)
-    emit(Chunk("error", run_id, {"error": error}))
-    emit(Chunk("finish", run_id, {"status": "failed", "error": error}))
-    return RunResult(run_id=run_id, status="failed", error=error)
-
-
-def _not_started(agent: RunAgent, run_id: str, emit: Emit) -> RunResult:
-    # Another continuation of this claim started first (a repeated task), or the run moved on.
-    error = "The continuation could not start: the run is continued elsewhere, or its claim was lost"
-    logger.warning("Run %s of agent %r: %s", run_id, agent.id, error)
+    logger.warning("Run %s of agent %r: %s", run_id, ctx.agent_id, error)
     emit(Chunk("error", run_id, {"error": error}))
     emit(Chunk("finish", run_id, {"status": "failed", "error": error}))
     return RunResult(run_id=run_id, status="failed", error=error)
 
 
 async def continue_run(
-    agent: RunAgent, run_id: str, version: int, emit: Emit, known: StoredRun | None = None
+    ctx: AgentContext, run_id: str, version: int, emit: Emit, known: StoredRun | None = None
 ) -> RunResult:
     """Continue a run this process has claimed at ``version``, renewing the claim meanwhile.
 
     ``known`` is the claimed run with its snapshot when the caller has it (saves a read).
     """
-    known = known or take_claimed(agent.id, run_id, version)
-    if not await agent._store(agent.storage.start_continuation, run_id, version=version):
-        return _not_started(agent, run_id, emit)
-    heartbeat = asyncio.ensure_future(_heartbeat(agent, run_id, version))
+    heartbeat = asyncio.ensure_future(_heartbeat(ctx, run_id, version))
     try:
-        return await _continue_claimed(agent, run_id, version, emit, known)
+        return await _continue_claimed(ctx, run_id, version, emit, known)
     except Exception as exc:
         # Storing how the run ended failed (or something else broke after the model ran): end the
         # run as failed with that error rather than leave it "running" until its lease runs out and
         # its calls are offered again as if nothing had happened.
-        logger.exception("Run %s of agent %r: the continuation broke", run_id, agent.id)
-        return await _end_failed(agent, run_id, version, emit, f"{type(exc).__name__}: {exc}")
+        logger.exception("Run %s of agent %r: the continuation broke", run_id, ctx.agent_id)
+        return await _end_failed(ctx, run_id, version, emit, f"{type(exc).__name__}: {exc}")
     finally:
         heartbeat.cancel()
 
 
-async def _end_failed(agent: RunAgent, run_id: str, version: int, emit: Emit, error: str) -> RunResult:
+async def _end_failed(ctx: AgentContext, run_id: str, version: int, emit: Emit, error: str) -> RunResult:
     error = clean_text(error)
     try:
-        ended = await agent._store(
-            agent.storage.finish, run_id, version=version, ending=RunEnding("failed", error)
-        )
+        ended = await ctx.call(ctx.store.finish, run_id, version=version, ending=RunEnding("failed", error))
     except Exception:
         # The store itself is failing: the lease runs out and recovery marks the calls interrupted.
-        logger.exception("Run %s of agent %r: could not record its failure either", run_id, agent.id)
+        logger.exception("Run %s of agent %r: could not record its failure either", run_id, ctx.agent_id)
         raise
     if not ended:
-        return lost_claim(agent, run_id, emit)
+        return lost_claim(ctx, run_id, emit)
     emit(Chunk("error", run_id, {"error": error}))
     emit(Chunk("finish", run_id, {"status": "failed", "error": error}))
-    await agent._notify("run-failed", run_id)
+    await ctx.notify("run-failed", run_id)
     return RunResult(run_id=run_id, status="failed", error=error)
 
 
-async def _mark_tool_started(agent: RunAgent, run_id: str, version: int, tool_call_id: str) -> bool:
-    return bool(await agent._store(agent.storage.mark_tool_started, run_id, tool_call_id, version=version))
+async def _mark_tool_started(ctx: AgentContext, run_id: str, version: int, tool_call_id: str) -> bool:
+    return bool(await ctx.call(ctx.store.mark_tool_started, run_id, tool_call_id, version=version))
 
 
-async def _heartbeat(agent: RunAgent, run_id: str, version: int) -> None:
-    store = agent.storage
+async def _heartbeat(ctx: AgentContext, run_id: str, version: int) -> None:
+    store = ctx.store
     interval = max(store.lease.total_seconds() / 3, 0.05)
     while True:
         await asyncio.sleep(interval)
-        if not await agent._store(store.heartbeat, run_id, version=version):
+        if not await ctx.call(store.heartbeat, run_id, version=version):
             return
 
 
 async def _continue_claimed(
-    agent: RunAgent, run_id: str, version: int, emit: Emit, known: StoredRun | None
+    ctx: AgentContext, run_id: str, version: int, emit: Emit, known: StoredRun | None
 ) -> RunResult:
     run: StoredRun | None = known
     if run is None or run.version != version or run.snapshot is None:
-        run = await agent._store(agent.storage.get_run, run_id)
+        run = await ctx.call(ctx.store.get_run, run_id)
     if run is None or run.status != "running" or run.version != version or run.snapshot is None:
-        return lost_claim(agent, run_id, emit)
+        return lost_claim(ctx, run_id, emit)
     try:
         snapshot = _pydantic.Snapshot.from_json(run.snapshot)
     except Exception as exc:
         logger.warning("Run %s has a corrupt snapshot (%s); it cannot continue", run_id, exc)
-        return await _end_failed(agent, run_id, version, emit, f"Corrupt snapshot: {exc}")
-    await agent._notify("run-resumed", run_id)
+        return await _end_failed(ctx, run_id, version, emit, f"Corrupt snapshot: {exc}")
+    await ctx.notify("run-resumed", run_id)
 
     results = DeferredToolResults()
     delegated: dict[str, list[ParkedCall]] = {}
@@ -346,10 +351,10 @@ async def _continue_claimed(
     for tool_call_id, mirrors in delegated.items():
         if tool_call_id in delegation_results:
             continue
-        outcome = await continue_inner(agent, mirrors, emit)
+        outcome = await continue_inner(ctx, mirrors, emit)
         if outcome.status == "suspended":
             inner_run_id = mirrors[0].delegation.inner_run_id  # type: ignore[union-attr]
-            waiting_again.extend(await mirror_inner_calls(agent, tool_call_id, inner_run_id))
+            waiting_again.extend(await mirror_inner_calls(ctx, tool_call_id, inner_run_id))
         elif outcome.status == "success":
             delegation_results[tool_call_id] = {_pydantic.DELEGATION_RESULT_KEY: outcome.text}
         else:
@@ -360,22 +365,22 @@ async def _continue_claimed(
         settled = [c for c in run.calls if c.delegation is None]
         suspension = Suspension(
             run_id=run.run_id,
-            agent_id=agent.id,
+            agent_id=ctx.agent_id,
             thread_id=run.thread_id,
             resource_id=run.resource_id,
             parent_run_id=run.parent_run_id,
             created_at=run.created_at,
-            suspended_at=now(),
+            suspended_at=ctx.clock(),
             calls=(*settled, *waiting_again),
             snapshot=replace(snapshot, delegation_results=delegation_results).to_json(),
         )
-        return await store_suspension(agent, suspension, version, emit)
+        return await store_suspension(ctx, suspension, version, emit)
 
     for tool_call_id, outcome_metadata in delegation_results.items():
         results.approvals[tool_call_id] = ToolApproved()
         results.metadata[tool_call_id] = outcome_metadata
     return await drive(
-        agent,
+        ctx,
         run_id=run.run_id,
         thread_id=run.thread_id,
         resource_id=run.resource_id,
@@ -390,3 +395,98 @@ async def _continue_claimed(
         deadline=snapshot.deadline,
         started_by=run.started_by,
     )
+
+
+# -- what a decision leads to ----------------------------------------------------------------------
+
+
+async def proceed(ctx: AgentContext, receipt: DecisionReceipt) -> Decided:
+    """What a recorded decision leads to: the run still waits (a vote, or other calls undecided), or
+    it was claimed and goes on: handed to the runtime's scheduler, else continued here as the
+    decider's stream."""
+    decided = functools.partial(Decided, listed_call(receipt.call), agent_run(receipt.run), receipt.record_id)
+    run_id = receipt.run.run_id
+    version = receipt.claimed_version
+    if receipt.vote is not None or version is None:
+        vote = receipt.vote
+        tally = (
+            None
+            if vote is None
+            else ApprovalTally(
+                receipt.call.tool_call_id, tuple(v.actor or "" for v in vote.votes), vote.required
+            )
+        )
+        remaining = [listed_call(c) for c in receipt.run.undecided]
+        return decided(
+            RunStream.finished(
+                RunResult(run_id=run_id, status="suspended", tool_calls=remaining, approvals=tally)
+            )
+        )
+    claimed = receipt.run
+    if ctx.schedule is not None:
+        # A worker continues the run; the claim's lease covers the wait in its queue. A scheduler
+        # that runs it at once, in this process, gets the claimed run rather than read it back.
+        done = await ctx.schedule(Continuation(ctx.agent_id, run_id, version, claimed=claimed))
+        return decided(RunStream.finished(done or RunResult(run_id=run_id, status="running")))
+
+    async def produce(emit: Emit) -> RunResult:
+        return await continue_run(ctx, run_id, version, emit, claimed)
+
+    return decided(RunStream(run_id, produce))
+
+
+# -- sub-agents' inner runs -------------------------------------------------------------------------
+
+
+async def delegate(ctx: AgentContext, sub_agent_id: str, prompt: str, deps: RunDeps) -> RunResult:
+    """Run the sub-agent ``sub_agent_id`` as an inner run of the supervisor run ``deps.run_id``."""
+    inner_run_id = new_run_id()
+    deps.inner_runs.append((sub_agent_id, inner_run_id))
+    sub = ctx.agent(sub_agent_id)
+    return await start(sub, inner_run_id, prompt, deps.thread_id, deps.resource_id, deps.run_id, ignore)
+
+
+async def discard_inner_runs(ctx: AgentContext, deps: RunDeps) -> None:
+    """Drop the inner runs a supervisor run started but will not wait on (it failed or lost its claim).
+
+    Their calls can only be decided through the supervisor's run, so left in the store they
+    would wait in the sub-agent's inbox forever. Taken with a claim like any continuation, so
+    an inner run already ended or being continued is left alone.
+    """
+    for sub_agent_id, inner_run_id in deps.inner_runs:
+        sub = ctx.agent(sub_agent_id)
+        claimed: StoredRun | None = await sub.call(sub.store.claim, inner_run_id)
+        if claimed is None:
+            continue
+        if await sub.call(sub.store.finish, inner_run_id, version=claimed.version):
+            logger.info(
+                "Run %s of agent %r dropped: its supervisor run %s ended without waiting on it",
+                inner_run_id,
+                sub.agent_id,
+                deps.run_id,
+            )
+            await sub.notify("run-failed", inner_run_id)
+
+
+async def continue_inner(ctx: AgentContext, mirrors: list[ParkedCall], emit: Emit) -> RunResult:
+    """Hand the supervisor's decisions to the sub-agent's inner run and continue it."""
+    delegation = mirrors[0].delegation
+    assert delegation is not None
+    inner_run_id = delegation.inner_run_id
+    inner: StoredRun | None = await ctx.call(ctx.store.get_run, inner_run_id)
+    if inner is None:
+        return RunResult(run_id=inner_run_id, status="failed", error="The sub-agent's run no longer exists")
+    try:
+        sub = ctx.agent(inner.agent_id)
+    except KeyError:
+        return RunResult(run_id=inner_run_id, status="failed", error=f"Unknown sub-agent {inner.agent_id!r}")
+    decisions = {m.delegation.inner_tool_call_id: m.decision for m in mirrors if m.delegation and m.decision}
+    claimed: StoredRun | None = await ctx.call(
+        ctx.store.claim, inner_run_id, expected_version=inner.version, decisions=decisions
+    )
+    if claimed is None:
+        return RunResult(run_id=inner_run_id, status="failed", error="The sub-agent's run changed meanwhile")
+    if claimed.undecided:
+        # The supervisor's view was stale (the inner run was parked again after a crash).
+        return RunResult(run_id=inner_run_id, status="suspended")
+    return await continue_run(sub, inner_run_id, claimed.version, emit)

@@ -1,31 +1,52 @@
-"""What a run parks on: the calls pydantic-ai deferred, each as the store keeps it, with why it waits."""
+"""What a run parks on: the calls pydantic-ai deferred, each as the store keeps it, with why it waits.
+
+Why a call waits (what its card shows beside it) is gathered once, when the run parks: the
+conversation is at hand then (the run's snapshot is being written); reading it back for every card
+of an inbox page would cost a snapshot per run. Kept small: texts are shortened, only the fields a
+tool marks as key of its results are kept.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pydantic_ai import DeferredToolRequests
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 
 from . import _pydantic
-from ._context import call_context
-from ._delegation import mirror_inner_calls
-from ._host import RunAgent
-from .store import ParkedCall
+from ._context import AgentContext
+from .deadlines import Deadline
+from .records import Delegation, ParkedCall, StoredRun
+from .tools import to_jsonable
 from .untrusted import clean_call
-from .vocabulary import CallKind
+from .vocabulary import CallKind, DecisionAction
+
+#: Characters kept of the user's message and of what the agent said.
+TEXT_CHARS = 1_000
+#: Key results kept (the latest ones).
+MAX_KEY_RESULTS = 5
 
 
 async def parked_calls(
-    agent: RunAgent, requests: DeferredToolRequests, shared: dict[str, Any]
+    ctx: AgentContext, requests: DeferredToolRequests, shared: dict[str, Any]
 ) -> list[ParkedCall]:
     """The calls a run parks on, each with why it waits (``shared``: the conversation's part)."""
     calls: list[ParkedCall] = []
     for part in [*requests.approvals, *requests.calls]:
         metadata = requests.metadata.get(part.tool_call_id) or {}
         kind = metadata.get(_pydantic.KIND_KEY)
-        spec = agent._tools_by_name.get(part.tool_name)
+        spec = ctx.tools.get(part.tool_name)
         if kind == "delegation":
-            calls.extend(await mirror_inner_calls(agent, part.tool_call_id, metadata["inner_run_id"]))
+            calls.extend(await mirror_inner_calls(ctx, part.tool_call_id, metadata["inner_run_id"]))
         elif kind == CallKind.INPUT:
             calls.append(
                 ParkedCall(
@@ -36,7 +57,7 @@ async def parked_calls(
                     suspend_payload=metadata.get("payload"),
                     suspend_schema=spec.suspend_json_schema if spec else None,
                     resume_schema=spec.resume_json_schema if spec else None,
-                    context=call_context(shared),
+                    context=_call_context(shared),
                 )
             )
         else:
@@ -46,9 +67,100 @@ async def parked_calls(
                     tool_name=part.tool_name,
                     kind=CallKind.APPROVAL,
                     args=part.args_as_dict(),
-                    context=call_context(
+                    context=_call_context(
                         shared, approval_reason=str(metadata.get(_pydantic.REASON_KEY) or "")
                     ),
                 )
             )
     return [clean_call(call) for call in calls]
+
+
+async def mirror_inner_calls(ctx: AgentContext, tool_call_id: str, inner_run_id: str) -> list[ParkedCall]:
+    """The supervisor's view of a sub-agent's parked calls, under the delegation call's id."""
+    inner: StoredRun | None = await ctx.call(ctx.store.get_run, inner_run_id)
+    if inner is None:
+        raise RuntimeError(f"Inner run {inner_run_id!r} vanished before its supervisor suspended")
+    waiting = inner.undecided
+    return [
+        clean_call(
+            replace(
+                call,
+                tool_call_id=tool_call_id if len(waiting) == 1 else f"{tool_call_id}:{call.tool_call_id}",
+                delegation=Delegation(tool_call_id, inner_run_id, call.tool_call_id, inner.agent_id),
+                decision=None,
+            )
+        )
+        for call in waiting
+    ]
+
+
+def with_deadlines(
+    ctx: AgentContext, calls: Sequence[ParkedCall], run_deadline: Deadline | None
+) -> list[ParkedCall]:
+    """The calls a run parks, each with its deadline: the run's own, else its tool's."""
+    parked_at = ctx.clock()
+    stamped = []
+    for call in calls:
+        spec = ctx.tools.get(call.tool_name)
+        deadline = run_deadline or (spec.deadline if spec is not None else None)
+        # A supervisor's mirror keeps the deadline its sub-agent's call got.
+        if deadline is not None and call.delegation is None:
+            call = replace(call, deadline=deadline, expires_at=deadline.expires_at(parked_at))
+        stamped.append(call)
+    return stamped
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= TEXT_CHARS else text[: TEXT_CHARS - 1] + "…"
+
+
+def conversation_context(ctx: AgentContext, messages: Sequence[ModelMessage]) -> dict[str, Any]:
+    """The last user message, what the agent said last, and the key fields of earlier results."""
+    user_message: str | None = None
+    agent_said: str | None = None
+    key_results: list[dict[str, Any]] = []
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, UserPromptPart):
+                    user_message = part.content if isinstance(part.content, str) else str(part.content)
+                elif isinstance(part, ToolReturnPart):
+                    spec = ctx.find_tool(part.tool_name)
+                    keys = spec.key_results if spec is not None else ()
+                    content = to_jsonable(part.content) if keys else None
+                    if isinstance(content, dict):
+                        values = {k: content[k] for k in keys if k in content}
+                        if values:
+                            key_results.append({"tool_name": part.tool_name, "values": values})
+        elif isinstance(message, ModelResponse):
+            said = "\n".join(p.content for p in message.parts if isinstance(p, TextPart) and p.content)
+            # The turn that made the call; an earlier turn's text is older than the call.
+            agent_said = said or None
+    return {
+        "user_message": None if user_message is None else _short(user_message),
+        "agent_said": None if agent_said is None else _short(agent_said),
+        "key_results": key_results[-MAX_KEY_RESULTS:],
+    }
+
+
+def previous_answers(calls: Iterable[ParkedCall]) -> list[dict[str, Any]]:
+    """The answers given to the decided ``suspend()`` calls a continuation carries on from."""
+    answers = []
+    for call in calls:
+        decision = call.decision
+        if call.kind != CallKind.INPUT or decision is None or decision.action != DecisionAction.RESUME:
+            continue
+        payload = call.suspend_payload
+        question = payload.get("question") if isinstance(payload, Mapping) else None
+        answers.append(
+            {
+                "tool_name": call.tool_name,
+                "question": question if isinstance(question, str) else None,
+                "answer": decision.resume_data,
+            }
+        )
+    return answers
+
+
+def _call_context(shared: Mapping[str, Any], *, approval_reason: str = "") -> dict[str, Any]:
+    return {**shared, "approval_reason": approval_reason or None}

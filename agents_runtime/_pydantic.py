@@ -81,7 +81,7 @@ class RunDeps:
     """What our tool wrappers need from the run they execute in."""
 
     run_id: str
-    agent: AgentSpec
+    agent_id: str
     thread_id: str | None
     resource_id: str | None
     #: Runs a sub-agent's inner run for a delegation call: (sub-agent id, prompt, these deps).
@@ -139,7 +139,7 @@ def wrap_tool(spec: Tool) -> PydanticTool[RunDeps]:
             call_kwargs[spec.context_param] = ToolContext(
                 run_id=deps.run_id,
                 tool_call_id=ctx.tool_call_id or "",
-                agent_id=deps.agent.id,
+                agent_id=deps.agent_id,
                 thread_id=deps.thread_id,
                 resource_id=deps.resource_id,
                 resume_data=resume_data,

@@ -1,29 +1,32 @@
 """``Agent``: runs, suspensions and decisions (Mastra's human-in-the-loop API in Python).
 
-The class keeps the public API and the wiring; the work is done by its parts: ``_loop`` (a run and
-what it ends in, continuing claimed runs), ``_decisions`` (approve, decline, resume), ``_delegation``
-(sub-agents' inner runs) and ``_convert`` (stored runs, events and messages into what callers see).
+The class keeps the public API and the wiring; the work is done by its engine ctx, each given the
+agent's ``AgentContext`` (``_context``): ``_loop`` (a run and what it ends in, sub-agents' inner
+runs, continuing claimed runs), ``_parking`` (what a run parks on, and why), ``_decisions`` (approve,
+decline, resume), ``_grants`` and ``_deadlines``; ``_convert`` turns stored runs, events and
+messages into what callers see.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import date, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from . import _deadlines, _decisions, _grants, _loop, _pydantic
-from ._convert import agent_run, as_utc, check_pagination, new_run_id, plain_messages
-from ._convert import now as current_time
+from ._context import AgentContext
+from ._convert import agent_run, as_utc, check_pagination, new_run_id, now, plain_messages
 from ._decisions import DEFAULT_DECLINE_REASON
-from ._host import Host
 from .deadlines import Deadline, as_deadline
 from .errors import RunNotFound
-from .events import RunEvent
+from .events import Continuation, RunEvent
 from .grants import Grant, GrantRequest, GrantScope
-from .policy import Confirmation, DecisionRequest
-from .store import InMemoryRunStore, RunQuery, RunStore, StoredRun
-from .store_calls import call_store
+from .memory import InMemoryRunStore
+from .policy import Confirmation, DecisionRequest, Policy
+from .records import RunQuery, StoredRun
+from .store import RunStore
 from .stream import Decided, Emit, RunStream
 from .tools import Tool, tool
 from .types import AgentRun, ListSuspendedRunsResult, RunResult
@@ -36,6 +39,25 @@ logger = logging.getLogger("agents_runtime")
 
 #: The kinds ``list_suspended_runs`` filters on (the stored call kinds).
 ListKind = CallKind
+
+
+class Host(Protocol):
+    """What an agent uses of the ``Runtime`` it joined (its public face)."""
+
+    @property
+    def storage(self) -> RunStore: ...
+
+    @property
+    def scheduler(self) -> Callable[[Continuation], Any] | None: ...
+
+    @property
+    def policy(self) -> Policy | None: ...
+
+    def get_agent(self, agent_id: str) -> Agent: ...
+
+    def publish(self, event: RunEvent) -> Awaitable[None]: ...
+
+    def schedule(self, continuation: Continuation) -> Awaitable[RunResult | None]: ...
 
 
 class Agent:
@@ -73,7 +95,8 @@ class Agent:
         self._tools_by_name = {t.name: t for t in self.tools}
         self._runtime: Host | None = None
         self._storage: RunStore | None = None
-        self._pydantic_agent: Any = None
+        self._ctx: AgentContext | None = None
+        self._pydantic = functools.cache(functools.partial(_pydantic.build_pydantic_agent, self))
         if self.agents:
             # Without a Runtime a supervisor and its sub-agents must share one private store from the
             # start: the sub-agent stores the inner runs that the supervisor reads, and either may be
@@ -96,37 +119,52 @@ class Agent:
 
     def _share_storage(self, store: RunStore) -> None:
         self._storage = store
+        self._ctx = None
         for sub in self.agents:
             sub._share_storage(store)
 
-    def _attach(self, runtime: Host) -> None:
+    def _join(self, runtime: Host) -> None:
+        """Belong to ``runtime`` (again, when its store, scheduler or policy changed): the engine
+        ctx get a context built from it on their next use."""
         if self._runtime is not None and self._runtime is not runtime:
             raise ValueError(f"Agent {self.id!r} already belongs to another Runtime")
         self._runtime = runtime
+        self._ctx = None
 
-    def _pydantic(self) -> Any:
-        if self._pydantic_agent is None:
-            self._pydantic_agent = _pydantic.build_pydantic_agent(self)
-        return self._pydantic_agent
+    def _context(self) -> AgentContext:
+        """The context this agent's engine ctx work with, built once per wiring."""
+        if self._ctx is None:
+            runtime = self._runtime
+            self._ctx = AgentContext(
+                agent_id=self.id,
+                store=self.storage,
+                tools=self._tools_by_name,
+                find_tool=self.find_tool,
+                agent=self._context_of,
+                pydantic_agent=self._pydantic,
+                memory_last_runs=self.memory_last_runs,
+                clock=now,
+                publish=None if runtime is None else runtime.publish,
+                schedule=None if runtime is None or runtime.scheduler is None else runtime.schedule,
+                policy=None if runtime is None else runtime.policy,
+            )
+        return self._ctx
 
-    async def _store(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        # Stores are synchronous (the Django one must not run on the event loop); the store that owns
-        # the method says which thread runs it (see store_calls).
-        return await call_store(getattr(method, "__self__", self.storage), method, *args, **kwargs)
-
-    async def _notify(self, type_: str, run_id: str, **details: Any) -> None:
-        if self._runtime is not None:
-            await self._runtime._publish(RunEvent(type=type_, agent_id=self.id, run_id=run_id, **details))  # type: ignore[arg-type]
+    def _context_of(self, agent_id: str) -> AgentContext:
+        # A sub-agent, or (continuing an inner run) any agent of the runtime.
+        for sub in self.agents:
+            if sub.id == agent_id:
+                return sub._context()
+        if self._runtime is None:
+            raise KeyError(agent_id)
+        return self._runtime.get_agent(agent_id)._context()
 
     def find_tool(self, name: str) -> Tool | None:
         """The tool a call of this agent's runs names: its own, or a sub-agent's (beyond Mastra)."""
-        return self._find_tool(name)
-
-    def _find_tool(self, name: str) -> Tool | None:
         found = self._tools_by_name.get(name)
         for sub in self.agents:
             if found is None:
-                found = sub._find_tool(name)
+                found = sub.find_tool(name)
         return found
 
     # -- starting runs ---------------------------------------------------------------------------
@@ -166,36 +204,19 @@ class Agent:
         run_deadline = as_deadline(deadline)
 
         async def produce(emit: Emit) -> RunResult:
-            return await self._start(
-                run_id, prompt, thread_id, resource_id, None, emit, run_deadline, started_by=started_by
+            return await _loop.start(
+                self._context(),
+                run_id,
+                prompt,
+                thread_id,
+                resource_id,
+                None,
+                emit,
+                run_deadline,
+                started_by=started_by,
             )
 
         return RunStream(run_id, produce)
-
-    async def _start(
-        self,
-        run_id: str,
-        prompt: str,
-        thread_id: str | None,
-        resource_id: str | None,
-        parent_run_id: str | None,
-        emit: Emit,
-        deadline: Deadline | None = None,
-        *,
-        started_by: str | None = None,
-    ) -> RunResult:
-        return await _loop.start(
-            self, run_id, prompt, thread_id, resource_id, parent_run_id, emit, deadline, started_by=started_by
-        )
-
-    async def _continue(
-        self, run_id: str, version: int, emit: Emit, known: StoredRun | None = None
-    ) -> RunResult:
-        """Continue a run this process has claimed at ``version``, renewing the claim meanwhile.
-
-        ``known`` is the claimed run with its snapshot when the caller has it (saves a read).
-        """
-        return await _loop.continue_run(self, run_id, version, emit, known)
 
     # -- decisions -------------------------------------------------------------------------------
 
@@ -208,7 +229,8 @@ class Agent:
         ``DecisionRefused`` naming its rule. ``approve_tool_call``, ``decline_tool_call`` and
         ``resume_stream`` are this with the request spelled out.
         """
-        return await _decisions.decide(self, request)
+        ctx = self._context()
+        return await _loop.proceed(ctx, await _decisions.decide(ctx, request))
 
     async def approve_tool_call(
         self,
@@ -273,7 +295,8 @@ class Agent:
         its tool says: decline or approve (the audit outcome ``expired``), or escalate (beyond
         Mastra). Each goes through the store's atomic decision step, so a reviewer deciding at the
         same moment either wins or loses whole. How many calls expired or escalated."""
-        return await _deadlines.expire_overdue(self, as_utc(now, end_of_day=False) or current_time())
+        ctx = self._context()
+        return await _deadlines.expire_overdue(ctx, as_utc(now, end_of_day=False) or ctx.clock())
 
     async def extend_deadline(
         self,
@@ -290,7 +313,7 @@ class Agent:
         ``ValueError`` without a reason, for an earlier deadline or a call that has none.
         """
         return await _deadlines.extend(
-            self, run_id, tool_call_id, until=until, by=by, reason=clean_text(reason), actor=actor
+            self._context(), run_id, tool_call_id, until=until, by=by, reason=clean_text(reason), actor=actor
         )
 
     # -- standing grants (beyond Mastra) -----------------------------------------------------------
@@ -300,27 +323,28 @@ class Agent:
     ) -> GrantRequest:
         """A checked standing grant for ``tool_name``, not yet kept (``add_grant``); ``terms`` and
         the ``InvalidGrant`` cases: ``_grants.request_for``."""
-        return _grants.request_for(self, tool_name, scope=scope, created_by=created_by, **terms)
+        return _grants.request_for(self._context(), tool_name, scope=scope, created_by=created_by, **terms)
 
     async def add_grant(self, request: GrantRequest) -> Grant:
         """Keep a grant from ``grant_request``: from now on the calls it covers are approved as they
         park, each recorded as approved by it (beyond Mastra)."""
-        return await _grants.add(self, request)
+        return await _grants.add(self._context(), request)
 
     async def revoke_grant(self, grant_id: int, *, actor: str) -> Grant:
         """Revoke one of this agent's grants: no call is approved by it after this returns
         (``GrantNotFound`` when the agent has no such grant)."""
-        return await _grants.revoke(self, grant_id, actor=actor)
+        return await _grants.revoke(self._context(), grant_id, actor=actor)
 
-    def continue_run(self, run_id: str, *, version: int) -> RunStream:
+    def continue_run(self, run_id: str, *, version: int, claimed: StoredRun | None = None) -> RunStream:
         """Continue a run claimed at ``version`` by a decision (beyond Mastra: for background workers).
 
         Safe to call more than once: only the holder of the current claim changes the run; a stale
-        or repeated continuation ends with status ``"failed"`` and changes nothing.
+        or repeated continuation ends with status ``"failed"`` and changes nothing. ``claimed``: the
+        run as the decision claimed it (``Continuation.claimed``), which saves reading it back.
         """
 
         async def produce(emit: Emit) -> RunResult:
-            return await self._continue(run_id, version, emit)
+            return await _loop.continue_run(self._context(), run_id, version, emit, claimed)
 
         return RunStream(run_id, produce)
 
@@ -385,7 +409,8 @@ class Agent:
             limit=per_page if paged else None,
             offset=(per_page * page) if paged and per_page is not None and page is not None else 0,
         )
-        runs, total = await self._store(self.storage.list_suspended, query)
+        ctx = self._context()
+        runs, total = await ctx.call(ctx.store.list_suspended, query)
         return ListSuspendedRunsResult(runs=[agent_run(r) for r in runs], total=total)
 
     async def get_suspended_run(self, run_id: str) -> AgentRun:
@@ -404,7 +429,8 @@ class Agent:
         return plain_messages(snapshot.conversation.messages)
 
     async def _own_run(self, run_id: str, *, with_snapshot: bool = True) -> StoredRun:
-        run: StoredRun | None = await self._store(self.storage.get_run, run_id, with_snapshot=with_snapshot)
+        ctx = self._context()
+        run: StoredRun | None = await ctx.call(ctx.store.get_run, run_id, with_snapshot=with_snapshot)
         if run is None or run.agent_id != self.id or run.status != "suspended":
             raise RunNotFound(run_id)
         return run

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
+
+from .records import StoredRun
 
 #: ``call-voted``: an approval recorded as one vote of several (the call still waits).
 RunEventType = Literal[
@@ -35,8 +37,14 @@ class RunEvent:
 
 @dataclass(frozen=True)
 class Continuation:
-    """A run whose decisions are all in, claimed at ``version``, for a worker to continue."""
+    """A run whose decisions are all in, claimed at ``version``, for a worker to continue.
+
+    ``claimed`` is the run as the decision claimed it, with its snapshot: a scheduler that continues
+    it in this process hands it to ``Agent.continue_run`` rather than have it read back. It never
+    leaves the process (a worker elsewhere gets the ids and reads the run).
+    """
 
     agent_id: str
     run_id: str
     version: int
+    claimed: StoredRun | None = field(default=None, compare=False, repr=False)

@@ -2,12 +2,17 @@
 
 ``Decision``, ``Delegation`` and ``ParkedCall`` round-trip through JSON with pydantic
 (``to_json``/``from_json``); the shape is the one stored runs and their history already hold.
+
+Code that has just read a record's values from its own rows or records builds it with ``construct``
+rather than its ``__init__`` (a frozen dataclass's ``__init__`` sets each field through
+``object.__setattr__``, several times the cost: a listing builds thousands; the figures are in
+docs/scaling.md, from ``bench/list_suspended_runs.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
@@ -16,6 +21,34 @@ from pydantic import PlainSerializer, PlainValidator, TypeAdapter
 from .deadlines import Deadline
 from .errors import RunAlreadyDecided, ToolCallNotSuspended
 from .vocabulary import CallKind, DecisionAction
+
+_FIELD_NAMES: dict[type[Any], frozenset[str]] = {}
+
+
+def _field_names(cls: type[Any]) -> frozenset[str]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(field.name for field in fields(cls))
+    return names
+
+
+def construct[T](cls: type[T], /, **values: Any) -> T:
+    """An instance of the frozen dataclass ``cls`` holding ``values``, one for each of its fields.
+
+    What pydantic's ``model_construct`` is to a model: every field given, each already of its type.
+    Nothing is converted (no ``__post_init__``) and no default is filled in; a missing or unknown
+    field is refused, so a field added to a record later fails loudly here rather than being absent
+    from the instance.
+    """
+    expected = _field_names(cls)
+    if values.keys() != expected:
+        given = set(values)
+        missing, unknown = sorted(expected - given), sorted(given - expected)
+        raise TypeError(f"{cls.__name__} needs every field: missing {missing}, unknown {unknown}")
+    record = object.__new__(cls)
+    record.__dict__.update(values)
+    return record
+
 
 RunState = Literal["suspended", "running"]
 DEFAULT_LEASE = timedelta(minutes=5)

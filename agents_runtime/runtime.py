@@ -7,17 +7,18 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 
-from ._host import Scheduler
 from .agent import Agent
 from .events import Continuation, RunEvent
+from .memory import InMemoryRunStore
 from .policy import Policy
-from .store import InMemoryRunStore, RunStore
-from .store_calls import call_store
+from .store import RunStore
 from .types import RunResult
 
 logger = logging.getLogger("agents_runtime")
 
 Listener = Callable[[RunEvent], Awaitable[None] | None]
+#: Returns the continuation's result when it ran before returning, else None (it runs later).
+Scheduler = Callable[[Continuation], Awaitable[RunResult | None] | RunResult | None]
 __all__ = ["Listener", "Runtime", "Scheduler"]
 
 
@@ -33,11 +34,8 @@ class Runtime:
         policy: Policy | None = None,
     ) -> None:
         self._storage: RunStore | None = storage
-        #: When set, a decision that completes a run's decisions hands the continuation to it
-        #: (e.g. a task queue) instead of continuing in this process; see ``Agent.continue_run``.
-        self.scheduler: Scheduler | None = scheduler
-        #: The host's rules, checked first inside every decision's atomic step (``agents_runtime.policy``).
-        self.policy: Policy | None = policy
+        self._scheduler: Scheduler | None = scheduler
+        self._policy: Policy | None = policy
         self._agents: dict[str, Agent] = {}
         self._listeners: list[Listener] = []
         for agent in agents:
@@ -57,6 +55,28 @@ class Runtime:
     @storage.setter
     def storage(self, store: RunStore) -> None:
         self._storage = store
+        self._rewire()
+
+    @property
+    def scheduler(self) -> Scheduler | None:
+        """When set, a decision that completes a run's decisions hands the continuation to it (e.g. a
+        task queue) instead of continuing in this process; see ``Agent.continue_run``."""
+        return self._scheduler
+
+    @scheduler.setter
+    def scheduler(self, scheduler: Scheduler | None) -> None:
+        self._scheduler = scheduler
+        self._rewire()
+
+    @property
+    def policy(self) -> Policy | None:
+        """The host's rules, checked first inside every decision's atomic step (``agents_runtime.policy``)."""
+        return self._policy
+
+    @policy.setter
+    def policy(self, policy: Policy | None) -> None:
+        self._policy = policy
+        self._rewire()
 
     @property
     def has_storage(self) -> bool:
@@ -69,7 +89,7 @@ class Runtime:
             return
         if existing is not None:
             raise ValueError(f"Two different agents share the id {agent.id!r}")
-        agent._attach(self)
+        agent._join(self)
         self._agents[agent.id] = agent
         for sub in agent.agents:
             self._register(sub)
@@ -85,17 +105,6 @@ class Runtime:
             return self._agents[agent_id]
         except KeyError:
             raise KeyError(f"No agent {agent_id!r} in this runtime") from None
-
-    async def reclaim_stopped(self) -> int:
-        """Park again every run whose continuation stopped (its lease ran out: its process died), and
-        announce each (``run-suspended``: it waits for a decision again), so it shows as stopped
-        without anyone reading it first. Whoever hosts the runtime calls it on a timer (the Django
-        app: ``approvals.tasks``). How many runs it parked again."""
-        store = self.storage
-        reclaimed = await call_store(store, store.reclaim_expired)
-        for agent_id, run_id in reclaimed:
-            await self._publish(RunEvent(type="run-suspended", agent_id=agent_id, run_id=run_id))
-        return len(reclaimed)
 
     async def expire_due(self, now: datetime | None = None) -> int:
         """Expire (or escalate) every parked call of every agent whose deadline passed by ``now``.
@@ -117,15 +126,22 @@ class Runtime:
     def remove_listener(self, listener: Listener) -> None:
         self._listeners.remove(listener)
 
-    async def _schedule(self, continuation: Continuation) -> RunResult | None:
+    def _rewire(self) -> None:
+        # The agents' engine parts work with a frozen context: they get a new one on next use.
+        for agent in self._agents.values():
+            agent._join(self)
+
+    async def schedule(self, continuation: Continuation) -> RunResult | None:
         """Hand a continuation to the scheduler; its result if it already ran (e.g. immediately)."""
-        assert self.scheduler is not None
-        outcome = self.scheduler(continuation)
+        if self._scheduler is None:
+            raise RuntimeError("This runtime has no scheduler")
+        outcome = self._scheduler(continuation)
         if inspect.isawaitable(outcome):
             outcome = await outcome
         return outcome if isinstance(outcome, RunResult) else None
 
-    async def _publish(self, event: RunEvent) -> None:
+    async def publish(self, event: RunEvent) -> None:
+        """Tell every listener about ``event``; a listener that fails is logged, never raised."""
         for listener in list(self._listeners):
             try:
                 outcome = listener(event)

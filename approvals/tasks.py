@@ -60,14 +60,19 @@ from approvals.webhooks import sending
 
 @task
 async def continue_run(agent_id: str, run_id: str, version: int) -> dict[str, Any]:
-    agent = agents.get(agent_id)
-    stream = agent.continue_run(run_id, version=version)
+    return result_to_json(await _continue(Continuation(agent_id, run_id, version)))
+
+
+async def _continue(continuation: Continuation) -> RunResult:
+    agent = agents.get(continuation.agent_id)
+    stream = agent.continue_run(
+        continuation.run_id, version=continuation.version, claimed=continuation.claimed
+    )
     # Best effort: a page that misses output still refetches how the run ended from its events.
-    async with live.RunOutput(agent_id) as output:
+    async with live.RunOutput(continuation.agent_id) as output:
         async for chunk in stream:
             await output.send(chunk)
-    result = await stream.result()
-    return result_to_json(result)
+    return await stream.result()
 
 
 #: Where a continuation goes instead of running at once under the Immediate backend, while set: the
@@ -78,10 +83,18 @@ handoff: ContextVar[Callable[[Continuation], None] | None] = ContextVar("handoff
 
 async def schedule_continuation(continuation: Continuation) -> RunResult | None:
     """The runtime's scheduler: enqueue, and return the result when the backend ran it already."""
-    hand = handoff.get()
-    if hand is not None and isinstance(continue_run.get_backend(), ImmediateBackend):
-        hand(continuation)
-        return None
+    if isinstance(continue_run.get_backend(), ImmediateBackend):
+        hand = handoff.get()
+        if hand is not None:
+            hand(continuation)
+            return None
+        # The task would run at once anyway: run it here, with the run the decision claimed (no
+        # read back). Like the backend, a continuation that breaks fails the task, not the decision.
+        try:
+            return await _continue(continuation)
+        except Exception:
+            logger.exception("The continuation of run %s failed", continuation.run_id)
+            return None
     task_result = await continue_run.aenqueue(
         continuation.agent_id, continuation.run_id, continuation.version
     )

@@ -68,7 +68,10 @@ async def test_a_scheduler_that_runs_at_once_returns_the_final_result(runtime_fo
     agent, _ = _refund_agent(log)
 
     async def run_now(continuation: Continuation) -> RunResult:
-        return await agent.continue_run(continuation.run_id, version=continuation.version).result()
+        stream = agent.continue_run(
+            continuation.run_id, version=continuation.version, claimed=continuation.claimed
+        )
+        return await stream.result()
 
     runtime = runtime_for(agent)
     runtime.scheduler = run_now
@@ -86,7 +89,8 @@ async def test_a_scheduler_that_runs_at_once_returns_the_final_result(runtime_fo
         await agent.approve_tool_call(run_id=run.run_id, tool_call_id=run.tool_calls[0].tool_call_id)
     ).result()
     assert (result.status, result.text) == ("success", "all done")
-    # The continuation ran here, while the decision scheduled it: it had the run the decision claimed.
+    # The continuation ran here, while the decision scheduled it: it was handed the run the decision
+    # claimed, with the continuation.
     assert reads == []
 
 

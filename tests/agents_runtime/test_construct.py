@@ -9,8 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agents_runtime.construct import construct
-from agents_runtime.records import ParkedCall
+from agents_runtime.records import ParkedCall, construct
 from agents_runtime.types import AgentRun, AgentRunToolCall
 from agents_runtime.vocabulary import CallKind
 

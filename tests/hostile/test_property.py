@@ -121,7 +121,7 @@ def test_no_page_answers_5xx_whatever_the_model_or_the_tool_author_stored(
     schema: Any,
     answer: str,
 ) -> None:
-    fill = hostile.agent()._find_tool("fill")
+    fill = hostile.agent().find_tool("fill")
     assert fill is not None
     # Refused with a clear error (ValueError), never anything else; set past the check all the same,
     # as an older version may have stored it.

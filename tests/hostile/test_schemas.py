@@ -108,7 +108,7 @@ def test_a_stored_invalid_schema_is_shown_with_a_note_and_refused_when_answered(
     hostile: Hostile, reviewer_client: Client
 ) -> None:
     good = hostile.start(Call("pay", {"target": "bob"}))
-    fill = hostile.agent()._find_tool("fill")
+    fill = hostile.agent().find_tool("fill")
     assert fill is not None
 
     for name in STORABLE_BAD:
