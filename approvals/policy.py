@@ -25,14 +25,17 @@ of duties, votes) follow in the same step.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
-from django.contrib.auth import backends, get_user_model
+from django.contrib.auth import backends, get_user_model, hashers
 from django.contrib.auth.models import Group, Permission
 from django.core.exceptions import PermissionDenied
+from django.core.signals import setting_changed
+from django.db import connections
 from django.db.models import CharField, Value
 from django.utils import timezone
 
@@ -412,6 +415,57 @@ class DeskPolicy:
                 tool_call_id=call.tool_call_id,
                 actor=maker,
             )
+
+
+# -- password hashing, bounded -------------------------------------------------------------------
+#
+# PBKDF2 costs a good part of a second of CPU per login by design, and hashlib releases the GIL while
+# it runs: twenty people signing in at once would take every core of the server from those already
+# working. At most ``PASSWORD_HASHING_THREADS`` hashes run at once in a process (default: half its
+# cores); the others wait their turn, and give their database connection back to the pool while
+# they wait, so a burst of logins cannot hold every connection either.
+
+_hashing_slots: threading.BoundedSemaphore | None = None
+_hashing_slots_lock = threading.Lock()
+
+
+def _hashing_slot() -> threading.BoundedSemaphore | None:
+    global _hashing_slots
+    with _hashing_slots_lock:
+        if _hashing_slots is None:
+            limit = int(getattr(settings, "PASSWORD_HASHING_THREADS", 0) or 0)
+            if limit <= 0:
+                return None
+            _hashing_slots = threading.BoundedSemaphore(limit)
+        return _hashing_slots
+
+
+def _reset_hashing_slots(*, setting: str, **kwargs: Any) -> None:
+    global _hashing_slots
+    if setting == "PASSWORD_HASHING_THREADS":
+        with _hashing_slots_lock:
+            _hashing_slots = None
+
+
+setting_changed.connect(_reset_hashing_slots)
+
+
+class BoundedPBKDF2PasswordHasher(hashers.PBKDF2PasswordHasher):
+    """Django's PBKDF2 (the same hashes, the same rounds), at most a few at once per process."""
+
+    def encode(self, password: str, salt: str, iterations: int | None = None) -> str:
+        slot = _hashing_slot()
+        if slot is None:
+            return super().encode(password, salt, iterations)
+        if not slot.acquire(blocking=False):
+            for connection in connections.all(initialized_only=True):
+                if not connection.in_atomic_block:
+                    connection.close()
+            slot.acquire()
+        try:
+            return super().encode(password, salt, iterations)
+        finally:
+            slot.release()
 
 
 # -- the sign-in backend: Django's ModelBackend, a user's permissions read in one query -------------

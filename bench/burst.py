@@ -26,6 +26,14 @@ side).
 
     .venv/bin/python bench/burst.py                                  # both backends, 2,000 requests
     .venv/bin/python bench/burst.py --backends postgres --requests 400 --label quick
+
+``--logins N`` measures something else: one reviewer, signed in, approves calls one after another,
+first alone, then while N other clients log in again and again (production's PBKDF2 rounds). Both
+with password hashing bounded (``PASSWORD_HASHING_THREADS`` at its default, half the cores) and
+unbounded (``0``), in the same run, on fresh servers. Writes ``bench/results/login_burst.json``:
+the reviewer's decision p50/p95 idle and during the logins, their ratio, and the logins' own times.
+
+    .venv/bin/python bench/burst.py --logins 20 --backends postgres
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, scratch_database
+from _common import ROOT, p50_p95, scratch_database
 
 sys.path.insert(0, str(ROOT))
 
@@ -47,6 +55,9 @@ sys.path.insert(0, str(ROOT))
 from tests.live import burst, server
 
 RESULTS = ROOT / "bench" / "results" / "burst.json"
+LOGIN_RESULTS = ROOT / "bench" / "results" / "login_burst.json"
+#: The reviewer's decisions measured alone, then as many again during the logins.
+REVIEWER_DECISIONS = 30
 #: Clients that, after the burst, log in and read the inbox at once: a server whose connection pool
 #: leaked slots fails them (the issue's first symptom was 12 concurrent inbox reads).
 PROBES = 12
@@ -106,6 +117,89 @@ def _probe(base_url: str, *, timeout: float) -> list[burst.Sample]:
     return samples
 
 
+def login_burst(
+    backend: str, *, logins: int, hashing_threads: str, timeout: float, logs: Path
+) -> dict[str, Any]:
+    """One reviewer's decisions alone, then while ``logins`` clients keep logging in."""
+    with scratch_database(backend, "countersign_bench_logins") as database_url:
+        env = server.env_for(database_url)
+        env["PASSWORD_HASHING_THREADS"] = hashing_threads
+        server.prepare_database(env)
+        runs = burst.seed_runs(env, 2 * REVIEWER_DECISIONS)
+        with burst.served(env, logs / f"daphne-logins-{backend}-{hashing_threads}.log") as daphne:
+            reviewer = burst.Browser(daphne.url, timeout=timeout)
+            reviewer.log_in(server.USERNAME, server.PASSWORD)
+            idle = _decide(reviewer, runs[:REVIEWER_DECISIONS])
+            stop = threading.Event()
+            login_samples: list[burst.Sample] = []
+
+            def keep_logging_in() -> None:
+                while not stop.is_set():
+                    client = burst.Browser(daphne.url, timeout=timeout)
+                    try:
+                        login_samples.append(client.log_in(server.OTHER_USERNAME, server.OTHER_PASSWORD)[1])
+                    finally:
+                        client.close()
+
+            threads = [threading.Thread(target=keep_logging_in) for _ in range(logins)]
+            for thread in threads:
+                thread.start()
+            time.sleep(1.0)  # every client is hashing by now
+            during = _decide(reviewer, runs[REVIEWER_DECISIONS:])
+            stop.set()
+            for thread in threads:
+                thread.join()
+            reviewer.close()
+    idle_p50, idle_p95 = p50_p95(idle)
+    during_p50, during_p95 = p50_p95(during)
+    login_p50, login_p95 = p50_p95([s.ms for s in login_samples if s.status in (200, 302)])
+    return {
+        "backend": backend,
+        "hashing_threads": hashing_threads or "default",
+        "logins_at_once": logins,
+        "logins_done": len(login_samples),
+        "decide_idle_p50_ms": round(idle_p50, 1),
+        "decide_idle_p95_ms": round(idle_p95, 1),
+        "decide_during_p50_ms": round(during_p50, 1),
+        "decide_during_p95_ms": round(during_p95, 1),
+        "p95_ratio": round(during_p95 / idle_p95, 2),
+        "login_p50_ms": round(login_p50, 1),
+        "login_p95_ms": round(login_p95, 1),
+    }
+
+
+def _decide(reviewer: burst.Browser, runs: list[burst.SeededRun]) -> list[float]:
+    times = []
+    for run in runs:
+        path = f"/runs/{run.run_id}/calls/{run.tool_call_id}/approve"
+        sample, _ = reviewer.request(
+            "approve", "POST", path, {"agent": burst.AGENT, "next": burst.INBOX}, htmx=True
+        )
+        if sample.status != 200:
+            raise RuntimeError(f"the reviewer's approve answered {sample.status}: {sample.error}")
+        times.append(sample.ms)
+    return times
+
+
+def login_main(args: argparse.Namespace, logs: Path) -> None:
+    entries = [
+        login_burst(backend, logins=args.logins, hashing_threads=threads, timeout=args.timeout, logs=logs)
+        for backend in args.backends
+        for threads in ("0", "")
+    ]
+    print(
+        f"{'backend':9} {'hashing':>8} {'logins':>6} {'idle p95':>9} {'during p95':>10} {'ratio':>6}"
+        f" {'login p50':>9} {'login p95':>9}"
+    )
+    for e in entries:
+        print(
+            f"{e['backend']:9} {e['hashing_threads']:>8} {e['logins_done']:6} {e['decide_idle_p95_ms']:9}"
+            f" {e['decide_during_p95_ms']:10} {e['p95_ratio']:6} {e['login_p50_ms']:9} {e['login_p95_ms']:9}"
+        )
+    LOGIN_RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    LOGIN_RESULTS.write_text(json.dumps(entries, indent=2) + "\n")
+
+
 def save(entries: list[dict[str, Any]]) -> None:
     kept: list[dict[str, Any]] = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
     replaced = {(e["backend"], e["label"]) for e in entries}
@@ -132,7 +226,14 @@ def main() -> None:
     )
     parser.add_argument("--label", default="current", help="name of this code state in the results")
     parser.add_argument("--logs", type=Path, default=None, help="keep the servers' logs in this folder")
+    parser.add_argument(
+        "--logins", type=int, default=0, help="measure a reviewer's decisions during this many logins at once"
+    )
     args = parser.parse_args()
+    if args.logins:
+        with tempfile.TemporaryDirectory(prefix="logins-") as tmp:
+            login_main(args, args.logs or Path(tmp))
+        return
 
     entries = []
     with tempfile.TemporaryDirectory(prefix="burst-") as tmp:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import dj_database_url
+from django.conf import global_settings
 from django.utils.csp import CSP
 
 from config.channel_layers import channel_layers
@@ -250,6 +251,17 @@ READYZ_TIMEOUT_SECONDS = float(_env("READYZ_TIMEOUT_SECONDS", "2"))
 HEALTH_PENDING_CACHE_SECONDS = float(_env("HEALTH_PENDING_CACHE_SECONDS", "5"))
 
 # --- Auth -------------------------------------------------------------------------------------------
+
+# Django's hashers, PBKDF2 first as in Django, with at most PASSWORD_HASHING_THREADS hashes at once per
+# process (default: half the cores; 0: no bound) so a burst of logins leaves the other cores to the
+# people already working (approvals/policy.py).
+PASSWORD_HASHERS = [
+    "approvals.policy.BoundedPBKDF2PasswordHasher"
+    if name == "django.contrib.auth.hashers.PBKDF2PasswordHasher"
+    else name
+    for name in global_settings.PASSWORD_HASHERS
+]
+PASSWORD_HASHING_THREADS = int(_env("PASSWORD_HASHING_THREADS", "") or max(1, (os.cpu_count() or 2) // 2))
 
 AUTHENTICATION_BACKENDS = [
     # First: refuses a locked-out login before the password is even checked.

@@ -78,7 +78,7 @@ def _quick_password_hashing() -> Iterator[None]:
     from django.conf import settings
     from django.test import override_settings
 
-    production = "django.contrib.auth.hashers.PBKDF2PasswordHasher"
+    production = "approvals.policy.BoundedPBKDF2PasswordHasher"
     hashers = [
         "tests.hashers.QuickPBKDF2PasswordHasher" if name == production else name
         for name in settings.PASSWORD_HASHERS

@@ -66,3 +66,65 @@ def test_signed_in_pages_are_never_cached(agents: object, reviewer_client: Clien
     for path in ("/", "/agents/helpdesk/", "/runs/new/"):
         cache_control = reviewer_client.get(path)["Cache-Control"]
         assert "no-store" in cache_control and "private" in cache_control, (path, cache_control)
+
+
+def _most_hashes_at_once(logins: int) -> int:
+    """How many PBKDF2 computations ran at the same moment while ``logins`` threads checked a password."""
+    import hashlib
+    import threading
+    import time
+
+    from django.contrib.auth.hashers import check_password, make_password
+
+    encoded = make_password("correct horse")
+    running, most = 0, 0
+    lock = threading.Lock()
+    pbkdf2 = hashlib.pbkdf2_hmac
+
+    def counted(*args: object, **kwargs: object) -> bytes:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        try:
+            time.sleep(0.05)  # long enough for the others to start meanwhile, if they may
+            return pbkdf2(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            with lock:
+                running -= 1
+
+    start = threading.Barrier(logins)
+
+    def log_in() -> None:
+        start.wait()
+        assert check_password("correct horse", encoded)
+
+    hashlib.pbkdf2_hmac = counted  # type: ignore[assignment]
+    try:
+        threads = [threading.Thread(target=log_in) for _ in range(logins)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        hashlib.pbkdf2_hmac = pbkdf2
+    return most
+
+
+def test_a_burst_of_logins_hashes_a_few_passwords_at_a_time_leaving_cores_to_others(settings: object) -> None:
+    # The suite's hasher is production's with fewer rounds (tests/hashers.py).
+    settings.PASSWORD_HASHING_THREADS = 1  # type: ignore[attr-defined]
+    assert _most_hashes_at_once(6) == 1
+    settings.PASSWORD_HASHING_THREADS = 2  # type: ignore[attr-defined]
+    assert _most_hashes_at_once(6) == 2
+    settings.PASSWORD_HASHING_THREADS = 0  # type: ignore[attr-defined]  # no bound: all at once
+    assert _most_hashes_at_once(6) > 2
+
+
+def test_the_bounded_hasher_reads_and_writes_djangos_pbkdf2_hashes() -> None:
+    from django.contrib.auth.hashers import PBKDF2PasswordHasher, check_password, make_password
+
+    written_by_django = PBKDF2PasswordHasher().encode("s3cret", "somesalt", iterations=1_000)
+    assert check_password("s3cret", written_by_django) and not check_password("other", written_by_django)
+    ours = make_password("s3cret")
+    assert ours.startswith("pbkdf2_sha256$") and PBKDF2PasswordHasher().verify("s3cret", ours)
