@@ -274,6 +274,15 @@ def lost_claim(ctx: AgentContext, run_id: str, emit: Emit) -> RunResult:
     return RunResult(run_id=run_id, status="failed", error=error)
 
 
+def _not_started(ctx: AgentContext, run_id: str, emit: Emit) -> RunResult:
+    # Another continuation of this claim started first (a repeated task), or the run moved on.
+    error = "The continuation could not start: the run is continued elsewhere, or its claim was lost"
+    logger.warning("Run %s of agent %r: %s", run_id, ctx.agent_id, error)
+    emit(Chunk("error", run_id, {"error": error}))
+    emit(Chunk("finish", run_id, {"status": "failed", "error": error}))
+    return RunResult(run_id=run_id, status="failed", error=error)
+
+
 async def continue_run(
     ctx: AgentContext, run_id: str, version: int, emit: Emit, known: StoredRun | None = None
 ) -> RunResult:
@@ -281,6 +290,8 @@ async def continue_run(
 
     ``known`` is the claimed run with its snapshot when the caller has it (saves a read).
     """
+    if not await ctx.call(ctx.store.start_continuation, run_id, version=version):
+        return _not_started(ctx, run_id, emit)
     heartbeat = asyncio.ensure_future(_heartbeat(ctx, run_id, version))
     try:
         return await _continue_claimed(ctx, run_id, version, emit, known)
@@ -424,8 +435,9 @@ async def proceed(ctx: AgentContext, receipt: DecisionReceipt) -> Decided:
         )
     claimed = receipt.run
     if ctx.schedule is not None:
-        # A worker continues the run; the claim's lease covers the wait in its queue. A scheduler
-        # that runs it at once, in this process, gets the claimed run rather than read it back.
+        # A worker continues the run; the claim waits in its queue without a lease, which the
+        # continuation takes when it starts (``continue_run``). A scheduler that runs it at once,
+        # in this process, gets the claimed run rather than read it back.
         done = await ctx.schedule(Continuation(ctx.agent_id, run_id, version, claimed=claimed))
         return decided(RunStream.finished(done or RunResult(run_id=run_id, status="running")))
 
@@ -457,6 +469,8 @@ async def discard_inner_runs(ctx: AgentContext, deps: RunDeps) -> None:
         sub = ctx.agent(sub_agent_id)
         claimed: StoredRun | None = await sub.call(sub.store.claim, inner_run_id)
         if claimed is None:
+            continue
+        if not await sub.call(sub.store.start_continuation, inner_run_id, version=claimed.version):
             continue
         if await sub.call(sub.store.finish, inner_run_id, version=claimed.version):
             logger.info(

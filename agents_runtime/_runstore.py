@@ -101,6 +101,21 @@ class RunStore(Protocol):
         """
         ...
 
+    def start_continuation(self, run_id: str, *, version: int) -> bool:
+        """Take the lease of the claim at ``version`` as its continuation starts: once, so a second
+        continuation of the same claim (a repeated task) gets False, as does one whose claim was lost.
+
+        A claim (``decide``'s or ``claim``'s) has no lease while its continuation waits in a queue:
+        however long the queue, a claim nobody started is never reclaimed. Only a started
+        continuation can lose it, by not renewing it (``heartbeat``).
+        """
+        ...
+
+    def reclaim_expired(self) -> list[tuple[str, str]]:
+        """Reclaim now every claim whose lease ran out (its continuation stopped: its process died)
+        rather than at the next read; ``(agent_id, run_id)`` of each run parked again."""
+        ...
+
     def mark_tool_started(self, run_id: str, tool_call_id: str, *, version: int) -> bool:
         """Record, durably, that the claimed run at ``version`` is about to run this call's tool.
 

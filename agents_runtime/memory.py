@@ -52,11 +52,13 @@ class InMemoryRunStore(RunStore, GrantStore):
 
     # -- helpers (call with the lock held) ------------------------------------------------------
 
-    def _reclaim_expired(self) -> None:
+    def _reclaim_expired(self) -> list[tuple[str, str]]:
         now = self.clock()
+        reclaimed = []
         for row in list(self._rows.values()):
             run = row.run
             if run.status == "running" and row.lease_expires is not None and row.lease_expires < now:
+                reclaimed.append((run.agent_id, run.run_id))
                 calls, history = reclaimed_calls(run.calls, run.history)
                 row.run = replace(
                     run,
@@ -78,10 +80,12 @@ class InMemoryRunStore(RunStore, GrantStore):
                                 calls=calls,
                                 history=history,
                             )
+        return reclaimed
 
     def _claim_row(self, row: _Row) -> StoredRun:
+        # No lease until its continuation starts (``start_continuation``).
         row.run = replace(row.run, status="running", version=row.run.version + 1)
-        row.lease_expires = self.clock() + self.lease
+        row.lease_expires = None
         return row.run
 
     @staticmethod
@@ -250,14 +254,31 @@ class InMemoryRunStore(RunStore, GrantStore):
             return self._copy(self._claim_row(row), with_snapshot=True)
 
     def _held(self, run_id: str, version: int) -> _Row | None:
-        """The run while the claim at ``version`` still holds (lock held); an expired claim is reclaimed."""
+        """The run while the claim at ``version`` still holds and its continuation has started (lock
+        held); an expired claim is reclaimed."""
         row = self._rows.get(run_id)
         if row is None or row.run.status != "running" or row.run.version != version:
             return None
-        if row.lease_expires is not None and row.lease_expires < self.clock():
+        if row.lease_expires is None:
+            return None
+        if row.lease_expires < self.clock():
             self._reclaim_expired()  # given back (its calls offered again), never renewed
             return None
         return row
+
+    def start_continuation(self, run_id: str, *, version: int) -> bool:
+        with self._lock:
+            row = self._rows.get(run_id)
+            if row is None or row.run.status != "running" or row.run.version != version:
+                return False
+            if row.lease_expires is not None:
+                return False  # started already
+            row.lease_expires = self.clock() + self.lease
+            return True
+
+    def reclaim_expired(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return self._reclaim_expired()
 
     def mark_tool_started(self, run_id: str, tool_call_id: str, *, version: int) -> bool:
         with self._lock:

@@ -12,6 +12,7 @@ from .events import Continuation, RunEvent
 from .memory import InMemoryRunStore
 from .policy import Policy
 from .store import RunStore
+from .store_calls import call_store
 from .types import RunResult
 
 logger = logging.getLogger("agents_runtime")
@@ -105,6 +106,17 @@ class Runtime:
             return self._agents[agent_id]
         except KeyError:
             raise KeyError(f"No agent {agent_id!r} in this runtime") from None
+
+    async def reclaim_stopped(self) -> int:
+        """Park again every run whose continuation stopped (its lease ran out: its process died), and
+        announce each (``run-suspended``: it waits for a decision again), so it shows as stopped
+        without anyone reading it first. Whoever hosts the runtime calls it on a timer (the Django
+        app: ``approvals.tasks``). How many runs it parked again."""
+        store = self.storage
+        reclaimed = await call_store(store, store.reclaim_expired)
+        for agent_id, run_id in reclaimed:
+            await self.publish(RunEvent(type="run-suspended", agent_id=agent_id, run_id=run_id))
+        return len(reclaimed)
 
     async def expire_due(self, now: datetime | None = None) -> int:
         """Expire (or escalate) every parked call of every agent whose deadline passed by ``now``.

@@ -12,10 +12,13 @@ the persistent one; ``tests/agents_runtime`` runs the same suite on both):
   grows on every change of status or calls, so compare-and-swap on it detects any concurrent change.
 - A decision is recorded at most once per parked call. When the last undecided call of a run is
   decided, that same atomic step may claim the run (``status="running"``, new version, lease).
-- A claim lives for ``lease``; ``heartbeat`` renews it. A claim that was not renewed in time is
-  *reclaimed* before any read, decision or heartbeat (so a late heartbeat fails instead of reviving
-  it): the run is suspended again with ``interrupted=True``, its decisions move to ``history`` and
-  its calls wait again. Inner runs still suspended under it get their decisions cleared the same way.
+- A claim waits for its continuation without a lease (a queue may be long); the continuation takes
+  the lease as it starts (``start_continuation``, once per claim). A lease lives for ``lease``;
+  ``heartbeat`` renews it. A claim whose lease was not renewed in time is *reclaimed* before any
+  read, decision or heartbeat (so a late heartbeat fails instead of reviving it), or by
+  ``reclaim_expired``: the run is suspended again with ``interrupted=True``, its decisions move to
+  ``history`` and its calls wait again. Inner runs still suspended under it get their decisions
+  cleared the same way.
 - Ended runs are deleted (``finish``) with their snapshot; what stays is the thread's messages and,
   in stores that keep one, a record of the run built from its ``RunEnding`` (the plain transcript).
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from datetime import datetime
 from typing import Any
 
 from django.db import connections, transaction
@@ -58,14 +57,10 @@ class _DecisionPlan:
     #: The run's calls once the decision is recorded.
     calls: tuple[ParkedCall, ...]
     version: int
-    #: Set when this decision claims the run.
-    lease_expires_at: datetime | None
+    #: Whether this decision claims the run (without a lease: its continuation takes one when it starts).
+    claimed: bool
     #: Set when the rule recorded an approval as one vote of several (``decision`` is that approval).
     vote: Vote | None = None
-
-    @property
-    def claimed(self) -> bool:
-        return self.lease_expires_at is not None
 
     def audit_values(self) -> dict[str, Any]:
         return decision_records.decision_values(
@@ -179,7 +174,7 @@ class Decisions:
             decision=decision,
             calls=calls,
             version=run.version + (2 if claim else 1),
-            lease_expires_at=self.tables.clock() + self.tables.lease if claim else None,
+            claimed=claim,
             vote=vote,
         )
 
@@ -190,7 +185,7 @@ class Decisions:
             return False
         changes: dict[str, Any] = {"version": plan.version}
         if plan.claimed:
-            changes.update(status=RunStatus.RUNNING, lease_expires_at=plan.lease_expires_at)
+            changes.update(status=RunStatus.RUNNING, lease_expires_at=None)
         runs = self.tables.runs().filter(pk=plan.run_pk, version=plan.run.version).suspended()
         return runs.update(**changes) == 1
 
@@ -203,7 +198,6 @@ class Decisions:
         still at that version has its calls as read: the call's update cannot miss.
         """
         connection = connections[self.tables.using]
-        ops = connection.ops
         columns = plan.call_columns()
         names = _DECISION_COLUMN_ORDER if plan.vote is None else ("votes",)
         with prepared.cursor(self.tables.using) as cursor:
@@ -212,7 +206,6 @@ class Decisions:
                 [
                     plan.version,
                     (RunStatus.RUNNING if plan.claimed else RunStatus.SUSPENDED).value,
-                    ops.adapt_datetimefield_value(plan.lease_expires_at),
                     plan.run_pk,
                     plan.run.version,
                     *(

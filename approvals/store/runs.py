@@ -278,11 +278,8 @@ class DjangoRunStore(RunStore, GrantStore):
                 self.tables.runs()
                 .filter(pk=row["pk"], version=run.version)
                 .suspended()
-                .update(
-                    status=RunStatus.RUNNING,
-                    version=run.version + 1,
-                    lease_expires_at=self.tables.clock() + self.tables.lease,
-                )
+                # No lease until its continuation starts (``start_continuation``).
+                .update(status=RunStatus.RUNNING, version=run.version + 1, lease_expires_at=None)
             )
             if swapped != 1:
                 transaction.set_rollback(True, using=self.tables.using)
@@ -292,6 +289,16 @@ class DjangoRunStore(RunStore, GrantStore):
     def _held_claim(self, run_id: str, version: int, now: datetime) -> RunRecordQuerySet:
         """The run while the claim at ``version`` holds: current version, lease not run out."""
         return self.tables.runs().filter(run_id=run_id, version=version, lease_expires_at__gte=now).running()
+
+    def start_continuation(self, run_id: str, *, version: int) -> bool:
+        with self.tables.connection_scope():
+            # Once per claim: only a claim without a lease yet takes one.
+            waiting = self.tables.runs().filter(run_id=run_id, version=version, lease_expires_at=None)
+            return waiting.running().update(lease_expires_at=self.tables.clock() + self.tables.lease) == 1
+
+    def reclaim_expired(self) -> list[tuple[str, str]]:
+        with self.tables.connection_scope():
+            return self.tables.reclaim_expired()
 
     def mark_tool_started(self, run_id: str, tool_call_id: str, *, version: int) -> bool:
         # Only while this claim holds (current version, lease not run out): a continuation that lost

@@ -62,7 +62,9 @@ def _at_version_sql(columns: tuple[str, ...]) -> str:
     """PostgreSQL: write ``columns`` of an undecided call if its run is still at the version it was
     read at (see ``DjangoRunStore._write_decision_at_version``), with the audit row."""
     return (
-        f"WITH run AS (UPDATE {RunRecord._meta.db_table} SET version = %s, status = %s, lease_expires_at = %s"
+        # A claim has no lease until its continuation starts (``DjangoRunStore.start_continuation``).
+        f"WITH run AS (UPDATE {RunRecord._meta.db_table}"
+        " SET version = %s, status = %s, lease_expires_at = NULL"
         f" WHERE id = %s AND version = %s AND status = '{RunStatus.SUSPENDED.value}' RETURNING id),"
         f" call AS (UPDATE {ParkedCallRecord._meta.db_table}"
         f" SET {', '.join(f'{name} = %s' for name in columns)}"

@@ -138,10 +138,10 @@ class Tables:
 
     # -- lease reclaim ----------------------------------------------------------------------------
 
-    def reclaim_expired(self) -> bool:
+    def reclaim_expired(self) -> list[tuple[str, str]]:
         """Suspend again every claimed run whose lease ran out (an indexed probe; usually empty).
 
-        True when it reclaimed any.
+        ``(agent_id, run_id)`` of each run it reclaimed.
         """
         now = self.clock()
         # Raw SQL: this runs before every listing, and the ORM would double its cost.
@@ -149,16 +149,16 @@ class Tables:
         with connection.cursor() as cursor:
             cursor.execute(_EXPIRED_SQL, [connection.ops.adapt_datetimefield_value(now)])
             expired = cursor.fetchall()
-        for pk, version in expired:
-            self.reclaim(pk, version, now)
-        return bool(expired)
+        reclaimed = (self.reclaim(pk, version, now) for pk, version in expired)
+        return [run for run in reclaimed if run is not None]
 
-    def reclaim(self, pk: int, version: int, now: datetime) -> None:
+    def reclaim(self, pk: int, version: int, now: datetime) -> tuple[str, str] | None:
+        """Suspend the run again if its claim at ``version`` ran out: its ``(agent_id, run_id)``."""
         with transaction.atomic(using=self.using):
             held = self.runs().select_for_update().filter(pk=pk, version=version, lease_expires_at__lt=now)
-            run = held.running().values("pk", "run_id", "version", "history").first()
+            run = held.running().values("pk", "agent_id", "run_id", "version", "history").first()
             if run is None:  # renewed, finished or reclaimed by someone else meanwhile
-                return
+                return None
             started = self.park_again(run, suspend=True)
             audit = AuditEntry.objects.using(self.using)
             if started:
@@ -175,6 +175,7 @@ class Tables:
         logger.warning(
             "Run %s: its continuation lost the lease; its calls wait for a decision again", run["run_id"]
         )
+        return run["agent_id"], run["run_id"]
 
     def park_again(self, run: Row, *, suspend: bool) -> list[str]:
         """Move the run's decisions to its history and clear them (inside a transaction).

@@ -302,6 +302,7 @@ async def test_an_expiry_never_runs_again_a_tool_that_may_have_run(make_store: M
     )
     assert receipt.claimed_version is not None
     version = receipt.claimed_version
+    assert await off_loop(lambda: store.start_continuation(suspended.run_id, version=version))
     assert await off_loop(lambda: store.mark_tool_started(suspended.run_id, "call-1", version=version))
     await asyncio.sleep(lease.total_seconds() * 1.5)
     assert only_run(await agent.list_suspended_runs()).tool_calls[0].tool_started_at is not None

@@ -14,9 +14,11 @@ import pytest
 from agents_runtime import (
     Agent,
     Call,
+    Continuation,
     Reply,
     RerunNotConfirmed,
     RunAlreadyDecided,
+    RunEvent,
     RunNotFound,
     RunResult,
     RunStore,
@@ -244,7 +246,8 @@ async def test_live_continuation_keeps_its_claim_past_the_lease(make_store: Make
 
 
 async def claim_and_die(store: RunStore, run_id: str) -> datetime:
-    """What a process does that decides the last call (claiming the run) and dies before continuing."""
+    """What a process does that decides the last call (claiming the run), starts continuing it (taking
+    the claim's lease) and dies."""
     decided_at = datetime.now(UTC)
     receipt = await off_loop(
         lambda: store.record_decision(
@@ -254,7 +257,9 @@ async def claim_and_die(store: RunStore, run_id: str) -> datetime:
             decision=Decision(action="approve", decided_at=decided_at, actor="ghost"),
         )
     )
-    assert receipt.claimed_version is not None
+    version = receipt.claimed_version
+    assert version is not None
+    assert await off_loop(lambda: store.start_continuation(run_id, version=version))
     return decided_at
 
 
@@ -280,6 +285,87 @@ async def test_run_whose_continuation_died_is_listed_again_after_the_lease(make_
     assert relisted.tool_calls == listed_at_first.tool_calls
     assert (relisted.thread_id, relisted.created_at) == ("t-1", listed_at_first.created_at)
     assert log.count == 0
+
+
+QUEUED = 40
+
+
+async def test_approvals_queued_longer_than_the_lease_are_carried_out_not_offered_again(
+    make_store: MakeStore,
+) -> None:
+    # Issue 32: a worker that falls behind by more than the lease turned approvals into "interrupted".
+    lease = timedelta(seconds=2)  # long enough for each continuation to keep it on a loaded machine
+    store = make_store(lease=lease)
+    log = ToolLog()
+    agent, _ = refund_agent(log)
+    queue: list[Continuation] = []
+    Runtime([agent], storage=store, scheduler=queue.append)
+    runs = [await agent.generate(f"refund {i}") for i in range(QUEUED)]
+    for run in runs:
+        await (await agent.approve_tool_call(run_id=run.run_id, tool_call_id="call-1")).result()
+
+    await asyncio.sleep(lease.total_seconds() * 1.5)  # the worker is that far behind
+    listed_while_queued = await agent.list_suspended_runs()
+    results = [await agent.continue_run(c.run_id, version=c.version).result() for c in queue]
+
+    assert listed_while_queued.total == 0
+    assert [r.status for r in results] == ["success"] * QUEUED
+    assert log.count == QUEUED
+    assert [await stored_run(store, run.run_id) for run in runs] == [None] * QUEUED
+
+
+async def test_a_claim_delivered_twice_at_once_runs_its_tool_once(make_store: MakeStore) -> None:
+    store = make_store(lease=LEASE)
+    log = ToolLog()
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @tool(requires_approval=True)
+    async def refund(amount: int) -> str:
+        log.record(amount=amount)
+        started.set()
+        await release.wait()
+        return "refunded"
+
+    spy = ModelSpy(Call("refund", {"amount": 5}, tool_call_id="call-1"), Reply("done"))
+    agent = Agent("support", model=spy.model, tools=[refund])
+    queue: list[Continuation] = []
+    Runtime([agent], storage=store, scheduler=queue.append)
+    run = await agent.generate("refund")
+    await (await agent.approve_tool_call(run_id=run.run_id, tool_call_id="call-1")).result()
+    (continuation,) = queue
+
+    first = asyncio.ensure_future(agent.continue_run(run.run_id, version=continuation.version).result())
+    await asyncio.wait_for(started.wait(), timeout=5)
+    repeated = await asyncio.wait_for(
+        agent.continue_run(run.run_id, version=continuation.version).result(), timeout=5
+    )
+    release.set()
+
+    assert repeated.status == "failed"
+    assert (await first).status == "success"
+    assert log.count == 1
+
+
+async def test_a_run_whose_continuation_died_is_parked_again_and_announced_without_a_read(
+    make_store: MakeStore,
+) -> None:
+    store = make_store(lease=LEASE)
+    agent, _ = refund_agent(ToolLog())
+    runtime = Runtime([agent], storage=store)
+    heard: list[RunEvent] = []
+    runtime.add_listener(heard.append)
+    suspended = await agent.generate("refund")
+    await claim_and_die(store, suspended.run_id)
+    nothing_yet = await runtime.reclaim_stopped()
+    await asyncio.sleep(LEASE.total_seconds() * 1.5)
+
+    reclaimed = await runtime.reclaim_stopped()
+
+    assert (nothing_yet, reclaimed) == (0, 1)
+    assert [(e.type, e.run_id) for e in heard[1:]] == [("run-suspended", suspended.run_id)]
+    stored = await stored_run(store, suspended.run_id)
+    assert stored is not None and (stored.status, stored.interrupted) == ("suspended", True)
+    assert await runtime.reclaim_stopped() == 0
 
 
 async def test_interrupted_run_can_be_decided_again_and_keeps_the_earlier_decision_on_record(
@@ -380,12 +466,17 @@ async def test_interrupted_supervisor_run_is_decided_again_and_resumes_its_inner
     inner_run_id = only_run(await team.billing.list_suspended_runs()).run_id
     ghost = Decision(action="approve", decided_at=datetime.now(UTC), actor="ghost")
     # A process decides on the supervisor, claims both runs the way a continuation does, and dies.
-    await off_loop(
+    receipt = await off_loop(
         lambda: store.record_decision(
             agent_id="desk", run_id=outer.run_id, tool_call_id="deleg-1", decision=ghost
         )
     )
-    assert await off_loop(lambda: store.claim(inner_run_id, decisions={"inner-1": ghost})) is not None
+    outer_version = receipt.claimed_version
+    assert outer_version is not None
+    assert await off_loop(lambda: store.start_continuation(outer.run_id, version=outer_version))
+    inner = await off_loop(lambda: store.claim(inner_run_id, decisions={"inner-1": ghost}))
+    assert inner is not None
+    assert await off_loop(lambda: store.start_continuation(inner_run_id, version=inner.version))
     await asyncio.sleep(LEASE.total_seconds() * 1.5)
 
     relisted = only_run(await team.desk.list_suspended_runs())

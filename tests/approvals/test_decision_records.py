@@ -115,7 +115,7 @@ def test_a_continuation_that_lost_its_lease_leaves_its_decision_marked_interrupt
     agent = _payments_runtime(store, [])
     run = async_to_sync(agent.generate)("pay")
     call_id = run.tool_calls[0].tool_call_id
-    # The deciding process claims the run and dies before it continues.
+    # The deciding process claims the run, starts continuing it and dies.
     receipt = store.record_decision(
         agent_id="payments",
         run_id=run.run_id,
@@ -123,6 +123,7 @@ def test_a_continuation_that_lost_its_lease_leaves_its_decision_marked_interrupt
         decision=_approval("alice", clock),
     )
     assert receipt.claimed_version is not None
+    assert store.start_continuation(run.run_id, version=receipt.claimed_version)
     assert _rows(run.run_id) == [("alice", "approve", "continuing")]
 
     clock.advance(seconds=31)

@@ -25,13 +25,15 @@ HX = {"HTTP_HX_REQUEST": "true"}
 
 
 def _approved_and_claimed(run_id: str, tool_call_id: str) -> tuple[DjangoRunStore, int]:
-    """rita's approval, recorded the way a deciding process records it: the run is claimed."""
+    """rita's approval, recorded the way a deciding process records it (the run is claimed), and
+    its continuation started (the claim's lease taken)."""
     store = DjangoRunStore()
     decision = Decision(action="approve", decided_at=timezone.now(), actor="rita")
     receipt = store.record_decision(
         agent_id="helpdesk", run_id=run_id, tool_call_id=tool_call_id, decision=decision
     )
     assert receipt.claimed_version is not None
+    assert store.start_continuation(run_id, version=receipt.claimed_version)
     return store, receipt.claimed_version
 
 

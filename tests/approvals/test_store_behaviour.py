@@ -439,6 +439,8 @@ def test_heartbeat_renews_only_the_current_claim(store: RunStore, clock: Clock) 
     store.insert_suspended(suspension("r1"))
     claimed = store.claim("r1")
     assert claimed is not None
+    assert not store.heartbeat("r1", version=claimed.version)  # its continuation has not started
+    assert store.start_continuation("r1", version=claimed.version)
 
     clock.advance(seconds=25)
     assert store.heartbeat("r1", version=claimed.version)
@@ -454,7 +456,7 @@ def test_a_heartbeat_after_the_lease_ran_out_fails_and_the_run_waits_again(
 ) -> None:
     store.insert_suspended(suspension("r1"))
     claimed = store.claim("r1")
-    assert claimed is not None
+    assert claimed is not None and store.start_continuation("r1", version=claimed.version)
 
     clock.advance(seconds=31)
 
@@ -469,6 +471,8 @@ def test_finish_deletes_the_run_for_the_current_claim_only(store: RunStore) -> N
     assert not store.finish("r1", version=1)  # not claimed
     claimed = store.claim("r1")
     assert claimed is not None
+    assert not store.finish("r1", version=claimed.version)  # its continuation has not started
+    assert store.start_continuation("r1", version=claimed.version)
 
     assert not store.finish("r1", version=claimed.version + 1)
     assert store.finish("r1", version=claimed.version)
@@ -500,6 +504,8 @@ def test_finish_remembers_the_runs_new_messages_on_its_own_thread(store: RunStor
     store.insert_suspended(suspension("r2"))
     first, second = store.claim("r1"), store.claim("r2")
     assert first is not None and second is not None
+    assert store.start_continuation("r1", version=first.version)
+    assert store.start_continuation("r2", version=second.version)
 
     assert not store.finish("r1", version=first.version + 1, thread_messages=[{"n": "lost claim"}])
     assert store.finish("r1", version=first.version, thread_messages=[{"n": 2}, {"n": 3}])
@@ -551,6 +557,7 @@ def test_an_expired_claim_is_parked_again_interrupted_with_its_decisions_in_hist
         decision=decision("decline", actor="bob", reason="no"),
     )
     assert receipt.claimed_version is not None
+    assert store.start_continuation("r1", version=receipt.claimed_version)
 
     clock.advance(seconds=29)
     assert listed_ids(store) == []
@@ -581,6 +588,7 @@ def test_reclaim_happens_before_a_decision_too(store: RunStore, clock: Clock) ->
     receipt = store.record_decision(
         agent_id="support", run_id="r1", tool_call_id="call-1", decision=decision()
     )
+    assert store.start_continuation("r1", version=receipt.claimed_version or 0)
     clock.advance(seconds=31)
 
     again = store.record_decision(
@@ -599,6 +607,7 @@ def test_reading_or_claiming_a_run_whose_lease_ran_out_reclaims_it_first(
         agent_id="support", run_id="r1", tool_call_id="call-1", decision=decision()
     )
     assert receipt.claimed_version is not None
+    assert store.start_continuation("r1", version=receipt.claimed_version)
     clock.advance(seconds=31)
 
     run = store.get_run("r1")
@@ -626,9 +635,10 @@ def test_inner_runs_under_a_reclaimed_supervisor_run_wait_again(store: RunStore,
         decision=decision(),
         claim_when_complete=False,
     )
-    store.record_decision(
+    receipt = store.record_decision(
         agent_id="support", run_id="outer", tool_call_id="d1:inner-call", decision=decision()
     )
+    assert store.start_continuation("outer", version=receipt.claimed_version or 0)
 
     clock.advance(seconds=31)
     inner = store.get_run("inner")
@@ -641,6 +651,47 @@ def test_inner_runs_under_a_reclaimed_supervisor_run_wait_again(store: RunStore,
     assert (untouched.interrupted, untouched.version, untouched.history) == (False, 1, ())
     outer = store.get_run("outer")
     assert outer is not None and outer.interrupted and outer.status == "suspended"
+
+
+def test_a_claim_waiting_for_its_continuation_is_never_reclaimed_however_long_it_waits(
+    store: RunStore, clock: Clock
+) -> None:
+    store.insert_suspended(suspension("r1"))
+    receipt = store.record_decision(
+        agent_id="support", run_id="r1", tool_call_id="call-1", decision=decision(actor="alice")
+    )
+    version = receipt.claimed_version
+    assert version is not None
+
+    clock.advance(seconds=30 * 10)  # ten leases in a queue
+
+    assert listed_ids(store) == [] and store.reclaim_expired() == []
+    run = store.get_run("r1")
+    assert run is not None and (run.status, run.interrupted) == ("running", False)
+    assert store.start_continuation("r1", version=version)
+    assert not store.start_continuation("r1", version=version)  # a repeated task does not start it again
+    assert store.mark_tool_started("r1", "call-1", version=version)
+    assert store.finish("r1", version=version)
+
+
+def test_reclaiming_expired_claims_at_once_names_the_runs_parked_again(store: RunStore, clock: Clock) -> None:
+    for run_id in ("stopped", "queued", "alive"):
+        store.insert_suspended(suspension(run_id))
+        receipt = store.record_decision(
+            agent_id="support", run_id=run_id, tool_call_id="call-1", decision=decision()
+        )
+        if run_id != "queued":
+            assert store.start_continuation(run_id, version=receipt.claimed_version or 0)
+    clock.advance(seconds=20)
+    alive = store.get_run("alive")
+    assert alive is not None and store.heartbeat("alive", version=alive.version)
+    clock.advance(seconds=11)
+
+    assert store.reclaim_expired() == [("support", "stopped")]
+    assert store.reclaim_expired() == []
+    stopped = store.get_run("stopped")
+    assert stopped is not None and (stopped.status, stopped.interrupted) == ("suspended", True)
+    assert [r.status for r in (store.get_run("queued"), store.get_run("alive")) if r] == ["running"] * 2
 
 
 # -- thread memory ---------------------------------------------------------------------------------

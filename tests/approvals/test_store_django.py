@@ -121,6 +121,7 @@ def test_finishing_a_run_deletes_its_row_and_calls(store: DjangoRunStore) -> Non
         agent_id="support", run_id="r2", tool_call_id="call-1", decision=decision()
     )
     assert receipt.claimed_version is not None
+    assert store.start_continuation("r2", version=receipt.claimed_version)
 
     assert store.finish("r2", version=receipt.claimed_version)
 
@@ -131,7 +132,7 @@ def test_finishing_a_run_deletes_its_row_and_calls(store: DjangoRunStore) -> Non
 def test_finishing_is_one_conditional_delete(store: DjangoRunStore) -> None:
     store.insert_suspended(suspension("r1"))
     claimed = store.claim("r1")
-    assert claimed is not None
+    assert claimed is not None and store.start_continuation("r1", version=claimed.version)
 
     with CaptureQueriesContext(connection) as queries:
         assert store.finish("r1", version=claimed.version)
@@ -154,7 +155,7 @@ def test_finishing_is_one_conditional_delete(store: DjangoRunStore) -> None:
 def test_a_claim_whose_lease_ran_out_cannot_finish(store: DjangoRunStore, clock: Clock) -> None:
     store.insert_suspended(suspension("r1"))
     claimed = store.claim("r1")
-    assert claimed is not None
+    assert claimed is not None and store.start_continuation("r1", version=claimed.version)
 
     clock.advance(seconds=31)
 
@@ -236,6 +237,7 @@ def test_a_real_short_lease_expires_without_a_heartbeat() -> None:
         agent_id="support", run_id="r1", tool_call_id="call-1", decision=decision()
     )
     assert receipt.claimed_version is not None
+    assert store.start_continuation("r1", version=receipt.claimed_version)
 
     time.sleep(0.1)
     assert store.heartbeat("r1", version=receipt.claimed_version)
