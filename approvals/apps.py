@@ -48,9 +48,10 @@ class ApprovalsConfig(AppConfig):
         # With TASKS_BACKEND=database the worker process expires calls past their deadline.
         tasks.start_for_worker()
         user_logged_out.connect(live.close_sockets_on_logout, dispatch_uid="countersign-close-live-sockets")
-        # The database pool's figures in the log: now and then, and when it ran dry.
-        request_finished.connect(pool.log_now_and_then, dispatch_uid="countersign-pool-stats")
-        got_request_exception.connect(pool.log_exhaustion, dispatch_uid="countersign-pool-exhausted")
+        # The database pool's figures in the log: now and then, and when it ran dry (PostgreSQL's pool).
+        if any(database.get("OPTIONS", {}).get("pool") for database in settings.DATABASES.values()):
+            request_finished.connect(pool.log_now_and_then, dispatch_uid="countersign-pool-stats")
+            got_request_exception.connect(pool.log_exhaustion, dispatch_uid="countersign-pool-exhausted")
         # So that the admin offers an ``agent:<id>`` group for every agent.
         post_migrate.connect(policy.create_agent_groups, sender=self, dispatch_uid="countersign-agent-groups")
 
