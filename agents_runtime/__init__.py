@@ -24,10 +24,11 @@ from .errors import (
 )
 from .events import Continuation, RunEvent
 from .grants import Grant, GrantNotFound, GrantRequest, GrantScope, GrantUnavailable, InvalidGrant
+from .memory import InMemoryRunStore
 from .policy import Confirmation, DecisionRequest, Origin, Policy, fingerprint
 from .runtime import Runtime
 from .scripted import Call, Reply, ScriptContext, scripted_model
-from .store import InMemoryRunStore, RunStore
+from .store import RunStore
 from .stream import Decided, RunStream
 from .tools import Tool, ToolContext, tool
 from .types import AgentRun, AgentRunToolCall, ApprovalTally, Chunk, ListSuspendedRunsResult, RunResult

@@ -15,8 +15,7 @@ from typing import Any
 
 from .events import Continuation, RunEvent, RunEventType
 from .policy import Policy
-from .store import RunStore
-from .store_calls import call_store
+from .store import RunStore, call_store
 from .tools import Tool
 from .types import RunResult
 

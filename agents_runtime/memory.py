@@ -9,7 +9,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ._runstore import RunStore
 from .errors import RunNotFound
 from .grants import Grant, GrantNotFound, GrantRequest, GrantStore, GrantUnavailable, narrowest_first
 from .records import (
@@ -26,6 +25,7 @@ from .records import (
     decision_conflict,
     reclaimed_calls,
 )
+from .store import RunStore
 
 
 def _now() -> datetime:

@@ -1,4 +1,4 @@
-"""Tools: the ``tool`` decorator and what a tool says of itself (``ToolContext``: ``tool_context``)."""
+"""Tools: the ``tool`` decorator, what a tool says of itself, and the ``ToolContext`` a call gets."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
-from typing import Any, Unpack, cast, overload
+from typing import Any, NoReturn, Unpack, cast, overload
 
 import jsonschema
 import pydantic
@@ -17,7 +17,6 @@ from .deadlines import Deadline, DeadlineOptions, deadline_from
 from .errors import InvalidResumeData, InvalidToolArgs
 from .presentation import ApprovalRule, FieldHint, Money, approval_reason, title_for
 from .schema_check import schema_problems
-from .tool_context import ToolContext, ToolSuspended
 
 #: ``requires_approval``: a bool, a callable of the arguments (True, or a reason string, asks for
 #: approval), or an ``ApprovalRule`` that says why.
@@ -27,6 +26,52 @@ TitleSpec = str | Callable[[dict[str, Any]], str] | None
 SchemaSpec = type[pydantic.BaseModel] | Mapping[str, Any] | None
 
 __all__ = ["Tool", "ToolContext", "ToolSuspended", "to_jsonable", "tool"]
+
+
+class ToolSuspended(BaseException):
+    """Raised by ``ToolContext.suspend``.
+
+    A ``BaseException`` so that a tool's own ``except Exception`` cannot swallow it.
+    """
+
+    def __init__(self, payload: Any) -> None:
+        super().__init__("tool suspended")
+        self.payload = payload
+
+
+class ToolContext:
+    """What a tool knows about the call it serves. Tools get it by annotating a parameter with it.
+
+    ``tool_call_id`` is the call's idempotency key: a tool with side effects should make them
+    idempotent on it (e.g. pass it as the payment provider's idempotency key). A process that dies
+    while the tool runs leaves the call offered again; if a reviewer confirms running it again, the
+    tool gets the same ``tool_call_id``.
+    """
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str,
+        agent_id: str,
+        thread_id: str | None,
+        resource_id: str | None,
+        resume_data: Any = None,
+    ) -> None:
+        self.run_id = run_id
+        self.tool_call_id = tool_call_id
+        self.agent_id = agent_id
+        self.thread_id = thread_id
+        self.resource_id = resource_id
+        #: None on the first execution; once resumed, the validated resume data.
+        self.resume_data = resume_data
+
+    def suspend(self, payload: Any = None) -> NoReturn:
+        """Park this tool call until a human answers with resume data. Never returns."""
+        raise ToolSuspended(payload)
+
+    def __repr__(self) -> str:
+        return f"ToolContext(run_id={self.run_id!r}, tool_call_id={self.tool_call_id!r})"
 
 
 def _json_schema(spec: SchemaSpec) -> dict[str, Any] | None:

@@ -39,7 +39,7 @@ from dataclasses import replace
 from typing import Any
 
 from .errors import InvalidResumeData, InvalidToolArgs
-from .store import ParkedCall
+from .records import ParkedCall
 from .vocabulary import DecisionAction
 
 logger = logging.getLogger("agents_runtime")

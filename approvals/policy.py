@@ -42,7 +42,7 @@ from django.utils import timezone
 from agents_runtime import Agent, RunNotFound
 from agents_runtime.errors import CallClaimed, NotADecider
 from agents_runtime.policy import Confirmation, DecisionRequest, Origin
-from agents_runtime.store import ParkedCall, StoredRun
+from agents_runtime.records import ParkedCall, StoredRun
 from approvals import agents
 from approvals.models import CallClaim, ParkedCallRecord
 

@@ -17,7 +17,7 @@ from asgiref.sync import async_to_sync
 from django.utils import timezone
 
 from agents_runtime import Agent, AgentRun, AgentRunToolCall, RunNotFound
-from agents_runtime.store import StoredRun
+from agents_runtime.records import StoredRun
 from agents_runtime.vocabulary import CallKind
 from approvals import agents
 from approvals.models import EndedRun, GrantRecord

@@ -20,7 +20,7 @@ from typing import Any
 from django.urls import reverse
 
 from agents_runtime import Agent, AgentRun
-from agents_runtime.store import StoredRun
+from agents_runtime.records import StoredRun
 from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import DecisionAction
 from approvals import dom_ids

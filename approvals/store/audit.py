@@ -17,7 +17,7 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from agents_runtime.grants import Grant, GrantScope
-from agents_runtime.store import Decision, ParkedCall, RunEnding, StoredRun, Vote
+from agents_runtime.records import Decision, ParkedCall, RunEnding, StoredRun, Vote
 from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import (
     CONTINUING_DETAIL,

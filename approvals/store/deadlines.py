@@ -16,7 +16,7 @@ from typing import Any
 from django.db import transaction
 
 from agents_runtime.errors import RunNotFound
-from agents_runtime.store import DeadlineChange, DeadlineRule, StoredRun, decision_conflict
+from agents_runtime.records import DeadlineChange, DeadlineRule, StoredRun, decision_conflict
 from agents_runtime.vocabulary import DecisionAction, Outcome
 from approvals.models.runs import RunStatus
 from approvals.store import audit as decision_records

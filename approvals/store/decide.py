@@ -10,7 +10,7 @@ from django.db import connections, transaction
 
 from agents_runtime.errors import RunAlreadyDecided, RunNotFound
 from agents_runtime.grants import GrantUnavailable
-from agents_runtime.store import (
+from agents_runtime.records import (
     Decision,
     DecisionReceipt,
     DecisionRule,

@@ -9,8 +9,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from agents_runtime import deadlines
-from agents_runtime.records import construct
-from agents_runtime.store import Decision, Delegation, ParkedCall, StoredRun
+from agents_runtime.records import Decision, Delegation, ParkedCall, StoredRun, construct
 from agents_runtime.vocabulary import CallKind, DecisionAction
 from approvals.models import ParkedCallRecord
 

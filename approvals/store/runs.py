@@ -26,17 +26,17 @@ from typing import Any
 from django.db import IntegrityError, connections, transaction
 
 from agents_runtime.grants import Grant, GrantRequest, GrantStore
-from agents_runtime.store import (
+from agents_runtime.records import (
     DeadlineRule,
     Decision,
     DecisionReceipt,
     DecisionRule,
     RunEnding,
     RunQuery,
-    RunStore,
     StoredRun,
     Suspension,
 )
+from agents_runtime.store import RunStore
 from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import Outcome, suspended_again_detail
 from approvals.models import AuditEntry, EndedRun, RunRecord, ThreadMessage

@@ -12,7 +12,7 @@ import pytest
 from agents_runtime import Agent, Call, Reply, RunResult, RunStore, Runtime, tool
 from agents_runtime.deadlines import Deadline
 from agents_runtime.events import RunEvent
-from agents_runtime.store import Decision
+from agents_runtime.records import Decision
 
 from .conftest import MakeStore, RuntimeFor
 from .helpers import ModelSpy, ToolLog, off_loop, only_run, stored_run

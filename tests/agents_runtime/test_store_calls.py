@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agents_runtime import Agent, Call, InMemoryRunStore, Reply, Runtime, tool
-from agents_runtime.store_calls import SyncRunner, call_store
+from agents_runtime.store import SyncRunner, call_store
 from tests.agents_runtime.helpers import ModelSpy
 
 
