@@ -22,9 +22,22 @@ from django.http import HttpRequest
 
 from agents_runtime import GrantNotFound
 from approvals import agents
+from approvals.cards.text import reveal_invisible
 from approvals.models import ApiToken, AuditEntry, GrantRecord, WebhookDelivery, WebhookEndpoint
 from approvals.policy import Access, may_use_admin, visible_agent_ids
 from approvals.services import grants as grant_services
+
+
+def visible(name: str, description: str = "") -> Any:
+    """A list column showing the field ``name`` with its invisible characters (bidi controls,
+    zero-width marks) as visible marks, as the dashboard shows them (``cards.text.reveal_invisible``)."""
+
+    def column(obj: Any) -> str:
+        value = getattr(obj, name)
+        return reveal_invisible("" if value is None else str(value))
+
+    column.__name__ = name
+    return admin.display(description=description or name.replace("_", " "), ordering=name)(column)
 
 
 class AdminSignInForm(AdminAuthenticationForm):
@@ -65,10 +78,10 @@ class SeenAgentsOnly:
 class AuditEntryAdmin(SeenAgentsOnly, admin.ModelAdmin[AuditEntry]):
     list_display = [
         "created_at",
-        "username",
+        visible("username"),
         "agent_id",
-        "run_id",
-        "tool_name",
+        visible("run_id", "run id"),
+        visible("tool_name"),
         "action",
         "edited",
         "outcome",
@@ -111,6 +124,14 @@ User = get_user_model()
 class CountersignUserAdmin(UserAdmin):  # type: ignore[type-arg]
     """Admins manage accounts and their groups, but never make anyone a superuser or touch one."""
 
+    list_display = (
+        visible("username"),
+        visible("email", "email address"),
+        visible("first_name", "first name"),
+        visible("last_name", "last name"),
+        "is_staff",
+    )
+
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         readonly = list(super().get_readonly_fields(request, obj))
         if not request.user.is_superuser:
@@ -152,7 +173,7 @@ class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
     """An endpoint hears of every agent it lists (none listed: of every agent), so an admin who does
     not see every agent sees and changes only the endpoints of agents they see."""
 
-    list_display = ["url", "description", "events", "agents", "active", "created_at"]
+    list_display = [visible("url", "URL"), visible("description"), "events", "agents", "active", "created_at"]
     list_filter = ["active"]
     fields = ["url", "description", "events", "agents", "active", "secret"]
 
@@ -204,7 +225,7 @@ class WebhookDeliveryAdmin(SeenAgentsOnly, admin.ModelAdmin[WebhookDelivery]):
         "status",
         "attempts",
         "last_status_code",
-        "last_error",
+        visible("last_error"),
     ]
     list_filter = ["status", "event_type", "endpoint"]
     search_fields = ["message_id", "last_error"]
@@ -238,12 +259,12 @@ class GrantRecordAdmin(SeenAgentsOnly, admin.ModelAdmin[GrantRecord]):
         "agent_id",
         "tool_name",
         "scope",
-        "scope_value",
-        "condition",
+        visible("scope_value", "for"),
+        visible("condition"),
         "uses",
         "max_uses",
         "expires_at",
-        "created_by_name",
+        visible("created_by_name", "made by"),
         "revoked_at",
     ]
     list_filter = ["agent_id", "scope"]
@@ -278,7 +299,15 @@ class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
     """A token acts as its user: an admin who does not see every agent sees the tokens of users who
     see no more than they do. Tokens are made by their users (the secret is shown once, there)."""
 
-    list_display = ["name", "user", "key_id", "created_at", "expires_at", "last_used_at", "revoked_at"]
+    list_display = [
+        visible("name"),
+        visible("user"),
+        "key_id",
+        "created_at",
+        "expires_at",
+        "last_used_at",
+        "revoked_at",
+    ]
     search_fields = ["name", "key_id", "user__username"]
     # (Never the salt and digest: they are not for anyone's eyes.)
     readonly_fields = ["name", "user", "key_id", "created_at", "expires_at", "last_used_at", "revoked_at"]

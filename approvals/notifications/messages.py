@@ -2,8 +2,9 @@
 
 Tool names and arguments are model output: the HTML part is a template with autoescaping, the chat
 body escapes ``&``, ``<`` and ``>`` as Slack asks (so model output can neither mention ``<!channel>``
-nor forge a link), and a subject loses its line breaks. Links open the run's card after login and
-decide nothing (the card's buttons are POST forms).
+nor forge a link), and a subject loses its line breaks. Invisible characters in them (bidi controls,
+zero-width marks) are shown as marks, as everywhere (``cards.text.reveal_invisible``). Links open the
+run's card after login and decide nothing (the card's buttons are POST forms).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 
 from approvals import agents
+from approvals.cards.text import reveal_invisible
 from approvals.models import Notification, NotificationCall
 from approvals.notifications import options
 
@@ -63,9 +65,10 @@ def _when(moment: datetime | None) -> str:
 
 
 def _line(call: NotificationCall) -> CallLine:
+    # Bidi controls and zero-width characters shown as marks, as on the card (``cards.text``).
     return CallLine(
-        tool_name=call.tool_name,
-        summary=_summary(call.args),
+        tool_name=reveal_invisible(call.tool_name),
+        summary=reveal_invisible(_summary(call.args)),
         agent=agent_name(call.agent_id),
         url=options.base_url() + reverse("approvals:run", args=[call.run_id]),
         due=_when(call.expires_at),

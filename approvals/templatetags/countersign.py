@@ -32,10 +32,11 @@ def as_json(value: object) -> str:
     return reveal_invisible(compact_json(value))
 
 
-@register.filter
+@register.filter(is_safe=True)
 def visible(value: object) -> str:
     """Text with its invisible characters (bidi controls, zero-width marks) shown as visible marks,
-    as the argument view shows them: what a page displays of ids, reasons and names."""
+    as the argument view shows them: what a page displays of ids, reasons, names and addresses. (The
+    marks hold no HTML, so text already escaped, as ``join`` leaves it, stays safe.)"""
     return reveal_invisible("" if value is None else str(value))
 
 

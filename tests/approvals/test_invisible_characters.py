@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 from django.test import Client
 
 from approvals.cards.text import reveal_invisible
+from approvals.models import Notification
+from approvals.notifications import messages
 from tests.approvals.runtime_fixtures import DashboardAgents
 
 
@@ -31,3 +35,71 @@ def test_plain_text_is_left_as_it_is() -> None:
         reveal_invisible("a\u2066b\u2069")
         == "a⟦U+2066 LEFT-TO-RIGHT ISOLATE⟧b⟦U+2069 POP DIRECTIONAL ISOLATE⟧"
     )
+
+
+RLO, ZWSP = "\u202e", "\u200b"
+RLO_MARK, ZWSP_MARK = "⟦U+202E RIGHT-TO-LEFT OVERRIDE⟧", "⟦U+200B ZERO WIDTH SPACE⟧"
+
+
+def _raw_in_text(html: str) -> list[str]:
+    """Text between tags that still holds a bidi control or zero-width space (form fields aside:
+    what a reviewer edits is kept exact)."""
+    html = re.sub(r"<textarea.*?</textarea>", "", html, flags=re.S)
+    return [t for t in re.findall(r">([^<]*)<", html) if RLO in t or ZWSP in t]
+
+
+def test_ids_reasons_and_addresses_are_shown_marked_on_every_page_and_kept_exact_in_the_csv(
+    agents: DashboardAgents, reviewer_client: Client, admin_member_client: Client, reviewer: Any
+) -> None:
+    run = agents.start("helpdesk", "refund please", thread=f"t-1{RLO}7", resource=f"cust{ZWSP}-9")
+    thread_shown = f"t-1{RLO_MARK}7"
+    inbox = reviewer_client.get("/agents/helpdesk/").content.decode()
+    card = reviewer_client.get(f"/runs/{run.run_id}/").content.decode()
+    for page in (inbox, card):
+        assert thread_shown in page and f"cust{ZWSP_MARK}-9" in page
+        assert _raw_in_text(page) == []
+
+    call = run.tool_calls[0]
+    reviewer_client.post(
+        f"/runs/{run.run_id}/calls/{call.tool_call_id}/decline",
+        {"agent": "helpdesk", "reason": f"IBAN 12{RLO}3456 is wrong"},
+        HTTP_HX_REQUEST="true",
+    )
+    record = reviewer_client.get(f"/runs/{run.run_id}/").content.decode()
+    audit = admin_member_client.get("/audit/").content.decode()
+    for page in (record, audit):
+        assert f"IBAN 12{RLO_MARK}3456 is wrong" in page
+        assert _raw_in_text(page) == []
+    assert thread_shown in audit
+    admin_list = admin_member_client.get("/admin/approvals/auditentry/").content.decode()
+    assert _raw_in_text(admin_list) == []
+
+    export = b"".join(admin_member_client.get("/audit/export.csv").streaming_content).decode()
+    assert f"IBAN 12{RLO}3456 is wrong" in export and f"t-1{RLO}7" in export  # the data, exact
+
+    reviewer.email = f"rita{ZWSP}@example.com"
+    reviewer.save()
+    settings_page = reviewer_client.get("/account/notifications/").content.decode()
+    users = admin_member_client.get("/admin/auth/user/").content.decode()
+    for page in (settings_page, users):
+        assert f"rita{ZWSP_MARK}@example.com" in page
+        assert _raw_in_text(page) == []
+
+
+def test_a_notification_shows_the_calls_arguments_marked_in_every_part(reviewer: Any) -> None:
+    notification = Notification.objects.create(
+        recipient=reviewer, channel="email", kind="waiting", agent_id="helpdesk", call_count=1
+    )
+    notification.calls.create(
+        agent_id="helpdesk",
+        run_id="run-1",
+        tool_call_id="call-1",
+        tool_name="refund",
+        args={"iban": f"DE12{RLO}3456", "note": f"zero{ZWSP}width"},
+    )
+
+    message = messages.build(notification)
+
+    for part in (message.text, message.html, json.dumps(message.chat, ensure_ascii=False)):
+        assert f"DE12{RLO_MARK}3456" in part and f"zero{ZWSP_MARK}width" in part
+        assert RLO not in part and ZWSP not in part
