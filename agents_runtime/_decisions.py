@@ -15,9 +15,7 @@ from .policy import DecisionRequest
 from .records import Decision, DecisionReceipt, DecisionRule, ParkedCall, StoredRun, Vote
 from .tools import _validate, to_jsonable
 from .untrusted import check_decision, checked_json, reason_problem
-from .vocabulary import CallKind, DecisionAction
-
-DEFAULT_DECLINE_REASON = "Tool call was not approved by the user"
+from .vocabulary import DEFAULT_DECLINE_REASON, CallKind, DecisionAction
 
 
 async def decide(ctx: AgentContext, request: DecisionRequest) -> DecisionReceipt:

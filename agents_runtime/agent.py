@@ -18,7 +18,6 @@ from typing import Any, Literal, Protocol
 from . import _deadlines, _decisions, _grants, _loop, _pydantic
 from ._context import AgentContext
 from ._convert import agent_run, as_utc, check_pagination, new_run_id, now, plain_messages
-from ._decisions import DEFAULT_DECLINE_REASON
 from .deadlines import Deadline, as_deadline
 from .errors import RunNotFound
 from .events import Continuation, RunEvent
@@ -33,7 +32,7 @@ from .types import AgentRun, ListSuspendedRunsResult, RunResult
 from .untrusted import clean_text
 from .vocabulary import CallKind, DecisionAction
 
-__all__ = ["DEFAULT_DECLINE_REASON", "Agent", "ListKind"]
+__all__ = ["Agent", "ListKind"]
 
 logger = logging.getLogger("agents_runtime")
 

@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
+#: What the model is told when a reviewer declines a call without a reason.
+DEFAULT_DECLINE_REASON = "Tool call was not approved by the user"
+
 
 class CallKind(StrEnum):
     """What a parked call waits for: approve/decline (``approval``) or an answer to ``suspend()``."""

@@ -39,9 +39,7 @@ from django.db import connections
 from django.db.models import CharField, Value
 from django.utils import timezone
 
-from agents_runtime import Agent, RunNotFound
-from agents_runtime.errors import CallClaimed, NotADecider
-from agents_runtime.policy import Confirmation, DecisionRequest, Origin
+from agents_runtime import Agent, CallClaimed, Confirmation, DecisionRequest, NotADecider, Origin, RunNotFound
 from agents_runtime.records import ParkedCall, StoredRun
 from approvals import agents
 from approvals.models import CallClaim, ParkedCallRecord

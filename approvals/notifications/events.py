@@ -24,8 +24,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from agents_runtime import AgentRunToolCall, RunNotFound
-from agents_runtime.events import RunEvent
+from agents_runtime import AgentRunToolCall, RunEvent, RunNotFound
 from approvals import agents
 from approvals.models import (
     Notification,

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import transaction
 
-from agents_runtime.errors import RunNotFound
+from agents_runtime import RunNotFound
 from agents_runtime.records import DeadlineChange, DeadlineRule, StoredRun, decision_conflict
 from agents_runtime.vocabulary import DecisionAction, Outcome
 from approvals.models.runs import RunStatus

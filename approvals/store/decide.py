@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db import connections, transaction
 
-from agents_runtime.errors import RunAlreadyDecided, RunNotFound
+from agents_runtime import RunAlreadyDecided, RunNotFound
 from agents_runtime.grants import GrantUnavailable
 from agents_runtime.records import (
     Decision,

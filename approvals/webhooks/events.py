@@ -20,8 +20,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from agents_runtime import RunNotFound
-from agents_runtime.events import RunEvent
+from agents_runtime import RunEvent, RunNotFound
 from approvals import agents
 from approvals.models import AuditEntry, WebhookDelivery, WebhookEndpoint
 
