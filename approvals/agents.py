@@ -7,11 +7,12 @@ commands ask this module for it and for its agents. The only module that imports
 
 from __future__ import annotations
 
+from datetime import datetime
 from importlib import import_module
 
 from django.conf import settings
 
-from agents_runtime import Agent, Runtime
+from agents_runtime import Agent, Continuation, Runtime
 from approvals.store import DjangoRunStore
 
 _installed: Runtime | None = None
@@ -57,3 +58,12 @@ def get(agent_id: str) -> Agent:
         return runtime().get_agent(agent_id)
     except KeyError:
         raise UnknownAgent(agent_id) from None
+
+
+def unstarted_continuations(*, decided_before: datetime) -> list[Continuation]:
+    """Decided runs whose continuation never started, though their last decision was before
+    ``decided_before`` (only the database store can tell; a runtime's own store keeps none)."""
+    store = runtime().storage
+    if not isinstance(store, DjangoRunStore):
+        return []
+    return store.unstarted_claims(decided_before=decided_before)

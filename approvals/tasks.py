@@ -6,6 +6,9 @@ runs it. Either way the claim was taken by compare-and-swap when the last decisi
 task that runs twice, or late, changes nothing the second time.
 
 The sweep makes deadlines happen on time with no page open: it expires due calls, every second.
+It also parks again, and announces, each run whose continuation died (its lease ran out without a
+heartbeat: its process was killed), so the run shows as stopped on every open page and its deciders
+are told, whether or not anybody lists the inbox (``Runtime.reclaim_stopped``).
 
 One place runs it, chosen by ``settings.EXPIRY_SWEEP``: ``"server"`` (the default without a task
 worker: each ASGI server process, started by ``config/asgi.py``), ``"worker"`` (the default with
@@ -16,7 +19,8 @@ fell due while nothing ran (a restart) expire at once.
 
 The same thread also hands webhook deliveries and notifications orphaned by a restart to a sender,
 every ``ORPHAN_SWEEP_SECONDS`` (``webhooks.sending.schedule_orphans``, ``notifications``), and
-records the reminders of deadlines near, each sweep (``notifications.remind_due``).
+records the reminders of deadlines near, each sweep (``notifications.remind_due``). With them it
+queues again the continuations a queue lost (``Sweeper.requeue_unstarted``).
 
 The sweep is a daemon thread with its own event loop; the runtime's store calls run on one database
 thread of its own (never asgiref's shared one, which the server's sockets use), which gives its
@@ -25,9 +29,14 @@ connection back after each sweep. ``stop()`` ends both (tests).
 An expired run goes on (the model hears nobody answered, or the tool runs) as any decided run does:
 queued for the ``db_worker`` with the database task backend. With the Immediate backend the task
 would run inside the sweep, one run after the other, and every later expiry would wait for them: the
-sweep hands those to ``Continuations`` instead, a few threads of their own. A continuation still
-queued when the process ends is not lost: its claim's lease runs out and the run is recovered as
-after any crash.
+sweep hands those to ``Continuations`` instead, a few threads of their own.
+
+A decided run waits in its queue without a lease, however long the queue (the continuation takes
+the lease when it starts), so a worker that falls behind never undoes approvals. A continuation lost
+from its queue (one still in ``Continuations`` when the process ended, or taken by a ``db_worker``
+that died before starting it) is queued again by the sweep once its run has waited a lease since its
+last decision and no queue holds it; should two continuations of one claim still meet, only one
+starts (``RunStore.start_continuation``).
 """
 
 from __future__ import annotations
@@ -50,6 +59,7 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 from django.tasks import TaskResultStatus, task
 from django.tasks.backends.immediate import ImmediateBackend
+from django.utils import timezone
 
 from agents_runtime import AgentRunToolCall, Continuation, RunResult
 from approvals import agents, live, notifications, services
@@ -159,6 +169,23 @@ def continuation_result(run_id: str) -> RunResult | None:
     if row.status == TaskResultStatus.FAILED:
         return RunResult(run_id=run_id, status="failed", error="The background continuation failed.")
     return RunResult(run_id=run_id, status="running")
+
+
+def waits_for_a_worker(continuation: Continuation) -> bool:
+    """Whether the database backend's queue still holds ``continuation``, not yet taken by a worker
+    (False with the Immediate backend, whose queues live in processes)."""
+    from django_tasks_db.backend import DatabaseBackend
+    from django_tasks_db.models import DBTaskResult
+
+    if not isinstance(continue_run.get_backend(), DatabaseBackend):
+        return False
+    queued = DBTaskResult.objects.filter(
+        task_path=continue_run.module_path,
+        status=TaskResultStatus.READY,
+        args_kwargs__args__1=continuation.run_id,
+        args_kwargs__args__2=continuation.version,
+    )
+    return queued.exists()
 
 
 def result_to_json(result: RunResult) -> dict[str, Any]:
@@ -325,6 +352,31 @@ class Sweeper:
             handoff.set(hand)  # (this run of the loop's own context)
             return await _on_db_thread(executor, agents.runtime().expire_due)
 
+    @staticmethod
+    def _reclaim(executor: ThreadPoolExecutor) -> int:
+        """Park again, and announce, the runs whose continuation died: how many."""
+        return asyncio.run(_on_db_thread(executor, agents.runtime().reclaim_stopped))
+
+    def requeue_unstarted(self) -> int:
+        """Queue again each decided run whose continuation has not started a lease after its last
+        decision, unless the database backend's queue still holds it (its decisions stand however
+        long it waits there): how many. On the sweep's database thread."""
+        decided_before = timezone.now() - agents.runtime().storage.lease
+        queued = 0
+        for continuation in agents.unstarted_continuations(decided_before=decided_before):
+            if waits_for_a_worker(continuation):
+                continue
+            logger.warning(
+                "Run %s: its continuation was lost from its queue; queued again", continuation.run_id
+            )
+            c = continuation
+            if isinstance(continue_run.get_backend(), ImmediateBackend):
+                self.continuations.put(c)  # not inside the sweep (see ``Continuations``)
+            else:
+                continue_run.enqueue(c.agent_id, c.run_id, c.version)
+            queued += 1
+        return queued
+
     def _run(self) -> None:
         # One database thread for the sweeper's life: its connection is reused between sweeps.
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="countersign-expiry-db")
@@ -339,6 +391,11 @@ class Sweeper:
                 except Exception:
                     logger.exception("The expiry sweep failed; trying again")
                 try:
+                    if stopped := self._reclaim(executor):
+                        logger.warning("Parked again %d run(s) whose continuation died", stopped)
+                except Exception:
+                    logger.exception("Looking for runs whose continuation died failed; trying again")
+                try:
                     executor.submit(notifications.remind_due).result()
                 except Exception:
                     logger.exception("Recording deadline reminders failed; trying again")
@@ -348,6 +405,7 @@ class Sweeper:
                         executor.submit(sending.schedule_orphans).result()
                         executor.submit(notifications.schedule_orphans).result()
                         executor.submit(notifications.forget_old).result()
+                        executor.submit(self.requeue_unstarted).result()
                     except Exception:
                         logger.exception("Looking for orphaned deliveries failed; trying again")
                 if time.monotonic() >= health_due:

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import ClassVar
 
 from django.db import models
-from django.db.models import Exists, F, OuterRef, Q, Subquery
+from django.db.models import Exists, F, Max, OuterRef, Q, Subquery
 
 from agents_runtime.vocabulary import CallKind, DecisionAction, choices
 
@@ -35,6 +35,15 @@ class RunRecordQuerySet(models.QuerySet["RunRecord"]):
 
     def lease_expired(self, now: datetime) -> RunRecordQuerySet:
         return self.running().filter(lease_expires_at__lt=now)
+
+    def unstarted_claims(self, decided_before: datetime) -> RunRecordQuerySet:
+        """Claimed runs whose continuation has not started (no lease yet) though their last decision
+        was before ``decided_before``; supervisors' own runs only (a sub-agent's run is continued by
+        its supervisor's continuation)."""
+        last_decision = Max("calls__decided_at")
+        waiting = self.running().filter(lease_expires_at=None, parent_run_id=None)
+        waited = waiting.annotate(last_decision=last_decision).filter(last_decision__lt=decided_before)
+        return waited.order_by("last_decision")
 
     def children_of(self, run_id: str) -> RunRecordQuerySet:
         return self.filter(parent_run_id=run_id)

@@ -25,6 +25,7 @@ from typing import Any
 
 from django.db import IntegrityError, connections, transaction
 
+from agents_runtime import Continuation
 from agents_runtime.grants import Grant, GrantRequest, GrantStore
 from agents_runtime.records import (
     DeadlineRule,
@@ -299,6 +300,16 @@ class DjangoRunStore(RunStore, GrantStore):
     def reclaim_expired(self) -> list[tuple[str, str]]:
         with self.tables.connection_scope():
             return self.tables.reclaim_expired()
+
+    def unstarted_claims(self, *, decided_before: datetime) -> list[Continuation]:
+        """The continuations of claimed runs nobody started, though their last decision was before
+        ``decided_before`` (beyond the protocol: for the sweep that queues them again)."""
+        with self.tables.connection_scope():
+            rows = self.tables.runs().unstarted_claims(decided_before)
+            return [
+                Continuation(agent_id=agent_id, run_id=run_id, version=version)
+                for agent_id, run_id, version in rows.values_list("agent_id", "run_id", "version")
+            ]
 
     def mark_tool_started(self, run_id: str, tool_call_id: str, *, version: int) -> bool:
         # Only while this claim holds (current version, lease not run out): a continuation that lost
