@@ -225,7 +225,7 @@ async def apply_grants(ctx: AgentContext, run: StoredRun, covering: Covering) ->
     for call in run.undecided:
         for grant in covering.get(call.tool_call_id, ()):
             try:
-                receipt = await _approve_by_grant(ctx, run.run_id, call, grant, ctx.clock())
+                receipt = await _approve_by_grant(ctx, run.run_id, call, grant)
             except (RunAlreadyDecided, ToolCallNotSuspended, RunNotFound):
                 # A reviewer decided it in the moment it was visible: no other grant is tried.
                 logger.info("Run %s: call %s was decided before a grant", run.run_id, call.tool_call_id)
@@ -251,7 +251,7 @@ async def apply_grants(ctx: AgentContext, run: StoredRun, covering: Covering) ->
 
 
 async def _approve_by_grant(
-    ctx: AgentContext, run_id: str, call: ParkedCall, grant: Grant, at: datetime
+    ctx: AgentContext, run_id: str, call: ParkedCall, grant: Grant
 ) -> DecisionReceipt | None:
     """The grant's approval through the one door's rules (its maker's rights, risky calls,
     separation of duties: ``agents_runtime.policy``), recorded with one use of the grant; None when

@@ -177,8 +177,8 @@ async def drive_once(
 
     try:
         # The events are handled inline, in the run's own task: ``run_stream_events`` would hand each
-        # one over through a memory stream from a task of its own (~0.4 ms more of pydantic-ai's
-        # 6 ms continuation here, the two timed alternately in one process).
+        # one over through a memory stream from a task of its own, which is slower (figures in
+        # docs/scaling.md, "Why approve misses", from bench/vs_mastra.py).
         ran = await ctx.pydantic_agent().run(deps=deps, event_stream_handler=relay, **run_kwargs)
         output, conversation = ran.output, ran.conversation
     except ClaimLost:

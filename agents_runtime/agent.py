@@ -32,12 +32,9 @@ from .types import AgentRun, ListSuspendedRunsResult, RunResult
 from .untrusted import clean_text
 from .vocabulary import CallKind, DecisionAction
 
-__all__ = ["Agent", "ListKind"]
+__all__ = ["Agent"]
 
 logger = logging.getLogger("agents_runtime")
-
-#: The kinds ``list_suspended_runs`` filters on (the stored call kinds).
-ListKind = CallKind
 
 
 class Host(Protocol):

@@ -7,11 +7,11 @@ for arguments its condition accepts. The condition is a CEL expression over the 
 objects; evaluated by the maintained ``common-expression-language`` package, never ``eval``), e.g.
 ``amount_cents <= 10000`` or ``environment == "staging"``.
 
-Where each rule lives: whether a call may be granted at all and which grants match it
-(``Grant.covers``) is checked here and by the runtime when a run parks (``_grants``); a grant's
-life (revoked, used up, expired) is checked by the store inside the atomic step that records the
-approval and takes one use, so a revoked or used-up grant approves nothing more and N uses mean N
-under concurrency (``GrantStore``). What a condition may say, and what evaluating one may cost, is
+Where each rule lives: whether a call may be granted at all and which grants match it (the store's
+``live_grants``, then each grant's condition) is checked by the runtime when a run parks
+(``_grants``); a grant's life (revoked, used up, expired) is checked by the store inside the atomic
+step that records the approval and takes one use, so a revoked or used-up grant approves nothing
+more and N uses mean N under concurrency (``GrantStore``). What a condition may say, and what evaluating one may cost, is
 the job of ``conditions``.
 """
 
@@ -77,14 +77,6 @@ def condition_verdict(condition: str, args: Mapping[str, Any] | None) -> Conditi
     return ConditionVerdict(True) if compiled is None else compiled.evaluate(args)
 
 
-def condition_allows(condition: str, args: Mapping[str, Any] | None) -> bool:
-    """Whether ``args`` satisfy ``condition``. Anything but a plain ``true`` is a no: a condition
-    naming an argument the call lacks, raising, comparing unlike types, over its evaluation budget
-    or yielding a non-boolean lets nothing through (it fails closed, and the call waits for a
-    reviewer)."""
-    return condition_verdict(condition, args).holds
-
-
 @dataclass(frozen=True)
 class GrantRequest:
     """A grant as asked for: checked by ``checked_request`` before a store keeps it."""
@@ -148,24 +140,6 @@ class Grant:
         if self.scope == GrantScope.RESOURCE:
             return resource_id is not None and resource_id == self.scope_value
         return True
-
-    def covers(
-        self,
-        *,
-        agent_id: str,
-        tool_name: str,
-        thread_id: str | None,
-        resource_id: str | None,
-        args: Mapping[str, Any] | None,
-        at: datetime,
-    ) -> bool:
-        return (
-            self.agent_id == agent_id
-            and self.tool_name == tool_name
-            and self.live(at)
-            and self.in_scope(thread_id, resource_id)
-            and condition_allows(self.condition, args)
-        )
 
     @property
     def label(self) -> str:

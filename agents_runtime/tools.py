@@ -185,10 +185,6 @@ class Tool:
         grant is one person's approval; ``approvals=2`` asks for two at the time of the call)."""
         return self.grantable and self.approvals == 1
 
-    def needs_approval(self, args: dict[str, Any]) -> bool:
-        # A rule that cannot decide must not let the call through (``approval_reason`` says True).
-        return approval_reason(self.requires_approval, args)[0]
-
     def approval(self, args: dict[str, Any]) -> tuple[bool, str]:
         """Whether a call with ``args`` needs approval, and why as the rule explains it ("" if not)."""
         return approval_reason(self.requires_approval, args)
