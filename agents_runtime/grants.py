@@ -11,8 +11,8 @@ Where each rule lives: whether a call may be granted at all and which grants mat
 ``live_grants``, then each grant's condition) is checked by the runtime when a run parks
 (``_grants``); a grant's life (revoked, used up, expired) is checked by the store inside the atomic
 step that records the approval and takes one use, so a revoked or used-up grant approves nothing
-more and N uses mean N under concurrency (``GrantStore``). What a condition may say, and what evaluating one may cost, is
-the job of ``conditions``.
+more and N uses mean N under concurrency (``GrantStore``). What a condition may say, and what
+evaluating one may cost, is the job of ``conditions``.
 """
 
 from __future__ import annotations
