@@ -45,6 +45,29 @@ async def test_scheduler_gets_the_continuation_and_a_worker_finishes_the_run(run
     assert await stored_run(runtime.storage, run.run_id) is None
 
 
+async def test_a_scheduler_given_or_taken_away_after_the_agent_ran_applies_to_the_next_decision(
+    runtime_for: RuntimeFor,
+) -> None:
+    log = ToolLog()
+    agent, _ = _refund_agent(log)
+    runtime = runtime_for(agent)
+    first = await agent.generate("refund A-7")
+    queue: list[Continuation] = []
+
+    runtime.scheduler = queue.append
+    stream = await agent.approve_tool_call(run_id=first.run_id, tool_call_id=first.tool_calls[0].tool_call_id)
+    assert (await stream.result()).status == "running" and log.count == 0
+    assert [c.run_id for c in queue] == [first.run_id]
+
+    runtime.scheduler = None
+    second = await agent.generate("refund A-7")
+    stream = await agent.approve_tool_call(
+        run_id=second.run_id, tool_call_id=second.tool_calls[0].tool_call_id
+    )
+    assert (await stream.result()).status == "success" and log.count == 1
+    assert len(queue) == 1
+
+
 async def test_a_repeated_or_stale_continuation_changes_nothing(runtime_for: RuntimeFor) -> None:
     log = ToolLog()
     agent, _ = _refund_agent(log)
