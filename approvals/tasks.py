@@ -15,7 +15,8 @@ worker: each ASGI server process, started by ``config/asgi.py``), ``"worker"`` (
 ``TASKS_BACKEND=database``: the ``manage.py db_worker`` process, started by ``ApprovalsConfig``) or
 ``"off"``. Several sweepers at once are harmless: an expiry is a decision through the store's atomic
 step, so a call expires once whoever sweeps. The sweep runs right away when it starts, so calls that
-fell due while nothing ran (a restart) expire at once.
+fell due while nothing ran (a restart) expire at once. With ``"worker"``, the server processes still
+watch for runs whose continuation died (``stopped_runs``): the worker may be what died.
 
 The same thread also hands webhook deliveries and notifications orphaned by a restart to a sender,
 every ``ORPHAN_SWEEP_SECONDS`` (``webhooks.sending.schedule_orphans``, ``notifications``), and
@@ -303,10 +304,13 @@ class Continuations:
 
 
 class Sweeper:
-    """Expires the runtime's due calls every ``interval`` seconds in a thread of its own."""
+    """Expires the runtime's due calls every ``interval`` seconds in a thread of its own, and parks
+    again the runs whose continuation died."""
 
-    def __init__(self, interval: float = SWEEP_SECONDS) -> None:
+    def __init__(self, interval: float = SWEEP_SECONDS, *, only_stopped_runs: bool = False) -> None:
         self.interval = interval
+        #: Only park again (and announce) the runs whose continuation died: no expiries, no orphans.
+        self.only_stopped_runs = only_stopped_runs
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -380,42 +384,17 @@ class Sweeper:
     def _run(self) -> None:
         # One database thread for the sweeper's life: its connection is reused between sweeps.
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="countersign-expiry-db")
-        orphans_due = health_due = 0.0
+        due = _Due()
         try:
             while not self._stop.is_set():
                 started = time.monotonic()
-                try:
-                    done = self.sweep_once(executor)
-                    if done:
-                        logger.info("Expired or escalated %d call(s) past their deadline", done)
-                except Exception:
-                    logger.exception("The expiry sweep failed; trying again")
                 try:
                     if stopped := self._reclaim(executor):
                         logger.warning("Parked again %d run(s) whose continuation died", stopped)
                 except Exception:
                     logger.exception("Looking for runs whose continuation died failed; trying again")
-                try:
-                    executor.submit(notifications.remind_due).result()
-                except Exception:
-                    logger.exception("Recording deadline reminders failed; trying again")
-                if time.monotonic() >= orphans_due:
-                    orphans_due = time.monotonic() + ORPHAN_SWEEP_SECONDS
-                    try:
-                        executor.submit(sending.schedule_orphans).result()
-                        executor.submit(notifications.schedule_orphans).result()
-                        executor.submit(notifications.forget_old).result()
-                        executor.submit(self.requeue_unstarted).result()
-                    except Exception:
-                        logger.exception("Looking for orphaned deliveries failed; trying again")
-                if time.monotonic() >= health_due:
-                    health_due = time.monotonic() + HEALTH_FOLD_SECONDS
-                    try:
-                        # A full batch: more to fold, so again next sweep rather than in 10 s.
-                        if executor.submit(health_rollup.fold).result() >= health_rollup.FOLD_BATCH:
-                            health_due = 0.0
-                    except Exception:
-                        logger.exception("Folding the audit log into the queue-health rollup failed")
+                if not self.only_stopped_runs:
+                    self._keep_time(executor, due)
                 # Every ``interval`` from the start of one sweep to the next: a sweep that took its
                 # time does not push the next one (and every deadline after it) later still.
                 self._stop.wait(max(0.0, started + self.interval - time.monotonic()))
@@ -423,14 +402,61 @@ class Sweeper:
             executor.submit(close_old_connections)
             executor.shutdown(wait=True)
 
+    def _keep_time(self, executor: ThreadPoolExecutor, due: _Due) -> None:
+        """The rest of one sweep: expiries, reminders and, when due, orphans and the health rollup."""
+        try:
+            done = self.sweep_once(executor)
+            if done:
+                logger.info("Expired or escalated %d call(s) past their deadline", done)
+        except Exception:
+            logger.exception("The expiry sweep failed; trying again")
+        try:
+            executor.submit(notifications.remind_due).result()
+        except Exception:
+            logger.exception("Recording deadline reminders failed; trying again")
+        if time.monotonic() >= due.orphans:
+            due.orphans = time.monotonic() + ORPHAN_SWEEP_SECONDS
+            try:
+                executor.submit(sending.schedule_orphans).result()
+                executor.submit(notifications.schedule_orphans).result()
+                executor.submit(notifications.forget_old).result()
+            except Exception:
+                logger.exception("Looking for orphaned deliveries failed; trying again")
+            try:
+                executor.submit(self.requeue_unstarted).result()
+            except Exception:
+                logger.exception("Looking for continuations lost from their queue failed; trying again")
+        if time.monotonic() >= due.health:
+            due.health = time.monotonic() + HEALTH_FOLD_SECONDS
+            try:
+                # A full batch: more to fold, so again next sweep rather than in 10 s.
+                if executor.submit(health_rollup.fold).result() >= health_rollup.FOLD_BATCH:
+                    due.health = 0.0
+            except Exception:
+                logger.exception("Folding the audit log into the queue-health rollup failed")
+
+
+@dataclasses.dataclass
+class _Due:
+    """When the sweep's less frequent jobs are next due (``time.monotonic()``)."""
+
+    orphans: float = 0.0
+    health: float = 0.0
+
 
 sweeper = Sweeper()
+#: Where a worker sweeps, each server process still watches for runs whose continuation died: the
+#: process that dies is most often that worker.
+stopped_runs = Sweeper(only_stopped_runs=True)
 
 
 def start_for_server() -> None:
-    """Sweep in this server process unless a worker does (``ServeWithSweep``)."""
+    """Sweep in this server process unless a worker does (``ServeWithSweep``); then only watch for
+    runs whose continuation died (several watchers park each run once, and announce it once)."""
     if mode() == "server":
         sweeper.start()
+    elif mode() == "worker":
+        stopped_runs.start()
 
 
 class ServeWithSweep:

@@ -4,8 +4,9 @@ one killed while its tool runs.
 - Approvals queued for longer than the run lease are carried out, never offered again as
   "interrupted": a decided run waits in the queue without a lease, and its continuation takes one
   when it starts.
-- A run whose continuation died shows as stopped on its own: the sweep of another process parks it
-  again, interrupted, with its audit row and its deciders told, though nobody lists the inbox.
+- A run whose continuation died shows as stopped on its own: the sweep of another worker, or a web
+  server's watch, parks it again, interrupted, with its audit row and its deciders told, though
+  nobody lists the inbox.
 
 The parent reads the database directly (no Django, no listing); the children are ``manage.py``
 commands and workers forked from the zygote (``tests/live/server.py``).
@@ -140,8 +141,9 @@ def test_approvals_queued_longer_than_the_lease_are_carried_out_not_interrupted(
     assert len(starts) == len(set(starts)) == QUEUED  # each approved tool ran, once
 
 
+@pytest.mark.parametrize("watcher", ["worker", "server"])
 def test_a_run_whose_worker_was_killed_shows_as_stopped_with_nobody_listing_the_inbox(
-    env: dict[str, str], artifacts_dir: Path
+    env: dict[str, str], artifacts_dir: Path, watcher: str
 ) -> None:
     db = env["DATABASE_URL"]
     server.manage(
@@ -159,9 +161,13 @@ def test_a_run_whose_worker_was_killed_shows_as_stopped_with_nobody_listing_the_
         doomed.kill()  # mid-tool: its lease is no longer renewed
     assert _query(db, "SELECT status FROM approvals_run WHERE run_id = %s", run_id) == [("running",)]
 
-    # Another worker (its sweep), and nobody lists the inbox or opens the run.
-    sweeper = server.db_worker(env, artifacts_dir / "sweeper.log", "sweeper")
-    with server.running(sweeper):
+    # Another worker (its sweep) or a web server (it watches for stopped runs where a worker sweeps),
+    # and nobody lists the inbox or opens the run.
+    if watcher == "worker":
+        survivor: server.Process = server.db_worker(env, artifacts_dir / "sweeper.log", "sweeper")
+    else:
+        survivor = server.Daphne(env, artifacts_dir / "watching-daphne.log")
+    with server.running(survivor):
         _wait_for(
             lambda: (
                 _query(db, "SELECT status FROM approvals_run WHERE run_id = %s", run_id) == [("suspended",)]
