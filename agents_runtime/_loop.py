@@ -199,10 +199,9 @@ async def drive_once(
                     transcript=() if known is None else run_transcript(known.messages[history_len:]),
                 ),
             )
-        emit(Chunk("error", run_id, {"error": error}))
-        emit(Chunk("finish", run_id, {"status": "failed", "error": error}))
+        result = failed(run_id, emit, error)
         await ctx.notify("run-failed", run_id)
-        return RunResult(run_id=run_id, status="failed", error=error)
+        return result
 
     if isinstance(output, DeferredToolRequests):
         shared = {**conversation_context(ctx, conversation.messages), "previous_answers": answered}
@@ -265,22 +264,25 @@ async def store_suspension(
     return RunResult(run_id=run_id, status="suspended", tool_calls=listed)
 
 
+def failed(run_id: str, emit: Emit, error: str) -> RunResult:
+    """How a run that failed ends for whoever streams it."""
+    emit(Chunk("error", run_id, {"error": error}))
+    emit(Chunk("finish", run_id, {"status": "failed", "error": error}))
+    return RunResult(run_id=run_id, status="failed", error=error)
+
+
 def lost_claim(ctx: AgentContext, run_id: str, emit: Emit) -> RunResult:
     # Our lease ran out and the run was parked again (and maybe decided again) meanwhile.
     error = "The continuation lost its claim on the run (lease expired); the run was parked again"
     logger.warning("Run %s of agent %r: %s", run_id, ctx.agent_id, error)
-    emit(Chunk("error", run_id, {"error": error}))
-    emit(Chunk("finish", run_id, {"status": "failed", "error": error}))
-    return RunResult(run_id=run_id, status="failed", error=error)
+    return failed(run_id, emit, error)
 
 
 def _not_started(ctx: AgentContext, run_id: str, emit: Emit) -> RunResult:
     # Another continuation of this claim started first (a repeated task), or the run moved on.
     error = "The continuation could not start: the run is continued elsewhere, or its claim was lost"
     logger.warning("Run %s of agent %r: %s", run_id, ctx.agent_id, error)
-    emit(Chunk("error", run_id, {"error": error}))
-    emit(Chunk("finish", run_id, {"status": "failed", "error": error}))
-    return RunResult(run_id=run_id, status="failed", error=error)
+    return failed(run_id, emit, error)
 
 
 async def continue_run(
@@ -315,10 +317,9 @@ async def _end_failed(ctx: AgentContext, run_id: str, version: int, emit: Emit, 
         raise
     if not ended:
         return lost_claim(ctx, run_id, emit)
-    emit(Chunk("error", run_id, {"error": error}))
-    emit(Chunk("finish", run_id, {"status": "failed", "error": error}))
+    result = failed(run_id, emit, error)
     await ctx.notify("run-failed", run_id)
-    return RunResult(run_id=run_id, status="failed", error=error)
+    return result
 
 
 async def _mark_tool_started(ctx: AgentContext, run_id: str, version: int, tool_call_id: str) -> bool:
