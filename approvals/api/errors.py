@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import JsonResponse
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 
 
 class ApiError(Exception):
@@ -52,3 +53,25 @@ def invalid_body(issues: list[dict[str, str]]) -> ApiError:
 
 def issue(field: str, message: str) -> dict[str, str]:
     return {"field": field, "message": message}
+
+
+def path_not_found(name: str, problem: str) -> ApiError:
+    """A path parameter that cannot name anything stored (NUL, a lone surrogate, too long)."""
+    return ApiError(404, f"No such {name}: {problem}", "not_found", issues=[issue(name, problem)])
+
+
+@csrf_exempt
+def no_route(request: HttpRequest, path: str = "") -> JsonResponse:
+    """Any path under ``/api/`` that is no route: a JSON 404, whatever the method (not the HTML page)."""
+    return ApiError(404, f"No API route at {request.path}: see /api/docs/", "no_route").response()
+
+
+def unavailable(retry_after: int) -> ApiError:
+    """The database could not serve the request (out of reach, or its connection dropped)."""
+    return ApiError(
+        503,
+        f"The database is not answering: try again in {retry_after} s",
+        "database_unavailable",
+        headers={"Retry-After": str(retry_after)},
+        retryAfter=retry_after,
+    )

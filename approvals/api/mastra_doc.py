@@ -11,10 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from agents_runtime.untrusted import MAX_REASON_LENGTH
-from approvals.api.params import MAX_NUMBER
+from approvals.api.params import MAX_ID_LENGTH, MAX_NUMBER
 
 _AGENT = "/api/agents/{agentId}"
 _STRING = {"type": "string"}
+#: An id a request names (the store keeps at most this many characters).
+_ID = {"type": "string", "maxLength": MAX_ID_LENGTH}
 #: Each event (as OpenAPI 3.2 describes a stream: ``data`` is the event's text): a chunk of Mastra's
 #: as JSON (its type, the run, what it carries), then ``[DONE]``.
 _CHUNK = {
@@ -88,18 +90,18 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             },
             "memory": {
                 "type": "object",
-                "properties": {"thread": _STRING, "resource": _STRING},
+                "properties": {"thread": _ID, "resource": _ID},
             },
-            "threadId": _STRING,
-            "resourceId": _STRING,
+            "threadId": _ID,
+            "resourceId": _ID,
         },
     },
     "MastraApproveBody": {
         "type": "object",
         "required": ["runId", "toolCallId"],
         "properties": {
-            "runId": _STRING,
-            "toolCallId": _STRING,
+            "runId": _ID,
+            "toolCallId": _ID,
             "editedArgs": {
                 "type": "object",
                 "description": "Beyond Mastra: run the tool with these arguments",
@@ -114,8 +116,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "type": "object",
         "required": ["runId", "toolCallId"],
         "properties": {
-            "runId": _STRING,
-            "toolCallId": _STRING,
+            "runId": _ID,
+            "toolCallId": _ID,
             "reason": {"type": "string", "maxLength": MAX_REASON_LENGTH},
         },
     },
@@ -123,8 +125,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "type": "object",
         "required": ["runId", "resumeData"],
         "properties": {
-            "runId": _STRING,
-            "toolCallId": {**_STRING, "description": "Optional when the run waits on one call"},
+            "runId": _ID,
+            "toolCallId": {**_ID, "description": "Optional when the run waits on one call"},
             "resumeData": {"not": {"type": "null"}},
             "confirmRerun": {"type": "boolean"},
         },
@@ -133,8 +135,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 
 _NUMBER = {"type": "integer", "maximum": MAX_NUMBER}
 LIST_QUERY: list[dict[str, Any]] = [
-    {"name": "threadId", "in": "query", "required": False, "schema": _STRING},
-    {"name": "resourceId", "in": "query", "required": False, "schema": _STRING},
+    {"name": "threadId", "in": "query", "required": False, "schema": _ID},
+    {"name": "resourceId", "in": "query", "required": False, "schema": _ID},
     {
         "name": "fromDate",
         "in": "query",
@@ -144,7 +146,7 @@ LIST_QUERY: list[dict[str, Any]] = [
     {"name": "toDate", "in": "query", "required": False, "schema": {"type": "string", "format": "date-time"}},
     {"name": "perPage", "in": "query", "required": False, "schema": {**_NUMBER, "minimum": 1}},
     {"name": "page", "in": "query", "required": False, "schema": {**_NUMBER, "minimum": 0}},
-    {"name": "toolName", "in": "query", "required": False, "schema": _STRING},
+    {"name": "toolName", "in": "query", "required": False, "schema": _ID},
     {"name": "kind", "in": "query", "required": False, "schema": {"enum": ["approval", "input"]}},
     {"name": "order", "in": "query", "required": False, "schema": {"enum": ["newest", "oldest"]}},
 ]

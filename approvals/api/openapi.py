@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from approvals.api import mastra_doc
+from approvals.api.params import MAX_ID_LENGTH
 from approvals.api.v1 import schemas as s
 
 REF = "#/components/schemas/{model}"
@@ -107,7 +108,12 @@ _REASONS = {
 def _path_parameters(path: str) -> list[dict[str, Any]]:
     names = [part[1:-1] for part in path.split("/") if part.startswith("{")]
     return [
-        {"name": name, "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
+        {
+            "name": name,
+            "in": "path",
+            "required": True,
+            "schema": {"type": "string", "minLength": 1, "maxLength": MAX_ID_LENGTH},
+        }
         for name in names
     ]
 

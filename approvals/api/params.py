@@ -8,20 +8,58 @@ decision, ``model``, ``format``...) are accepted and ignored, as Mastra does.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from django.http import HttpRequest, QueryDict
+from pydantic.alias_generators import to_camel
 
-from agents_runtime.untrusted import reason_problem
-from approvals.api.errors import invalid_body, invalid_query, issue
+from agents_runtime.untrusted import reason_problem, text_problem
+from approvals.api.errors import invalid_body, invalid_query, issue, path_not_found
 
 Action = Literal["approve", "decline", "resume"]
 MAX_BODY_BYTES = 1024 * 1024
 MAX_NUMBER = 1_000_000_000
+#: The longest id the run store keeps (agents, runs, calls, threads, end users, tools).
+MAX_ID_LENGTH = 255
 _INT = re.compile(r"^\s*[+-]?\d+\s*$")
+
+
+def id_problem(value: str) -> str | None:
+    """Why ``value`` cannot name anything stored (too long, NUL, a lone surrogate), or None."""
+    if len(value) > MAX_ID_LENGTH:
+        return f"Too big: expected string to have <={MAX_ID_LENGTH} characters"
+    return text_problem(value)
+
+
+def _check_id(value: str, field: str, issues: list[dict[str, str]]) -> None:
+    problem = id_problem(value)
+    if problem:
+        issues.append(issue(field, problem))
+
+
+def path_ids(ids: dict[str, Any]) -> None:
+    """404 for a path parameter that cannot name anything stored: no such agent, run or call."""
+    for name, value in ids.items():
+        problem = id_problem(value) if isinstance(value, str) else None
+        if problem:
+            raise path_not_found(to_camel(name), problem)
+
+
+def utc(when: datetime) -> datetime:
+    """``when`` in UTC (naive: taken as UTC), or the end (or start) of time past what a datetime holds.
+
+    In UTC because PostgreSQL refuses offsets past 15:59, which ISO 8601 allows (up to 23:59).
+    """
+    if when.tzinfo is None:
+        return when.replace(tzinfo=UTC)
+    try:
+        return when.astimezone(UTC)
+    except OverflowError:
+        return datetime.max.replace(tzinfo=UTC) if when.year > 1 else datetime.min.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -39,17 +77,22 @@ class ListQuery:
 
 def _number(raw: str, field: str, *, minimum: int, issues: list[dict[str, str]]) -> int | None:
     # z.coerce.number().int() then .positive() / .nonnegative(), with zod's messages.
-    try:
-        value = float(raw) if raw.strip() else 0.0
-    except ValueError:
-        value = float("nan")
-    if value != value:
-        issues.append(issue(field, "Invalid input: expected number, received NaN"))
-        return None
-    if not _INT.match(raw) and not value.is_integer():
-        issues.append(issue(field, "Invalid input: expected int, received number"))
-        return None
-    number = int(value)
+    text = raw.strip()
+    if _INT.match(raw):
+        # (Digits alone: past MAX_NUMBER's length is too big or too small, however many there are.)
+        digits = text.lstrip("+-")
+        number: float = int(text) if len(digits) <= 12 else (-1 if text.startswith("-") else MAX_NUMBER + 1)
+    else:
+        try:
+            number = float(text) if text else 0.0
+        except ValueError:
+            number = float("nan")
+        if number != number:
+            issues.append(issue(field, "Invalid input: expected number, received NaN"))
+            return None
+        if math.isfinite(number) and not number.is_integer():
+            issues.append(issue(field, "Invalid input: expected int, received number"))
+            return None
     if number > MAX_NUMBER:
         # Past any real listing, and past what a database offset holds.
         issues.append(issue(field, f"Too big: expected number to be <={MAX_NUMBER}"))
@@ -58,7 +101,7 @@ def _number(raw: str, field: str, *, minimum: int, issues: list[dict[str, str]])
         bound = ">0" if minimum == 1 else ">=0"
         issues.append(issue(field, f"Too small: expected number to be {bound}"))
         return None
-    return number
+    return int(number)
 
 
 def _date(raw: str, field: str, issues: list[dict[str, str]]) -> datetime | None:
@@ -67,7 +110,7 @@ def _date(raw: str, field: str, issues: list[dict[str, str]]) -> datetime | None
     except ValueError:
         issues.append(issue(field, "Invalid input: expected date, received Date"))
         return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+    return utc(when)
 
 
 def list_query(query: QueryDict) -> ListQuery:
@@ -76,6 +119,7 @@ def list_query(query: QueryDict) -> ListQuery:
     for name, attr in (("threadId", "thread_id"), ("resourceId", "resource_id"), ("toolName", "tool_name")):
         if name in query:
             values[attr] = query[name]
+            _check_id(values[attr], name, issues)
     for name, attr in (("fromDate", "from_date"), ("toDate", "to_date")):
         if name in query:
             values[attr] = _date(str(query[name]), name, issues)
@@ -104,6 +148,8 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
         body = json.loads(request.body or b"{}")
     except (ValueError, UnicodeDecodeError) as exc:
         raise invalid_body([issue("body", f"Invalid JSON: {exc}")]) from None
+    except RecursionError:
+        raise invalid_body([issue("body", "Invalid JSON: nested too deeply")]) from None
     if not isinstance(body, dict):
         raise invalid_body([issue("body", "Invalid input: expected object")])
     return body
@@ -135,6 +181,15 @@ def _string(body: dict[str, Any], key: str, issues: list[dict[str, str]], *, req
     return value
 
 
+def _id(body: dict[str, Any], key: str, issues: list[dict[str, str]], *, required: bool) -> str | None:
+    value = _string(body, key, issues, required=required)
+    problem = id_problem(value) if value is not None else None
+    if problem:
+        issues.append(issue(key, problem))
+        return None
+    return value
+
+
 @dataclass(frozen=True)
 class Decision:
     run_id: str
@@ -149,9 +204,9 @@ class Decision:
 
 def decision_body(body: dict[str, Any], action: Action) -> Decision:
     issues: list[dict[str, str]] = []
-    run_id = _string(body, "runId", issues, required=True)
+    run_id = _id(body, "runId", issues, required=True)
     # Over HTTP Mastra requires the call on approve and decline; resume picks the only parked one.
-    tool_call_id = _string(body, "toolCallId", issues, required=action != "resume")
+    tool_call_id = _id(body, "toolCallId", issues, required=action != "resume")
     reason = _string(body, "reason", issues, required=False) if action == "decline" else None
     problem = reason_problem(reason) if reason is not None else None
     if problem:
@@ -189,16 +244,7 @@ class Start:
 def start_body(body: dict[str, Any]) -> Start:
     """``messages`` (a string, or messages whose last user text is the prompt) and memory."""
     issues: list[dict[str, str]] = []
-    messages = body.get("messages")
-    prompt = ""
-    if isinstance(messages, str):
-        prompt = messages
-    elif isinstance(messages, list):
-        for message in messages:
-            if isinstance(message, str):
-                prompt = message
-            elif isinstance(message, dict) and message.get("role", "user") == "user":
-                prompt = _text_of(message.get("content"))
+    prompt = _prompt(body.get("messages"))
     if not prompt.strip():
         issues.append(issue("messages", "messages must be a non-empty string or hold a user message"))
     memory = body.get("memory")
@@ -210,11 +256,27 @@ def start_body(body: dict[str, Any]) -> Start:
         if isinstance(thread, dict):
             thread = thread.get("id")
     for field, value in (("memory.thread", thread), ("memory.resource", resource)):
-        if value is not None and not isinstance(value, str):
+        if isinstance(value, str):
+            _check_id(value, field, issues)
+        elif value is not None:
             issues.append(issue(field, f"Invalid input: expected string, received {_type_name(value)}"))
     if issues:
         raise invalid_body(issues)
     return Start(prompt=prompt, thread_id=thread or None, resource_id=resource or None)
+
+
+def _prompt(messages: Any) -> str:
+    """The last user text of ``messages``."""
+    prompt = ""
+    if isinstance(messages, str):
+        prompt = messages
+    elif isinstance(messages, list):
+        for message in messages:
+            if isinstance(message, str):
+                prompt = message
+            elif isinstance(message, dict) and message.get("role", "user") == "user":
+                prompt = _text_of(message.get("content"))
+    return prompt
 
 
 def _text_of(content: Any) -> str:

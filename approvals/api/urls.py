@@ -1,9 +1,10 @@
 """``/api/``: Mastra's human-in-the-loop routes, as ``@mastra/client-js`` calls them; the native API
 under ``/api/v1/``; its OpenAPI document and a page listing its operations."""
 
-from django.urls import path
+from django.urls import path, re_path
+from django.views.generic import RedirectView
 
-from approvals.api import openapi, views
+from approvals.api import errors, openapi, views
 from approvals.api.v1 import views as v1
 
 app_name = "api"
@@ -24,4 +25,7 @@ urlpatterns = [
     path("v1/audit", v1.audit_log, name="v1_audit"),
     path("openapi.json", openapi.document_view, name="openapi"),
     path("docs/", openapi.docs_page, name="docs"),
+    path("docs", RedirectView.as_view(pattern_name="api:docs")),
+    # Last: whatever else is under /api/ answers JSON, as the routes do.
+    re_path(r"^(?P<path>[\s\S]*)$", errors.no_route),  # (any character: a newline too)
 ]

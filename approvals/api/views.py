@@ -42,6 +42,7 @@ def api_view(*methods: str) -> Callable[[View], Any]:
                 response["Allow"] = ", ".join(methods)
                 return response
             try:
+                params.path_ids(kwargs)
                 return await view(request, *args, **kwargs)
             except ApiError as error:
                 return error.response()

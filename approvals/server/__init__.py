@@ -1,9 +1,11 @@
-"""The fence: our replacements of framework parts, kept only because they are faster here.
+"""The fence: our replacements of framework parts, kept only because they are faster here, or because
+the part misbehaves here.
 
-Each module replaces one part of Django, Channels, psycopg or WhiteNoise that costs too much in this
-app's hot paths, and says in its docstring what it replaces, why (the bench that measured it, in
-``docs/scaling.md``), and when to delete it (the upstream change that makes it unnecessary). Nothing
-else lives here: the app's own behaviour is elsewhere.
+Each module replaces one part of Django, Channels, psycopg, Twisted or WhiteNoise that costs too much
+in this app's hot paths (or gets something wrong), and says in its docstring what it replaces, why
+(the bench that measured it, in ``docs/scaling.md``, or what went wrong), and when to delete it (the
+upstream change that makes it unnecessary). Nothing else lives here: the app's own behaviour is
+elsewhere.
 
 - ``threads``: one database thread per request for async code, and every connection given back
   (replaces asgiref's per-call thread hops and Django's request-end cleanup under ASGI).
@@ -12,4 +14,5 @@ else lives here: the app's own behaviour is elsewhere.
 - ``layers``: Channels' in-process layer without its O(N) work per message.
 - ``prepared``: the run store's fixed statements prepared once per connection (Django prepares none).
 - ``static_files``: WhiteNoise as ASGI middleware, before Django (its Django middleware is sync-only).
+- ``reason_phrases``: the reason phrases Twisted's table lacks (429), for Daphne's status lines.
 """

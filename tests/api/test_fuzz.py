@@ -2,19 +2,27 @@
 requests).
 
 Countersign runs under Daphne (the ASGI app, as in production: Mastra's routes stream), on a
-database of its own with a run waiting on each kind of call. Every operation, the native ones and
-Mastra's, gets generated paths, queries and bodies, valid and not, half of them aimed at a real
-agent: no answer is a 5xx, every answer matches the document (status, content type, body schema,
-headers), what the document calls valid is not refused as malformed, and a refused decision leaves
-the waiting runs and the audit log as they were.
+database of its own (PostgreSQL when the suite runs on it: it refuses what SQLite takes, NUL in
+text, offsets past 15:59) with a run waiting on each kind of call. Every operation, the native ones
+and Mastra's, gets generated paths, queries and bodies, valid and not, half of them aimed at a real
+agent, and half of those with one value made hostile (NUL, lone surrogates, ids past the store's
+length, numbers of thousands of digits, dates at the ends of time with the largest offsets, deep
+nesting): no answer is a 5xx or takes more than ``ANSWER_WITHIN`` seconds, every refusal is JSON,
+every answer matches the document (status, content type, body schema, headers), what the document
+calls valid is not refused as malformed, and a refused decision leaves the waiting runs and the
+audit log as they were. Raw bodies no generator makes (JSON nested past any parser's recursion,
+invalid UTF-8, 5,000-digit numbers) and paths under ``/api/`` that are no route get the same checks.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import pytest
 import requests
@@ -22,8 +30,9 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.core import NotSet
-from schemathesis.specs.openapi.checks import positive_data_acceptance
+from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
+from agents_runtime import untrusted
 from tests import templates
 from tests.e2e.conftest import ROOT, _start_daphne, _stop
 
@@ -49,14 +58,66 @@ ACROSS_PARAMETERS = {
 }
 
 
+#: A hang is a failure: no answer (a stream included, to its end) takes longer.
+ANSWER_WITHIN = 30
+
+#: Values a hostile client puts where an id, a filter, a number or a date goes.
+HOSTILE: list[Any] = [
+    "a\x00b",
+    "\x00",
+    "\ud800",
+    "x\udfffy",
+    "i" * 256,
+    "1" + "0" * 5000,
+    "-1" + "0" * 5000,
+    "1e400",
+    10**3000,
+    -(10**3000),
+    "0001-01-01T00:00:00+23:59",
+    "9999-12-31T23:59:59-23:59",
+    "9999-12-31",
+    "\u202e\u200b",
+]
+
+
+def _deep(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+#: Raw bodies: what no JSON generator sends.
+RAW_BODIES = [
+    b"[" * 100_000 + b"]" * 100_000,
+    b'{"runId":"r","toolCallId":"c","editedArgs":{"a":' + b"[" * 100_000 + b"]" * 100_000 + b"}}",
+    b'{"resumeData":' + b"{" * 50_000 + b"}" * 50_000 + b"}",
+    b'{"runId":"r","toolCallId":"c","editedArgs":{"a":1' + b"0" * 5000 + b"}}",
+    b'{"editedArgs":{"a":-1' + b"0" * 4000 + b"}}",
+    b'{"runId":"\\ud800","toolCallId":"\\udfff","reason":"\\ud800"}',
+    b'{"messages":"hi","memory":{"thread":"a\\u0000b","resource":"\\ud800"}}',
+    b'{"runId":"\xff\xfe","toolCallId":"c"}',
+    b'{"reason":"' + b"x" * 900_000 + b'"}',
+]
+
+
+def _database_url(tmp: Path) -> str:
+    """A new database for the server: on PostgreSQL when the suite runs on it, else a SQLite file."""
+    url = os.environ.get("DATABASE_URL", "")
+    if urlsplit(url).scheme in {"postgres", "postgresql", "pgsql"}:
+        return urlunsplit(urlsplit(url)._replace(path=f"/countersign_fuzz_{uuid.uuid4().hex[:12]}"))
+    return f"sqlite:///{tmp / 'fuzz.sqlite3'}"
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str]]:
     """The server's address, the run it has waiting for approval, and an admin reviewer's token."""
     tmp = tmp_path_factory.mktemp("api-fuzz")
+    database_url = _database_url(tmp)
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings",
-        "DATABASE_URL": f"sqlite:///{tmp / 'fuzz.sqlite3'}",
+        "DATABASE_URL": database_url,
         "AGENTS_RUNTIME": "tests.api.mastra_agents:runtime",
         "REDIS_URL": "",
         "TASKS_BACKEND": "immediate",
@@ -74,23 +135,44 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
         yield f"http://127.0.0.1:{port}", run_id, token
     finally:
         _stop(process)
+        if not database_url.startswith("sqlite"):
+            name = urlsplit(database_url).path.lstrip("/")
+            templates._admin(database_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def storable(case: Any) -> bool:
-    """No text a database refuses (NUL, unpaired surrogates): the runtime refuses it in decisions,
-    which the document does not spell out."""
-
-    def text_ok(value: Any) -> bool:
-        if isinstance(value, str):
-            return "\x00" not in value and not any(0xD800 <= ord(c) <= 0xDFFF for c in value)
-        if isinstance(value, dict):
-            return all(text_ok(k) and text_ok(v) for k, v in value.items())
-        if isinstance(value, list | tuple):
-            return all(text_ok(v) for v in value)
-        return True
-
+    """Data the runtime takes in a decision (``agents_runtime.untrusted.problems``: no NUL, no lone
+    surrogates, integers of at most 100 digits, nesting at most 32 deep), which the document does
+    not spell out."""
     parts = (case.body, case.query, case.path_parameters)
-    return all(text_ok(part) for part in parts if not isinstance(part, NotSet))
+    return all(not untrusted.problems(part) for part in parts if not isinstance(part, NotSet))
+
+
+def _make_hostile(case: Any, value: Any, pick: int) -> None:
+    """Put ``value`` in one of the case's path parameters, query parameters or body fields.
+
+    (A lone surrogate cannot be sent in a URL, which is UTF-8: only in a JSON body, escaped.)
+    """
+    places: list[dict[str, Any]] = []
+    if isinstance(case.body, dict):
+        places += [case.body]
+    if not (isinstance(value, str) and untrusted.problems(value.replace("\x00", ""))):
+        places += [part for part in (case.path_parameters, case.query) if isinstance(part, dict)]
+    names = [(where, name) for where in places for name in where if name != "agentId"]
+    if names:
+        where, name = names[pick % len(names)]
+        where[name] = value if where is case.body or not isinstance(value, int) else str(value)
+
+
+def _json_refusal(response: Any, shown: Any) -> None:
+    """A refusal is JSON naming its error (never an HTML page), within the time allowed."""
+    assert response.status_code < 500, (shown, response.status_code, response.text[:500])
+    if response.status_code >= 400:
+        # (schemathesis's headers are lists under lower-case names; requests' are strings.)
+        found = {name.lower(): value for name, value in response.headers.items()}.get("content-type")
+        content_type = found[0] if isinstance(found, list) else found
+        assert content_type == "application/json", (shown, response.text[:300])
+        assert json.loads(response.text)["error"], shown
 
 
 def test_the_api_keeps_to_its_document(served: tuple[str, str, str], tmp_path: Path) -> None:
@@ -117,27 +199,72 @@ def test_the_api_keeps_to_its_document(served: tuple[str, str, str], tmp_path: P
     for operation in operations:
         checks_valid_data = operation.path not in ACROSS_PARAMETERS
 
-        @given(case=operation.as_strategy(), real_agent=st.booleans())
+        @given(
+            case=operation.as_strategy(),
+            real_agent=st.booleans(),
+            hostile=st.none() | st.sampled_from(HOSTILE) | st.builds(_deep, st.sampled_from([33, 500])),
+            pick=st.integers(min_value=0, max_value=20),
+        )
         @settings(
             max_examples=int(os.environ.get("FUZZ_EXAMPLES", "40")),
             deadline=None,
             suppress_health_check=list(HealthCheck),
             database=None,
         )
-        def fuzz(case: Any, real_agent: bool) -> None:
+        def fuzz(case: Any, real_agent: bool, hostile: Any, pick: int) -> None:
+            made_hostile = False
             if real_agent and "agentId" in (case.path_parameters or {}):
                 # Half the requests reach an agent, so bodies and queries get checked, not only
-                # the unknown agent's 404.
+                # the unknown agent's 404; half of those carry a hostile value somewhere.
                 case.path_parameters["agentId"] = "approver"
+                if hostile is not None:
+                    _make_hostile(case, hostile, pick)
+                    made_hostile = True
             response = case.call_and_validate(
                 base_url=base,
                 headers=auth,
-                # (Checked below, on what a database can store.)
-                excluded_checks=[positive_data_acceptance],
+                # (Checked below, on what a database can store. A case made hostile is no longer what
+                # schemathesis generated it as, valid or not: only the checks of any answer apply.)
+                excluded_checks=[positive_data_acceptance]
+                + ([negative_data_rejection] if made_hostile else []),
+                timeout=ANSWER_WITHIN,
             )
-            if checks_valid_data and case.meta.generation.mode.is_positive and storable(case):  # noqa: B023
+            _json_refusal(response, (case.path, case.path_parameters, case.query, str(case.body)[:200]))
+            positive = case.meta.generation.mode.is_positive and not made_hostile
+            if checks_valid_data and positive and storable(case):  # noqa: B023
                 # What the document calls valid is never refused as malformed.
                 assert response.status_code != 400, (case.path, case.body, response.text[:500])
             unchanged()
 
         fuzz()
+
+
+def test_raw_junk_and_unknown_paths_get_json_refusals(served: tuple[str, str, str]) -> None:
+    base, waiting_run, token = served
+    auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    posts = [
+        "/api/agents/approver/approve-tool-call",
+        "/api/agents/approver/decline-tool-call",
+        "/api/agents/approver/resume-stream",
+        "/api/agents/approver/stream",
+        f"/api/v1/agents/approver/runs/{waiting_run}/calls/c/approve",
+        f"/api/v1/agents/approver/runs/{waiting_run}/calls/c/decline",
+        f"/api/v1/agents/approver/runs/{waiting_run}/calls/c/resume",
+    ]
+    for path in posts:
+        for body in RAW_BODIES:
+            response = requests.post(f"{base}{path}", data=body, headers=auth, timeout=ANSWER_WITHIN)
+            _json_refusal(response, (path, body[:80]))
+            assert response.status_code >= 400, (path, body[:80], response.text[:300])
+
+    @given(tail=st.text(st.characters(codec="utf-8"), max_size=40), method=st.sampled_from(["GET", "POST"]))
+    @settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", "40")), deadline=None, database=None)
+    def no_route(tail: str, method: str) -> None:
+        path = "/api/nothing/" + quote(tail, safe="/")
+        response = requests.request(method, f"{base}{path}", headers=auth, timeout=ANSWER_WITHIN)
+        _json_refusal(response, path)
+        assert response.status_code == 404, path
+
+    no_route()
+    audit = requests.get(f"{base}/api/v1/audit", headers=auth, timeout=30).json()
+    assert audit["total"] == 0, audit

@@ -8,16 +8,27 @@ document cannot drift from what the routes accept and send. Field names are came
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
-from agents_runtime.untrusted import MAX_REASON_LENGTH
+from agents_runtime.untrusted import MAX_REASON_LENGTH, text_problem
 from agents_runtime.vocabulary import DecisionAction, Outcome
 
 #: Beyond any real audit log; keeps the offset a database integer.
 MAX_PAGE = 1_000_000
+
+
+def _storable(value: str) -> str:
+    problem = text_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+#: Text a database can hold (no NUL, no lone surrogate): what a filter compares with stored text.
+StoredText = Annotated[str, AfterValidator(_storable)]
 
 
 class Wire(BaseModel):
@@ -30,8 +41,8 @@ class Wire(BaseModel):
 class AuditQuery(Wire):
     """The audit log's filters, as on the dashboard's audit page (``AuditFilterForm``)."""
 
-    agent: str | None = Field(None, max_length=255, description="Only this agent's entries.")
-    user: str | None = Field(None, max_length=150, description="Only decisions by this user.")
+    agent: StoredText | None = Field(None, max_length=255, description="Only this agent's entries.")
+    user: StoredText | None = Field(None, max_length=150, description="Only decisions by this user.")
     action: DecisionAction | None = None
     outcome: Outcome | None = None
     from_: datetime | date | None = Field(

@@ -61,12 +61,7 @@ def _moment(value: datetime | date | None, *, end_of_day: bool) -> datetime | No
         return None
     if not isinstance(value, datetime):
         return datetime.combine(value, time.max if end_of_day else time.min, tzinfo=UTC)
-    try:
-        # In UTC: PostgreSQL refuses offsets past 15:59, which ISO 8601 allows (up to 23:59).
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    except OverflowError:
-        # Past the end (or before the start) of what a datetime holds in UTC: the end of time.
-        return datetime.max.replace(tzinfo=UTC) if value.year > 1 else datetime.min.replace(tzinfo=UTC)
+    return params.utc(value)
 
 
 @api_view("GET")

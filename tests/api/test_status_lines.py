@@ -1,0 +1,75 @@
+"""What a client reads off the wire from Daphne: status lines with their reason phrase, JSON refusals."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+import requests
+
+from tests import templates
+from tests.e2e.conftest import ROOT, _start_daphne, _stop
+
+_TOKEN = """
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from approvals.services.tokens import create_token
+user = get_user_model().objects.create_user("wire", password=None)
+user.groups.add(Group.objects.get(name="Reviewers"))
+print(create_token(user, name="wire").plaintext)
+"""
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    """The app under Daphne, one decision a minute per token; its address and a reviewer's header."""
+    tmp = tmp_path_factory.mktemp("status-lines")
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DATABASE_URL": f"sqlite:///{tmp / 'wire.sqlite3'}",
+        "AGENTS_RUNTIME": "tests.api.mastra_agents:runtime",
+        "REDIS_URL": "",
+        "TASKS_BACKEND": "immediate",
+        "API_DECISION_RATE_LIMIT": "1/60",
+        "DEBUG": "true",  # static files from static/, as `make run` serves them
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "PYTHONPATH": str(ROOT),
+    }
+    templates.migrated(env["DATABASE_URL"], env)
+    token = templates.run(env, "shell", "--command", _TOKEN, timeout=120).strip().splitlines()[-1]
+    process, port = _start_daphne(env, tmp / "daphne.log")
+    try:
+        yield f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"}
+    finally:
+        _stop(process)
+
+
+def test_a_429_says_too_many_requests_with_retry_after(served: tuple[str, dict[str, str]]) -> None:
+    base, auth = served
+    decline = f"{base}/api/agents/approver/decline-tool-call"
+    body = {"runId": "no-such-run", "toolCallId": "c1"}
+
+    first = requests.post(decline, json=body, headers=auth, timeout=30)
+    limited = requests.post(decline, json=body, headers=auth, timeout=30)
+
+    assert first.status_code == 404
+    assert (limited.status_code, limited.reason) == (429, "Too Many Requests")
+    assert 1 <= int(limited.headers["Retry-After"]) <= 60
+    assert limited.headers["Content-Type"] == "application/json"
+    assert limited.json()["code"] == "rate_limited"
+
+
+def test_an_unknown_path_under_api_is_a_json_404(served: tuple[str, dict[str, str]]) -> None:
+    base, auth = served
+
+    for method, path in (("GET", "/api/nope"), ("POST", "/api/v1/agents/approver/nope"), ("GET", "/api/v1/")):
+        response = requests.request(method, f"{base}{path}", headers=auth, timeout=30)
+
+        assert (response.status_code, response.reason) == (404, "Not Found"), path
+        assert response.headers["Content-Type"] == "application/json", path
+        assert response.json()["code"] == "no_route", path
+    # The pages keep their HTML 404.
+    page = requests.get(f"{base}/nope", timeout=30)
+    assert page.status_code == 404 and page.headers["Content-Type"].startswith("text/html")
