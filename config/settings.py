@@ -65,6 +65,8 @@ MIDDLEWARE = [
     # when they do no I/O. (Security, CSRF and X-Frame-Options keep Django's names: its deploy checks
     # look for them by name.)
     "django.middleware.security.SecurityMiddleware",
+    # A read the database dropped runs again; otherwise 503 with Retry-After (approvals/middleware.py).
+    "approvals.middleware.DatabaseOutageMiddleware",
     "approvals.server.loop_middleware.SessionMiddleware",
     "approvals.server.loop_middleware.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -141,6 +143,13 @@ def _database_for(url: str) -> dict[str, Any]:
             **database.get("OPTIONS", {}),
         }
         database["CONN_MAX_AGE"] = 0
+        # Django's backend with our pool class (approvals/server/pool.py): a request learns within
+        # DATABASE_UNREACHABLE_SECONDS that the server cannot be reached, instead of waiting out
+        # `timeout`, which is for a busy pool.
+        database["ENGINE"] = "approvals.server.postgresql"
+        # A connection attempt to a server that does not answer gives up after this (psycopg: 130 s),
+        # freeing the pool's worker for the next attempt.
+        database["OPTIONS"].setdefault("connect_timeout", int(_env("DATABASE_CONNECT_TIMEOUT", "5")))
     return database
 
 
@@ -157,6 +166,9 @@ LISTINGS_DATABASE = "replica" if DATABASE_REPLICA_URL else "default"
 # The run store's fixed statements are prepared on PostgreSQL (approvals/server/prepared.py); turn off
 # behind a transaction-pooling proxy that cannot keep prepared statements.
 DATABASE_PREPARED_STATEMENTS = _env_bool("DATABASE_PREPARED_STATEMENTS", True)
+# How long a request waits for a connection the PostgreSQL pool is making before it answers 503
+# (the server does not answer); a busy pool's requests wait DATABASE_POOL_TIMEOUT.
+DATABASE_UNREACHABLE_SECONDS = float(_env("DATABASE_UNREACHABLE_SECONDS", "1"))
 # How often the PostgreSQL pool's figures are logged (INFO, from the end of a request); 0: never.
 DATABASE_POOL_STATS_SECONDS = float(_env("DATABASE_POOL_STATS_SECONDS", "60"))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -111,9 +111,10 @@ def _end_stray_postgres_sessions() -> None:
     closed by any request cycle, and DROP DATABASE refuses while it is there.
     """
     from django.conf import settings
+    from django.db import connections
 
     database = settings.DATABASES["default"]
-    if database["ENGINE"] != "django.db.backends.postgresql":
+    if connections["default"].vendor != "postgresql":
         return
     import psycopg
 

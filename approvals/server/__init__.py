@@ -9,7 +9,9 @@ elsewhere.
 
 - ``threads``: one database thread per request for async code, and every connection given back
   (replaces asgiref's per-call thread hops and Django's request-end cleanup under ASGI).
-- ``pool``: the PostgreSQL pool's figures in the log (psycopg's pool reports nothing by itself).
+- ``pool``: psycopg's pool, failing a request within ``DATABASE_UNREACHABLE_SECONDS`` when the
+  server cannot be reached (it waited out its whole timeout), and its figures in the log (psycopg's
+  pool reports nothing by itself); ``postgresql``: Django's backend building that pool.
 - ``loop_middleware``: Django's built-in middlewares with their hooks on the event loop.
 - ``layers``: Channels' in-process layer without its O(N) work per message.
 - ``prepared``: the run store's fixed statements prepared once per connection (Django prepares none).
