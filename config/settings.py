@@ -289,6 +289,8 @@ AXES_COOLOFF_TIME = timedelta(minutes=float(_env("LOGIN_COOLOFF_MINUTES", "15"))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# That page, with Retry-After (approvals/views/sign_in.py).
+AXES_LOCKOUT_CALLABLE = "approvals.views.sign_in.locked_out"
 # Behind a reverse proxy: how many proxies add themselves to X-Forwarded-For (0: use the peer address).
 AXES_IPWARE_PROXY_COUNT = int(_env("PROXY_COUNT", "0")) or None
 AXES_IPWARE_META_PRECEDENCE_ORDER = (

@@ -41,6 +41,20 @@ def test_repeated_failed_logins_lock_that_user_and_address_for_a_while(
     assert _login(Client(), "rita", PASSWORD, "198.51.100.7") == 302
 
 
+def test_a_locked_out_login_says_when_to_try_again(reviewer: User) -> None:
+    attacker = Client()
+    for _ in range(5):
+        _login(attacker, "rita", "guess", "203.0.113.9")
+
+    locked = attacker.post(
+        "/accounts/login/", {"username": "rita", "password": PASSWORD}, REMOTE_ADDR="203.0.113.9"
+    )
+
+    assert (locked.status_code, locked.reason_phrase) == (429, "Too Many Requests")
+    assert locked["Retry-After"] == str(15 * 60)  # LOGIN_COOLOFF_MINUTES
+    assert "Too many failed logins" in locked.content.decode()
+
+
 def test_a_successful_login_resets_the_count(reviewer: User) -> None:
     client = Client()
     for _ in range(4):
