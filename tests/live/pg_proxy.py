@@ -1,8 +1,9 @@
 """A TCP proxy the test owns between a server and PostgreSQL, to take the database away and back.
 
 ``cut()`` is the database going down as a server sees it: every connection through the proxy is
-closed, and new ones are accepted and never answered (a server that does not answer, the slow way to
-fail). ``restore()`` forwards again. The machine's PostgreSQL itself is never touched.
+closed, and new ones are accepted and never answered (a host that does not answer, the slow way to
+fail), or with ``refuse=True`` closed at once (a stopped server). ``restore()`` forwards again. The
+machine's PostgreSQL itself is never touched.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class PostgresProxy:
         self._lock = threading.Lock()
         self._open: list[socket.socket] = []
         self._down = False
+        self._refuse = False
         self._stopped = False
         threading.Thread(target=self._accept, name="pg-proxy", daemon=True).start()
 
@@ -32,9 +34,9 @@ class PostgresProxy:
         user = f"{netloc[0]}@" if len(netloc) == 2 else ""
         return urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{self.port}"))
 
-    def cut(self) -> None:
+    def cut(self, *, refuse: bool = False) -> None:
         with self._lock:
-            self._down = True
+            self._down, self._refuse = True, refuse
             self._close_all()
 
     def restore(self) -> None:
@@ -65,6 +67,9 @@ class PostgresProxy:
                 if self._stopped:
                     client.close()
                     return
+                if self._down and self._refuse:
+                    client.close()
+                    continue
                 self._open.append(client)
                 if self._down:
                     continue  # accepted, never answered

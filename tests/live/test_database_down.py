@@ -4,7 +4,8 @@ the same server answers as before.
 
 A real Daphne on a real PostgreSQL, reached through a proxy the test owns (``pg_proxy``): cutting it
 closes the server's connections and leaves new ones unanswered, the way a database host that went
-away looks. Every request is made with a 2 s client timeout: one that takes longer fails the test.
+away looks (or, refused, closes new ones at once, as a stopped server does). Every request is made
+with a 2 s client timeout: one that takes longer fails the test.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ print(create_token(user, name="outage").plaintext)
 """
 
 
-def test_with_the_database_down_readyz_and_the_api_answer_503_within_2_s(artifacts_dir: Path) -> None:
+@pytest.mark.parametrize("down", ["unanswered", "refused"])
+def test_with_the_database_down_readyz_and_the_api_answer_503_within_2_s(
+    artifacts_dir: Path, down: str
+) -> None:
     with server.postgres_database(services.require_postgres()) as direct_url, proxied(direct_url) as proxy:
         direct = server.env_for(direct_url)
         server.prepare_database(direct)
@@ -46,7 +50,7 @@ def test_with_the_database_down_readyz_and_the_api_answer_503_within_2_s(artifac
             assert requests.get(f"{daphne.url}/readyz", timeout=30).status_code == 200
             assert requests.get(f"{daphne.url}/api/v1/agents", headers=api, timeout=30).status_code == 200
 
-            proxy.cut()
+            proxy.cut(refuse=down == "refused")
 
             for _ in range(3):  # a client retrying is answered as fast each time
                 ready = requests.get(f"{daphne.url}/readyz", timeout=WITHIN)
