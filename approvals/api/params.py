@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, QueryDict
 from pydantic.alias_generators import to_camel
 
@@ -142,10 +143,15 @@ def list_query(query: QueryDict) -> ListQuery:
 
 
 def json_body(request: HttpRequest) -> dict[str, Any]:
-    if len(request.body) > MAX_BODY_BYTES:
-        raise invalid_body([issue("body", f"The body is over {MAX_BODY_BYTES} bytes")])
+    too_big = invalid_body([issue("body", f"The body is over {MAX_BODY_BYTES} bytes")])
     try:
-        body = json.loads(request.body or b"{}")
+        raw = request.body
+    except RequestDataTooBig:  # (past DATA_UPLOAD_MAX_MEMORY_SIZE Django does not read it at all)
+        raise too_big from None
+    if len(raw) > MAX_BODY_BYTES:
+        raise too_big
+    try:
+        body = json.loads(raw or b"{}")
     except (ValueError, UnicodeDecodeError) as exc:
         raise invalid_body([issue("body", f"Invalid JSON: {exc}")]) from None
     except RecursionError:

@@ -73,6 +73,16 @@ CASES: list[tuple[str, str, Any]] = [
         f"{A}/approve-tool-call",
         b'{"runId":"{run}","toolCallId":"{call}","editedArgs":{"path":1' + b"0" * 3000 + b"}}",
     ),
+    ("POST", f"{V1}/{{run}}/calls/{{call}}/approve", b'{"editedArgs":{"path":1e99999}}'),
+    (
+        "POST",
+        f"{A}/approve-tool-call",
+        b'{"runId":"{run}","toolCallId":"{call}","editedArgs":{"path":-1e400}}',
+    ),
+    ("POST", f"{V1}/{{run}}/calls/{{call}}/approve", b'{"editedArgs":{"path":0.' + b"1" * 5000 + b"}}"),
+    # Bodies past what the API reads (1 MiB) and past what Django reads at all (2.5 MB).
+    ("POST", f"{A}/decline-tool-call", b'{"reason":"' + b"x" * (1024 * 1024) + b'"}'),
+    ("POST", f"{V1}/{{run}}/calls/{{call}}/decline", b'{"reason":"' + b"x" * (3 * 1024 * 1024) + b'"}'),
     # Paths under /api/ that are no route, whatever the method.
     ("GET", "/api/nope", None),
     ("GET", "/api/v1/", None),
