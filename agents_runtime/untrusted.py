@@ -20,6 +20,11 @@ is put in a *normal form* before it is stored or emitted, identically for every 
 
 Each normalisation that changed something is logged as a warning.
 
+**Shown** (``reveal_invisible``): bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069)
+can show an account number backwards, and zero-width and other format characters make two different
+values look the same, so wherever such text is displayed each of these characters is replaced by a
+visible mark that names it, e.g. ``⟦U+202E RIGHT-TO-LEFT OVERRIDE⟧``. Only what is shown changes.
+
 **Decisions** (resume data, edited arguments, decline reasons) come from people and are never
 altered: anything outside these limits is refused before anything runs (``problems`` lists why):
 no NUL, no lone surrogates, no NaN or infinities, no integers of more than ``MAX_INT_DIGITS`` digits,
@@ -34,6 +39,7 @@ import json
 import logging
 import math
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -86,6 +92,29 @@ def clean_text(text: str) -> str:
         # UTF-16 round trip: a pair becomes its character, a lone half the replacement character.
         text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     return text.replace("\x00", REPLACEMENT)
+
+
+#: Characters with no glyph that are not Unicode "format" characters (category Cf) but still
+#: render as nothing: Hangul fillers, the Mongolian vowel separator, the braille blank.
+_ALSO_INVISIBLE = frozenset("\u115f\u1160\u3164\uffa0\u180e\u2800")
+
+
+def _hidden(char: str) -> bool:
+    return unicodedata.category(char) == "Cf" or char in _ALSO_INVISIBLE
+
+
+def _mark(char: str) -> str:
+    name = unicodedata.name(char, "")
+    return f"⟦U+{ord(char):04X}{' ' + name if name else ''}⟧"
+
+
+def reveal_invisible(text: object) -> str:
+    """``text`` (None: empty) with each bidi control, zero-width or other invisible character shown
+    as a mark that names it. The marks hold no HTML: text already escaped stays escaped."""
+    text = "" if text is None else str(text)
+    if text.isascii():
+        return text
+    return "".join(_mark(c) if _hidden(c) else c for c in text)
 
 
 def _int_text(value: int) -> str:

@@ -21,8 +21,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest
 
 from agents_runtime import GrantNotFound
+from agents_runtime.untrusted import reveal_invisible
 from approvals import agents
-from approvals.cards.text import reveal_invisible
 from approvals.models import ApiToken, AuditEntry, GrantRecord, WebhookDelivery, WebhookEndpoint
 from approvals.policy import Access, may_use_admin, visible_agent_ids
 from approvals.services import grants as grant_services

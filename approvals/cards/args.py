@@ -4,7 +4,7 @@ Money reads as money (``$890.00``, from the tool's ``Money`` hint), numbers with
 multi-line text as text (the template keeps its line breaks), URLs as text with their host shown
 apart (never a link: a reviewer should not navigate to what a model wrote), enum values and values
 the tool marks risky as chips. Everything here is model output: the template escapes it; invisible
-characters are shown as marks (``display.reveal_invisible``).
+characters are shown as marks (``agents_runtime.untrusted.reveal_invisible``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from agents_runtime import Tool
 from agents_runtime.presentation import Money, humanise
-from approvals.cards.text import reveal_invisible
+from agents_runtime.untrusted import reveal_invisible
 
 #: Characters of one value shown before it is cut (the JSON view one click away has it all).
 VALUE_CHARS = 2_000

@@ -18,7 +18,7 @@ from typing import Any
 from django.urls import reverse
 
 from agents_runtime import Agent, AgentRun, AgentRunToolCall, GrantScope, Tool, fingerprint
-from agents_runtime.untrusted import clean_text
+from agents_runtime.untrusted import clean_text, reveal_invisible
 from agents_runtime.vocabulary import CallKind
 from approvals import dom_ids
 from approvals.cards.args import ArgView, arg_views, values_view
@@ -29,7 +29,6 @@ from approvals.cards.text import (
     compact_json,
     is_long,
     pretty_json,
-    reveal_invisible,
 )
 from approvals.forms.decisions import DeclineForm, EditedArgsForm, GrantForm
 from approvals.forms.schema import ResumeForm, resume_form_class

@@ -21,7 +21,7 @@ from django.urls import reverse
 
 from agents_runtime import Agent, AgentRun
 from agents_runtime.records import StoredRun
-from agents_runtime.untrusted import clean_text
+from agents_runtime.untrusted import clean_text, reveal_invisible
 from agents_runtime.vocabulary import DecisionAction
 from approvals import dom_ids
 from approvals.cards.call import (
@@ -31,7 +31,7 @@ from approvals.cards.call import (
     guarded_call_view,
     resume_form_for,
 )
-from approvals.cards.text import compact_json, is_long, pretty_json, reveal_invisible
+from approvals.cards.text import compact_json, is_long, pretty_json
 from approvals.forms.decisions import DeclineForm, EditedArgsForm, GrantForm
 from approvals.forms.schema import ResumeForm
 from approvals.services.decisions import DecisionOutcome

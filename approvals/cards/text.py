@@ -1,10 +1,7 @@
-"""Model output and stored values as text a reviewer can trust: JSON text for the cards, the audit log
-and its CSV (never failing on an odd value), and every invisible character shown as a visible mark.
-
-Bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069) can show an account number
-backwards; zero-width and other format characters can make two different values look the same. On a
-card each such character is replaced by a visible mark that names it, e.g. ``⟦U+202E RIGHT-TO-LEFT
-OVERRIDE⟧``. Only what is shown changes: stored values, the edit form's text and the CSV keep them.
+"""Model output and stored values as JSON text a reviewer can trust: for the cards, the audit log and
+its CSV (never failing on an odd value). Invisible characters are shown as marks by
+``agents_runtime.untrusted.reveal_invisible`` (the ``visible`` template filter): stored values, the edit
+form's text and the CSV keep them.
 """
 
 from __future__ import annotations
@@ -12,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import reprlib
-import unicodedata
 from typing import Any
 
 from agents_runtime.untrusted import clean_text
@@ -54,26 +50,3 @@ def compact_json(value: Any) -> str:
 
 def is_long(text: str) -> bool:
     return text.count("\n") + 1 > LONG_JSON_LINES or len(text) > LONG_JSON_CHARS
-
-
-# -- invisible characters, shown ----------------------------------------------------------------
-
-#: Characters with no glyph that are not Unicode "format" characters (category Cf) but still
-#: render as nothing: Hangul fillers, the Mongolian vowel separator, the braille blank.
-_ALSO_INVISIBLE = frozenset("\u115f\u1160\u3164\uffa0\u180e\u2800")
-
-
-def _hidden(char: str) -> bool:
-    return unicodedata.category(char) == "Cf" or char in _ALSO_INVISIBLE
-
-
-def _mark(char: str) -> str:
-    name = unicodedata.name(char, "")
-    return f"⟦U+{ord(char):04X}{' ' + name if name else ''}⟧"
-
-
-def reveal_invisible(text: str) -> str:
-    """``text`` with each bidi control, zero-width or other invisible character shown as a mark."""
-    if text.isascii():
-        return text
-    return "".join(_mark(c) if _hidden(c) else c for c in text)

@@ -13,6 +13,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from agents_runtime.untrusted import reveal_invisible
 from approvals import agents
 from approvals.live import agent_group, fanout, presence_group, relay, run_group, session_group
 from approvals.live.sessions import session_watch
@@ -294,7 +295,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         )
 
     async def _send_presence(self, run_id: str) -> None:
-        users = sorted(set(self.others.get(run_id, {}).values()) - {self.username})
+        others = set(self.others.get(run_id, {}).values()) - {self.username}
+        # Names as the pages show them: invisible characters as marks.
+        users = sorted(reveal_invisible(name) for name in others)
         await self.send_json({"type": "presence", "run_id": run_id, "users": users})
 
     async def _presence_changed(self, message: dict[str, Any]) -> None:

@@ -17,8 +17,8 @@ from typing import Any
 from django.template.loader import render_to_string
 from django.urls import reverse
 
+from agents_runtime.untrusted import reveal_invisible
 from approvals import agents
-from approvals.cards.text import reveal_invisible
 from approvals.models import Notification, NotificationCall
 from approvals.notifications import options
 

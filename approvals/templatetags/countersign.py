@@ -9,8 +9,9 @@ from typing import Any
 from django import template
 from django.utils import timezone
 
+from agents_runtime.untrusted import reveal_invisible
 from approvals import dom_ids, times
-from approvals.cards.text import compact_json, reveal_invisible
+from approvals.cards.text import compact_json
 
 register = template.Library()
 
@@ -32,12 +33,10 @@ def as_json(value: object) -> str:
     return reveal_invisible(compact_json(value))
 
 
-@register.filter(is_safe=True)
-def visible(value: object) -> str:
-    """Text with its invisible characters (bidi controls, zero-width marks) shown as visible marks,
-    as the argument view shows them: what a page displays of ids, reasons, names and addresses. (The
-    marks hold no HTML, so text already escaped, as ``join`` leaves it, stays safe.)"""
-    return reveal_invisible("" if value is None else str(value))
+# Text with its invisible characters (bidi controls, zero-width marks) shown as visible marks, as the
+# argument view shows them: what a page displays of ids, reasons, names and addresses. The rule itself,
+# registered as it is (text already escaped, as ``join`` leaves it, stays safe).
+register.filter("visible", reveal_invisible, is_safe=True)
 
 
 @register.simple_tag

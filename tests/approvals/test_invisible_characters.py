@@ -8,7 +8,7 @@ from typing import Any
 
 from django.test import Client
 
-from approvals.cards.text import reveal_invisible
+from agents_runtime.untrusted import reveal_invisible
 from approvals.models import Notification
 from approvals.notifications import messages
 from tests.approvals.runtime_fixtures import DashboardAgents

@@ -12,6 +12,7 @@ from channels.layers import channel_layers, get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 
+from tests.approvals.conftest import _user
 from tests.approvals.runtime_fixtures import DashboardAgents
 from tests.approvals.test_live_consumer import _connect, _next
 
@@ -95,3 +96,19 @@ async def test_presence_on_a_foreign_or_unknown_run_is_refused(
     assert refused == {"type": "error", "error": "unknown run", "run_id": "no-such-run"}
     assert "presence" in bad["error"]
     await communicator.disconnect()
+
+
+async def test_a_name_with_invisible_characters_is_shown_marked(
+    agents: DashboardAgents, reviewer: User
+) -> None:
+    run = await sync_to_async(agents.start)("helpdesk", "refund presence")
+    # (Django's sign-up forms refuse such a name; one made another way is still shown as it is.)
+    odd = await sync_to_async(_user)("ad\u202ea", "Reviewers")
+    rita = await _present(reviewer, run.run_id)
+    assert await _users(rita, run.run_id) == []
+
+    other = await _present(odd, run.run_id)
+
+    assert await _users(rita, run.run_id) == ["ad⟦U+202E RIGHT-TO-LEFT OVERRIDE⟧a"]
+    await other.disconnect()
+    await rita.disconnect()
