@@ -143,8 +143,11 @@ def log_exhaustion(sender: Any = None, **kwargs: Any) -> None:
     if not _timed_out(error):
         return
     stats = pool_stats()
+    unreachable = any(isinstance(e, DatabaseUnreachable) for e in _causes(error))
     logger.warning(
-        "Database pool exhausted: no connection within the pool's timeout (%s). %s",
+        "Database unreachable: %s. %s"
+        if unreachable
+        else "Database pool exhausted: no connection within the pool's timeout (%s). %s",
         error,
         describe(stats) if stats is not None else "",
     )

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import logging
+import socket
+import threading
+import time
+from typing import Any
 
 import pytest
 from django.db import OperationalError, connections
@@ -71,3 +75,59 @@ def test_the_figures_are_logged_at_most_once_per_interval(
         "requests_queued=0 requests_wait_ms=0 requests_errors=0 usage_ms=0 connections_num=0 "
         "connections_lost=0 returns_bad=0"
     ]
+
+
+def _blackhole() -> socket.socket:
+    """A port that accepts connections and never answers (a database host that went away)."""
+    return socket.create_server(("127.0.0.1", 0))
+
+
+def test_a_request_learns_at_once_that_the_server_cannot_be_reached() -> None:
+    with _blackhole() as hole:
+        pool = db_pool.ConnectionPool(
+            kwargs={"host": "127.0.0.1", "port": hole.getsockname()[1], "dbname": "x", "connect_timeout": 30},
+            min_size=1,
+            max_size=2,
+            timeout=60,
+            unreachable_after=0.2,
+            open=False,
+        )
+        pool.open()
+        try:
+            with pytest.raises(db_pool.DatabaseUnreachable) as refused:
+                pool.getconn()  # (not after the pool's 60 s, which are for a busy pool)
+            assert db_pool.outage(refused.value) == "unreachable"
+        finally:
+            pool.close(timeout=0)
+
+
+@pytest.mark.postgres
+def test_a_busy_pool_keeps_its_requests_waiting_for_a_connection_to_come_back() -> None:
+    settings = connections["default"].settings_dict
+    pool = db_pool.ConnectionPool(
+        kwargs={
+            "host": settings["HOST"] or None,
+            "port": settings["PORT"] or None,
+            "user": settings["USER"] or None,
+            "password": settings["PASSWORD"] or None,
+            "dbname": settings["NAME"],
+        },
+        min_size=1,
+        max_size=1,
+        timeout=60,
+        unreachable_after=0.1,
+        open=False,
+    )
+    pool.open(wait=True)
+    try:
+        lent = pool.getconn()
+        got: list[Any] = []
+        waiting = threading.Thread(target=lambda: got.append(pool.getconn()))
+        waiting.start()
+        time.sleep(0.5)  # well past unreachable_after: the other request still waits
+        pool.putconn(lent)
+        waiting.join(timeout=30)
+        assert len(got) == 1 and got[0] is lent
+        pool.putconn(got[0])
+    finally:
+        pool.close()
