@@ -100,13 +100,14 @@ def test_deep_pages_stay_exact_through_claim_finish_resuspend_reclaim_and_delete
 
     store.decide(agent_id="support", run_id="run-07", rule=lambda run: ("c7", decision()))
     claimed = store.claim("run-16")
-    assert claimed is not None
-    store.claim("run-11")  # an inner run, left to run out its lease
+    assert claimed is not None and store.start_continuation("run-16", version=claimed.version)
+    inner = store.claim("run-11")  # an inner run, left to run out its lease
+    assert inner is not None and store.start_continuation("run-11", version=inner.version)
     _assert_pages_are_slices(store)
 
     assert store.finish("run-16", version=claimed.version)
     running = store.get_run("run-07")
-    assert running is not None
+    assert running is not None and store.start_continuation("run-07", version=running.version)
     # Parked again on another day than the one it was first parked on.
     again = replace(suspension("run-07"), suspended_at=T0 + timedelta(days=9))
     assert store.resuspend(again, expected_version=running.version) is not None

@@ -121,15 +121,16 @@ def test_the_total_stays_exact_through_park_decide_claim_finish_reclaim_and_dele
     store.decide(agent_id="support", run_id="run-01", rule=lambda run: ("c1", decision()))
     _assert_exact(store, 36)
     claimed = store.claim("run-02")
-    assert claimed is not None
-    store.claim("run-05")  # an inner run
+    assert claimed is not None and store.start_continuation("run-02", version=claimed.version)
+    inner = store.claim("run-05")  # an inner run
+    assert inner is not None and store.start_continuation("run-05", version=inner.version)
     _assert_exact(store, 34)
 
     # Finished: gone; parked again: waiting again.
     assert store.finish("run-02", version=claimed.version)
     _assert_exact(store, 34)
     running = store.get_run("run-01")
-    assert running is not None
+    assert running is not None and store.start_continuation("run-01", version=running.version)
     again = replace(suspension("run-01"), suspended_at=T0 + timedelta(hours=1))
     assert store.resuspend(again, expected_version=running.version) is not None
     _assert_exact(store, 35)

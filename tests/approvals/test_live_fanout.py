@@ -123,7 +123,9 @@ async def test_a_query_per_page_on_the_way_of_an_event_would_be_counted(
 
     async def checking_forward(self: LiveConsumer, message: dict[str, Any]) -> None:
         if message["type"] == "run.event" and self.accepted:
-            self.agent_ids = await database_sync_to_async(visible_agent_ids)(self.scope["user"])
+            # A fresh user each time: a user object keeps the rights it read.
+            user = await User.objects.aget(pk=self.scope["user"].pk)
+            self.agent_ids = await database_sync_to_async(visible_agent_ids)(user)
         await forward(self, message)
 
     monkeypatch.setattr(LiveConsumer, "forward", checking_forward)

@@ -89,15 +89,16 @@ def test_totals_by_thread_and_end_user_stay_exact_through_every_change(
     assert _thread_total(store, "t0") == 8
     store.decide(agent_id="support", run_id="run-00", rule=lambda run: ("c0", decision()))
     claimed = store.claim("run-03")  # an inner run
-    assert claimed is not None
-    store.claim("run-08")  # the other, left to run out its lease
+    assert claimed is not None and store.start_continuation("run-03", version=claimed.version)
+    other = store.claim("run-08")  # the other, left to run out its lease
+    assert other is not None and store.start_continuation("run-08", version=other.version)
     assert _thread_total(store, "t0") == 6
     _assert_exact(store)
 
     # Finished: gone; parked again: waiting again.
     assert store.finish("run-03", version=claimed.version)
     running = store.get_run("run-00")
-    assert running is not None
+    assert running is not None and store.start_continuation("run-00", version=running.version)
     again = replace(
         suspension("run-00", thread_id="t0", resource_id="u0"), suspended_at=T0 + timedelta(hours=1)
     )
