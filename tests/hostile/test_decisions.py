@@ -10,12 +10,16 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 
-from agents_runtime import InvalidResumeData, InvalidToolArgs
+from agents_runtime import DecisionRequest, InvalidResumeData, InvalidToolArgs
 from agents_runtime.untrusted import MAX_DEPTH
+from agents_runtime.vocabulary import DecisionAction
 from approvals.models import AuditEntry
+from approvals.policy import Access
+from approvals.services.decisions import decide
 from tests.hostile.conftest import HX
 from tests.hostile.runtime import Call, Hostile
 
@@ -180,6 +184,22 @@ def test_the_runtime_refuses_a_decline_reason_over_2000_characters_however_it_is
     assert [r.run_id for r in hostile.suspended()] == [paid.run_id]
     async_to_sync(agent.decline_tool_call)(run_id=paid.run_id, tool_call_id=call_id, reason="x" * 2000)
     assert hostile.suspended() == [] and hostile.ran == 0
+
+
+def test_the_decision_service_keeps_no_more_than_2000_characters_of_a_refused_reason(
+    hostile: Hostile, reviewer: User
+) -> None:
+    paid = hostile.start(Call("pay", {"target": "bob"}))
+    request = DecisionRequest(
+        paid.run_id, paid.tool_calls[0].tool_call_id, DecisionAction.DECLINE, reason="x" * 900_000
+    )
+
+    for _ in range(3):  # (each attempt is a row of the append-only log: each one bounded)
+        outcome = decide(Access.of(reviewer).for_agent("hostile"), request)
+        assert outcome.status == "invalid"
+
+    assert [len(e.reason) for e in AuditEntry.objects.all()] == [2000] * 3
+    assert [r.run_id for r in hostile.suspended()] == [paid.run_id] and hostile.ran == 0
 
 
 def test_answers_at_the_limits_are_taken(hostile: Hostile, reviewer_client: Client) -> None:
