@@ -14,6 +14,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
 from agents_runtime import Chunk
+from agents_runtime.untrusted import reveal_invisible
 from approvals.live.groups import run_group, uses_outbox
 from approvals.models import LiveEvent
 
@@ -24,10 +25,21 @@ OUTPUT_FLUSH_SECONDS = 0.1
 
 
 def _chunk_body(chunk: Chunk) -> dict[str, Any]:
-    # Through JSON once: tool args and results may hold values only ``str`` can show.
-    body = {"type": chunk.type, "run_id": chunk.run_id, "payload": chunk.payload}
+    # Through JSON once: tool args and results may hold values only ``str`` can show. What pages show
+    # of it has its invisible characters as marks, as everywhere else (the pages only show it).
+    body = {"type": chunk.type, "run_id": chunk.run_id, "payload": _shown(chunk.payload)}
     loaded: dict[str, Any] = json.loads(json.dumps(body, default=str))
     return loaded
+
+
+def _shown(value: Any) -> Any:
+    if isinstance(value, str):
+        return reveal_invisible(value)
+    if isinstance(value, dict):
+        return {reveal_invisible(k) if isinstance(k, str) else k: _shown(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_shown(v) for v in value]
+    return value
 
 
 #: A listener of the continuations this context starts: the API request that decided a run streams

@@ -189,6 +189,21 @@ async def test_text_deltas_are_merged_into_one_outbox_row_written_at_the_finish(
     assert row["run_id"] == "r-1"
 
 
+async def test_pages_get_output_with_invisible_characters_shown_as_marks(
+    in_process_layer: None, transactional_db: None
+) -> None:
+    async with live.RunOutput("helpdesk") as output:
+        await output.send(Chunk("text-delta", "r-3", {"text": "IBAN 12\u202e3456"}))
+        await output.send(Chunk("tool-call", "r-3", {"tool_name": "refund", "args": {"note": "a\u200bb"}}))
+        await output.send(Chunk("finish", "r-3", {"status": "success"}))
+        rows = await sync_to_async(_output_rows)()
+
+    (row,) = rows
+    text, call, _ = row["payload"]["chunks"]
+    assert text["payload"]["text"] == "IBAN 12⟦U+202E RIGHT-TO-LEFT OVERRIDE⟧3456"
+    assert call["payload"]["args"] == {"note": "a⟦U+200B ZERO WIDTH SPACE⟧b"}
+
+
 async def test_output_waiting_for_more_is_written_soon_without_a_finish(
     in_process_layer: None, transactional_db: None
 ) -> None:
