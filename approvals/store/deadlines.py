@@ -20,7 +20,7 @@ from agents_runtime.records import DeadlineChange, DeadlineRule, StoredRun, deci
 from agents_runtime.vocabulary import DecisionAction, Outcome
 from approvals.models.runs import RunStatus
 from approvals.store import audit as decision_records
-from approvals.store.records import CorruptRow, _parked_calls, _stored_run, _utc
+from approvals.store.records import CorruptRow, parked_calls, stored_run, utc
 from approvals.store.tables import Tables
 
 logger = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ class Deadlines:
                 self.tables.calls()
                 .undecided()
                 .filter(
-                    expires_at__lte=_utc(before),
+                    expires_at__lte=utc(before),
                     run__agent_id=agent_id,
                     run__status=RunStatus.SUSPENDED,
                     run__parent_run_id__isnull=True,
@@ -56,7 +56,7 @@ class Deadlines:
                 raise RunNotFound(run_id)
             row, call_rows = found
             try:
-                run = _stored_run(row, _parked_calls(call_rows), with_snapshot=False)
+                run = stored_run(row, parked_calls(call_rows), with_snapshot=False)
             except CorruptRow as exc:
                 logger.warning("Run %s is unreadable and treated as missing: %s", run_id, exc)
                 raise RunNotFound(run_id) from exc
@@ -65,7 +65,7 @@ class Deadlines:
             call = None if index is None else run.calls[index]
             if index is None or call is None or call.decision is not None or run.status != "suspended":
                 raise decision_conflict(run, call, change.tool_call_id)
-            expires_at = None if change.expires_at is None else _utc(change.expires_at)
+            expires_at = None if change.expires_at is None else utc(change.expires_at)
             self.tables.calls().filter(pk=call_rows[index]["id"]).undecided().update(
                 expires_at=expires_at, escalated_to=change.escalated_to
             )
@@ -85,8 +85,8 @@ class Deadlines:
 def _audit_values(
     run: StoredRun, call: Any, change: DeadlineChange, before: datetime | None
 ) -> dict[str, Any]:
-    new = "none" if change.expires_at is None else _utc(change.expires_at).isoformat(timespec="seconds")
-    old = "none" if before is None else _utc(before).isoformat(timespec="seconds")
+    new = "none" if change.expires_at is None else utc(change.expires_at).isoformat(timespec="seconds")
+    old = "none" if before is None else utc(before).isoformat(timespec="seconds")
     if change.action == DecisionAction.ESCALATE:
         detail = f"Escalated to {change.escalated_to}; new deadline {new}."
     else:

@@ -25,22 +25,22 @@ from approvals.server import prepared
 from approvals.store import audit as decision_records
 from approvals.store.grants import Grants
 from approvals.store.records import (
-    _CALL_COLUMNS,
+    CALL_COLUMNS,
     CorruptRow,
     Row,
-    _decided,
-    _decision_columns,
-    _parked_call,
-    _parked_calls,
-    _stored_run,
-    _utc,
-    _votes_column,
+    decided_call,
+    decision_columns,
+    parked_call,
+    parked_calls,
+    stored_run,
+    utc,
+    votes_column,
 )
 from approvals.store.sql import (
-    _DECISION_COLUMN_ORDER,
-    _OPTIMISTIC_ATTEMPTS,
-    _decide_at_version_sql,
-    _vote_at_version_sql,
+    DECISION_COLUMN_ORDER,
+    OPTIMISTIC_ATTEMPTS,
+    decide_at_version_sql,
+    vote_at_version_sql,
 )
 from approvals.store.tables import Tables
 
@@ -70,8 +70,8 @@ class _DecisionPlan:
     def call_columns(self) -> dict[str, Any]:
         """What the call's row gets: its decision, or (a vote) its votes."""
         if self.vote is not None:
-            return {"votes": _votes_column(self.vote.votes)}
-        return _decision_columns(self.decision)
+            return {"votes": votes_column(self.vote.votes)}
+        return decision_columns(self.decision)
 
     def receipt(self, record_id: int | None) -> DecisionReceipt:
         decided = next(c for c in self.calls if c.tool_call_id == self.call.tool_call_id)
@@ -111,7 +111,7 @@ class Decisions:
             # PostgreSQL: read, then one conditional statement, no transaction around them (two
             # round trips instead of five on every approval). Optimistic: when the run changed in
             # between (another call of it was decided), read it again and decide on what is current.
-            for _ in range(_OPTIMISTIC_ATTEMPTS):
+            for _ in range(OPTIMISTIC_ATTEMPTS):
                 found = self.tables.current_run(run_id, agent_id=agent_id, with_snapshot=True)
                 plan = self._plan_decision(run_id, found, rule, claim_when_complete)
                 if plan.decision.grant_id is not None:
@@ -146,7 +146,7 @@ class Decisions:
             raise RunNotFound(run_id)
         row, call_rows = found
         try:
-            run = _stored_run(row, _parked_calls(call_rows), with_snapshot=True)
+            run = stored_run(row, parked_calls(call_rows), with_snapshot=True)
         except CorruptRow as exc:
             logger.warning("Run %s is unreadable and treated as missing: %s", run_id, exc)
             raise RunNotFound(run_id) from exc
@@ -160,10 +160,10 @@ class Decisions:
         vote = verdict if isinstance(verdict, Vote) else None
         decision = verdict.approval if isinstance(verdict, Vote) else verdict
         if vote is not None:
-            votes = tuple(replace(v, decided_at=_utc(v.decided_at)) for v in vote.votes)
+            votes = tuple(replace(v, decided_at=utc(v.decided_at)) for v in vote.votes)
             decided = replace(call, votes=votes)
         else:
-            decided = _decided(call, decision)
+            decided = decided_call(call, decision)
         calls = tuple(c if i != index else decided for i, c in enumerate(run.calls))
         claim = vote is None and claim_when_complete and all(c.decision is not None for c in calls)
         return _DecisionPlan(
@@ -199,10 +199,10 @@ class Decisions:
         """
         connection = connections[self.tables.using]
         columns = plan.call_columns()
-        names = _DECISION_COLUMN_ORDER if plan.vote is None else ("votes",)
+        names = DECISION_COLUMN_ORDER if plan.vote is None else ("votes",)
         with prepared.cursor(self.tables.using) as cursor:
             cursor.execute(
-                _decide_at_version_sql() if plan.vote is None else _vote_at_version_sql(),
+                decide_at_version_sql() if plan.vote is None else vote_at_version_sql(),
                 [
                     plan.version,
                     (RunStatus.RUNNING if plan.claimed else RunStatus.SUSPENDED).value,
@@ -227,9 +227,9 @@ class Decisions:
         Read again in a statement of its own: on PostgreSQL the locking query's joined call rows
         may predate the decision that won (only the locked run row is re-read after the wait).
         """
-        row = self.tables.calls().filter(pk=call_pk).values(*_CALL_COLUMNS).first()
+        row = self.tables.calls().filter(pk=call_pk).values(*CALL_COLUMNS).first()
         try:
-            call = None if row is None else _parked_call(row)
+            call = None if row is None else parked_call(row)
         except CorruptRow:
             call = None
         if call is None or call.decision is None:

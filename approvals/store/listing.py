@@ -45,8 +45,8 @@ from django.db.models.functions import Coalesce
 from agents_runtime.records import RunQuery
 from approvals.models import ParkedCallRecord, RunRecord
 from approvals.models.runs import RunRecordQuerySet, RunStatus
-from approvals.store import reads
-from approvals.store.records import _CALL_COLUMNS, _JOINED_CALL_COLUMNS, _RUN_COLUMNS, Row
+from approvals.store import records
+from approvals.store.records import CALL_COLUMNS, JOINED_CALL_COLUMNS, RUN_COLUMNS, Row
 
 #: Stand-ins for the values of a query, found again among a compiled statement's parameters.
 _STAND_INS: dict[str, Any] = {
@@ -106,7 +106,7 @@ def querysets(
         # The page's run ids first, from the listing's index alone, then its rows by id.
         page = runs.filter(run_id__in=ordered.values("run_id")[window]).in_suspension_order(**_order(query))
     page = page.order_by(*page.query.order_by, "calls__position")
-    return matches, page.values(*_RUN_COLUMNS, *_JOINED_CALL_COLUMNS)
+    return matches, page.values(*RUN_COLUMNS, *JOINED_CALL_COLUMNS)
 
 
 def _order(query: RunQuery) -> dict[str, bool]:
@@ -172,15 +172,15 @@ def page(runs: RunRecordQuerySet, using: str, query: RunQuery, *, now: datetime)
         values[_OFFSET] = query.offset
         compiled_as = replace(compiled_as, offset=_DEEP_STAND_IN)
     near = not deep and _is_near_the_start(compiled_as)
-    header, listing = reads.compiled_for(
+    header, listing = records.compiled_for(
         ("listing", *_shape(using, connection.vendor, compiled_as), near),
         lambda: _compile(runs, using, compiled_as, deep=deep, near=near),
     )
     found: list[Row] = []
     if query.limit is None or query.limit > 0:
-        found = reads.run_statement(using, listing.sql, [values.get(p, p) for p in listing.params], listing)
+        found = records.run_statement(using, listing.sql, [values.get(p, p) for p in listing.params], listing)
     if not found:
-        found = reads.run_statement(using, header.sql, [values.get(p, p) for p in header.params], header)
+        found = records.run_statement(using, header.sql, [values.get(p, p) for p in header.params], header)
     total, expired = int(found[0]["total"] or 0), bool(found[0]["expired"])
     return _by_run([row for row in found if "pk" in row]), total, expired
 
@@ -190,7 +190,7 @@ Listing = list[tuple[Row, list[Row]]]
 
 
 #: Each call column's name in a joined row, by its own name.
-_JOINED_NAMES = tuple((name, f"calls__{name}") for name in _CALL_COLUMNS if name != "run_id")
+_JOINED_NAMES = tuple((name, f"calls__{name}") for name in CALL_COLUMNS if name != "run_id")
 
 
 def _by_run(rows: list[Row]) -> Listing:
@@ -227,7 +227,7 @@ def _shape(using: str, vendor: str, query: RunQuery) -> tuple[Any, ...]:
 
 def _compile(
     runs: RunRecordQuerySet, using: str, query: RunQuery, *, deep: bool = False, near: bool = False
-) -> tuple[reads.Statement, reads.Statement]:
+) -> tuple[records.Statement, records.Statement]:
     """The header (total, expired) and page statements of ``query``'s shape, built with stand-ins
     for its values; the page carries the header's columns too. ``near``: the page is read straight
     from the listing's index (``_page_from_the_index``)."""
@@ -249,10 +249,10 @@ def _compile(
         keys, params = matches.order_by().values("pk").query.get_compiler(using).as_sql()
         total, total_params = f"SELECT COUNT(*) FROM ({keys}) matches", tuple(params)
     columns = f"({total}) AS total, {_EXPIRED} AS expired"
-    header = reads.Statement(f"SELECT {columns}", (*total_params, _NOW), ("total", "expired"), ())
+    header = records.Statement(f"SELECT {columns}", (*total_params, _NOW), ("total", "expired"), ())
     if query.limit is not None and query.limit <= 0:
         return header, header
-    listing = reads.statement_of(rows.query, using)
+    listing = records.statement_of(rows.query, using)
     if near:
         sql, params = _page_from_the_index(runs, using, stand_in, columns)
         params = (*header.params, *params)
@@ -270,7 +270,7 @@ def _compile(
         day, day_params = _deep_day(query)
         sql = f"WITH deep AS ({day}) " + sql.replace(window, " OFFSET (SELECT skip FROM deep)")
         params = (*day_params, *params)
-    return header, reads.Statement(
+    return header, records.Statement(
         sql=sql, params=params, names=(*listing.names, *header.names), converters=listing.converters
     )
 
@@ -302,16 +302,16 @@ def _page_from_the_index(
     sort (bench/list_suspended_runs.py)."""
     _, ordered = _matches_in_order(runs, query)
     window = slice(query.offset, query.offset + (query.limit or 0))
-    inner = reads.statement_of(ordered.values(*_RUN_COLUMNS)[window].query, using)
-    if inner.names != _RUN_COLUMNS or ' AS "pk"' not in inner.sql:
+    inner = records.statement_of(ordered.values(*RUN_COLUMNS)[window].query, using)
+    if inner.names != RUN_COLUMNS or ' AS "pk"' not in inner.sql:
         raise AssertionError(f"Unexpected shape of a listing's page: {inner.sql}")
     connection = connections[using]
     quote = connection.ops.quote_name
-    run_columns = ", ".join(f"page.{quote(name)}" for name in _RUN_COLUMNS)
+    run_columns = ", ".join(f"page.{quote(name)}" for name in RUN_COLUMNS)
     calls = quote(_CALLS)
     call_columns = ", ".join(
         f"{calls}.{quote(_call_column(joined.removeprefix('calls__')))} AS {quote(joined)}"
-        for joined in _JOINED_CALL_COLUMNS
+        for joined in JOINED_CALL_COLUMNS
     )
     direction = "ASC" if query.oldest_first else "DESC"
     sql = (

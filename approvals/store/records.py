@@ -1,17 +1,31 @@
-"""Rows <-> the runtime's records: which columns a run and a call are read from, and back."""
+"""Reading runs: which columns a run and its calls are read from, the statements that read them,
+and rows <-> the runtime's records.
+
+The hottest reads (every decision, claim and continuation reads one run and its calls by run id; a
+listing's statement is ``listing``'s, compiled the same way) are the statements the ORM builds,
+compiled once per shape. Building those queries (some thirty columns) costs about a millisecond of
+CPU each, several times running them, and they never change: each is compiled once per shape (by run
+id or by run id and agent, with or without the snapshot, locked or not) and database, then run on the
+calling thread's connection through the ORM's own converters.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
-from dataclasses import replace
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, cast
+
+from django.db import connections, models
 
 from agents_runtime import deadlines
 from agents_runtime.records import Decision, Delegation, ParkedCall, StoredRun, construct
 from agents_runtime.vocabulary import CallKind, DecisionAction
-from approvals.models import ParkedCallRecord
+from approvals.models import ParkedCallRecord, RunRecord
+from approvals.server import prepared
 
 logger = logging.getLogger(__name__)
 
@@ -21,7 +35,7 @@ _CALL_KINDS = {kind.value: kind for kind in CallKind}
 _ACTIONS = {action.value: action for action in DecisionAction}
 
 #: Columns a StoredRun is built from (the snapshot is added only where it is handed out).
-_RUN_COLUMNS = (
+RUN_COLUMNS = (
     "pk",
     "run_id",
     "agent_id",
@@ -37,8 +51,8 @@ _RUN_COLUMNS = (
     "started_by",
 )
 #: Also read where one run is fetched to act on, to reclaim it first if its lease ran out.
-_LEASE_COLUMNS = ("lease_expires_at",)
-_CALL_COLUMNS = (
+LEASE_COLUMNS = ("lease_expires_at",)
+CALL_COLUMNS = (
     "id",
     "run_id",  # the run row's primary key
     "tool_call_id",
@@ -65,10 +79,10 @@ _CALL_COLUMNS = (
 )
 
 Row = Mapping[str, Any]
-_JOINED_CALL_COLUMNS = tuple(f"calls__{name}" for name in _CALL_COLUMNS if name != "run_id")
+JOINED_CALL_COLUMNS = tuple(f"calls__{name}" for name in CALL_COLUMNS if name != "run_id")
 
 
-def _utc(value: datetime) -> datetime:
+def utc(value: datetime) -> datetime:
     if value.tzinfo is UTC:  # as psycopg reads them in a UTC session: kept, not copied
         return value
     # Naive datetimes are taken as UTC, like everywhere else in the runtime.
@@ -79,11 +93,11 @@ class CorruptRow(ValueError):
     """A stored row that cannot be turned back into the runtime's records."""
 
 
-def _decision_columns(decision: Decision) -> dict[str, Any]:
+def decision_columns(decision: Decision) -> dict[str, Any]:
     return {
         "action": decision.action,
         "actor": decision.actor,
-        "decided_at": _utc(decision.decided_at),
+        "decided_at": utc(decision.decided_at),
         "reason": decision.reason,
         "resume_data": decision.resume_data,
         "edited_args": decision.edited_args,
@@ -91,20 +105,20 @@ def _decision_columns(decision: Decision) -> dict[str, Any]:
     }
 
 
-def _votes_column(votes: Iterable[Decision]) -> list[dict[str, Any]]:
-    return [replace(v, decided_at=_utc(v.decided_at)).to_json() for v in votes]
+def votes_column(votes: Iterable[Decision]) -> list[dict[str, Any]]:
+    return [replace(v, decided_at=utc(v.decided_at)).to_json() for v in votes]
 
 
-def _decided(call: ParkedCall, decision: Decision) -> ParkedCall:
+def decided_call(call: ParkedCall, decision: Decision) -> ParkedCall:
     # What a round trip through the database gives back (aware UTC times).
-    return replace(call, decision=replace(decision, decided_at=_utc(decision.decided_at)))
+    return replace(call, decision=replace(decision, decided_at=utc(decision.decided_at)))
 
 
-def _stored_call(call: ParkedCall) -> ParkedCall:
-    return call if call.decision is None else _decided(call, call.decision)
+def stored_call(call: ParkedCall) -> ParkedCall:
+    return call if call.decision is None else decided_call(call, call.decision)
 
 
-def _overturned(row: Row) -> dict[str, Any]:
+def overturned(row: Row) -> dict[str, Any]:
     """A history entry for a decision an interrupted continuation did not carry out.
 
     Same shape as ``agents_runtime.store.reclaimed_calls`` writes; tolerant of odd rows, because
@@ -115,7 +129,7 @@ def _overturned(row: Row) -> dict[str, Any]:
         "tool_call_id": row["tool_call_id"],
         "tool_name": row["tool_name"],
         "action": row["action"],
-        "decided_at": None if decided_at is None else _utc(decided_at).isoformat(),
+        "decided_at": None if decided_at is None else utc(decided_at).isoformat(),
         "actor": row["actor"],
         "reason": row["reason"],
         "resume_data": row["resume_data"],
@@ -123,7 +137,7 @@ def _overturned(row: Row) -> dict[str, Any]:
     }
 
 
-def _call_records(run_pk: int, calls: Iterable[ParkedCall]) -> list[ParkedCallRecord]:
+def call_records(run_pk: int, calls: Iterable[ParkedCall]) -> list[ParkedCallRecord]:
     records = []
     for position, call in enumerate(calls):
         delegation = call.delegation
@@ -147,12 +161,12 @@ def _call_records(run_pk: int, calls: Iterable[ParkedCall]) -> list[ParkedCallRe
                     "agent_id": delegation.agent_id,
                 },
                 context=call.context,
-                votes=_votes_column(call.votes),
-                tool_started_at=None if call.tool_started_at is None else _utc(call.tool_started_at),
-                expires_at=None if call.expires_at is None else _utc(call.expires_at),
+                votes=votes_column(call.votes),
+                tool_started_at=None if call.tool_started_at is None else utc(call.tool_started_at),
+                expires_at=None if call.expires_at is None else utc(call.expires_at),
                 deadline=deadlines.to_json(call.deadline),
                 escalated_to=call.escalated_to,
-                **({} if call.decision is None else _decision_columns(call.decision)),
+                **({} if call.decision is None else decision_columns(call.decision)),
             )
         )
     return records
@@ -165,7 +179,7 @@ def _optional_dict(row: Row, name: str) -> dict[str, Any] | None:
     return value
 
 
-def _parked_call(row: Row) -> ParkedCall:
+def parked_call(row: Row) -> ParkedCall:
     tool_call_id, tool_name = row["tool_call_id"], row["tool_name"]
     kind = _CALL_KINDS.get(row["kind"])
     if not isinstance(tool_call_id, str) or not tool_call_id or not isinstance(tool_name, str):
@@ -193,7 +207,7 @@ def _parked_call(row: Row) -> ParkedCall:
             raise CorruptRow(f"call {tool_call_id!r} has an invalid decision ({row['action']!r})")
         decision = Decision(
             action=action,
-            decided_at=_utc(row["decided_at"]),
+            decided_at=utc(row["decided_at"]),
             actor=row["actor"],
             reason=row["reason"],
             resume_data=row["resume_data"],
@@ -211,9 +225,9 @@ def _parked_call(row: Row) -> ParkedCall:
         resume_schema=_optional_dict(row, "resume_schema"),
         delegation=parsed_delegation,
         decision=decision,
-        tool_started_at=None if row["tool_started_at"] is None else _utc(row["tool_started_at"]),
+        tool_started_at=None if row["tool_started_at"] is None else utc(row["tool_started_at"]),
         context=context if isinstance(context := row.get("context"), dict) else None,
-        expires_at=None if row["expires_at"] is None else _utc(row["expires_at"]),
+        expires_at=None if row["expires_at"] is None else utc(row["expires_at"]),
         deadline=_deadline(row),
         escalated_to=row["escalated_to"],
         votes=_votes(row),
@@ -239,11 +253,11 @@ def _votes(row: Row) -> tuple[Decision, ...]:
         raise CorruptRow(f"call {row['tool_call_id']!r} has unreadable votes") from exc
 
 
-def _parked_calls(rows: Iterable[Row]) -> tuple[ParkedCall, ...]:
-    return tuple(_parked_call(row) for row in rows)
+def parked_calls(rows: Iterable[Row]) -> tuple[ParkedCall, ...]:
+    return tuple(parked_call(row) for row in rows)
 
 
-def _stored_run(row: Row, calls: tuple[ParkedCall, ...], *, with_snapshot: bool) -> StoredRun:
+def stored_run(row: Row, calls: tuple[ParkedCall, ...], *, with_snapshot: bool) -> StoredRun:
     history = row["history"]
     if not isinstance(history, list) or not all(isinstance(entry, dict) for entry in history):
         raise CorruptRow("history is not a list of objects")
@@ -259,8 +273,8 @@ def _stored_run(row: Row, calls: tuple[ParkedCall, ...], *, with_snapshot: bool)
         thread_id=row["thread_id"],
         resource_id=row["resource_id"],
         parent_run_id=row["parent_run_id"],
-        created_at=_utc(row["created_at"]),
-        suspended_at=_utc(row["suspended_at"]),
+        created_at=utc(row["created_at"]),
+        suspended_at=utc(row["suspended_at"]),
         status=cast(Any, str(row["status"])),
         version=row["version"],
         interrupted=row["interrupted"],
@@ -269,3 +283,133 @@ def _stored_run(row: Row, calls: tuple[ParkedCall, ...], *, with_snapshot: bool)
         history=tuple(history),
         started_by=row.get("started_by"),
     )
+
+
+# -- the hottest reads, compiled once per shape ----------------------------------------------------
+
+#: Stand-ins for the values, found again among the compiled statement's parameters.
+_RUN_ID = "\x00run_id"
+_AGENT_ID = "\x00agent_id"
+_RUN_PKS = -424242  # (a primary key: the ORM checks the type of what ``run__in`` takes)
+
+
+@dataclass(frozen=True)
+class Statement:
+    sql: str
+    params: tuple[Any, ...]
+    names: tuple[str, ...]
+    #: The ORM's converters by column position (JSON, datetimes on SQLite...), as its iterables use them.
+    converters: tuple[tuple[int, tuple[Callable[..., Any], ...], Any], ...]
+
+
+#: Compiled statements by shape (and database), the least recently used dropped past ``_KEPT``:
+#: a listing's page window is part of its shape, so shapes are not a fixed few.
+_compiled: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+_compiling = threading.Lock()
+_KEPT = 512
+
+
+def _columns(with_snapshot: bool) -> tuple[str, ...]:
+    return (*RUN_COLUMNS, *LEASE_COLUMNS, *(("snapshot",) if with_snapshot else ()), *JOINED_CALL_COLUMNS)
+
+
+def statement_of(query: Any, using: str) -> Statement:
+    """A ``values()`` query's SQL, parameters, column names and the ORM's converters for them."""
+    compiler = query.get_compiler(using)
+    sql, params = compiler.as_sql()
+    names = (*query.extra_select, *query.values_select, *query.annotation_select)
+    if len(names) != len(compiler.select):
+        raise AssertionError(f"Unexpected shape of a compiled read: {sql}")
+    converters = compiler.get_converters([expression for expression, _, _ in compiler.select])
+    return Statement(
+        sql=sql,
+        params=tuple(params),
+        names=names,
+        converters=tuple(
+            (pos, tuple(_json_empties_first(c) for c in convs), expression)
+            for pos, (convs, expression) in converters.items()
+        ),
+    )
+
+
+def _json_empties_first(convert: Callable[..., Any]) -> Callable[..., Any]:
+    """A JSON field's decoding, which gives the value most rows hold without the decoder: a run's
+    history and a call's votes are ``[]`` nearly always; decoding them cost about an eighth of turning a
+    listing's rows into records. Any other converter is kept as it is."""
+    if not isinstance(getattr(convert, "__self__", None), models.JSONField):
+        return convert
+
+    def converted(value: Any, expression: Any, connection: Any) -> Any:
+        if value == "[]":
+            return []
+        if value == "{}":
+            return {}
+        return convert(value, expression, connection)
+
+    return converted
+
+
+def _statement(query: Any, using: str, stand_ins: set[Any]) -> Statement:
+    statement = statement_of(query, using)
+    if set(statement.params) - stand_ins:
+        raise AssertionError(f"Unexpected parameters in a compiled read: {statement.sql}")
+    return statement
+
+
+def compiled_for[T](key: tuple[Any, ...], compile_: Callable[[], T]) -> T:
+    """What ``compile_()`` gives for the shape ``key``: compiled the first time it is asked for."""
+    with _compiling:
+        found = _compiled.get(key)
+        if found is None:
+            found = _compiled[key] = compile_()
+            while len(_compiled) > _KEPT:
+                _compiled.popitem(last=False)
+        else:
+            _compiled.move_to_end(key)
+        return cast(T, found)
+
+
+def run_statement(using: str, sql: str, params: list[Any], statement: Statement) -> list[Row]:
+    """``sql`` (``statement``'s, or a variant of it) run with ``params``, its rows converted."""
+    connection = connections[using]
+    with prepared.cursor(using) as cursor:
+        cursor.execute(sql, params)
+        fetched = cursor.fetchall()
+    names = statement.names
+    converting = [(names[pos], convs, expression) for pos, convs, expression in statement.converters]
+    rows: list[Row] = []
+    for fetched_row in fetched:
+        row = dict(zip(names, fetched_row, strict=True))
+        for name, convs, expression in converting:
+            value = row[name]
+            if value is not None:  # every converter of ours and Django's gives NULL back as None
+                for convert in convs:
+                    value = convert(value, expression, connection)
+                row[name] = value
+        rows.append(row)
+    return rows
+
+
+def _compile_one_run(using: str, by_agent: bool, with_snapshot: bool, lock: bool) -> Statement:
+    runs = RunRecord.objects.using(using).filter(run_id=_RUN_ID)
+    if by_agent:
+        runs = runs.filter(agent_id=_AGENT_ID)
+    if lock:
+        # OF: lock the run row only (PostgreSQL refuses to lock the nullable side of a join).
+        runs = runs.select_for_update(of=("self",))
+    query = runs.order_by("calls__position").values(*_columns(with_snapshot)).query
+    return _statement(query, using, {_RUN_ID, _AGENT_ID})
+
+
+def one_run_rows(
+    using: str, *, run_id: str, agent_id: str | None, with_snapshot: bool, lock: bool
+) -> list[Row]:
+    """The run's row joined with each of its calls (one row with empty call columns when it has none),
+    calls in their order; empty when no run has this id (and agent)."""
+    vendor = connections[using].vendor
+    statement = compiled_for(
+        ("one run", using, vendor, agent_id is not None, with_snapshot, lock),
+        lambda: _compile_one_run(using, agent_id is not None, with_snapshot, lock),
+    )
+    values = {_RUN_ID: run_id, _AGENT_ID: agent_id}
+    return run_statement(using, statement.sql, [values[p] for p in statement.params], statement)

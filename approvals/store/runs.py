@@ -50,15 +50,15 @@ from approvals.store.decide import Decisions
 from approvals.store.grants import Grants
 from approvals.store.records import (
     CorruptRow,
-    _call_records,
-    _decided,
-    _decision_columns,
-    _parked_calls,
-    _stored_call,
-    _stored_run,
-    _utc,
+    call_records,
+    decided_call,
+    decision_columns,
+    parked_calls,
+    stored_call,
+    stored_run,
+    utc,
 )
-from approvals.store.sql import _FINISH_REMEMBERING_SQL, _FINISH_SQL, _MARK_TOOL_STARTED_SQL
+from approvals.store.sql import FINISH_REMEMBERING_SQL, FINISH_SQL, MARK_TOOL_STARTED_SQL
 from approvals.store.tables import Tables, utc_now
 
 logger = logging.getLogger(__name__)
@@ -151,8 +151,8 @@ class DjangoRunStore(RunStore, GrantStore):
                         thread_id=suspension.thread_id,
                         resource_id=suspension.resource_id,
                         parent_run_id=suspension.parent_run_id,
-                        created_at=_utc(suspension.created_at),
-                        suspended_at=_utc(suspension.suspended_at),
+                        created_at=utc(suspension.created_at),
+                        suspended_at=utc(suspension.suspended_at),
                         status=RunStatus.SUSPENDED,
                         version=1,
                         interrupted=False,
@@ -160,7 +160,7 @@ class DjangoRunStore(RunStore, GrantStore):
                         history=[],
                         started_by=suspension.started_by,
                     )
-                    self.tables.calls().bulk_create(_call_records(record.pk, suspension.calls))
+                    self.tables.calls().bulk_create(call_records(record.pk, suspension.calls))
             except IntegrityError as exc:
                 if self.tables.runs().filter(run_id=suspension.run_id).exists():
                     raise ValueError(f"Run {suspension.run_id!r} already exists") from exc
@@ -171,12 +171,12 @@ class DjangoRunStore(RunStore, GrantStore):
                 thread_id=suspension.thread_id,
                 resource_id=suspension.resource_id,
                 parent_run_id=suspension.parent_run_id,
-                created_at=_utc(suspension.created_at),
-                suspended_at=_utc(suspension.suspended_at),
+                created_at=utc(suspension.created_at),
+                suspended_at=utc(suspension.suspended_at),
                 status="suspended",
                 version=1,
                 interrupted=False,
-                calls=tuple(_stored_call(c) for c in suspension.calls),
+                calls=tuple(stored_call(c) for c in suspension.calls),
                 snapshot=suspension.snapshot,
                 started_by=suspension.started_by,
             )
@@ -193,7 +193,7 @@ class DjangoRunStore(RunStore, GrantStore):
                 "status": RunStatus.SUSPENDED,
                 "version": expected_version + 1,
                 "interrupted": False,
-                "suspended_at": _utc(suspension.suspended_at),
+                "suspended_at": utc(suspension.suspended_at),
                 "lease_expires_at": None,
                 "snapshot": suspension.snapshot,
             }
@@ -201,14 +201,14 @@ class DjangoRunStore(RunStore, GrantStore):
             run = {**row, **changes}
             # Replace, never append: repeated suspensions of one run keep the same row count.
             self.tables.calls().filter(run=run["pk"]).delete()
-            self.tables.calls().bulk_create(_call_records(run["pk"], suspension.calls))
+            self.tables.calls().bulk_create(call_records(run["pk"], suspension.calls))
             waiting = [c for c in suspension.calls if c.decision is None]
             AuditEntry.objects.using(self.tables.using).settle(
                 suspension.run_id,
                 Outcome.SUSPENDED_AGAIN,
                 suspended_again_detail(c.tool_name for c in waiting),
             )
-        return _stored_run(run, tuple(_stored_call(c) for c in suspension.calls), with_snapshot=True)
+        return stored_run(run, tuple(stored_call(c) for c in suspension.calls), with_snapshot=True)
 
     def get_run(self, run_id: str, *, with_snapshot: bool = True) -> StoredRun | None:
         with self.tables.connection_scope():
@@ -217,7 +217,7 @@ class DjangoRunStore(RunStore, GrantStore):
                 return None
             run, call_rows = found
             try:
-                return _stored_run(run, _parked_calls(call_rows), with_snapshot=with_snapshot)
+                return stored_run(run, parked_calls(call_rows), with_snapshot=with_snapshot)
             except CorruptRow as exc:
                 logger.warning("Run %s is unreadable and treated as missing: %s", run_id, exc)
                 return None
@@ -227,9 +227,9 @@ class DjangoRunStore(RunStore, GrantStore):
         with self.tables.connection_scope(reading), self.tables.connection_scope():
             query = replace(
                 query,
-                created_from=None if query.created_from is None else _utc(query.created_from),
-                created_to=None if query.created_to is None else _utc(query.created_to),
-                expiring_before=None if query.expiring_before is None else _utc(query.expiring_before),
+                created_from=None if query.created_from is None else utc(query.created_from),
+                created_to=None if query.created_to is None else utc(query.created_to),
+                expiring_before=None if query.expiring_before is None else utc(query.expiring_before),
             )
             # One statement: the page, its calls, the total, and whether a claim's lease ran out (then
             # those runs are reclaimed, waiting again, and the listing is read again).
@@ -240,7 +240,7 @@ class DjangoRunStore(RunStore, GrantStore):
             listed = []
             for run, call_rows in runs:
                 try:
-                    listed.append(_stored_run(run, _parked_calls(call_rows), with_snapshot=False))
+                    listed.append(stored_run(run, parked_calls(call_rows), with_snapshot=False))
                 except CorruptRow as exc:
                     logger.warning(
                         "Suspended run %s is unreadable and left out of the listing: %s", run["run_id"], exc
@@ -262,7 +262,7 @@ class DjangoRunStore(RunStore, GrantStore):
                 return None
             row, call_rows = found
             try:
-                run = _stored_run(row, _parked_calls(call_rows), with_snapshot=True)
+                run = stored_run(row, parked_calls(call_rows), with_snapshot=True)
             except CorruptRow as exc:
                 logger.warning("Run %s is unreadable and cannot be continued: %s", run_id, exc)
                 return None
@@ -271,10 +271,10 @@ class DjangoRunStore(RunStore, GrantStore):
                 decision = (decisions or {}).get(call.tool_call_id)
                 if call.decision is None and decision is not None:
                     recorded = self.tables.calls().filter(pk=call_rows[i]["id"]).undecided()
-                    if recorded.update(**_decision_columns(decision)) != 1:
+                    if recorded.update(**decision_columns(decision)) != 1:
                         transaction.set_rollback(True, using=self.tables.using)
                         return None
-                    calls[i] = _decided(call, decision)
+                    calls[i] = decided_call(call, decision)
             swapped = (
                 self.tables.runs()
                 .filter(pk=row["pk"], version=run.version)
@@ -317,7 +317,7 @@ class DjangoRunStore(RunStore, GrantStore):
         connection = connections[self.tables.using]
         now = connection.ops.adapt_datetimefield_value(self.tables.clock())
         with self.tables.connection_scope(), prepared.cursor(self.tables.using) as cursor:
-            cursor.execute(_MARK_TOOL_STARTED_SQL, [now, tool_call_id, run_id, version, now])
+            cursor.execute(MARK_TOOL_STARTED_SQL, [now, tool_call_id, run_id, version, now])
             return bool(cursor.rowcount == 1)
 
     def heartbeat(self, run_id: str, *, version: int) -> bool:
@@ -358,7 +358,7 @@ class DjangoRunStore(RunStore, GrantStore):
                 )
                 with prepared.cursor(self.tables.using) as cursor:
                     cursor.execute(
-                        _FINISH_REMEMBERING_SQL,
+                        FINISH_REMEMBERING_SQL,
                         [
                             *(run_id, version, now, messages, bool(thread_messages)),
                             *(run_id, now, record["status"], record["detail"], transcript),
@@ -368,7 +368,7 @@ class DjangoRunStore(RunStore, GrantStore):
                     (ended,) = cursor.fetchone()
                 return bool(ended)
             with transaction.atomic(using=self.tables.using), connection.cursor() as cursor:
-                cursor.execute(_FINISH_SQL, [run_id, version, now])
+                cursor.execute(FINISH_SQL, [run_id, version, now])
                 row = cursor.fetchone()
                 if row is None:
                     return False
@@ -437,7 +437,7 @@ def _raw_datetime(value: Any) -> datetime:
     """A datetime column read with raw SQL: SQLite hands back the stored text (UTC)."""
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
-    return _utc(value)
+    return utc(value)
 
 
 # -- rows <-> records -----------------------------------------------------------------------------

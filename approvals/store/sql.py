@@ -13,13 +13,13 @@ logger = logging.getLogger(__name__)
 
 
 # Uses the partial index run_running_lease_idx; the status is a literal so SQLite can prove that.
-_EXPIRED_SQL = (
+EXPIRED_SQL = (
     f"SELECT id, version FROM {RunRecord._meta.db_table}"
     f" WHERE status = '{RunStatus.RUNNING.value}' AND lease_expires_at < %s"
 )
 
 
-_FINISH_SQL = (
+FINISH_SQL = (
     f"DELETE FROM {RunRecord._meta.db_table}"
     f" WHERE run_id = %s AND version = %s AND status = '{RunStatus.RUNNING.value}' AND lease_expires_at >= %s"
     " RETURNING agent_id, thread_id, resource_id, parent_run_id, created_at"
@@ -35,8 +35,8 @@ _RECORD_ENDED_SQL = (
     " ON CONFLICT (run_id) DO NOTHING"
 )
 #: PostgreSQL: the same and the thread's new messages, in one statement.
-_FINISH_REMEMBERING_SQL = (
-    f"WITH ended AS ({_FINISH_SQL}), remembered AS ("
+FINISH_REMEMBERING_SQL = (
+    f"WITH ended AS ({FINISH_SQL}), remembered AS ("
     f" INSERT INTO {ThreadMessage._meta.db_table} (agent_id, thread_id, messages, created_at)"
     " SELECT agent_id, thread_id, %s, now() FROM ended WHERE thread_id IS NOT NULL AND %s"
     " RETURNING 1),"
@@ -48,14 +48,14 @@ _FINISH_REMEMBERING_SQL = (
 
 #: The write-ahead "the tool is starting" marker, only while the claim at a version holds (current
 #: version, still running, lease not run out). One round trip: it is on every approval's path.
-_MARK_TOOL_STARTED_SQL = (
+MARK_TOOL_STARTED_SQL = (
     f"UPDATE {ParkedCallRecord._meta.db_table} SET tool_started_at = %s"
     f" WHERE tool_call_id = %s AND run_id = (SELECT id FROM {RunRecord._meta.db_table}"
     f" WHERE run_id = %s AND version = %s AND status = '{RunStatus.RUNNING.value}'"
     " AND lease_expires_at >= %s)"
 )
 
-_DECISION_COLUMN_ORDER = ("action", "actor", "decided_at", "reason", "resume_data", "edited_args")
+DECISION_COLUMN_ORDER = ("action", "actor", "decided_at", "reason", "resume_data", "edited_args")
 
 
 def _at_version_sql(columns: tuple[str, ...]) -> str:
@@ -76,16 +76,16 @@ def _at_version_sql(columns: tuple[str, ...]) -> str:
 
 
 @cache
-def _decide_at_version_sql() -> str:
+def decide_at_version_sql() -> str:
     # Built on first use: naming the user table needs the app registry.
-    return _at_version_sql(_DECISION_COLUMN_ORDER)
+    return _at_version_sql(DECISION_COLUMN_ORDER)
 
 
 @cache
-def _vote_at_version_sql() -> str:
+def vote_at_version_sql() -> str:
     """The same for a vote (``tool(approvals=N)``): the call's votes instead of its decision."""
     return _at_version_sql(("votes",))
 
 
 #: How often a decision is tried again on PostgreSQL when other decisions on the run come first.
-_OPTIMISTIC_ATTEMPTS = 16
+OPTIMISTIC_ATTEMPTS = 16

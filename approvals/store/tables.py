@@ -16,14 +16,14 @@ from django.db import connections, transaction
 from agents_runtime.vocabulary import INTERRUPTED_AFTER_START_DETAIL, INTERRUPTED_DETAIL, Outcome
 from approvals.models import AuditEntry, ParkedCallRecord, RunRecord
 from approvals.models.runs import ParkedCallRecordQuerySet, RunRecordQuerySet, RunStatus
-from approvals.store.reads import one_run_rows
 from approvals.store.records import (
-    _CALL_COLUMNS,
+    CALL_COLUMNS,
     Row,
-    _overturned,
-    _utc,
+    one_run_rows,
+    overturned,
+    utc,
 )
-from approvals.store.sql import _EXPIRED_SQL
+from approvals.store.sql import EXPIRED_SQL
 
 logger = logging.getLogger(__name__)
 
@@ -108,8 +108,7 @@ class Tables:
             return None
         run = {name: value for name, value in rows[0].items() if not name.startswith("calls__")}
         calls: list[Row] = [
-            {name: row[f"calls__{name}"] for name in _CALL_COLUMNS if name != "run_id"}
-            | {"run_id": run["pk"]}
+            {name: row[f"calls__{name}"] for name in CALL_COLUMNS if name != "run_id"} | {"run_id": run["pk"]}
             for row in rows
             if row["calls__id"] is not None
         ]
@@ -130,7 +129,7 @@ class Tables:
         row = found[0]
         now = self.clock()
         expires = row["lease_expires_at"]
-        if row["status"] == RunStatus.RUNNING and expires is not None and _utc(expires) < now:
+        if row["status"] == RunStatus.RUNNING and expires is not None and utc(expires) < now:
             self.reclaim(row["pk"], row["version"], now)
         elif row["parent_run_id"] is None or not self.reclaim_expired():
             return found
@@ -147,7 +146,7 @@ class Tables:
         # Raw SQL: this runs before every listing, and the ORM would double its cost.
         connection = connections[self.using]
         with connection.cursor() as cursor:
-            cursor.execute(_EXPIRED_SQL, [connection.ops.adapt_datetimefield_value(now)])
+            cursor.execute(EXPIRED_SQL, [connection.ops.adapt_datetimefield_value(now)])
             expired = cursor.fetchall()
         reclaimed = (self.reclaim(pk, version, now) for pk, version in expired)
         return [run for run in reclaimed if run is not None]
@@ -183,7 +182,7 @@ class Tables:
         Returns the decided calls whose tool had started (they keep their ``tool_started_at``).
         """
         decided = list(
-            self.calls().filter(run=run["pk"]).decided().order_by("position").values(*_CALL_COLUMNS)
+            self.calls().filter(run=run["pk"]).decided().order_by("position").values(*CALL_COLUMNS)
         )
         if not decided and not suspend:
             return []
@@ -200,7 +199,7 @@ class Tables:
         changes: dict[str, Any] = {
             "version": run["version"] + 1,
             "interrupted": True,
-            "history": [*history, *(_overturned(row) for row in decided)],
+            "history": [*history, *(overturned(row) for row in decided)],
         }
         if suspend:
             changes.update(status=RunStatus.SUSPENDED, lease_expires_at=None)
