@@ -1,9 +1,9 @@
 """What an agent's engine parts work with: one frozen ``AgentContext``, built by ``Agent``.
 
-The parts (``_loop``, ``_decisions``, ``_delegation``, ``_grants``, ``_deadlines``, ``_parking``)
-take it as their first argument and reach the store, the runtime's listeners and scheduler, the
-host's policy, the agent's tools and its sub-agents through it alone: calls run one way, from the
-agent through its parts to the store, and no part imports ``agent`` or ``runtime``.
+The parts (``_loop``, ``_parking``, ``_decisions``, ``_grants``, ``_deadlines``) take it as their
+first argument and reach the store, the runtime's listeners and scheduler, the host's policy, the
+agent's tools and its sub-agents through it alone: calls run one way, from the agent through its
+parts to the store, and no part imports ``agent`` or ``runtime`` (an import-linter contract).
 """
 
 from __future__ import annotations
