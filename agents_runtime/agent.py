@@ -1,6 +1,6 @@
 """``Agent``: runs, suspensions and decisions (Mastra's human-in-the-loop API in Python).
 
-The class keeps the public API and the wiring; the work is done by its engine ctx, each given the
+The class keeps the public API and the wiring; the work is done by its engine parts, each given the
 agent's ``AgentContext`` (``_context``): ``_loop`` (a run and what it ends in, sub-agents' inner
 runs, continuing claimed runs), ``_parking`` (what a run parks on, and why), ``_decisions`` (approve,
 decline, resume), ``_grants`` and ``_deadlines``; ``_convert`` turns stored runs, events and
@@ -121,14 +121,14 @@ class Agent:
 
     def _join(self, runtime: Host) -> None:
         """Belong to ``runtime`` (again, when its store, scheduler or policy changed): the engine
-        ctx get a context built from it on their next use."""
+        parts get a context built from it on their next use."""
         if self._runtime is not None and self._runtime is not runtime:
             raise ValueError(f"Agent {self.id!r} already belongs to another Runtime")
         self._runtime = runtime
         self._ctx = None
 
     def _context(self) -> AgentContext:
-        """The context this agent's engine ctx work with, built once per wiring."""
+        """The context this agent's engine parts work with, built once per wiring."""
         if self._ctx is None:
             runtime = self._runtime
             self._ctx = AgentContext(
