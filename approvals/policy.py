@@ -4,7 +4,8 @@ Seeing: deny by default. A user sees an agent only through a group that grants i
 
 - ``agent:<agent id>`` groups make a *designated* reviewer: they see (and, with the decide
   permission, decide) only those agents;
-- otherwise the Reviewers and Admins groups see every agent;
+- otherwise the Reviewers, Admins and Auditors groups see every agent (Auditors read, decide nothing
+  and manage nothing: they hold only the audit log's permission);
 - anyone else sees nothing, unless ``settings.COUNTERSIGN_OPEN_VISIBILITY`` is on (small teams
   that want every logged-in user to see every agent). Superusers see everything.
 - a call escalated to a group (``tool(on_expiry="escalate", escalate_to=...)``) may also be seen
@@ -50,10 +51,12 @@ from approvals.models import CallClaim, ParkedCallRecord
 REVIEWERS = "Reviewers"
 #: May also read the audit log and manage users in the Django admin.
 ADMINS = "Admins"
+#: Reads every agent's calls, ended runs and audit log; decides and manages nothing.
+AUDITORS = "Auditors"
 #: ``agent:<agent id>``: a designated reviewer of that agent.
 AGENT_GROUP_PREFIX = "agent:"
 #: Groups that see every agent (unless the user is designated for some).
-ALL_AGENTS_GROUPS = frozenset({REVIEWERS, ADMINS})
+ALL_AGENTS_GROUPS = frozenset({REVIEWERS, ADMINS, AUDITORS})
 
 
 def may_use_admin(user: Any) -> bool:

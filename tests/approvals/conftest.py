@@ -55,6 +55,7 @@ def ensure_groups() -> None:
     import_module("approvals.migrations.0010_admins_manage_users").grant(django_apps, None)
     import_module("approvals.migrations.0018_admins_manage_webhooks").grant(django_apps, None)
     import_module("approvals.migrations.0022_grants").admins_manage_grants(django_apps, None)
+    import_module("approvals.migrations.0030_auditors").create_auditors(django_apps, None)
 
 
 def _user(username: str, *groups: str) -> User:

@@ -124,3 +124,35 @@ def test_migrate_offers_a_group_for_every_agent(agents: DashboardAgents) -> None
     assert {"agent:helpdesk", "agent:boss", "agent:worker"} <= set(
         Group.objects.values_list("name", flat=True)
     )
+
+
+def test_auditors_read_every_agent_and_the_audit_log_and_decide_nothing(
+    agents: DashboardAgents, reviewer_client: Client, nobody: User, client_for: Any
+) -> None:
+    helpdesk = agents.start("helpdesk", "refund first")
+    (call,) = helpdesk.tool_calls
+    boss = agents.start("boss", "pay out")
+    decided = reviewer_client.post(
+        f"/runs/{boss.run_id}/calls/{boss.tool_calls[0].tool_call_id}/approve", {"agent": "boss"}
+    )
+    assert decided.status_code in (200, 302)
+    auditor = client_for(nobody)
+
+    assert "Auditors" in _grant("nina", "--audit")
+
+    # Every agent's waiting calls, and the audit log of every agent.
+    for agent_id in ("helpdesk", "boss"):
+        assert auditor.get(f"/agents/{agent_id}/").status_code == 200
+    audit = auditor.get("/audit/")
+    assert audit.status_code == 200 and boss.run_id in audit.content.decode()
+    # No decision goes through, whatever the door.
+    approve = auditor.post(
+        f"/runs/{helpdesk.run_id}/calls/{call.tool_call_id}/approve", {"agent": "helpdesk"}
+    )
+    assert approve.status_code == 403
+    assert len(agents.suspended("helpdesk")) == 1 and agents.executed["refund"].count == 0
+    # Nor anything to manage: the Django admin stays closed.
+    assert auditor.get("/admin/").status_code == 302
+
+    _grant("nina", "--audit", "--revoke")
+    assert auditor.get("/audit/").status_code == 403

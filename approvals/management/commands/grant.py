@@ -1,8 +1,9 @@
-"""``manage.py grant USER --review AGENT… | --admin [--revoke]``: who may review which agents.
+"""``manage.py grant USER --review AGENT… | --admin | --audit [--revoke]``: who may review which agents.
 
 Access lives in groups (see ``approvals.policy``): ``--review`` puts the user in Reviewers (may
 decide) and in ``agent:<id>`` for each agent named (sees only those); ``--admin`` puts them in Admins
-(decides every agent, reads the audit log, manages users in the Django admin). ``--revoke`` takes the
+(decides every agent, reads the audit log, manages users in the Django admin); ``--audit`` puts them in
+Auditors (reads every agent's calls, ended runs and audit log; decides nothing). ``--revoke`` takes the
 same away. The Django admin edits the same groups.
 """
 
@@ -16,22 +17,28 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from approvals import agents
-from approvals.policy import ADMINS, AGENT_GROUP_PREFIX, REVIEWERS, agent_group_name
+from approvals.policy import ADMINS, AGENT_GROUP_PREFIX, AUDITORS, REVIEWERS, agent_group_name
 
 
 class Command(BaseCommand):
-    help = "Let a user review some agents (--review AGENT...) or administer (--admin); --revoke undoes it."
+    help = (
+        "Let a user review some agents (--review AGENT...), administer (--admin) or audit (--audit);"
+        " --revoke undoes it."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("username")
         parser.add_argument("--review", nargs="+", metavar="AGENT", default=[], help="Agent ids to review.")
         parser.add_argument("--admin", action="store_true", help="Admins: every agent, the audit log, users.")
+        parser.add_argument(
+            "--audit", action="store_true", help="Auditors: read every agent and the audit log, decide nothing."
+        )
         parser.add_argument("--revoke", action="store_true", help="Take these rights away instead.")
 
     def handle(self, *args: Any, **options: Any) -> None:
         reviewed: list[str] = options["review"]
-        if not reviewed and not options["admin"]:
-            raise CommandError("Say what to grant: --review AGENT [AGENT ...] and/or --admin.")
+        if not reviewed and not options["admin"] and not options["audit"]:
+            raise CommandError("Say what to grant: --review AGENT [AGENT ...], --admin and/or --audit.")
         known = [agent.id for agent in agents.all_agents()]
         unknown = [a for a in reviewed if a not in known]
         if unknown:
@@ -49,6 +56,8 @@ class Command(BaseCommand):
             names.append(REVIEWERS)
         if options["admin"]:
             names.append(ADMINS)
+        if options["audit"]:
+            names.append(AUDITORS)
         with transaction.atomic():
             groups = [Group.objects.get_or_create(name=name)[0] for name in names]
             if options["revoke"]:
