@@ -30,7 +30,7 @@ class Command(BaseCommand):
         parser.add_argument("username")
         parser.add_argument("--review", nargs="+", metavar="AGENT", default=[], help="Agent ids to review.")
         parser.add_argument("--admin", action="store_true", help="Admins: every agent, the audit log, users.")
-        parser.add_argument("--audit", action="store_true", help="Auditors: read every agent, decide nothing.")
+        parser.add_argument("--audit", action="store_true", help="Auditors: see all, decide nothing.")
         parser.add_argument("--revoke", action="store_true", help="Take these rights away instead.")
 
     def handle(self, *args: Any, **options: Any) -> None:
