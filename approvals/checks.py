@@ -2,7 +2,7 @@
 refusal to serve that goes with them.
 
 The public ``SECRET_KEY``: ``config/settings.py`` falls back to a key committed to the repository so
-that ``make run`` works out of the box. Anyone can read it, and with it forge sessions and signed
+that ``make run`` works out of the box (and ``deploy/countersign.env`` carries a placeholder). Anyone can read it, and with it forge sessions and signed
 links, so a server with ``DEBUG`` off refuses to start with it (``config/asgi.py``, ``config/wsgi.py``)
 and ``check --deploy`` fails on it whatever ``DEBUG`` says.
 """
@@ -17,6 +17,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 #: How Django marks a key not to deploy (``startproject``'s keys); the fallback carries it.
 _INSECURE_PREFIX = "django-insecure-"
+#: Placeholders the repository's deployment files carry (``deploy/countersign.env``).
+_PLACEHOLDERS = frozenset({"change-me"})
 
 PUBLIC_SECRET_KEY_MESSAGE = (
     "SECRET_KEY is the public development default (it is in the repository: anyone could forge "
@@ -26,8 +28,8 @@ PUBLIC_SECRET_KEY_MESSAGE = (
 
 
 def public_secret_key() -> bool:
-    key = str(settings.SECRET_KEY or "")
-    return not key or key.startswith(_INSECURE_PREFIX)
+    key = str(settings.SECRET_KEY or "").strip()
+    return not key or key.startswith(_INSECURE_PREFIX) or key in _PLACEHOLDERS
 
 
 def register_checks() -> None:

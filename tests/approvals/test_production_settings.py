@@ -92,6 +92,9 @@ def test_the_server_refuses_to_start_with_the_public_secret_key_when_debug_is_of
     assert "Set SECRET_KEY to a long random value" in refused.stderr
     wsgi = _start(debug="false", secret_key=None, code="import config.wsgi")
     assert "SECRET_KEY is the public development default" in wsgi.stderr
+    # The deployment file's placeholder, left as it is, is as public.
+    placeholder = _start(debug="false", secret_key="change-me", code=SERVE)
+    assert "SECRET_KEY is the public development default" in placeholder.stderr
 
 
 def test_the_server_starts_with_its_own_key_or_with_debug_on() -> None:
