@@ -18,6 +18,7 @@ from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import models
 from django.http import HttpRequest
 
 from agents_runtime import GrantNotFound
@@ -38,6 +39,14 @@ def visible(name: str, description: str = "") -> Any:
 
     column.__name__ = name
     return admin.display(description=description or name.replace("_", " "), ordering=name)(column)
+
+
+def shown_fields(model: Any) -> list[Any]:
+    """Every column of ``model`` for a read-only change page, its text through ``visible``."""
+    return [
+        visible(f.name, str(f.verbose_name)) if isinstance(f, models.CharField | models.TextField) else f.name
+        for f in model._meta.concrete_fields
+    ]
 
 
 class AdminSignInForm(AdminAuthenticationForm):
@@ -91,7 +100,7 @@ class AuditEntryAdmin(SeenAgentsOnly, admin.ModelAdmin[AuditEntry]):
     date_hierarchy = "created_at"
     ordering = ["-created_at", "-id"]
     list_select_related = False
-    readonly_fields = [f.name for f in AuditEntry._meta.get_fields() if f.concrete]
+    fields = readonly_fields = shown_fields(AuditEntry)
     actions = None
 
     @admin.display(boolean=True, description="Edited arguments")
@@ -229,7 +238,7 @@ class WebhookDeliveryAdmin(SeenAgentsOnly, admin.ModelAdmin[WebhookDelivery]):
     ]
     list_filter = ["status", "event_type", "endpoint"]
     search_fields = ["message_id", "last_error"]
-    readonly_fields = [f.name for f in WebhookDelivery._meta.get_fields() if f.concrete]
+    fields = readonly_fields = shown_fields(WebhookDelivery)
     actions = ["resend"]
 
     @admin.action(description="Re-send the selected deliveries now (same webhook-id)")
@@ -269,7 +278,7 @@ class GrantRecordAdmin(SeenAgentsOnly, admin.ModelAdmin[GrantRecord]):
     ]
     list_filter = ["agent_id", "scope"]
     search_fields = ["tool_name", "scope_value", "condition", "created_by_name"]
-    readonly_fields = [f.name for f in GrantRecord._meta.get_fields() if f.concrete]
+    fields = readonly_fields = shown_fields(GrantRecord)
     actions = ["revoke"]
 
     @admin.action(description="Revoke the selected grants now", permissions=["view"])

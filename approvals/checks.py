@@ -2,9 +2,10 @@
 refusal to serve that goes with them.
 
 The public ``SECRET_KEY``: ``config/settings.py`` falls back to a key committed to the repository so
-that ``make run`` works out of the box (and ``deploy/countersign.env`` carries a placeholder). Anyone can read it, and with it forge sessions and signed
-links, so a server with ``DEBUG`` off refuses to start with it (``config/asgi.py``, ``config/wsgi.py``)
-and ``check --deploy`` fails on it whatever ``DEBUG`` says.
+that ``make run`` works out of the box (and ``deploy/countersign.env`` carries a placeholder). Anyone
+can read them, and with them forge sessions and signed links, so a server with ``DEBUG`` off refuses
+to start with one (``config/asgi.py``, ``config/wsgi.py``) and ``check --deploy`` fails on it
+whatever ``DEBUG`` says.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from typing import Any
 from django.test import Client
 
 from agents_runtime.untrusted import reveal_invisible
-from approvals.models import Notification
+from approvals.models import AuditEntry, Notification
 from approvals.notifications import messages
 from tests.approvals.runtime_fixtures import DashboardAgents
 
@@ -72,7 +72,11 @@ def test_ids_reasons_and_addresses_are_shown_marked_on_every_page_and_kept_exact
         assert _raw_in_text(page) == []
     assert thread_shown in audit
     admin_list = admin_member_client.get("/admin/approvals/auditentry/").content.decode()
-    assert _raw_in_text(admin_list) == []
+    declined = AuditEntry.objects.get(run_id=run.run_id)
+    admin_row = admin_member_client.get(f"/admin/approvals/auditentry/{declined.pk}/change/").content.decode()
+    assert f"IBAN 12{RLO_MARK}3456 is wrong" in admin_row
+    for page in (admin_list, admin_row):
+        assert _raw_in_text(page) == []
 
     export = b"".join(admin_member_client.get("/audit/export.csv").streaming_content).decode()
     assert f"IBAN 12{RLO}3456 is wrong" in export and f"t-1{RLO}7" in export  # the data, exact
