@@ -70,17 +70,27 @@ class InMemoryRunStore(RunStore, GrantStore):
                 )
                 row.lease_expires = None
                 for inner in self._rows.values():
-                    if inner.run.parent_run_id == run.run_id and inner.run.status == "suspended":
-                        calls, history = reclaimed_calls(inner.run.calls, inner.run.history)
-                        if calls != inner.run.calls:
-                            inner.run = replace(
-                                inner.run,
-                                version=inner.run.version + 1,
-                                interrupted=True,
-                                calls=calls,
-                                history=history,
-                            )
+                    if inner.run.parent_run_id == run.run_id:
+                        self._park_inner_again(inner)
         return reclaimed
+
+    @staticmethod
+    def _park_inner_again(inner: _Row) -> None:
+        """A sub-agent's run under a reclaimed supervisor run: its decisions cleared, and waiting again
+        if the supervisor's continuation had claimed it but not started it yet."""
+        unstarted = inner.run.status == "running" and inner.lease_expires is None
+        if inner.run.status != "suspended" and not unstarted:
+            return
+        calls, history = reclaimed_calls(inner.run.calls, inner.run.history)
+        if calls != inner.run.calls or unstarted:
+            inner.run = replace(
+                inner.run,
+                status="suspended",
+                version=inner.run.version + 1,
+                interrupted=True,
+                calls=calls,
+                history=history,
+            )
 
     def _claim_row(self, row: _Row) -> StoredRun:
         # No lease until its continuation starts (``start_continuation``).

@@ -168,9 +168,13 @@ class Tables:
                     tool_call_ids=started,
                 )
             audit.settle(run["run_id"], Outcome.INTERRUPTED, INTERRUPTED_DETAIL)
-            inner_runs = self.runs().select_for_update().children_of(run["run_id"]).suspended()
-            for inner in inner_runs.values("pk", "run_id", "version", "history"):
+            inner_runs = self.runs().select_for_update().children_of(run["run_id"])
+            for inner in inner_runs.suspended().values("pk", "run_id", "version", "history"):
                 self.park_again(inner, suspend=False)
+            # One its continuation claimed but had not started yet when it died waits again too.
+            unstarted = inner_runs.running().filter(lease_expires_at=None)
+            for inner in unstarted.values("pk", "run_id", "version", "history"):
+                self.park_again(inner, suspend=True)
         logger.warning(
             "Run %s: its continuation lost the lease; its calls wait for a decision again", run["run_id"]
         )

@@ -695,6 +695,29 @@ def test_reclaiming_expired_claims_at_once_names_the_runs_parked_again(store: Ru
     assert [r.status for r in (store.get_run("queued"), store.get_run("alive")) if r] == ["running"] * 2
 
 
+def test_a_sub_agents_run_claimed_but_not_started_waits_again_with_its_supervisor(
+    store: RunStore, clock: Clock
+) -> None:
+    store.insert_suspended(suspension("outer", calls=[delegated("d1", "inner")]))
+    store.insert_suspended(
+        suspension("inner", agent_id="deployer", parent_run_id="outer", calls=[approval("inner-call")])
+    )
+    receipt = store.record_decision(
+        agent_id="support", run_id="outer", tool_call_id="d1:inner-call", decision=decision()
+    )
+    assert store.start_continuation("outer", version=receipt.claimed_version or 0)
+    # The supervisor's continuation claims the inner run and dies before continuing it.
+    assert store.claim("inner", decisions={"inner-call": decision()}) is not None
+
+    clock.advance(seconds=31)
+    inner = store.get_run("inner")
+
+    assert inner is not None
+    assert (inner.status, inner.interrupted) == ("suspended", True)
+    assert inner.undecided == (approval("inner-call"),)
+    assert [h["tool_call_id"] for h in inner.history] == ["inner-call"]
+
+
 # -- thread memory ---------------------------------------------------------------------------------
 
 
