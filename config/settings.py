@@ -220,7 +220,8 @@ EXPIRY_SWEEP = _env("EXPIRY_SWEEP", "").lower()
 AGENTS_MODEL = _env("AGENTS_MODEL", "")
 # "module:attribute" of the agents_runtime.Runtime the dashboard serves.
 AGENTS_RUNTIME = _env("AGENTS_RUNTIME", "demo.agents:runtime")
-# How long a claimed resumption may run before the run is offered for a decision again.
+# How long a started resumption may go without renewing its lease before the run is offered for a
+# decision again (its process died); a run waiting in the task queue has no lease yet.
 RUN_LEASE_SECONDS = int(_env("RUN_LEASE_SECONDS", "300"))
 #: How long a reviewer's claim on a call ("I'm on it") holds unless renewed.
 CALL_CLAIM_SECONDS = int(_env("CALL_CLAIM_SECONDS", "300"))
