@@ -232,7 +232,9 @@ def test_a_corrupt_thread_message_row_is_skipped_with_a_warning(
 
 
 def test_a_real_short_lease_expires_without_a_heartbeat() -> None:
-    store = DjangoRunStore(timedelta(milliseconds=200))
+    # Two seconds, renewed after one: a second of margin each way, so a busy machine (CI runs the
+    # suite in three processes on two cores) does not lose the lease between two statements.
+    store = DjangoRunStore(timedelta(seconds=2))
     store.insert_suspended(suspension("r1"))
     receipt = store.record_decision(
         agent_id="support", run_id="r1", tool_call_id="call-1", decision=decision()
@@ -240,11 +242,11 @@ def test_a_real_short_lease_expires_without_a_heartbeat() -> None:
     assert receipt.claimed_version is not None
     assert store.start_continuation("r1", version=receipt.claimed_version)
 
-    time.sleep(0.1)
+    time.sleep(1.0)
     assert store.heartbeat("r1", version=receipt.claimed_version)
-    time.sleep(0.1)
+    time.sleep(1.0)  # past the first lease, within the renewed one
     assert store.list_suspended(RunQuery(agent_id="support")) == ([], 0)
-    time.sleep(0.3)
+    time.sleep(2.5)
 
     [run], total = store.list_suspended(RunQuery(agent_id="support"))
     assert (run.run_id, run.interrupted, total) == ("r1", True, 1)
