@@ -34,7 +34,9 @@ from .helpers import ModelSpy, Team, ToolLog, off_loop, only_run, stored_run
 
 RACERS = 8
 LOSING_ERRORS = (RunAlreadyDecided, ToolCallNotSuspended, RunNotFound)
-LEASE = timedelta(milliseconds=300)
+# A second: short enough to run out within a test, long enough that a continuation's heartbeat (a
+# third of it) is not late on a busy machine (CI runs the suite in three processes on two cores).
+LEASE = timedelta(seconds=1)
 
 
 def refund_agent(log: ToolLog) -> tuple[Agent, ModelSpy]:
