@@ -57,4 +57,7 @@
   // (A run's output this page lost, or may see again.)
   document.addEventListener("cs:live-open", subscribeRuns);
   document.addEventListener("cs:live-agents", subscribeRuns);
+  // Deferred scripts run in order, but the socket may open while this one is still downloading: its
+  // cs:live-open then came before anyone listened.
+  if (window.csLive?.isOpen()) subscribeRuns();
 })();

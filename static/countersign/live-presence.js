@@ -42,4 +42,6 @@
     present.clear();
     announcePresence();
   });
+  // The socket may have opened while this deferred script was still downloading (see live-output.js).
+  if (window.csLive?.isOpen()) announcePresence();
 })();
