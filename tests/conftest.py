@@ -180,6 +180,30 @@ def _helper_processes() -> Iterator[None]:
         templates.drop_all()
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--dist loadgroup``: the tests of one ``xdist_group`` run in one worker, one after another.
+
+    pytest-xdist tags each grouped test's node id with ``@<group>`` by setting ``item._nodeid``,
+    which pytest 9 no longer reads (the id lives in ``item._id``): every group was spread over the
+    workers, and tests sharing a Redis database flushed it under each other. Tag them here until
+    xdist does (then this finds the tag and does nothing).
+    """
+    if not getattr(config.option, "loadgroup", False):
+        return
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        names = sorted(
+            {
+                str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                for m in item.iter_markers("xdist_group")
+            }
+        )
+        if names and "@" not in item.nodeid:
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")
+
+
 _NEXT_ITEM = pytest.StashKey[pytest.Item | None]()
 
 
