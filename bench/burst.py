@@ -1,6 +1,6 @@
 """Benchmark: a burst of mixed dashboard requests from many clients at once, on one Daphne server.
 
-The same burst as ``tests/live/test_burst.py`` (see ``tests/live/burst.py``), larger: each of
+The same burst as ``tests/live/test_burst.py`` (see ``tests/support/burst.py``), larger: each of
 ``--clients`` clients (threads with a keep-alive connection and their own cookies) loads the login
 page, logs in once, then reads the ``support`` inbox and the overview and approves or declines calls
 through the dashboard's forms (CSRF, htmx), each on a run of its own, seeded beforehand with the demo
@@ -52,7 +52,7 @@ from _common import ROOT, p50_p95, scratch_database
 sys.path.insert(0, str(ROOT))
 
 # The burst the live test runs, and its server processes.
-from tests.live import burst, server
+from tests.support import burst, server
 
 RESULTS = ROOT / "bench" / "results" / "burst.json"
 LOGIN_RESULTS = ROOT / "bench" / "results" / "login_burst.json"

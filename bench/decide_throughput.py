@@ -169,7 +169,7 @@ class Reviewer:
     """One reviewer: a keep-alive connection, logged in, with the CSRF token of the inbox's forms."""
 
     def __init__(self, index: int, base_url: str) -> None:
-        from tests.live.burst import Browser
+        from tests.support.burst import Browser
 
         self.username = reviewer(index)
         self.browser = Browser(base_url, timeout=120)

@@ -10,8 +10,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from tests import services, templates, zygote
-from tests.browsers import launcher
+from tests.support import services, templates, zygote
+from tests.support.browsers import launcher
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
@@ -74,13 +74,13 @@ def _nothing_collected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
 
 @pytest.fixture(scope="session", autouse=True)
 def _quick_password_hashing() -> Iterator[None]:
-    """Passwords hashed in this process take 1,000 PBKDF2 rounds instead of 1,500,000 (tests/hashers.py)."""
+    """Passwords hashed in this process take 1,000 PBKDF2 rounds, not 1,500,000 (tests/support/hashers.py)."""
     from django.conf import settings
     from django.test import override_settings
 
     production = "approvals.policy.BoundedPBKDF2PasswordHasher"
     hashers = [
-        "tests.hashers.QuickPBKDF2PasswordHasher" if name == production else name
+        "tests.support.hashers.QuickPBKDF2PasswordHasher" if name == production else name
         for name in settings.PASSWORD_HASHERS
     ]
     with override_settings(PASSWORD_HASHERS=hashers):
@@ -134,7 +134,7 @@ def _end_stray_postgres_sessions() -> None:
 
 
 #: Redis databases tests name for themselves (tests/live/test_multi_instance.py, tests/deploy/
-#: test_production_way.py, tests/approvals/test_live_redis_shards.py): never a worker's.
+#: test_production_way.py, tests/approvals/live/test_live_redis_shards.py): never a worker's.
 _REDIS_DATABASES_OF_TESTS = {11, 12, 13}
 
 
@@ -219,7 +219,7 @@ def _uses_browser(item: pytest.Item | None) -> bool:
 
 @pytest.fixture
 def browser(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """The process's Chromium (``tests/browsers.py``); the contexts a test opened are closed after it,
+    """The process's Chromium (``tests/support/browsers.py``); the contexts a test opened are closed after it,
     and the browser too unless the next test uses it (before the session's teardown: see there)."""
     launched = launcher.get()
     before = set(launched.contexts)

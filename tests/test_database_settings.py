@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests import services
+from tests.support import services
 
 ROOT = Path(__file__).resolve().parent.parent
 

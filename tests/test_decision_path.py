@@ -29,12 +29,11 @@ from django.test import Client
 from tests.approvals.conftest import (  # (the dashboard's fixtures, for a test at the top of the tree)
     agents,
     client_for,
-    count_queries,
-    in_background,
     reviewer,
     reviewer_client,
 )
-from tests.approvals.runtime_fixtures import DashboardAgents
+from tests.support.queries import count_queries, in_background
+from tests.support.runtime_fixtures import DashboardAgents
 
 __all__ = ["agents", "client_for", "reviewer", "reviewer_client"]
 

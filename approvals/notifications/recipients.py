@@ -2,7 +2,7 @@
 
 ``access.Access.of(user)`` decides it user by user (a user may decide an agent they see, holding
 the decide permission); a notification needs the same answer the other way round, for all users at
-once. ``tests/approvals/test_notifications_recipients.py`` checks the two against each other.
+once. ``tests/approvals/notifications/test_notifications_recipients.py`` checks the two against each other.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from typing import Any
 
 from agents_runtime import Agent, Call, Continuation, Reply, RunEvent, RunResult, tool
 from tests.agents_runtime.conftest import RuntimeFor
-from tests.agents_runtime.helpers import ModelSpy, ToolLog, stored_run
+from tests.support.runtime_helpers import ModelSpy, ToolLog, stored_run
 
 
 def _refund_agent(log: ToolLog) -> tuple[Agent, ModelSpy]:

@@ -13,9 +13,9 @@ from agents_runtime import Agent, Call, Reply, RunResult, RunStore, Runtime, too
 from agents_runtime.deadlines import Deadline
 from agents_runtime.events import RunEvent
 from agents_runtime.records import Decision
+from tests.support.runtime_helpers import ModelSpy, ToolLog, off_loop, only_run, stored_run
 
 from .conftest import MakeStore, RuntimeFor
-from .helpers import ModelSpy, ToolLog, off_loop, only_run, stored_run
 
 RACERS = 8
 LATER = timedelta(minutes=6)

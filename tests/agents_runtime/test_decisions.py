@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from agents_runtime import Agent, Call, InvalidResumeData, Reply, RunStore, ToolContext, tool
+from tests.support.runtime_helpers import ModelSpy, ToolLog, only_run, stored_run
 
 from .conftest import RuntimeFor
-from .helpers import ModelSpy, ToolLog, only_run, stored_run
 
 DEFAULT_REASON = "Tool call was not approved by the user"
 

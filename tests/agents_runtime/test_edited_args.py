@@ -17,9 +17,9 @@ from agents_runtime import (
     ToolContext,
     tool,
 )
+from tests.support.runtime_helpers import ModelSpy, Team, ToolLog, only_run, stored_run
 
 from .conftest import RuntimeFor
-from .helpers import ModelSpy, Team, ToolLog, only_run, stored_run
 
 
 def payout_agent(log: ToolLog) -> tuple[Agent, ModelSpy]:

@@ -28,9 +28,9 @@ from agents_runtime import (
     tool,
 )
 from agents_runtime.records import Decision
+from tests.support.runtime_helpers import ModelSpy, Team, ToolLog, off_loop, only_run, stored_run
 
 from .conftest import MakeStore, RuntimeFor
-from .helpers import ModelSpy, Team, ToolLog, off_loop, only_run, stored_run
 
 RACERS = 8
 LOSING_ERRORS = (RunAlreadyDecided, ToolCallNotSuspended, RunNotFound)

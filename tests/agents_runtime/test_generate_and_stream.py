@@ -10,9 +10,9 @@ from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agents_runtime import Agent, Call, Chunk, Reply, RunResult, RunStore, RunStream, ToolContext, tool
+from tests.support.runtime_helpers import ModelSpy, ToolLog, stored_run
 
 from .conftest import RuntimeFor
-from .helpers import ModelSpy, ToolLog, stored_run
 
 SNAKE_CASE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 

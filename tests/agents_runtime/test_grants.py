@@ -24,9 +24,9 @@ from agents_runtime import (
     RunStore,
     tool,
 )
+from tests.support.runtime_helpers import ModelSpy, ToolLog, off_loop, run_ids, stored_run
 
 from .conftest import RuntimeFor
-from .helpers import ModelSpy, ToolLog, off_loop, run_ids, stored_run
 
 RACERS = 8
 

@@ -20,9 +20,9 @@ from agents_runtime import (
     tool,
 )
 from agents_runtime.records import ParkedCall, Suspension
+from tests.support.runtime_helpers import ModelSpy, ToolLog, off_loop, only_run, run_ids
 
 from .conftest import RuntimeFor
-from .helpers import ModelSpy, ToolLog, off_loop, only_run, run_ids
 
 
 def refund_agent(agent_id: str = "support", log: ToolLog | None = None) -> Agent:

@@ -8,8 +8,7 @@ import pytest
 
 import agents_runtime
 from agents_runtime import Agent, InMemoryRunStore, Reply, RunStore, Runtime, scripted_model
-
-from .helpers import ToolLog
+from tests.support.runtime_helpers import ToolLog
 
 SPEC_NAMES = [
     "Agent",

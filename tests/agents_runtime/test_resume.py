@@ -18,9 +18,9 @@ from agents_runtime import (
     ToolContext,
     tool,
 )
+from tests.support.runtime_helpers import ModelSpy, ToolLog, only_run, stored_run
 
 from .conftest import RuntimeFor
-from .helpers import ModelSpy, ToolLog, only_run, stored_run
 
 
 class Environment(Enum):

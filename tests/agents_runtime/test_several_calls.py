@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from agents_runtime import Agent, Call, Reply, RunStore, ScriptContext, ToolContext, tool
+from tests.support.runtime_helpers import ModelSpy, ToolLog, only_run, stored_run
 
 from .conftest import RuntimeFor
-from .helpers import ModelSpy, ToolLog, only_run, stored_run
 
 
 def two_refunds(log: ToolLog) -> tuple[Agent, ModelSpy]:

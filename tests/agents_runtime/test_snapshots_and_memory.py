@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from agents_runtime import Agent, Call, Reply, RunStore, ScriptContext, ToolContext, tool
+from tests.support.runtime_helpers import ModelSpy, ToolLog, stored_run
 
 from .conftest import RuntimeFor
-from .helpers import ModelSpy, ToolLog, stored_run
 
 
 def refund_tool(log: ToolLog | None = None) -> object:

@@ -11,7 +11,7 @@ import pytest
 
 from agents_runtime import Agent, Call, InMemoryRunStore, Reply, Runtime, tool
 from agents_runtime.store import SyncRunner, call_store
-from tests.agents_runtime.helpers import ModelSpy
+from tests.support.runtime_helpers import ModelSpy
 
 
 @dataclass

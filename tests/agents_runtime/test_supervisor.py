@@ -18,9 +18,9 @@ from agents_runtime import (
     ToolCallNotSuspended,
     tool,
 )
+from tests.support.runtime_helpers import ModelSpy, Team, only_run, stored_run
 
 from .conftest import RuntimeFor
-from .helpers import ModelSpy, Team, only_run, stored_run
 
 
 async def test_supervisor_lists_only_the_outer_run_with_the_inner_call_under_the_delegation_id(

@@ -17,10 +17,10 @@ from agents_runtime import (
     scripted_model,
     tool,
 )
+from tests.support import future_annotated_tools
+from tests.support.runtime_helpers import ModelSpy, ToolLog, only_run, stored_run
 
-from . import future_annotated_tools
 from .conftest import RuntimeFor
-from .helpers import ModelSpy, ToolLog, only_run, stored_run
 
 # -- building agents -------------------------------------------------------------------------------
 

@@ -23,9 +23,9 @@ from agents_runtime import (
     ToolCallNotSuspended,
     tool,
 )
+from tests.support.runtime_helpers import ModelSpy, ToolLog, only_run, stored_run
 
 from .conftest import RuntimeFor
-from .helpers import ModelSpy, ToolLog, only_run, stored_run
 
 RACERS = 8
 

@@ -33,8 +33,8 @@ from schemathesis.core import NotSet
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
 from agents_runtime import untrusted
-from tests import templates
 from tests.e2e.conftest import ROOT, _start_daphne, _stop
+from tests.support import templates
 
 pytestmark = pytest.mark.slow
 
@@ -118,7 +118,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "DATABASE_URL": database_url,
-        "AGENTS_RUNTIME": "tests.api.mastra_agents:runtime",
+        "AGENTS_RUNTIME": "tests.support.mastra_agents:runtime",
         "REDIS_URL": "",
         "TASKS_BACKEND": "immediate",
         "API_DECISION_RATE_LIMIT": "0",
@@ -126,7 +126,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "PYTHONPATH": str(ROOT),
     }
-    # `manage.py migrate` (a copy of what it made once: tests/templates.py), then the set-up's shell.
+    # `manage.py migrate` (a copy of what it made once: tests/support/templates.py), then the set-up's shell.
     templates.migrated(env["DATABASE_URL"], env)
     made = templates.run(env, "shell", "--command", _SETUP, timeout=120)
     run_id, token = made.strip().splitlines()[-1].split()

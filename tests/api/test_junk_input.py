@@ -16,9 +16,8 @@ import pytest
 
 from agents_runtime import Runtime
 from approvals.services.tokens import create_token
-from tests.api.conftest import Api, read
-from tests.api.test_routes import audit_rows, listing, start
-from tests.approvals.conftest import _user
+from tests.support.api import Api, audit_rows, listing, read, start
+from tests.support.users import make_user
 
 A = "/api/agents/approver"
 V1 = "/api/v1/agents/approver/runs"
@@ -107,7 +106,7 @@ def _filled(value: Any, run: dict[str, str]) -> Any:
 
 @pytest.fixture
 def admin_api(mastra: Runtime) -> Api:
-    user = _user("ada", "Reviewers", "Admins")
+    user = make_user("ada", "Reviewers", "Admins")
     return Api(create_token(user, name="junk").plaintext)
 
 

@@ -12,8 +12,8 @@ from django.contrib.auth.models import User
 from django.test import AsyncClient
 
 from agents_runtime import Runtime
-from tests.api.conftest import Api
-from tests.approvals.conftest import PASSWORD
+from tests.support.api import Api
+from tests.support.users import PASSWORD
 
 LIST = "/api/agents/approver/suspended-runs"
 

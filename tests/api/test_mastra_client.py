@@ -2,7 +2,7 @@
 
 ``tests/api/mastra/record.mjs`` (the seed system's recording script) drives the official client
 through the 53 scenarios of ``golden.json`` (recorded against Mastra 1.71's own server), here against
-Countersign serving the same agents (``tests/api/mastra_agents.py``). Both recordings are normalised
+Countersign serving the same agents (``tests/support/mastra_agents.py``). Both recordings are normalised
 (ids, times, what a scripted model words differently) and compared exchange by exchange: every
 difference that remains must be one listed in ``DELIBERATE`` below, and every listed one must occur.
 
@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from tests import templates
-from tests.api.golden_compare import differences, normalise
 from tests.e2e.conftest import ROOT, _start_daphne, _stop
+from tests.support import templates
+from tests.support.golden_compare import differences, normalise
 
 pytestmark = pytest.mark.slow
 
@@ -136,7 +136,7 @@ def countersign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int,
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "DATABASE_URL": f"sqlite:///{tmp / 'api.sqlite3'}",
-        "AGENTS_RUNTIME": "tests.api.mastra_agents:runtime",
+        "AGENTS_RUNTIME": "tests.support.mastra_agents:runtime",
         "REDIS_URL": "",
         "TASKS_BACKEND": "immediate",
         "DEBUG": "true",
@@ -144,7 +144,7 @@ def countersign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int,
         "PYTHONPATH": str(ROOT),
         "PYTHONUNBUFFERED": "1",
     }
-    # `manage.py migrate` (a copy of what it made once: tests/templates.py), then the set-up's shell.
+    # `manage.py migrate` (a copy of what it made once: tests/support/templates.py), then the set-up's shell.
     templates.migrated(env["DATABASE_URL"], env)
     token = templates.run(env, "shell", "--command", _SETUP, timeout=120).strip().splitlines()[-1]
     process, port = _start_daphne(env, log)

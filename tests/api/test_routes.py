@@ -21,40 +21,10 @@ from agents_runtime import DecisionRequest, GrantRequest, GrantScope, Origin, Ru
 from agents_runtime.vocabulary import DecisionAction
 from approvals.models import AuditEntry
 from approvals.services.decisions import decide
-from tests.api.conftest import Api, events, read
+from tests.support.api import Api, audit_rows, events, listing, read, start
 
 A = "/api/agents/approver"
 ASK = "/api/agents/asker"
-
-
-async def start(api: Api, agent: str, prompt: str, **memory: str) -> dict[str, Any]:
-    body: dict[str, Any] = {"messages": prompt}
-    if memory:
-        body["memory"] = memory
-    response = await api.post(f"/api/agents/{agent}/stream", body)
-    assert response.status_code == 200
-    assert response["Content-Type"] == "text/event-stream"
-    sent = events(await read(response))
-    assert sent[-1] == "[DONE]"
-    parked = sent[-2]
-    assert parked["type"] in ("tool-call-approval", "tool-call-suspended")
-    return {"runId": parked["runId"], "toolCallId": parked["payload"]["toolCallId"], "events": sent}
-
-
-async def listing(api: Api, agent: str = "approver", **query: str) -> dict[str, Any]:
-    response = await api.get(f"/api/agents/{agent}/suspended-runs", query)
-    assert response.status_code == 200, response.content
-    assert response["Content-Type"] == "application/json"
-    return json.loads(response.content)
-
-
-async def audit_rows() -> list[tuple[str, str, str, str]]:
-    return [
-        row
-        async for row in AuditEntry.objects.order_by("id").values_list(
-            "username", "action", "outcome", "channel"
-        )
-    ]
 
 
 async def test_stream_starts_a_run_in_mastras_framing(mastra: Runtime, reviewer_token: str) -> None:
@@ -461,7 +431,7 @@ async def test_a_lost_race_is_409_naming_who_decided_and_when(
 def test_the_audit_log_says_via_api_and_the_csv_ends_with_the_channel(
     mastra: Runtime, reviewer: User
 ) -> None:
-    from tests.approvals.conftest import _user
+    from tests.support.users import make_user
 
     AuditEntry.objects.create(
         username="rita",
@@ -472,7 +442,7 @@ def test_the_audit_log_says_via_api_and_the_csv_ends_with_the_channel(
         outcome="completed",
         channel="api",
     )
-    admin = _user("ada", "Admins")
+    admin = make_user("ada", "Admins")
     client = Client()
     client.force_login(admin)
     response = client.get("/audit/export.csv")
@@ -488,8 +458,8 @@ async def test_with_a_db_worker_the_stream_relays_the_workers_chunks_to_the_end(
 ) -> None:
     """The continuation runs in a real ``db_worker`` process; its chunks reach the HTTP stream through
     the channel layer (the run's live group), and the stream ends at the run's finish."""
-    from tests.approvals.test_live_output import _database_url
     from tests.live import server
+    from tests.support.services import database_url
 
     settings.TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
     api = Api(reviewer_token)
@@ -502,8 +472,8 @@ async def test_with_a_db_worker_the_stream_relays_the_workers_chunks_to_the_end(
     assert await audit_rows() == [("rita", "approve", "continuing", "api")]
     # The worker reaches this process as the dashboard's worker does: Redis if the suite uses it,
     # else the outbox table.
-    env = server.env_for(_database_url(), redis_url=os.environ.get("REDIS_URL"), tasks_backend="database")
-    env["AGENTS_RUNTIME"] = "tests.api.mastra_agents:runtime"
+    env = server.env_for(database_url(), redis_url=os.environ.get("REDIS_URL"), tasks_backend="database")
+    env["AGENTS_RUNTIME"] = "tests.support.mastra_agents:runtime"
     log = (artifacts_dir / "db_worker.log").open("wb")
     worker = await asyncio.create_subprocess_exec(
         sys.executable,

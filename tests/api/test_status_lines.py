@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from tests import templates
 from tests.e2e.conftest import ROOT, _start_daphne, _stop
+from tests.support import templates
 
 _TOKEN = """
 from django.contrib.auth import get_user_model
@@ -29,7 +29,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "DATABASE_URL": f"sqlite:///{tmp / 'wire.sqlite3'}",
-        "AGENTS_RUNTIME": "tests.api.mastra_agents:runtime",
+        "AGENTS_RUNTIME": "tests.support.mastra_agents:runtime",
         "REDIS_URL": "",
         "TASKS_BACKEND": "immediate",
         "API_DECISION_RATE_LIMIT": "1/60",

@@ -19,7 +19,7 @@ from agents_runtime import Runtime
 from approvals import agents
 from approvals.models import ApiToken, AuditEntry
 from approvals.services.tokens import create_token
-from tests.api.conftest import Api, read
+from tests.support.api import Api, read
 
 LIST = "/api/agents/approver/suspended-runs"
 
@@ -117,9 +117,9 @@ async def test_a_token_sees_only_its_users_agents(mastra: Runtime, designated: U
 async def test_a_token_of_a_user_who_may_not_decide_cannot_decide(
     mastra: Runtime, transactional_db: None
 ) -> None:
-    from tests.approvals.conftest import _user
+    from tests.support.users import make_user
 
-    viewer = await sync_to_async(_user)("vic")
+    viewer = await sync_to_async(make_user)("vic")
     await sync_to_async(viewer.groups.create)(name="agent:approver")
     token = (await sync_to_async(create_token)(viewer, name="read only")).plaintext
     run = await mastra.get_agent("approver").generate("Please delete /tmp/x")
@@ -223,9 +223,9 @@ def test_the_tokens_page_needs_a_login_and_a_csrf_token(reviewer: User) -> None:
 
 
 def test_a_user_cannot_revoke_someone_elses_token(reviewer: User) -> None:
-    from tests.approvals.conftest import _user
+    from tests.support.users import make_user
 
-    other = _user("otto", "Reviewers")
+    other = make_user("otto", "Reviewers")
     theirs = create_token(other, name="theirs").token
     client = Client()
     client.force_login(reviewer)

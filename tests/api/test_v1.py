@@ -13,9 +13,8 @@ from django.urls import get_resolver
 
 from agents_runtime import Runtime
 from approvals.api.openapi import OPERATIONS, document
-from tests.api.conftest import Api
-from tests.api.test_routes import audit_rows, start
-from tests.approvals.conftest import _user
+from tests.support.api import Api, audit_rows, start
+from tests.support.users import make_user
 
 V1 = "/api/v1"
 
@@ -146,7 +145,7 @@ async def test_the_audit_log_is_filtered_and_paged_and_needs_the_audit_permissio
     denied = await api.get(f"{V1}/audit")
     assert denied.status_code == 403 and json.loads(denied.content)["code"] == "permission_denied"
 
-    admin = await sync_to_async(_user)("ada", "Admins")
+    admin = await sync_to_async(make_user)("ada", "Admins")
     from approvals.services.tokens import create_token
 
     audit = Api(await sync_to_async(lambda: create_token(admin, name="t").plaintext)())

@@ -9,17 +9,16 @@ from asgiref.sync import sync_to_async
 
 from approvals.models import AuditEntry
 from approvals.services.tokens import create_token
-from tests.api.conftest import Api
-from tests.api.test_routes import start
-from tests.approvals.conftest import _user, agents  # noqa: F401 (the dashboard's test agents)
-from tests.approvals.runtime_fixtures import DashboardAgents
+from tests.support.api import Api, start
+from tests.support.runtime_fixtures import DashboardAgents
+from tests.support.users import make_user
 
 V1 = "/api/v1"
 
 
-async def test_votes_and_separation_of_duties_over_both_apis(agents: DashboardAgents) -> None:  # noqa: F811
+async def test_votes_and_separation_of_duties_over_both_apis(agents: DashboardAgents) -> None:
     rita, ada, rob = [
-        await sync_to_async(_user)(name, group)
+        await sync_to_async(make_user)(name, group)
         for name, group in (("rita", "Reviewers"), ("ada", "Admins"), ("rob", "Reviewers"))
     ]
     token = {u.username: (await sync_to_async(create_token)(u, name="t")).plaintext for u in (rita, ada, rob)}

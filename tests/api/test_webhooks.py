@@ -19,9 +19,8 @@ from django.test import Client
 
 from agents_runtime import Runtime
 from approvals.models import WebhookDelivery, WebhookEndpoint
-from tests.api.conftest import Api, read
-from tests.api.test_routes import start
-from tests.approvals.conftest import _user
+from tests.support.api import Api, read, start
+from tests.support.users import make_user
 
 
 class Receiver:
@@ -185,7 +184,7 @@ async def test_a_receiver_that_keeps_failing_is_given_up_and_resent_by_hand(
     assert (delivery.status, delivery.attempts, delivery.last_error) == ("failed", 2, "HTTP 500")
 
     def resend_in_admin() -> None:
-        admin = _user("ada", "Admins")  # not a superuser: the Admins group may
+        admin = make_user("ada", "Admins")  # not a superuser: the Admins group may
         client = Client()
         client.force_login(admin)
         response = client.post(
@@ -196,7 +195,7 @@ async def test_a_receiver_that_keeps_failing_is_given_up_and_resent_by_hand(
 
     def register_in_admin() -> None:
         client = Client()
-        client.force_login(_user("adele", "Admins"))
+        client.force_login(make_user("adele", "Admins"))
         response = client.post(
             "/admin/approvals/webhookendpoint/add/",
             {

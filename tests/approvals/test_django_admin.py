@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from approvals.models import ApiToken, AuditEntry, GrantRecord
 from approvals.services.tokens import create_token
-from tests.approvals.conftest import PASSWORD, _user
-from tests.approvals.runtime_fixtures import DashboardAgents
+from tests.support.runtime_fixtures import DashboardAgents
+from tests.support.users import PASSWORD, make_user
 
 
 def _sign_in(username: str) -> tuple[Client, Any]:
@@ -86,12 +86,12 @@ def test_an_admin_designated_for_one_agent_sees_only_its_grants_and_tokens(
 ) -> None:
     Group.objects.get_or_create(name="agent:helpdesk")
     Group.objects.get_or_create(name="agent:boss")
-    admin = _user("dana", "Admins", "agent:helpdesk")
+    admin = make_user("dana", "Admins", "agent:helpdesk")
     # (Admins do not hold it; a staff member who does still sees only their agents' users' tokens.)
     admin.user_permissions.add(Permission.objects.get(codename="view_apitoken"))
     mine, theirs = _grant("helpdesk", "refund", "rita"), _grant("boss", "wipe_disk", "rita")
-    helpdesk_only = _user("hal", "agent:helpdesk")
-    boss_only = _user("bo", "agent:boss")
+    helpdesk_only = make_user("hal", "agent:helpdesk")
+    boss_only = make_user("bo", "agent:boss")
     create_token(helpdesk_only, name="hal's key")
     create_token(boss_only, name="bo's key")
     create_token(reviewer, name="rita's key")  # rita sees every agent: more than dana does

@@ -22,7 +22,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from approvals.live.origins import origin_allowed
-from tests.approvals.conftest import PASSWORD
+from tests.support.users import PASSWORD
 
 ROOT = Path(__file__).resolve().parents[2]
 

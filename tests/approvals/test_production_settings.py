@@ -12,7 +12,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.test import Client
 
-from tests.approvals.conftest import PASSWORD
+from tests.support.users import PASSWORD
 
 ROOT = Path(__file__).resolve().parents[2]
 PROXIED = {

@@ -15,7 +15,7 @@ from django_tasks_db.models import DBTaskResult
 from agents_runtime.store import Decision
 from approvals.models import AuditEntry, ParkedCallRecord, RunRecord
 from approvals.tasks import Sweeper
-from tests.approvals.runtime_fixtures import DashboardAgents
+from tests.support.runtime_fixtures import DashboardAgents
 
 DATABASE_TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 

@@ -25,10 +25,9 @@ from django_tasks_db.models import DBTaskResult
 from playwright.sync_api import Browser, Page, expect
 
 from approvals.tasks import continue_run
-from tests import services
-from tests.card_rows import expanded
 from tests.deploy.proxy import ReverseProxy, Upstream, self_signed_certificate
-from tests.live import server
+from tests.support import server, services
+from tests.support.card_rows import expanded
 
 # Its tests share Redis database REDIS_DB: one pytest-xdist worker runs them, one after the other.
 pytestmark = [

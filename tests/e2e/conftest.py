@@ -2,11 +2,11 @@
 
 One server per session (per pytest-xdist worker; pytest-django's ``live_server`` has no websockets):
 a fresh SQLite file in the session's temp dir, migrated (a copy of a database ``manage.py migrate``
-made once: ``tests/templates.py``), ``demo_setup`` (the login ``reviewer`` in Admins and the demo
+made once: ``tests/support/templates.py``), ``demo_setup`` (the login ``reviewer`` in Admins and the demo
 runs), a second reviewer in Reviewers, then Daphne on a free port with ``DEBUG`` on so that it serves
 the static files. Tests start the runs they decide with ``manage.py run_agent`` (each in a process of
-its own: ``tests/zygote.py``) on threads of their own, so they depend neither on each other nor on
-their order. The browser is the process's one Chromium (``tests/browsers.py``).
+its own: ``tests/support/zygote.py``) on threads of their own, so they depend neither on each other nor on
+their order. The browser is the process's one Chromium (``tests/support/browsers.py``).
 
 Every page a test opens is watched: a console error, an uncaught exception or a Content-Security-
 Policy violation fails the test (at teardown). When a test fails, a screenshot of each of its pages
@@ -34,13 +34,13 @@ from typing import Any, NamedTuple
 import pytest
 from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Error, Page
 
-from tests import services, templates, zygote
-from tests.browsers import launcher
+from tests.support import services, templates, zygote
+from tests.support.browsers import launcher
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_ARTIFACTS = ROOT / "test-artifacts" / "e2e-server"
 DAPHNE = [sys.executable, "-m", "daphne"]
-#: A server process: forked from the zygote (tests/zygote.py).
+#: A server process: forked from the zygote (tests/support/zygote.py).
 Child = subprocess.Popen[bytes] | zygote.ForkedProcess
 SERVER_START_TIMEOUT = 30.0
 #: Playwright's wait for any element or navigation; a decision with the scripted model takes < 1 s.
@@ -99,8 +99,8 @@ class Server:
         return self.base_url + path
 
     def manage(self, *args: str, timeout: float = 120) -> str:
-        """Run ``manage.py`` against the server's database in a process of its own (``tests/zygote.py``);
-        its stdout (fails the test on an error)."""
+        """Run ``manage.py`` against the server's database in a process of its own
+        (``tests/support/zygote.py``); its stdout (fails the test on an error)."""
         done = zygote.manage(list(args), self.env, timeout=timeout)
         if done.returncode != 0:
             pytest.fail(
@@ -170,7 +170,7 @@ def _start_daphne(env: Mapping[str, str], log: Path) -> tuple[Child, int]:
     for _ in range(3):
         port = _free_port()
         with log.open("ab") as output:
-            # `daphne ...` in a process forked from the zygote (tests/zygote.py): `python -m daphne ...`.
+            # `daphne ...` in a process forked from the zygote (tests/support/zygote.py).
             process = zygote.zygote.popen(
                 [
                     sys.executable,

@@ -12,9 +12,9 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.card_rows import APPROVE
 from tests.conftest import ARTIFACTS
 from tests.e2e.conftest import Pages, RunRequest, Server, screenshot, unique
+from tests.support.card_rows import APPROVE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

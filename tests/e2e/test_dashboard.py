@@ -15,7 +15,6 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from tests.card_rows import APPROVE, DECLINE, declining, expanded
 from tests.e2e.conftest import (
     ADMIN,
     REVIEWER,
@@ -27,6 +26,7 @@ from tests.e2e.conftest import (
     screenshot,
     unique,
 )
+from tests.support.card_rows import APPROVE, DECLINE, declining, expanded
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.card_rows import APPROVE, DECLINE, declining
 from tests.e2e.conftest import REVIEWER, Pages, RunRequest, Server, unique
 from tests.e2e.test_reviewer_safety import card, visit
+from tests.support.card_rows import APPROVE, DECLINE, declining
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

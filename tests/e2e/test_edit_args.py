@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.card_rows import APPROVE_JSON, expanded
 from tests.e2e.conftest import ADMIN, Pages, RunRequest, Server, screenshot, unique
+from tests.support.card_rows import APPROVE_JSON, expanded
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -14,8 +14,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.card_rows import APPROVE, DECLINE, declining
 from tests.e2e.conftest import ADMIN, Pages, RunRequest, Server, screenshot, unique
+from tests.support.card_rows import APPROVE, DECLINE, declining
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from tests.card_rows import APPROVE, APPROVE_JSON, DECLINE, declining, expanded
 from tests.e2e.conftest import (
     ADMIN,
     REVIEWER,
@@ -27,6 +26,7 @@ from tests.e2e.conftest import (
     log_in,
     unique,
 )
+from tests.support.card_rows import APPROVE, APPROVE_JSON, DECLINE, declining, expanded
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -7,9 +7,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.card_rows import APPROVE
 from tests.e2e.conftest import ADMIN, REVIEWER, Pages, RunRequest, Server, unique
 from tests.e2e.test_reviewer_safety import card, visit
+from tests.support.card_rows import APPROVE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

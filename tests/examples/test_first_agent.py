@@ -12,7 +12,7 @@ import pytest
 
 from agents_runtime import RunResult, RunStream
 from examples.first_agent import ledger, payables
-from tests.live import server
+from tests.support import server
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "agents.md"

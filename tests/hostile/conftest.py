@@ -18,8 +18,8 @@ from tests.approvals.conftest import (  # noqa: F401 - fixtures shared with the 
     reviewer,
     reviewer_client,
 )
-from tests.hostile import runtime as hostile_runtime
-from tests.hostile.runtime import Hostile
+from tests.support import hostile_runtime as hostile_runtime
+from tests.support.hostile_runtime import Hostile
 
 HX = {"HTTP_HX_REQUEST": "true"}
 
@@ -32,7 +32,7 @@ def serve(settings: Any, transactional_db: None) -> Iterator[Any]:
 
     def build(fill_schema: Any = None) -> Hostile:
         built = hostile_runtime.build_runtime(fill_schema)
-        settings.AGENTS_RUNTIME = "tests.hostile.runtime:runtime"
+        settings.AGENTS_RUNTIME = "tests.support.hostile_runtime:runtime"
         compose(built.runtime)
         return built
 

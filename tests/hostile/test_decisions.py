@@ -21,7 +21,7 @@ from approvals.models import AuditEntry
 from approvals.policy import Access
 from approvals.services.decisions import decide
 from tests.hostile.conftest import HX
-from tests.hostile.runtime import Call, Hostile
+from tests.support.hostile_runtime import Call, Hostile
 
 
 def nested(depth: int, inner: str = "1") -> str:

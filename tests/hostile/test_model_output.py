@@ -23,9 +23,9 @@ from agents_runtime.untrusted import MAX_ID_LENGTH, clean_id
 from approvals.cards.text import pretty_json
 from approvals.models import AuditEntry
 from approvals.store import DjangoRunStore
-from tests.approvals.test_card_markup import elements
 from tests.hostile.conftest import HX
-from tests.hostile.runtime import Call, Hostile, RawCall, Reply
+from tests.support.hostile_runtime import Call, Hostile, RawCall, Reply
+from tests.support.markup import elements
 
 LONG_ID = "call_" + "x" * 400
 
@@ -268,7 +268,7 @@ def test_every_store_gets_the_same_normal_form(transactional_db: None, store: st
     def pay(target: str, data: Any = None) -> str:
         return "paid"
 
-    from tests.agents_runtime.helpers import ModelSpy
+    from tests.support.runtime_helpers import ModelSpy
 
     model = ModelSpy(Call("pay", {"target": "a\x00", "data": [float("nan")]}, tool_call_id=LONG_ID))
     agent = Agent("solo", model=model.model, tools=[pay])

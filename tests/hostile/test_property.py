@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agents_runtime import tool
-from tests.approvals.test_card_markup import elements
 from tests.hostile.conftest import HX, assert_no_5xx
-from tests.hostile.runtime import Call, Hostile, RawCall, Reply, with_schema
+from tests.support.hostile_runtime import Call, Hostile, RawCall, Reply, with_schema
+from tests.support.markup import elements
 
 #: Text with the characters that break storage and markup.
 NASTY = st.text(

@@ -16,9 +16,9 @@ from django.test import Client
 
 from agents_runtime import InvalidResumeData, tool
 from approvals.models import AuditEntry
-from tests.approvals.test_card_markup import elements
 from tests.hostile.conftest import HX
-from tests.hostile.runtime import FILL_SCHEMA, Call, Hostile, with_schema
+from tests.support.hostile_runtime import FILL_SCHEMA, Call, Hostile, with_schema
+from tests.support.markup import elements
 
 
 def _obj(prop: dict[str, Any], **extra: Any) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from django.test import Client
 
 from approvals.models import AuditEntry
 from tests.hostile.conftest import HX, assert_no_5xx
-from tests.hostile.runtime import Call, Hostile
+from tests.support.hostile_runtime import Call, Hostile
 
 #: Query → whether a run created now is inside the range.
 DATE_QUERIES = {

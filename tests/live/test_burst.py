@@ -21,8 +21,7 @@ import psycopg
 import pytest
 import requests
 
-from tests import services
-from tests.live import burst, server
+from tests.support import burst, server, services
 
 pytestmark = [pytest.mark.slow]
 

@@ -19,10 +19,9 @@ import psycopg
 import pytest
 from playwright.sync_api import expect
 
-from tests import services
-from tests.card_rows import APPROVE
-from tests.live import server
 from tests.live.conftest import log_in
+from tests.support import server, services
+from tests.support.card_rows import APPROVE
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.e2e]
 
@@ -38,7 +37,7 @@ def cluster(artifacts_dir: Path, tmp_path: Path) -> Iterator[tuple[dict[str, str
     with server.postgres_database(services.require_postgres()) as database_url:
         env = server.env_for(database_url, tasks_backend="database")
         env.update(
-            AGENTS_RUNTIME="tests.live.crash_agents:runtime",
+            AGENTS_RUNTIME="tests.support.crash_agents:runtime",
             RUN_LEASE_SECONDS=str(LEASE_SECONDS),
             CRASH_TOOL_LOG=str(tool_log),
             COUNTERSIGN_OPEN_VISIBILITY="true",

@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests import services
-from tests.live import burst, server
-from tests.live.pg_proxy import proxied
+from tests.support import burst, server, services
+from tests.support.pg_proxy import proxied
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 

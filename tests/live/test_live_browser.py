@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.card_rows import declining, expanded
-from tests.live import server
 from tests.live.conftest import log_in
+from tests.support import server
+from tests.support.card_rows import declining, expanded
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -20,10 +20,9 @@ from django_tasks_db.models import DBTaskResult
 from playwright.sync_api import expect
 
 from approvals.tasks import continue_run
-from tests import services
-from tests.card_rows import expanded
-from tests.live import server
 from tests.live.conftest import log_in
+from tests.support import server, services
+from tests.support.card_rows import expanded
 
 # Its tests share Redis database REDIS_DB: one pytest-xdist worker runs them, one after the other.
 pytestmark = [

@@ -9,7 +9,7 @@ one killed while its tool runs.
   nobody lists the inbox.
 
 The parent reads the database directly (no Django, no listing); the children are ``manage.py``
-commands and workers forked from the zygote (``tests/live/server.py``).
+commands and workers forked from the zygote (``tests/support/server.py``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests import services
-from tests.live import server
+from tests.support import server, services
 
 pytestmark = [pytest.mark.slow]
 
@@ -52,7 +51,7 @@ def env(database_url: str, tmp_path: Path) -> dict[str, str]:
     tool_log.touch()
     env = server.env_for(database_url, tasks_backend="database")
     env.update(
-        AGENTS_RUNTIME="tests.live.crash_agents:runtime",
+        AGENTS_RUNTIME="tests.support.crash_agents:runtime",
         RUN_LEASE_SECONDS=str(LEASE_SECONDS),
         CRASH_TOOL_LOG=str(tool_log),
         COUNTERSIGN_OPEN_VISIBILITY="true",

@@ -1,0 +1,29 @@
+"""Shared template pieces live in one partials file each, and every page that shows one includes it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TEMPLATES = Path(__file__).resolve().parents[3] / "approvals" / "templates" / "approvals"
+
+#: partial -> (markup only it may hold, the pages that show it)
+SHARED = {
+    "run_card": ('class="card run-card', ["inbox.html", "run.html"]),
+    "pager": ('class="pager"', ["inbox.html", "audit.html"]),
+    "error_card": ("These filters cannot be used", ["inbox.html", "audit.html"]),
+    "filter_fields": ("not field.is_hidden", ["inbox.html", "audit.html"]),
+}
+
+
+@pytest.mark.parametrize("name", SHARED)
+def test_a_shared_piece_is_written_once_and_included_by_every_page_that_shows_it(name: str) -> None:
+    marker, pages = SHARED[name]
+    partial = f"partials/{name}.html"
+    holders = sorted(
+        str(path.relative_to(TEMPLATES)) for path in TEMPLATES.rglob("*.html") if marker in path.read_text()
+    )
+    assert holders == [partial]
+    for page in pages:
+        assert f'{{% include "approvals/{partial}"' in (TEMPLATES / page).read_text(), page

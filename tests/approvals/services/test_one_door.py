@@ -1,0 +1,364 @@
+"""One door for every decision: the same rule holds through every entry point.
+
+Three rules used to leak between doors. Each is tried here through every door it applies to (the
+card's buttons, which the keyboard presses; bulk; the v1 API; the Mastra routes; standing grants;
+deadline defaults; the Django admin for reading):
+
+- an escalation-only reviewer sees and decides the calls escalated to them, and nothing else of
+  the agent, and their grants can never cover other calls;
+- a risky call is approved only with "I checked this" (a grant only if made for risky calls, a
+  deadline's default never);
+- an admin designated for one agent reads only that agent's rows in the Django admin.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.contrib.auth.models import Group, Permission, User
+from django.test import Client
+
+from agents_runtime import Agent, Call, Reply, Runtime, fingerprint, scripted_model, tool
+from agents_runtime.deadlines import Deadline
+from approvals import agents as served
+from approvals.apps import compose
+from approvals.models import AuditEntry, Batch, GrantRecord, WebhookDelivery, WebhookEndpoint
+from approvals.services import batches
+from approvals.services.tokens import create_token
+from approvals.store import DjangoRunStore
+from tests.support.runtime_helpers import ToolLog
+from tests.support.users import ensure_groups, make_user
+
+HX = {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.fixture
+def ops(transactional_db: None) -> Iterator[tuple[Runtime, ToolLog]]:
+    """``ops`` deploys (production is risky; grants allowed) and ``helpdesk`` refunds."""
+    log = ToolLog()
+
+    @tool(requires_approval=True, risky={"environment": ["production"]})
+    def deploy(service: str, environment: str) -> str:
+        log.record(service=service, environment=environment)
+        return f"{service} is live on {environment}"
+
+    @tool(requires_approval=True)
+    def refund(order: str) -> str:
+        log.record(order=order)
+        return f"refunded {order}"
+
+    def deploy_step(ctx: Any) -> Call:
+        service, environment = ctx.prompt.split()
+        return Call("deploy", {"service": service, "environment": environment})
+
+    runtime = Runtime(
+        agents=[
+            Agent("ops", model=scripted_model(deploy_step, Reply("Done.")), tools=[deploy]),
+            Agent(
+                "helpdesk",
+                model=scripted_model(lambda ctx: Call("refund", {"order": ctx.prompt}), Reply("Done.")),
+                tools=[refund],
+            ),
+        ],
+        storage=DjangoRunStore(),
+    )
+    previous = served.runtime()
+    compose(runtime)
+    ensure_groups()
+    yield runtime, log
+    served.install(previous)
+
+
+def park(runtime: Runtime, agent_id: str, prompt: str, **options: Any) -> Any:
+    result = async_to_sync(runtime.get_agent(agent_id).generate)(prompt, **options)
+    assert result.status == "suspended", result
+    return result
+
+
+def call_of(run: Any) -> str:
+    return str(run.tool_calls[0].tool_call_id)
+
+
+def waiting(runtime: Runtime, agent_id: str) -> list[str]:
+    return [r.run_id for r in async_to_sync(runtime.get_agent(agent_id).list_suspended_runs)().runs]
+
+
+def signed_in(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def api(user: User) -> Callable[..., Any]:
+    """A caller of the HTTP API with a token of ``user``'s: ``call(method, path, body=None)``."""
+    client = Client()
+    token = create_token(user, name="door").plaintext
+
+    def call(method: str, path: str, body: Any = None) -> Any:
+        headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+        if method == "GET":
+            return client.get(path, **headers)
+        return client.post(path, json.dumps(body or {}), content_type="application/json", **headers)
+
+    return call
+
+
+# -- escalation only -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def lead(ops: tuple[Runtime, ToolLog]) -> User:
+    """A member of "leads" only: may decide (the group holds the permission), sees no agent."""
+    leads, _ = Group.objects.get_or_create(name="leads")
+    leads.permissions.add(Permission.objects.get(codename="decide_runs"))
+    user = User.objects.create_user("leo", password="x")
+    user.groups.add(leads)
+    return user
+
+
+def escalated_and_not(runtime: Runtime) -> tuple[Any, Any]:
+    deadline = Deadline(timedelta(minutes=5), "escalate", escalate_to="leads")
+    escalated = park(runtime, "helpdesk", "A-1", deadline=deadline)
+    other = park(runtime, "helpdesk", "A-2", deadline=timedelta(hours=1))
+    assert async_to_sync(runtime.expire_due)(datetime.now(UTC) + timedelta(minutes=6)) == 1
+    return escalated, other
+
+
+def test_an_escalation_only_reviewer_gets_the_escalated_calls_through_the_api_and_nothing_else(
+    ops: tuple[Runtime, ToolLog], lead: User
+) -> None:
+    runtime, log = ops
+    escalated, other = escalated_and_not(runtime)
+    call = api(lead)
+
+    listed = json.loads(call("GET", "/api/agents/helpdesk/suspended-runs").content)
+    assert [r["runId"] for r in listed["runs"]] == [escalated.run_id] and listed["total"] == 1
+    assert call("GET", f"/api/v1/agents/helpdesk/runs/{other.run_id}").status_code == 404
+    assert call("GET", f"/api/v1/agents/helpdesk/runs/{escalated.run_id}").status_code == 200
+    started = call("POST", "/api/agents/helpdesk/stream", {"messages": "A-3"})
+    assert started.status_code == 403 and "escalated to you" in started.json()["error"]
+    refused = call(
+        "POST",
+        "/api/agents/helpdesk/approve-tool-call",
+        {"runId": other.run_id, "toolCallId": call_of(other)},
+    )
+    assert refused.status_code == 404
+    v1 = call("POST", f"/api/v1/agents/helpdesk/runs/{other.run_id}/calls/{call_of(other)}/approve", {})
+    assert v1.status_code == 404
+    assert log.calls == [] and set(waiting(runtime, "helpdesk")) == {escalated.run_id, other.run_id}
+
+    taken = call(
+        "POST", f"/api/v1/agents/helpdesk/runs/{escalated.run_id}/calls/{call_of(escalated)}/approve", {}
+    )
+    assert taken.status_code == 200 and taken.json()["outcome"] == "completed"
+    assert log.calls == [{"order": "A-1"}]
+
+
+def test_an_escalation_only_reviewer_cannot_start_runs_on_the_dashboard_nor_make_grants(
+    ops: tuple[Runtime, ToolLog], lead: User
+) -> None:
+    runtime, log = ops
+    escalated, _ = escalated_and_not(runtime)
+    client = signed_in(lead)
+
+    assert client.post("/runs/new/", {"agent": "helpdesk", "prompt": "A-9"}).status_code in (400, 403)
+    allow = client.post(
+        f"/runs/{escalated.run_id}/calls/{call_of(escalated)}/approve",
+        {"agent": "helpdesk", "grant-scope": "everyone", "grant-lasts": "1d"},
+        **HX,
+    )
+    assert "escalated to you" in allow.content.decode()
+    assert GrantRecord.objects.count() == 0 and log.calls == []
+
+
+def test_a_grant_only_approves_what_its_maker_may_decide_now(
+    ops: tuple[Runtime, ToolLog], lead: User
+) -> None:
+    runtime, log = ops
+    helpdesk = runtime.get_agent("helpdesk")
+    # Made through the runtime (as a script could), by the escalation-only lead: it covers nothing
+    # that was not escalated to them.
+    request = helpdesk.grant_request("refund", scope="everyone", created_by="leo", max_uses=5)
+    async_to_sync(helpdesk.add_grant)(request)
+
+    run = park(runtime, "helpdesk", "A-5")
+
+    assert log.calls == [] and waiting(runtime, "helpdesk") == [run.run_id]
+
+
+# -- risky calls -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def reviewer(ops: tuple[Runtime, ToolLog]) -> User:
+    return make_user("rita", "Reviewers")
+
+
+def test_a_risky_call_needs_i_checked_this_through_the_v1_api(
+    ops: tuple[Runtime, ToolLog], reviewer: User
+) -> None:
+    runtime, log = ops
+    run = park(runtime, "ops", "search production")
+    url = f"/api/v1/agents/ops/runs/{run.run_id}/calls/{call_of(run)}/approve"
+    call = api(reviewer)
+
+    refused = call("POST", url, {})
+
+    assert refused.status_code == 409 and refused.json()["code"] == "risky_unconfirmed"
+    assert log.calls == [] and waiting(runtime, "ops") == [run.run_id]
+    taken = call("POST", url, {"confirm": True})
+    assert taken.status_code == 200 and log.calls == [{"service": "search", "environment": "production"}]
+
+
+def test_mastras_route_refuses_a_risky_call_and_names_the_dashboard(
+    ops: tuple[Runtime, ToolLog], reviewer: User
+) -> None:
+    runtime, log = ops
+    run = park(runtime, "ops", "search production")
+
+    refused = api(reviewer)(
+        "POST", "/api/agents/ops/approve-tool-call", {"runId": run.run_id, "toolCallId": call_of(run)}
+    )
+
+    body = refused.json()
+    assert refused.status_code == 409 and body["code"] == "risky_unconfirmed"
+    assert body["dashboard"] == f"/runs/{run.run_id}/" and f"/runs/{run.run_id}/" in body["error"]
+    assert log.calls == [] and waiting(runtime, "ops") == [run.run_id]
+
+
+def test_bulk_approval_leaves_risky_calls_out_and_says_so(
+    ops: tuple[Runtime, ToolLog], reviewer: User
+) -> None:
+    runtime, log = ops
+    risky = park(runtime, "ops", "search production")
+    plain = park(runtime, "ops", "search staging")
+    access = served_access(reviewer, "ops")
+    batch = batches.batch_prepare(
+        access, selection=[(risky.run_id, call_of(risky)), (plain.run_id, call_of(plain))]
+    )
+    assert batches.batch_start(access.access, batch, action="approve")
+
+    batches.batch_run(batch.pk)
+
+    items = {i.run_id: i for i in Batch.objects.get(pk=batch.pk).items.all()}
+    assert items[plain.run_id].state == "decided"
+    assert items[risky.run_id].state == "skipped" and "marked risky" in items[risky.run_id].detail
+    assert log.calls == [{"service": "search", "environment": "staging"}]
+    assert waiting(runtime, "ops") == [risky.run_id]
+
+
+def served_access(user: User, agent_id: str) -> Any:
+    from approvals.policy import Access
+
+    return Access.of(User.objects.get(pk=user.pk)).for_agent(agent_id)
+
+
+def test_a_grant_approves_a_risky_call_only_when_made_for_risky_calls(ops: tuple[Runtime, ToolLog]) -> None:
+    runtime, log = ops
+    make_user("rita", "Reviewers")
+    agent = runtime.get_agent("ops")
+    # Scoped to staging by its condition... and a production deploy is what it must never approve.
+    made = agent.grant_request("deploy", scope="everyone", created_by="rita", max_uses=5)
+    async_to_sync(agent.add_grant)(made)
+
+    production = park(runtime, "ops", "search production")
+    staging = async_to_sync(agent.generate)("search staging")
+
+    assert staging.status == "success" and waiting(runtime, "ops") == [production.run_id]
+    for_risky = agent.grant_request(
+        "deploy", scope="everyone", created_by="rita", max_uses=5, covers_risky=True
+    )
+    grant = async_to_sync(agent.add_grant)(for_risky)
+    later = async_to_sync(agent.generate)("billing production")
+    assert later.status == "success"
+    row = AuditEntry.objects.get(run_id=later.run_id)
+    assert row.grant_id == grant.id and "made for risky calls" in row.reason
+    assert log.calls == [
+        {"service": "search", "environment": "staging"},
+        {"service": "billing", "environment": "production"},
+    ]
+
+
+def test_nobody_answering_never_approves_a_risky_call(ops: tuple[Runtime, ToolLog]) -> None:
+    runtime, log = ops
+    approve_when_due = Deadline(timedelta(minutes=5), "approve")
+    risky = park(runtime, "ops", "search production", deadline=approve_when_due)
+    plain = park(runtime, "ops", "search staging", deadline=approve_when_due)
+
+    assert async_to_sync(runtime.expire_due)(datetime.now(UTC) + timedelta(minutes=6)) == 2
+
+    assert log.calls == [{"service": "search", "environment": "staging"}]
+    rows = {r.run_id: r for r in AuditEntry.objects.filter(action="expire")}
+    assert rows[plain.run_id].outcome_detail.endswith(": approved. Recorded; the run continues.")
+    assert (
+        "marked risky" in rows[risky.run_id].outcome_detail
+        and ": declined." in rows[risky.run_id].outcome_detail
+    )
+
+
+# -- the Django admin ------------------------------------------------------------------------------------
+
+
+def test_an_admin_designated_for_one_agent_reads_only_its_rows_in_the_django_admin(
+    ops: tuple[Runtime, ToolLog], reviewer: User
+) -> None:
+    runtime, _ = ops
+    Group.objects.get_or_create(name="agent:ops")
+    admin = make_user("ada", "Admins", "agent:ops")
+    admin.is_staff = True
+    admin.save()
+    endpoint = WebhookEndpoint.objects.create(url="https://hooks.example.com/x", events=["call-decided"])
+    for agent_id, prompt in (("ops", "search staging"), ("helpdesk", "A-7")):
+        run = park(runtime, agent_id, prompt)
+        async_to_sync(runtime.get_agent(agent_id).decline_tool_call)(
+            run_id=run.run_id, tool_call_id=call_of(run)
+        )
+        WebhookDelivery.objects.create(
+            endpoint=endpoint,
+            message_id=f"msg-{agent_id}",
+            event_type="call-decided",
+            payload={"type": "call-decided", "data": {"agentId": agent_id, "runId": run.run_id}},
+        )
+    client = signed_in(admin)
+
+    audit = client.get("/admin/approvals/auditentry/").content.decode()
+    deliveries = client.get("/admin/approvals/webhookdelivery/").content.decode()
+
+    ops_row, help_row = (AuditEntry.objects.get(agent_id=a) for a in ("ops", "helpdesk"))
+    assert f"/admin/approvals/auditentry/{ops_row.pk}/" in audit
+    assert f"/admin/approvals/auditentry/{help_row.pk}/" not in audit
+    assert client.get(f"/admin/approvals/auditentry/{help_row.pk}/change/").status_code in (302, 404)
+    ops_delivery, help_delivery = (
+        WebhookDelivery.objects.get(message_id=f"msg-{a}") for a in ("ops", "helpdesk")
+    )
+    assert f"/admin/approvals/webhookdelivery/{ops_delivery.pk}/" in deliveries
+    assert f"/admin/approvals/webhookdelivery/{help_delivery.pk}/" not in deliveries
+    # An endpoint that hears of every agent is not theirs to read or change.
+    assert (
+        f"/admin/approvals/webhookendpoint/{endpoint.pk}/"
+        not in client.get("/admin/approvals/webhookendpoint/").content.decode()
+    )
+
+
+def test_a_decision_on_arguments_the_call_no_longer_has_is_refused(
+    ops: tuple[Runtime, ToolLog], reviewer: User
+) -> None:
+    runtime, log = ops
+    run = park(runtime, "ops", "search staging")
+    url = f"/runs/{run.run_id}/calls/{call_of(run)}/approve"
+    client = signed_in(reviewer)
+    stale = fingerprint({"service": "search", "environment": "production"})
+
+    refused = client.post(url, {"agent": "ops", "seen": stale}, **HX)
+
+    assert "not the ones you saw" in refused.content.decode()
+    assert log.calls == [] and waiting(runtime, "ops") == [run.run_id]
+    shown = fingerprint(run.tool_calls[0].args)
+    assert f'name="seen" value="{shown}"' in client.get(f"/runs/{run.run_id}/").content.decode()
+    client.post(url, {"agent": "ops", "seen": shown}, **HX)
+    assert log.calls == [{"service": "search", "environment": "staging"}]

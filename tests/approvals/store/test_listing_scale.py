@@ -1,0 +1,157 @@
+"""The database store's listing at scale: pages picked by id equal slices of the whole listing, and the
+waiting counters (migration 0025, kept by triggers) stay exact through every way a run changes.
+
+Runs on the database of ``DATABASE_URL`` (SQLite by default; PostgreSQL with
+``DATABASE_URL=postgres://...``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from agents_runtime.records import RunQuery
+from approvals.models import RunRecord
+from approvals.store import DjangoRunStore
+from tests.support.store_helpers import T0, Clock, approval, decision, suspend_call, suspension
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _seed(store: DjangoRunStore) -> None:
+    """37 runs of ``support`` over 3 threads, some sharing a suspension time, some with a deadline,
+    two inner runs of a supervisor; 4 runs of another agent."""
+    for i in range(37):
+        first = approval(f"c{i}")
+        if i % 4 == 1:  # some with a deadline (some the same), for the deadline order
+            first = replace(first, expires_at=T0 + timedelta(hours=(i * 7) % 5))
+        calls = [first] + ([suspend_call(f"s{i}")] if i % 3 == 0 else [])
+        store.insert_suspended(
+            suspension(
+                f"run-{i:02d}",
+                thread_id=f"t{i % 3}",
+                parent_run_id="boss-1" if i in (5, 6) else None,
+                created_at=T0 + timedelta(minutes=i),
+                suspended_at=T0 + timedelta(minutes=i // 2),  # ties, broken by run id
+                calls=calls,
+            )
+        )
+    for i in range(4):
+        store.insert_suspended(suspension(f"other-{i}", agent_id="billing"))
+
+
+def _ids(store: DjangoRunStore, query: RunQuery) -> tuple[list[str], int]:
+    runs, total = store.list_suspended(query)
+    return [r.run_id for r in runs], total
+
+
+@pytest.mark.parametrize("order", ["newest", "oldest", "deadline"])
+@pytest.mark.parametrize(
+    "filters", [{}, {"thread_id": "t1"}, {"delegated": False}, {"created_to": T0 + timedelta(minutes=20)}]
+)
+def test_every_page_is_the_slice_of_the_whole_listing(
+    store: DjangoRunStore, order: str, filters: dict[str, Any]
+) -> None:
+    _seed(store)
+    base = RunQuery(
+        agent_id="support", oldest_first=order == "oldest", by_deadline=order == "deadline", **filters
+    )
+    whole, total = _ids(store, base)
+    assert total == len(whole) > 0
+
+    for per_page in (1, 5, 7, 50):
+        pages = []
+        for page in range(total // per_page + 2):  # past the end too
+            ids, counted = _ids(store, replace(base, limit=per_page, offset=page * per_page))
+            assert counted == total
+            pages.append(ids)
+        assert [i for ids in pages for i in ids] == whole
+        assert pages[-1] == []
+
+
+def test_a_listed_run_carries_its_calls_in_order(store: DjangoRunStore) -> None:
+    _seed(store)
+
+    runs, _ = store.list_suspended(RunQuery(agent_id="support", thread_id="t0", limit=3, offset=0))
+
+    assert [[c.tool_call_id for c in r.calls] for r in runs] == [
+        ["c36", "s36"],
+        ["c33", "s33"],
+        ["c30", "s30"],
+    ]
+
+
+def _counted(agent_id: str, delegated: bool | None = None) -> tuple[int, int]:
+    """(the waiting counters' sum, a COUNT of the rows) for the agent."""
+    flag = {None: "", True: " AND delegated", False: " AND NOT delegated"}[delegated]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT COALESCE(SUM(n), 0) FROM approvals_waiting_count WHERE agent_id = %s{flag}", [agent_id]
+        )
+        (kept,) = cursor.fetchone()
+    rows = RunRecord.objects.filter(agent_id=agent_id, status="suspended")
+    if delegated is not None:
+        rows = rows.filter(parent_run_id__isnull=not delegated)
+    return int(kept), rows.count()
+
+
+def _assert_exact(store: DjangoRunStore, expected: int) -> None:
+    for delegated in (None, True, False):
+        kept, counted = _counted("support", delegated)
+        assert kept == counted, delegated
+        assert store.list_suspended(RunQuery(agent_id="support", delegated=delegated, limit=1))[1] == counted
+    assert _counted("support") == (expected, expected)
+    assert _counted("billing") == (4, 4)
+
+
+def test_the_total_stays_exact_through_park_decide_claim_finish_reclaim_and_delete(
+    store: DjangoRunStore, clock: Clock
+) -> None:
+    _seed(store)
+    _assert_exact(store, 37)
+
+    # A decision that does not complete the run leaves it waiting.
+    store.decide(agent_id="support", run_id="run-00", rule=lambda run: ("c0", decision()))
+    _assert_exact(store, 37)
+    # One that completes it claims it: no longer waiting.
+    store.decide(agent_id="support", run_id="run-01", rule=lambda run: ("c1", decision()))
+    _assert_exact(store, 36)
+    claimed = store.claim("run-02")
+    assert claimed is not None and store.start_continuation("run-02", version=claimed.version)
+    inner = store.claim("run-05")  # an inner run
+    assert inner is not None and store.start_continuation("run-05", version=inner.version)
+    _assert_exact(store, 34)
+
+    # Finished: gone; parked again: waiting again.
+    assert store.finish("run-02", version=claimed.version)
+    _assert_exact(store, 34)
+    running = store.get_run("run-01")
+    assert running is not None and store.start_continuation("run-01", version=running.version)
+    again = replace(suspension("run-01"), suspended_at=T0 + timedelta(hours=1))
+    assert store.resuspend(again, expected_version=running.version) is not None
+    _assert_exact(store, 35)
+
+    # The inner run's claim runs out: the next listing reclaims it and counts it, in one call.
+    clock.advance(seconds=31)
+    ids, total = _ids(store, RunQuery(agent_id="support"))
+    assert "run-05" in ids and total == len(ids) == 36
+    _assert_exact(store, 36)
+
+    # Deleted behind the store's back (a cascade, an admin): still exact.
+    RunRecord.objects.filter(run_id__in=["run-10", "run-11"]).delete()
+    RunRecord.objects.filter(run_id="run-12").update(agent_id="billing")
+    kept, counted = _counted("support")
+    assert kept == counted == 33
+    assert _counted("billing") == (5, 5)
+
+
+def test_a_rolled_back_park_counts_nothing(store: DjangoRunStore) -> None:
+    _seed(store)
+    with pytest.raises(ValueError, match="already exists"):
+        store.insert_suspended(suspension("run-03"))
+
+    _assert_exact(store, 37)

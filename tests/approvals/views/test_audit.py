@@ -1,0 +1,279 @@
+"""The audit log: append-only records, the admin's read-only view, the audit page and its CSV export."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.utils import timezone
+
+from approvals.models import AuditEntry
+from approvals.models.audit import AppendOnlyError
+from approvals.store import audit as decision_records
+from approvals.views.audit import AUDIT_CSV_COLUMNS
+from tests.support.runtime_fixtures import DashboardAgents
+
+
+def entry(**fields: object) -> AuditEntry:
+    values: dict[str, object] = {
+        "username": "rita",
+        "agent_id": "helpdesk",
+        "run_id": "run-1",
+        "tool_call_id": "call-1",
+        "tool_name": "refund",
+        "action": "approve",
+        "outcome": "completed",
+        **fields,
+    }
+    return AuditEntry.objects.create(**values)
+
+
+@pytest.mark.django_db
+def test_audit_entries_cannot_be_changed_or_deleted() -> None:
+    record = entry()
+
+    record.outcome = "failed"
+    with pytest.raises(AppendOnlyError):
+        record.save()
+    with pytest.raises(AppendOnlyError):
+        record.delete()
+    with pytest.raises(AppendOnlyError):
+        AuditEntry.objects.all().delete()
+
+    assert AuditEntry.objects.get().outcome == "completed"
+
+
+@pytest.mark.django_db
+def test_audit_entry_keeps_the_username_when_the_account_is_deleted() -> None:
+    user = User.objects.create_user("gone")
+    record = entry(user=user, username="gone")
+
+    user.delete()
+
+    record = AuditEntry.objects.get(pk=record.pk)
+    assert (record.user, record.username) == (None, "gone")
+
+
+@pytest.mark.django_db
+def test_admin_shows_the_audit_log_read_only(admin_client: Client) -> None:
+    record = entry()
+
+    listing = admin_client.get("/admin/approvals/auditentry/")
+    detail = admin_client.get(f"/admin/approvals/auditentry/{record.pk}/change/")
+
+    assert listing.status_code == 200 and "rita" in listing.content.decode()
+    assert admin_client.get("/admin/approvals/auditentry/add/").status_code == 403
+    assert detail.status_code == 200 and 'name="_save"' not in detail.content.decode()
+    assert (
+        admin_client.post(f"/admin/approvals/auditentry/{record.pk}/delete/", {"post": "yes"}).status_code
+        == 403
+    )
+    assert AuditEntry.objects.count() == 1
+
+
+def test_audit_page_lists_decisions_with_filters_and_pages(
+    agents: DashboardAgents, admin_member_client: Client
+) -> None:
+    for i in range(55):
+        entry(
+            run_id=f"run-{i}", username="rita" if i % 2 else "ada", outcome="completed" if i % 5 else "failed"
+        )
+    entry(run_id="old", created_at=timezone.now() - timedelta(days=10), action="decline", reason="too late")
+
+    first = admin_member_client.get("/audit/").content.decode()
+    second = admin_member_client.get("/audit/?page=2").content.decode()
+    declines = admin_member_client.get("/audit/?action=decline").content.decode()
+    failed_by_ada = admin_member_client.get("/audit/?outcome=failed&user=ada", HTTP_HX_REQUEST="true")
+    recent = admin_member_client.get(f"/audit/?from={(timezone.localdate() - timedelta(days=1)).isoformat()}")
+    bad = admin_member_client.get("/audit/?from=soon")
+
+    assert "<strong>56</strong> records" in first and "Page 1 of 2" in first
+    assert "Page 2 of 2" in second
+    assert "<strong>1</strong> record" in declines and "too late" in declines
+    html = failed_by_ada.content.decode()
+    assert html.lstrip().startswith('<section id="audit-table"')
+    assert "<strong>6</strong> records" in html  # i in 0, 10, 20, 30, 40, 50
+    assert "<strong>55</strong> records" in recent.content.decode()
+    assert bad.status_code == 400 and "These filters cannot be used" in bad.content.decode()
+
+
+def test_audit_csv_export_follows_the_filters_and_defuses_formulas(
+    agents: DashboardAgents, admin_member_client: Client
+) -> None:
+    entry(args={"note": '=HYPERLINK("http://evil")'}, reason="")
+    entry(action="decline", reason="=1+1", run_id="run-2")
+
+    response = admin_member_client.get("/audit/export.csv?action=decline")
+
+    assert response["Content-Type"].startswith("text/csv")
+    assert "attachment" in response["Content-Disposition"]
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))  # type: ignore[attr-defined]
+    assert len(rows) == 1
+    assert rows[0]["run_id"] == "run-2" and rows[0]["reason"] == "'=1+1"
+    everything = admin_member_client.get("/audit/export.csv")
+    all_rows = list(csv.DictReader(io.StringIO(b"".join(everything.streaming_content).decode())))  # type: ignore[attr-defined]
+    assert len(all_rows) == 2
+    assert all_rows[0]["args"] == '{"note": "=HYPERLINK(\\"http://evil\\")"}'  # JSON starts with {: kept
+
+
+def test_audit_csv_columns_and_cells_are_exactly_as_exported_before(
+    agents: DashboardAgents, admin_member_client: Client
+) -> None:
+    when = timezone.now()
+    entry(
+        created_at=when,
+        thread_id="t-1",
+        resource_id="",
+        args={"amount": 5},
+        edited_args={"amount": 4},
+        reason="ok",
+        outcome_detail="Completed: done",
+    )
+
+    body = b"".join(admin_member_client.get("/audit/export.csv").streaming_content).decode()  # type: ignore[attr-defined]
+
+    header, row, end = body.split("\r\n")
+    assert header == (
+        "created_at,username,agent_id,run_id,thread_id,resource_id,tool_call_id,tool_name,args,"
+        "suspend_payload,action,reason,resume_data,edited_args,outcome,outcome_detail,channel"
+    )
+    assert row == (
+        f'{when.isoformat()},rita,helpdesk,run-1,t-1,,call-1,refund,"{{""amount"": 5}}",'
+        ',approve,ok,,"{""amount"": 4}",completed,Completed: done,dashboard'
+    )
+    assert end == ""
+
+
+def test_the_store_writes_every_field_the_log_exports() -> None:
+    # Besides the exported fields: the links to the user, to a bulk decision and to the standing
+    # grant that gave it (not exported).
+    assert set(decision_records.COLUMNS) >= {"user_id", *AUDIT_CSV_COLUMNS, "batch_id", "grant_id"}
+
+
+def test_decisions_taken_in_the_dashboard_land_in_the_audit_log(
+    agents: DashboardAgents, reviewer_client: Client, admin_member_client: Client
+) -> None:
+    run = agents.start("helpdesk", "refund <b>bold</b>", thread="t-1")
+    reviewer_client.post(
+        f"/runs/{run.run_id}/calls/{run.tool_calls[0].tool_call_id}/decline",
+        {"agent": "helpdesk", "reason": "no"},
+    )
+
+    html = admin_member_client.get("/audit/").content.decode()
+
+    assert "rita" in html and "Decline" in html and f'href="/runs/{run.run_id}/"' in html
+    assert "&lt;b&gt;bold&lt;/b&gt;" in html and "<b>bold</b>" not in html
+
+
+@pytest.mark.parametrize("path", ["/audit/", "/audit/export.csv"])
+def test_an_admin_designated_for_one_agent_audits_only_that_agent(
+    agents: DashboardAgents, admin_member: User, client_for: Any, path: str
+) -> None:
+    from django.contrib.auth.models import Group
+
+    admin_member.groups.add(Group.objects.get_or_create(name="agent:helpdesk")[0])
+    entry(agent_id="helpdesk", run_id="run-help", username="helper")
+    entry(agent_id="boss", run_id="run-boss", username="bossy")
+
+    response = client_for(admin_member).get(path)
+    body = b"".join(response.streaming_content) if response.streaming else response.content
+
+    assert response.status_code == 200
+    assert b"run-help" in body
+    assert b"run-boss" not in body and b"bossy" not in body
+
+
+def _csv(response: Any) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+
+
+def test_audit_filters_are_choices_from_the_registry_and_the_log(
+    agents: DashboardAgents, admin_member_client: Client
+) -> None:
+    entry(username="rita", tool_name="refund")
+    entry(username="sam", tool_name="legacy_tool", run_id="run-2")
+
+    html = admin_member_client.get("/audit/").content.decode()
+
+    assert '<select name="agent"' in html and '<option value="helpdesk">Help desk (helpdesk)</option>' in html
+    assert '<option value="boss">Boss (boss)</option>' in html  # registered, nothing logged yet
+    assert '<select name="user"' in html and '<option value="sam">sam</option>' in html
+    # Tools: every registered one (a sub-agent's too) and those the log still names.
+    for tool in ("refund", "schedule_maintenance", "wipe_disk", "legacy_tool"):
+        assert f'<option value="{tool}">{tool}</option>' in html
+    assert 'type="date" name="from"' in html and 'type="date" name="to"' in html
+    assert admin_member_client.get("/audit/?user=mallory").status_code == 400  # not a free-text id
+
+
+def test_audit_filters_by_tool_user_and_run_thread_or_resource_search_and_the_csv_follows(
+    agents: DashboardAgents, admin_member_client: Client
+) -> None:
+    entry(run_id="run-aaa111", thread_id="t-north", tool_name="refund")
+    entry(run_id="run-bbb222", resource_id="cust-42", tool_name="transfer", username="sam")
+    entry(run_id="run-ccc333", thread_id="t-south", tool_name="refund", username="sam")
+
+    def runs(query: str) -> list[str]:
+        rows = _csv(admin_member_client.get(f"/audit/export.csv?{query}"))
+        html = admin_member_client.get(f"/audit/?{query}").content.decode()
+        shown = sorted(r for r in ("run-aaa111", "run-bbb222", "run-ccc333") if f"<code>{r}</code>" in html)
+        assert shown == sorted(row["run_id"] for row in rows), query  # the CSV follows the filters
+        return shown
+
+    assert runs("tool=refund") == ["run-aaa111", "run-ccc333"]
+    assert runs("user=sam") == ["run-bbb222", "run-ccc333"]
+    assert runs("q=bbb") == ["run-bbb222"]
+    assert runs("q=north") == ["run-aaa111"]
+    assert runs("q=cust-4") == ["run-bbb222"]
+    assert runs("tool=refund&user=sam") == ["run-ccc333"]
+
+
+def test_audit_date_presets_are_links_in_the_viewers_time_zone(
+    agents: DashboardAgents, admin_member_client: Client
+) -> None:
+    entry(run_id="run-today")
+    entry(run_id="run-lastweek", created_at=timezone.now() - timedelta(days=5))
+    entry(run_id="run-lastmonth", created_at=timezone.now() - timedelta(days=20))
+    today = timezone.localdate()
+
+    html = admin_member_client.get("/audit/").content.decode()
+    presets = {
+        label: (today - timedelta(days=back)).isoformat()
+        for label, back in (("Today", 0), ("Last 7 days", 6), ("Last 30 days", 29))
+    }
+    for label, start in presets.items():
+        assert f'href="/audit/?from={start}&amp;to={today.isoformat()}"' in html, label
+    week = admin_member_client.get(f"/audit/?from={presets['Last 7 days']}&to={today.isoformat()}")
+    body = week.content.decode()
+    assert 'aria-current="true">Last 7 days</a>' in body
+    assert "run-today" in body and "run-lastweek" in body and "run-lastmonth" not in body
+
+
+def test_invalid_attempts_are_hidden_by_default_and_shown_on_request(
+    agents: DashboardAgents, reviewer_client: Client, admin_member_client: Client
+) -> None:
+    run = agents.start("helpdesk", "refund parcel")
+    call_id = run.tool_calls[0].tool_call_id
+    reviewer_client.post(
+        f"/runs/{run.run_id}/calls/{call_id}/approve", {"agent": "helpdesk", "edited_args": "{not json"}
+    )
+    reviewer_client.post(f"/runs/{run.run_id}/calls/{call_id}/approve", {"agent": "helpdesk"})
+
+    default = admin_member_client.get("/audit/").content.decode()
+    included = admin_member_client.get("/audit/?invalid=on").content.decode()
+
+    assert "<strong>1</strong> record" in default and "badge outcome-invalid" not in default
+    assert "invalid attempts hidden" in default
+    assert "<strong>2</strong> records" in included and "badge outcome-invalid" in included
+    assert "This is not valid JSON" in included
+    assert len(_csv(admin_member_client.get("/audit/export.csv"))) == 1
+    invalid_rows = _csv(admin_member_client.get("/audit/export.csv?invalid=on"))
+    assert [(r["username"], r["outcome"]) for r in invalid_rows] == [
+        ("rita", "invalid"),
+        ("rita", "completed"),
+    ]
+    assert "badge outcome-invalid" in admin_member_client.get("/audit/?outcome=invalid").content.decode()

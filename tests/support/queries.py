@@ -1,0 +1,57 @@
+"""Counting the SQL statements a piece of the app sends, on every thread."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.db.backends.utils import CursorWrapper
+
+
+class QueryCounter:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.sql: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self.sql)
+
+
+def in_background() -> bool:
+    """Whether this thread is the app's background work (deliveries, sweeps, batches: threads named
+    ``countersign-...``) rather than a request's: what an earlier step of a test set going (a
+    notification's sending, say) may still be doing while the step measured runs."""
+    name = threading.current_thread().name
+    return name.startswith("countersign-") and not name.startswith("countersign-request")
+
+
+@contextmanager
+def count_queries(*, background: bool = True) -> Iterator[QueryCounter]:
+    """Count SQL statements on every connection of every thread (the runtime's store runs in
+    worker threads, which ``CaptureQueriesContext`` on this thread's connection would miss); with
+    ``background=False``, not those of the app's background threads (``in_background``)."""
+    counter = QueryCounter()
+    original_execute = CursorWrapper._execute
+    original_executemany = CursorWrapper._executemany
+
+    def execute(self: CursorWrapper, sql: str, *args: Any, **kwargs: Any) -> Any:
+        if background or not in_background():
+            with counter.lock:
+                counter.sql.append(sql)
+        return original_execute(self, sql, *args, **kwargs)
+
+    def executemany(self: CursorWrapper, sql: str, *args: Any, **kwargs: Any) -> Any:
+        if background or not in_background():
+            with counter.lock:
+                counter.sql.append(sql)
+        return original_executemany(self, sql, *args, **kwargs)
+
+    CursorWrapper._execute = execute  # type: ignore[method-assign]
+    CursorWrapper._executemany = executemany  # type: ignore[method-assign]
+    try:
+        yield counter
+    finally:
+        CursorWrapper._execute = original_execute  # type: ignore[method-assign]
+        CursorWrapper._executemany = original_executemany  # type: ignore[method-assign]

@@ -1,0 +1,27 @@
+"""Users of the dashboard tests, in the groups the data migrations create."""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+from django.apps import apps as django_apps
+from django.contrib.auth.models import Group, User
+
+PASSWORD = "correct horse battery staple"
+
+
+def ensure_groups() -> None:
+    """Groups come from a data migration; a transactional test's flush removes them, so re-run it."""
+    import_module("approvals.migrations.0003_groups").create_groups(django_apps, None)
+    import_module("approvals.migrations.0010_admins_manage_users").grant(django_apps, None)
+    import_module("approvals.migrations.0018_admins_manage_webhooks").grant(django_apps, None)
+    import_module("approvals.migrations.0022_grants").admins_manage_grants(django_apps, None)
+    import_module("approvals.migrations.0030_auditors").create_auditors(django_apps, None)
+
+
+def make_user(username: str, *groups: str) -> User:
+    ensure_groups()
+    user = User.objects.create_user(username=username, password=PASSWORD)
+    for name in groups:
+        user.groups.add(Group.objects.get(name=name))
+    return user
