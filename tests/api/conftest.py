@@ -12,6 +12,7 @@ from agents_runtime import Runtime
 from approvals import agents as served
 from approvals.apps import compose
 from approvals.services.tokens import create_token
+from tests.approvals.conftest import agents  # noqa: F401 - the dashboard's test agents, for tests of both APIs
 from tests.support import mastra_agents
 from tests.support.users import make_user
 

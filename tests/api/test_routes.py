@@ -458,7 +458,7 @@ async def test_with_a_db_worker_the_stream_relays_the_workers_chunks_to_the_end(
 ) -> None:
     """The continuation runs in a real ``db_worker`` process; its chunks reach the HTTP stream through
     the channel layer (the run's live group), and the stream ends at the run's finish."""
-    from tests.live import server
+    from tests.support import server
     from tests.support.services import database_url
 
     settings.TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}

@@ -72,7 +72,7 @@ class Checks:
         self.loop.call_soon_threadsafe(self.checked.set)
         return logins
 
-    async def next_message(self) -> None:
+    async def _next(self) -> None:
         """Until the next check has finished (the one after is most of a period away)."""
         self.checked.clear()
         await asyncio.wait_for(self.checked.wait(), WAIT)
