@@ -3,6 +3,7 @@
 Pure Python: never imports Django. See ``Agent`` for runs and decisions, ``Runtime`` for storage.
 """
 
+from ._convert import agent_run
 from .agent import Agent
 from .conditions import Condition, ConditionVerdict, InvalidCondition
 from .errors import (
@@ -81,6 +82,7 @@ __all__ = [
     "Tool",
     "ToolCallNotSuspended",
     "ToolContext",
+    "agent_run",
     "fingerprint",
     "scripted_model",
     "tool",

@@ -85,6 +85,7 @@ def listed_call(call: ParkedCall) -> AgentRunToolCall:
 
 
 def agent_run(run: StoredRun) -> AgentRun:
+    """A stored suspended run as listings show it (for a host that reads its store its own way)."""
     return construct(
         AgentRun,
         run_id=run.run_id,

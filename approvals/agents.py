@@ -12,8 +12,23 @@ from importlib import import_module
 
 from django.conf import settings
 
-from agents_runtime import Agent, Continuation, Runtime
+from agents_runtime import Agent, AgentRun, Continuation, Runtime, agent_run
 from approvals.store import DjangoRunStore
+from approvals.store.queue import QueuePage, QueuePosition, QueueQuery
+
+__all__ = [
+    "QueuePage",
+    "QueuePosition",
+    "QueueQuery",
+    "UnknownAgent",
+    "all_agents",
+    "get",
+    "install",
+    "load",
+    "queue_page",
+    "runtime",
+    "unstarted_continuations",
+]
 
 _installed: Runtime | None = None
 
@@ -67,3 +82,13 @@ def unstarted_continuations(*, decided_before: datetime) -> list[Continuation]:
     if not isinstance(store, DjangoRunStore):
         return []
     return store.unstarted_claims(decided_before=decided_before)
+
+
+def queue_page(query: QueueQuery) -> tuple[list[AgentRun], QueuePage]:
+    """A page of the reviewer's queue across agents (``approvals.store.queue``), its runs as listings
+    show them. Only the database store keeps one; a runtime that brought its own store has none."""
+    store = runtime().storage
+    if not isinstance(store, DjangoRunStore):
+        return [], QueuePage(runs=[], positions=[], more=False)
+    page = store.queue(query)
+    return [agent_run(run) for run in page.runs], page

@@ -246,6 +246,15 @@ class Access:
         return (*self.agent_ids, *self.escalated_agent_ids)
 
     @property
+    def decision_scope(self) -> tuple[tuple[str, frozenset[str] | None], ...]:
+        """Each agent with calls the user may decide (``may_decide``), with the groups its calls must
+        be escalated to for that (None: any of its calls): what a listing of them is narrowed to."""
+        if not self.can_decide:
+            return ()
+        ids = self.decidable_agent_ids
+        return tuple((agent_id, self.for_agent(agent_id).escalation_scope) for agent_id in ids)
+
+    @property
     def username(self) -> str:
         name: str = self.user.get_username()
         return name

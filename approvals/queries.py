@@ -9,22 +9,24 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Collection
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any, Literal, NamedTuple
 
 from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from agents_runtime import Agent, AgentRun, AgentRunToolCall, RunNotFound
+from agents_runtime import Agent, AgentRun, AgentRunToolCall, RunNotFound, Tool
 from agents_runtime.records import StoredRun
 from agents_runtime.vocabulary import CallKind
 from approvals import agents
-from approvals.models import EndedRun, GrantRecord
+from approvals.models import EndedRun, GrantRecord, ParkedCallRecord, RunRecord
 from approvals.models.audit import AuditEntry, AuditEntryQuerySet
 from approvals.models.batches import FollowedAgent
 from approvals.models.claims import CallClaim
-from approvals.policy import MANAGE_GRANTS_PERMISSION
+from approvals.policy import MANAGE_GRANTS_PERMISSION, Access, may_decide
 
 
 @dataclass(frozen=True)
@@ -228,12 +230,16 @@ class AuditChoices:
     tools: list[str]
 
 
-def _tool_names(agent: Agent) -> set[str]:
+def _tools(agent: Agent) -> list[Tool]:
     # A sub-agent's calls are decided (and recorded) on its supervisor's run, under their own name.
-    names = {t.name for t in agent.tools}
+    tools = list(agent.tools)
     for sub in agent.agents:
-        names |= _tool_names(sub)
-    return names
+        tools += _tools(sub)
+    return tools
+
+
+def _tool_names(agent: Agent) -> set[str]:
+    return {t.name for t in _tools(agent)}
 
 
 def audit_choices(agent_ids: Collection[str]) -> AuditChoices:
@@ -270,3 +276,125 @@ def grants_visible(access: Any, *, live_only: bool, limit: int = 500) -> list[Gr
     if live_only:
         rows = rows.live()
     return list(rows[:limit])
+
+
+# -- the reviewer's queue across agents -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueuePage:
+    """A page of the user's queue: its runs (each with the calls the user may decide) and agents."""
+
+    runs: list[AgentRun]
+    agents: dict[str, Agent]
+    #: Where the next page starts (None: this is the last).
+    next_after: agents.QueuePosition | None
+    #: Each run's place, by run id (a card's "start here" link).
+    positions: dict[str, agents.QueuePosition]
+
+    @property
+    def call_count(self) -> int:
+        return sum(len(run.tool_calls) for run in self.runs)
+
+
+def queue_page(
+    access: Access,
+    *,
+    agent_id: str | None = None,
+    after: agents.QueuePosition | None = None,
+    per_page: int = 20,
+    **filters: Any,
+) -> QueuePage:
+    """One page of every call ``access``'s user may decide (``Access.decision_scope``), across agents
+    (or of ``agent_id``'s only), soonest deadline first, then oldest; ``filters``: ``QueueQuery``'s
+    (parts of tool, thread and end-user names; creation dates)."""
+    scope = tuple((a, groups) for a, groups in access.decision_scope if agent_id in (None, a))
+    if not scope:
+        return QueuePage(runs=[], agents={}, next_after=None, positions={})
+    query = agents.QueueQuery(scope=scope, after=after, limit=per_page, **filters)
+    runs, page = agents.queue_page(query)
+    by_id = {a.id: a for a in agents.all_agents()}
+    # Of an agent seen for its escalated calls only, the card shows those (the others are not theirs).
+    shown = [replace(run, tool_calls=[c for c in run.tool_calls if _decides(access, run, c)]) for run in runs]
+    return QueuePage(
+        runs=[run for run in shown if run.tool_calls],
+        agents={run.agent_id: by_id[run.agent_id] for run in shown if run.agent_id in by_id},
+        next_after=page.positions[-1] if page.more and page.positions else None,
+        positions={p.run_id: p for p in page.positions},
+    )
+
+
+def _decides(access: Access, run: AgentRun, call: AgentRunToolCall) -> bool:
+    return may_decide(access, run.agent_id, call.escalated_to)
+
+
+@dataclass(frozen=True)
+class QueueCounts:
+    #: Calls whose deadline is at most ``QUEUE_DUE_SOON_SECONDS`` off (or past, not yet expired).
+    due_soon: int
+    #: Calls escalated to one of the user's groups.
+    escalated: int
+    #: Calls the user claims ("I'm on it"), while the claim holds.
+    claimed: int
+    #: Calls that need several approvals, have some, and none yet of the user's.
+    second_vote: int
+
+
+def queue_counts(access: Access, *, now: datetime | None = None) -> QueueCounts:
+    """What waits on the user, counted over their whole queue (whatever its filters)."""
+    now = now or timezone.now()
+    scope = access.decision_scope
+    if not scope:
+        return QueueCounts(0, 0, 0, 0)
+    calls = ParkedCallRecord.objects.in_queue(scope)
+    soon = now + timedelta(seconds=settings.QUEUE_DUE_SOON_SECONDS)
+    held = calls.filter(run__run_id=OuterRef("run_id"), tool_call_id=OuterRef("tool_call_id"))
+    claims = CallClaim.objects.filter(user=access.user, expires_at__gt=now).filter(Exists(held))
+    agent_ids = {agent_id for agent_id, _ in scope}
+    voting = {t.name for a in agents.all_agents() if a.id in agent_ids for t in _tools(a) if t.approvals > 1}
+    votes = calls.filter(tool_name__in=voting).exclude(votes=[]).values_list("votes", flat=True)
+    me = access.username
+    return QueueCounts(
+        due_soon=calls.filter(expires_at__isnull=False, expires_at__lte=soon).count(),
+        escalated=calls.filter(escalated_to__in=list(access.groups)).count() if access.groups else 0,
+        claimed=claims.count(),
+        second_vote=sum(1 for cast in votes if me not in {v.get("actor") for v in cast}) if voting else 0,
+    )
+
+
+#: How many names each of the queue's filters suggests.
+SUGGESTED = 50
+
+
+@dataclass(frozen=True)
+class QueueSuggestions:
+    """What the queue's filters suggest: agents (id, label), tools, threads and end users."""
+
+    agents: list[tuple[str, str]]
+    tools: list[str]
+    threads: list[str]
+    resources: list[str]
+
+
+def queue_suggestions(access: Access) -> QueueSuggestions:
+    """The queue's agents and their tools (the registry), and threads and end users that wait now."""
+    scope = access.decision_scope
+    agent_ids = {agent_id for agent_id, _ in scope}
+    listed = [a for a in agents.all_agents() if a.id in agent_ids]
+    tools: set[str] = set()
+    for agent in listed:
+        tools |= _tool_names(agent)
+    waiting = RunRecord.objects.in_queue(scope).order_by()
+
+    def names(column: str) -> list[str]:
+        if not scope:
+            return []
+        found = waiting.exclude(**{column: None}).values_list(column, flat=True).distinct()[:SUGGESTED]
+        return sorted(found)
+
+    return QueueSuggestions(
+        agents=[(a.id, f"{a.name} ({a.id})" if a.name and a.name != a.id else a.id) for a in listed],
+        tools=sorted(tools),
+        threads=names("thread_id"),
+        resources=names("resource_id"),
+    )

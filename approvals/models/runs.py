@@ -23,6 +23,34 @@ class RunStatus(models.TextChoices):
     RUNNING = "running", "Running"
 
 
+#: Whose queue: each agent with the groups its calls must be escalated to for them to count (None:
+#: every call of it). ``policy.AgentAccess.escalation_scope`` says which, for each agent a user sees.
+QueueScope = tuple[tuple[str, frozenset[str] | None], ...]
+
+
+def _queue_agents(scope: QueueScope) -> tuple[list[str], dict[frozenset[str], list[str]]]:
+    """The agents seen whole, and those seen for their escalated calls only, by the groups."""
+    whole = [agent_id for agent_id, groups in scope if groups is None]
+    escalated: dict[frozenset[str], list[str]] = {}
+    for agent_id, groups in scope:
+        if groups is not None:
+            escalated.setdefault(groups, []).append(agent_id)
+    return whole, escalated
+
+
+def queue_condition(scope: QueueScope, run: str = "") -> Q:
+    """Waiting runs of ``scope``'s agents that someone decides here (a sub-agent's inner runs are
+    decided through their supervisor's); of an escalation-only agent, those with an undecided call
+    escalated to its groups. ``run``: the path to the run from the rows filtered (``"run__"``)."""
+    whole, escalated = _queue_agents(scope)
+    seen = Q(**{f"{run}agent_id__in": whole})
+    key = OuterRef(run.removesuffix("__") or "pk")
+    for groups, agent_ids in escalated.items():
+        calls = ParkedCallRecord.objects.filter(run=key, escalated_to__in=list(groups)).undecided()
+        seen |= Q(**{f"{run}agent_id__in": agent_ids}) & Q(Exists(calls))
+    return seen & Q(**{f"{run}status": RunStatus.SUSPENDED, f"{run}parent_run_id": None})
+
+
 class RunRecordQuerySet(models.QuerySet["RunRecord"]):
     def for_agent(self, agent_id: str) -> RunRecordQuerySet:
         return self.filter(agent_id=agent_id)
@@ -72,6 +100,10 @@ class RunRecordQuerySet(models.QuerySet["RunRecord"]):
             return self
         calls = ParkedCallRecord.objects.filter(run=OuterRef("pk"), escalated_to__in=list(groups))
         return self.filter(Exists(calls.undecided()))
+
+    def in_queue(self, scope: QueueScope) -> RunRecordQuerySet:
+        """The runs of ``scope``'s queue (``queue_condition``)."""
+        return self.filter(queue_condition(scope))
 
     def expiring_before(self, when: datetime | None) -> RunRecordQuerySet:
         """Runs with an undecided call whose deadline is before ``when`` (None: any run)."""
@@ -177,6 +209,12 @@ class RunRecord(models.Model):
                 name="run_running_lease_idx",
             ),
             models.Index(fields=["parent_run_id"], name="run_parent_idx"),
+            # The reviewer's queue across agents (``in_queue``, store/queue.py): waiting runs oldest
+            # first, walked in order whichever agents are in it (their ids checked in the index).
+            models.Index(
+                fields=["status", "suspended_at", "run_id", "agent_id", "parent_run_id"],
+                name="run_queue_idx",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -189,6 +227,15 @@ class ParkedCallRecordQuerySet(models.QuerySet["ParkedCallRecord"]):
 
     def decided(self) -> ParkedCallRecordQuerySet:
         return self.filter(action__isnull=False)
+
+    def in_queue(self, scope: QueueScope) -> ParkedCallRecordQuerySet:
+        """The undecided calls of ``RunRecordQuerySet.in_queue``'s runs that count there: every call
+        of an agent seen whole, the escalated ones of the others."""
+        whole, escalated = _queue_agents(scope)
+        counted = Q(run__agent_id__in=whole)
+        for groups, agent_ids in escalated.items():
+            counted |= Q(run__agent_id__in=agent_ids, escalated_to__in=list(groups))
+        return self.undecided().filter(counted, run__status=RunStatus.SUSPENDED, run__parent_run_id=None)
 
 
 class ParkedCallRecord(models.Model):
@@ -253,6 +300,10 @@ class ParkedCallRecord(models.Model):
                 fields=["expires_at"],
                 condition=Q(action__isnull=True, expires_at__isnull=False),
                 name="call_undecided_expiry_idx",
+            ),
+            # Calls of the tools that take several approvals: the queue's "waiting on my second vote".
+            models.Index(
+                fields=["tool_name"], condition=Q(action__isnull=True), name="call_undecided_by_tool_idx"
             ),
             # Who sees an agent for its escalated calls (access.escalated_agent_ids): only those.
             models.Index(

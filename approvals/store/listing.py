@@ -164,7 +164,7 @@ def page(runs: RunRecordQuerySet, using: str, query: RunQuery, *, now: datetime)
     if query.escalated_to is not None:
         matches, rows = querysets(runs, query)
         total = matches.count()
-        return ([] if _past_the_end(query, total) else _by_run(list(rows))), total, _expired(using, values)
+        return ([] if _past_the_end(query, total) else by_run(list(rows))), total, _expired(using, values)
     # (A window of no rows compiles to no page: only the header is run for it.)
     compiled_as = query if (query.limit or 0) > 0 else replace(query, limit=None)
     deep = _is_deep(connection.vendor, compiled_as)
@@ -182,7 +182,7 @@ def page(runs: RunRecordQuerySet, using: str, query: RunQuery, *, now: datetime)
     if not found:
         found = records.run_statement(using, header.sql, [values.get(p, p) for p in header.params], header)
     total, expired = int(found[0]["total"] or 0), bool(found[0]["expired"])
-    return _by_run([row for row in found if "pk" in row]), total, expired
+    return by_run([row for row in found if "pk" in row]), total, expired
 
 
 #: A listing's runs in order, each with its call rows in theirs.
@@ -193,7 +193,7 @@ Listing = list[tuple[Row, list[Row]]]
 _JOINED_NAMES = tuple((name, f"calls__{name}") for name in CALL_COLUMNS if name != "run_id")
 
 
-def _by_run(rows: list[Row]) -> Listing:
+def by_run(rows: list[Row]) -> Listing:
     # (A run's first joined row stands for the run: it holds the run's columns, and its call
     # columns are never read as the run's.)
     listed: Listing = []

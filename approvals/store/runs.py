@@ -44,7 +44,7 @@ from approvals.models import AuditEntry, EndedRun, RunRecord, ThreadMessage
 from approvals.models.runs import RunRecordQuerySet, RunStatus
 from approvals.server import prepared, threads
 from approvals.store import audit as decision_records
-from approvals.store import listing
+from approvals.store import listing, queue
 from approvals.store.deadlines import Deadlines
 from approvals.store.decide import Decisions
 from approvals.store.grants import Grants
@@ -246,6 +246,14 @@ class DjangoRunStore(RunStore, GrantStore):
                         "Suspended run %s is unreadable and left out of the listing: %s", run["run_id"], exc
                     )
             return listed, total
+
+    def queue(self, query: queue.QueueQuery) -> queue.QueuePage:
+        """A page of the reviewer's queue across agents (``store.queue``; beyond the runtime's
+        protocol: the dashboard's own read)."""
+        with self.tables.connection_scope():
+            # (An indexed probe, as before a listing: a run whose claim ran out waits again.)
+            self.tables.reclaim_expired()
+            return queue.page(self.tables.using, query)
 
     def claim(
         self,
