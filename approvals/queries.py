@@ -301,7 +301,7 @@ def queue_page(
     access: Access,
     *,
     agent_id: str | None = None,
-    after: agents.QueuePosition | None = None,
+    after: tuple[datetime | None, datetime, str] | None = None,
     per_page: int = 20,
     **filters: Any,
 ) -> QueuePage:
@@ -311,7 +311,8 @@ def queue_page(
     scope = tuple((a, groups) for a, groups in access.decision_scope if agent_id in (None, a))
     if not scope:
         return QueuePage(runs=[], agents={}, next_after=None, positions={})
-    query = agents.QueueQuery(scope=scope, after=after, limit=per_page, **filters)
+    start = agents.QueuePosition(*after) if after is not None else None
+    query = agents.QueueQuery(scope=scope, after=start, limit=per_page, **filters)
     runs, page = agents.queue_page(query)
     by_id = {a.id: a for a in agents.all_agents()}
     # Of an agent seen for its escalated calls only, the card shows those (the others are not theirs).
@@ -376,8 +377,9 @@ class QueueSuggestions:
     resources: list[str]
 
 
-def queue_suggestions(access: Access) -> QueueSuggestions:
-    """The queue's agents and their tools (the registry), and threads and end users that wait now."""
+def queue_suggestions(access: Access, *, waiting: bool = True) -> QueueSuggestions:
+    """The queue's agents and their tools (the registry), and (``waiting``) threads and end users
+    that wait now (a list refetched without its filters needs none)."""
     scope = access.decision_scope
     agent_ids = {agent_id for agent_id, _ in scope}
     listed = [a for a in agents.all_agents() if a.id in agent_ids]
@@ -387,7 +389,7 @@ def queue_suggestions(access: Access) -> QueueSuggestions:
     waiting = RunRecord.objects.in_queue(scope).order_by()
 
     def names(column: str) -> list[str]:
-        if not scope:
+        if not scope or not waiting:
             return []
         found = waiting.exclude(**{column: None}).values_list(column, flat=True).distinct()[:SUGGESTED]
         return sorted(found)

@@ -58,7 +58,10 @@ register_converter(CallIdConverter, "call_id")
 app_name = "approvals"
 
 urlpatterns = [
-    path("", pages.overview, name="overview"),
+    # The reviewer's queue for those who decide more than one agent's calls, else the overview.
+    path("", pages.home, name="home"),
+    path("queue/", pages.queue, name="queue"),
+    path("agents/", pages.overview, name="overview"),
     path("agents/<id:agent_id>/", pages.inbox, name="inbox"),
     path("agents/<id:agent_id>/batches/new", batches.batch_new, name="batch_new"),
     path("agents/<id:agent_id>/follow", batches.agent_follow, name="follow"),

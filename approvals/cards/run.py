@@ -70,6 +70,8 @@ class RunCard:
     outcome: DecisionOutcome | None = None
     #: The page the forms return to without JavaScript.
     next_url: str = ""
+    #: The outcome as one line (the queue): what was decided and by whom, the run a link away.
+    folded: bool = False
 
     @property
     def waiting(self) -> bool:
@@ -159,9 +161,16 @@ def run_card(
 
 
 def outcome_card(
-    outcome: DecisionOutcome, *, agent: Agent | None = None, agent_name: str = "", next_url: str = ""
+    outcome: DecisionOutcome,
+    *,
+    agent: Agent | None = None,
+    agent_name: str = "",
+    next_url: str = "",
+    folded: bool = False,
 ) -> RunCard:
-    """The card that replaces a decided one: the outcome, and the run again if it still waits."""
+    """The card that replaces a decided one: the outcome, and the run again if it still waits.
+    ``folded``: a run that waits no more shows its outcome as one line (the queue, where the next
+    call matters more than what the run did)."""
     if outcome.run is not None:
         return run_card(outcome.run, agent=agent, agent_name=agent_name, next_url=next_url, outcome=outcome)
     return RunCard(
@@ -173,6 +182,7 @@ def outcome_card(
         resource_id=outcome.resource_id,
         outcome=outcome,
         next_url=next_url,
+        folded=folded,
     )
 
 

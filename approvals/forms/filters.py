@@ -3,12 +3,17 @@ malformed input becomes field errors, never a 500."""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import re
 from collections.abc import Sequence
-from datetime import UTC, date, datetime, time
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from django import forms
+from django.http import QueryDict
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
@@ -187,6 +192,132 @@ class AuditFilterForm(_CreatedRangeForm):
             "end": data.get("to"),
             "include_invalid": bool(data.get("invalid")),
         }
+
+
+class SuggestingInput(forms.TextInput):
+    """A text box that suggests values (an HTML ``datalist``) and takes any part of one."""
+
+    template_name = "approvals/widgets/suggesting_input.html"
+
+    def __init__(self, suggestions: Sequence[str] = (), attrs: dict[str, Any] | None = None) -> None:
+        super().__init__(attrs)
+        self.suggestions = list(suggestions)
+
+    def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
+        context = super().get_context(name, value, attrs)
+        widget = context["widget"]
+        widget["suggestions"] = self.suggestions
+        if self.suggestions:
+            widget["attrs"]["list"] = f"{widget['attrs'].get('id') or name}-suggestions"
+        return context
+
+
+class QueuePositionField(forms.CharField):
+    """Where a page of the queue starts: after a run's place (``queue_token``), as the "Next" link
+    says it; anything else is an error, never a guess."""
+
+    widget = forms.HiddenInput
+
+    def to_python(self, value: Any) -> tuple[datetime | None, datetime, str] | None:  # type: ignore[override]
+        text = (super().to_python(value) or "").strip()
+        if not text:
+            return None
+        try:
+            padded = text + "=" * (-len(text) % 4)
+            deadline, suspended_at, run_id = json.loads(base64.urlsafe_b64decode(padded))
+            place = (
+                None if deadline is None else datetime.fromisoformat(deadline),
+                datetime.fromisoformat(suspended_at),
+                run_id,
+            )
+        except (binascii.Error, UnicodeDecodeError, ValueError, TypeError):
+            place = None
+        if (
+            place is None
+            or not isinstance(place[2], str)
+            or any(moment is not None and timezone.is_naive(moment) for moment in place[:2])
+        ):
+            raise forms.ValidationError(
+                "This page link is damaged: start again from the top of the queue.", code="invalid"
+            )
+        return place
+
+
+def queue_token(deadline: datetime | None, suspended_at: datetime, run_id: str) -> str:
+    """A run's place in the queue as the query string carries it (``after``; ``QueuePositionField``)."""
+    place = [None if deadline is None else deadline.isoformat(), suspended_at.isoformat(), run_id]
+    return base64.urlsafe_b64encode(json.dumps(place).encode()).decode().rstrip("=")
+
+
+class QueueFilterForm(_CreatedRangeForm):
+    """The queue's query string: ``agent tool thread resource from to after per_page``.
+
+    The agent is one of the user's (a choice); tool, thread and end user take any part of a name,
+    any case, and suggest the names there are (``queries.queue_suggestions``); ``after`` is where the
+    page starts (the "Next" link's).
+    """
+
+    agent = forms.ChoiceField(required=False, label="Agent")
+    tool = forms.CharField(required=False, max_length=255, label="Tool")
+    thread = forms.CharField(required=False, max_length=255, label="Thread")
+    resource = forms.CharField(required=False, max_length=255, label="End user")
+    after = QueuePositionField(required=False)
+    per_page = forms.IntegerField(required=False, min_value=1, max_value=MAX_PER_PAGE, label="Per page")
+
+    from_label, to_label = "Created from", "Created to"
+    field_order_names = ["agent", "tool", "thread", "resource", "from", "to", "per_page", "after"]
+
+    def __init__(
+        self,
+        *args: Any,
+        agents: Sequence[tuple[str, str]] = (),
+        tools: Sequence[str] = (),
+        threads: Sequence[str] = (),
+        resources: Sequence[str] = (),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["agent"].choices = [("", "All my agents"), *agents]  # type: ignore[attr-defined]
+        for name, suggestions in (("tool", tools), ("thread", threads), ("resource", resources)):
+            hint = {"placeholder": "name or part of one"}
+            self.fields[name].widget = SuggestingInput(suggestions, attrs=hint)
+        for name in ("from", "to"):
+            self.fields[name].widget = forms.DateInput(attrs={"type": "date"})
+
+    def filters(self) -> dict[str, Any]:
+        """Keyword arguments for ``queries.queue_page`` (call after ``is_valid()``)."""
+        data = self.cleaned_data
+        return {
+            "agent_id": data.get("agent") or None,
+            "tool": (data.get("tool") or "").strip() or None,
+            "thread": (data.get("thread") or "").strip() or None,
+            "resource": (data.get("resource") or "").strip() or None,
+            "created_from": data.get("from"),
+            "created_to": data.get("to"),
+            "after": data.get("after"),
+            "per_page": data.get("per_page") or DEFAULT_PER_PAGE,
+        }
+
+
+@dataclass(frozen=True)
+class DatePreset:
+    label: str
+    #: ISO dates, as the ``from`` and ``to`` of the query string.
+    start: str
+    end: str
+    active: bool
+
+
+def date_presets(data: QueryDict) -> list[DatePreset]:
+    """Today, the last 7 and the last 30 days, in the viewer's time zone, as ``from``/``to`` dates."""
+    today = timezone.localdate()
+    spans = (("Today", 0), ("Last 7 days", 6), ("Last 30 days", 29))
+    end = today.isoformat()
+    presets = []
+    for label, back in spans:
+        start = (today - timedelta(days=back)).isoformat()
+        presets.append(DatePreset(label, start, end, data.get("from") == start and data.get("to") == end))
+    return presets
 
 
 class TimeZoneForm(forms.Form):

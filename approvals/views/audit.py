@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Page, Paginator
-from django.http import HttpRequest, HttpResponse, HttpResponseBase, QueryDict, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from approvals import queries
 from approvals.cards import run as cards
-from approvals.forms.filters import AuditFilterForm
+from approvals.forms.filters import AuditFilterForm, date_presets
 from approvals.models.audit import RECORD_FIELDS, AuditEntry
 from approvals.services import AUDIT_PERMISSION
 from approvals.views.base import HtmxHttpRequest, access_of, is_partial, permission_required, render_page
@@ -44,27 +42,6 @@ class _AuditPage(Page[AuditEntry]):
 class _AuditPaginator(Paginator[AuditEntry]):
     def _get_page(self, *args: Any, **kwargs: Any) -> Page[AuditEntry]:
         return _AuditPage(*args, **kwargs)
-
-
-@dataclass(frozen=True)
-class DatePreset:
-    label: str
-    #: ISO dates, as the ``from`` and ``to`` of the query string.
-    start: str
-    end: str
-    active: bool
-
-
-def date_presets(data: QueryDict) -> list[DatePreset]:
-    """Today, the last 7 and the last 30 days, in the viewer's time zone, as ``from``/``to`` dates."""
-    today = timezone.localdate()
-    spans = (("Today", 0), ("Last 7 days", 6), ("Last 30 days", 29))
-    end = today.isoformat()
-    presets = []
-    for label, back in spans:
-        start = (today - timedelta(days=back)).isoformat()
-        presets.append(DatePreset(label, start, end, data.get("from") == start and data.get("to") == end))
-    return presets
 
 
 def _filter_form(request: HttpRequest) -> AuditFilterForm:

@@ -176,7 +176,9 @@ def _decided(request: HtmxHttpRequest, outcome: DecisionOutcome) -> HttpResponse
     if is_partial(request):
         agent = _agent(outcome.agent_id)
         agent_name = (agent.name or agent.id) if agent is not None else outcome.agent_id
-        card = cards.outcome_card(outcome, agent=agent, agent_name=agent_name, next_url=back)
+        # The queue's list asks for the outcome folded (hx-headers: every form in it sends this).
+        folded = request.headers.get("CS-List") == "queue"
+        card = cards.outcome_card(outcome, agent=agent, agent_name=agent_name, next_url=back, folded=folded)
         response = render(request, RUN_CARD, {"card": card, "can_decide": access.can_decide})
         patch_vary_headers(response, ["HX-Request"])
         return response

@@ -13,12 +13,13 @@ from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods
 
+from agents_runtime import Agent, AgentRun
 from agents_runtime.vocabulary import NO_EFFECT_OUTCOMES, Outcome
 from approvals import agents, queries, services, tasks
 from approvals.cards import record as run_records
 from approvals.cards import run as cards
 from approvals.forms.decisions import NewRunForm
-from approvals.forms.filters import InboxFilterForm
+from approvals.forms.filters import InboxFilterForm, QueueFilterForm, date_presets, queue_token
 from approvals.services import DECIDE_PERMISSION
 from approvals.views.base import (
     HtmxHttpRequest,
@@ -40,6 +41,16 @@ _BACKGROUND_OUTCOMES = {
     "failed": Outcome.FAILED,
     "suspended": Outcome.SUSPENDED_AGAIN,
 }
+
+
+@require_GET
+@login_required
+def home(request: HtmxHttpRequest) -> HttpResponse:
+    """The landing page: the queue for whoever decides more than one agent's calls (everyone else
+    keeps the overview; both have their own address)."""
+    if len(access_of(request).decision_scope) > 1:
+        return queue(request)
+    return overview(request)
 
 
 @require_GET
@@ -73,11 +84,7 @@ def inbox(request: HtmxHttpRequest, agent_id: str) -> HttpResponse:
     next_url = request.get_full_path()
     name = agent.name or agent.id
     context["page"] = page
-    claims = queries.call_claims([run.run_id for run in page.runs])
-    context["cards"] = [
-        cards.run_card(run, agent=agent, agent_name=name, next_url=next_url, claims=claims)
-        for run in page.runs
-    ]
+    context["cards"] = _cards(page.runs, {agent.id: agent}, next_url=next_url)
     if sub_agent and not access.escalated_only:
         shown = {**form.filters(), "page": 1, "per_page": DELEGATED_SHOWN}
         inner = queries.inbox_page(agent, **shown, delegated=True)
@@ -86,6 +93,53 @@ def inbox(request: HtmxHttpRequest, agent_id: str) -> HttpResponse:
             cards.run_card(run, agent=agent, agent_name=name, next_url=next_url) for run in inner.runs
         ]
     return render_page(request, "approvals/inbox.html", "run-list", context)
+
+
+@require_GET
+@login_required
+def queue(request: HtmxHttpRequest) -> HttpResponse:
+    """Every call the user may decide, across their agents: soonest deadline first, then oldest,
+    paged from where the last page ended."""
+    access = access_of(request)
+    suggested = queries.queue_suggestions(access, waiting=not is_partial(request))
+    form = QueueFilterForm(
+        request.GET,
+        agents=suggested.agents,
+        tools=suggested.tools,
+        threads=suggested.threads,
+        resources=suggested.resources,
+    )
+    context: dict[str, Any] = {
+        "form": form,
+        "can_decide": access.can_decide,
+        "counts": queries.queue_counts(access),
+        "presets": date_presets(request.GET),
+    }
+    if not form.is_valid():
+        # Shown in place of the list; htmx only swaps 2xx responses.
+        status = 200 if is_partial(request) else 400
+        return render_page(request, "approvals/queue.html", "run-list", context, status=status)
+    page = queries.queue_page(access, **form.filters())
+    context["page"] = page
+    context["cards"] = _cards(page.runs, page.agents, next_url=request.get_full_path())
+    following = page.next_after
+    context["pager"] = {
+        "positional": True,
+        "after": form.cleaned_data.get("after") is not None,
+        "next_after": following and queue_token(following.deadline, following.suspended_at, following.run_id),
+    }
+    return render_page(request, "approvals/queue.html", "run-list", context)
+
+
+def _cards(runs: list[AgentRun], agents_by_id: dict[str, Agent], *, next_url: str) -> list[cards.RunCard]:
+    """The cards of a list of waiting runs (inbox, queue), their claims read once for all."""
+    claims = queries.call_claims([run.run_id for run in runs])
+    shown = []
+    for run in runs:
+        agent = agents_by_id.get(run.agent_id)
+        name = (agent.name or agent.id) if agent is not None else run.agent_id
+        shown.append(cards.run_card(run, agent=agent, agent_name=name, next_url=next_url, claims=claims))
+    return shown
 
 
 @require_GET

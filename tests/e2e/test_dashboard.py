@@ -52,7 +52,7 @@ def visit(page: Page, path: str) -> None:
     page.goto(path, wait_until="networkidle")
 
 
-def test_login_form_leads_to_the_overview(pages: Pages, server: Server) -> None:
+def test_login_form_leads_to_the_queue_and_its_link_to_the_overview(pages: Pages, server: Server) -> None:
     page = pages.open(login=None)
     page.goto("/")
     expect(page).to_have_url(re.compile(r"/accounts/login/\?next=/$"))
@@ -63,6 +63,9 @@ def test_login_form_leads_to_the_overview(pages: Pages, server: Server) -> None:
 
     expect(page).to_have_url(server.url("/"))
     expect(page.locator(".who")).to_have_text(ADMIN.username)
+    expect(page.get_by_role("heading", level=1)).to_contain_text("My queue")
+    page.get_by_role("link", name="Agents overview").click()
+    expect(page).to_have_url(server.url("/agents/"))
     for inbox in ("support", "ops", "coordinator"):
         expect(page.locator(f'a[href="/agents/{inbox}/"]')).not_to_have_count(0)
 

@@ -69,7 +69,7 @@ def test_run_started_in_another_process_appears_and_goes_when_decided_elsewhere(
 ) -> None:
     inbox = log_in(browser, site.daphne.url, server.USERNAME, server.PASSWORD, next_path="/agents/support/")
     overview = inbox.context.new_page()
-    overview.goto("/")
+    overview.goto("/agents/")
     expect_live(inbox)
     expect_live(overview)
     expect(overview.locator("#agent-support [data-pending]")).to_have_text("0")

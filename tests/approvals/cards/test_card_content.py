@@ -381,7 +381,7 @@ def test_sub_agent_calls_are_decided_and_counted_on_the_supervisor_only(
 
     supervisor = inbox(reviewer_client, "/agents/coordinator/")
     sub_agent = inbox(reviewer_client, "/agents/ops/")
-    overview = reviewer_client.get("/").content.decode()
+    overview = reviewer_client.get("/agents/").content.decode()
 
     assert f'id="run-{run_id}"' in supervisor and "via Release engineer" in supervisor
     assert 'data-total="1"' in supervisor and ">Approve</button>" in supervisor

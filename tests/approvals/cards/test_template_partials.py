@@ -10,10 +10,11 @@ TEMPLATES = Path(__file__).resolve().parents[3] / "approvals" / "templates" / "a
 
 #: partial -> (markup only it may hold, the pages that show it)
 SHARED = {
-    "run_card": ('class="card run-card', ["inbox.html", "run.html"]),
-    "pager": ('class="pager"', ["inbox.html", "audit.html"]),
-    "error_card": ("These filters cannot be used", ["inbox.html", "audit.html"]),
-    "filter_fields": ("not field.is_hidden", ["inbox.html", "audit.html"]),
+    "run_card": ('class="card run-card', ["inbox.html", "run.html", "queue.html"]),
+    "pager": ('class="pager"', ["inbox.html", "audit.html", "queue.html"]),
+    "error_card": ("These filters cannot be used", ["inbox.html", "audit.html", "queue.html"]),
+    "filter_fields": ("not field.is_hidden", ["inbox.html", "audit.html", "queue.html"]),
+    "date_presets": ("{% for p in presets %}", ["audit.html", "queue.html"]),
 }
 
 

@@ -74,9 +74,9 @@ def test_login_page_opens_no_socket(agents: DashboardAgents) -> None:
 def test_overview_table_refetches_itself_on_any_event(
     agents: DashboardAgents, reviewer_client: Client
 ) -> None:
-    for response in (reviewer_client.get("/"), reviewer_client.get("/", **hx("agent-table"))):
+    for response in (reviewer_client.get("/agents/"), reviewer_client.get("/agents/", **hx("agent-table"))):
         table = section(response.content.decode(), "agent-table")
-        assert 'hx-get="/"' in table
+        assert 'hx-get="/agents/"' in table
         assert 'hx-trigger="cs:refresh"' in table
         assert 'hx-swap="outerHTML"' in table
         assert 'data-live="all"' in table
@@ -151,7 +151,7 @@ def test_refetched_overview_counts_follow_decisions(
     run = agents.start("helpdesk", "refund broken parcel")
 
     def pending() -> str:
-        table = reviewer_client.get("/", **hx("agent-table")).content.decode()
+        table = reviewer_client.get("/agents/", **hx("agent-table")).content.decode()
         match = re.search(r'id="agent-helpdesk".*?data-pending="(\d+)"', table, re.S)
         assert match
         return match.group(1)

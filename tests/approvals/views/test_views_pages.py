@@ -25,7 +25,7 @@ def test_overview_lists_every_agent_with_pending_count_and_oldest_wait(
     agents.start("helpdesk", "refund one")
     agents.start("helpdesk", "schedule")
 
-    response = reviewer_client.get("/")
+    response = reviewer_client.get("/agents/")
 
     html = response.content.decode()
     assert response.status_code == 200
@@ -42,7 +42,7 @@ def test_overview_lists_every_agent_with_pending_count_and_oldest_wait(
 def test_overview_htmx_request_gets_the_table_partial(
     agents: DashboardAgents, reviewer_client: Client
 ) -> None:
-    response = reviewer_client.get("/", **HX)
+    response = reviewer_client.get("/agents/", **HX)
 
     html = response.content.decode()
     assert response.status_code == 200
