@@ -65,21 +65,34 @@
   // focus), from wherever focus is in the list.
   function move(step) {
     const all = calls();
-    if (all.length === 0) return;
     const here = current();
+    const anchor = document.activeElement;
+    const inList = anchor && anchor !== document.body && listOf().contains(anchor);
+    const after = (c) => anchor.compareDocumentPosition(c) & Node.DOCUMENT_POSITION_FOLLOWING;
     let next;
     if (here) {
       next = all[all.indexOf(here) + step];
-    } else {
-      const anchor = document.activeElement;
-      if (anchor && anchor !== document.body && listOf().contains(anchor)) {
-        const after = (c) => anchor.compareDocumentPosition(c) & Node.DOCUMENT_POSITION_FOLLOWING;
-        next = step > 0 ? all.find(after) : all.filter((c) => !after(c) && !anchor.contains(c)).pop();
-      }
-      next ??= step > 0 ? all[0] : all[all.length - 1];
+    } else if (inList) {
+      next = step > 0 ? all.find(after) : all.filter((c) => !after(c) && !anchor.contains(c)).pop();
     }
+    // Past the last call of a list paged from a position (the queue): its next page, which starts
+    // after this page's last run, however many of this page were decided.
+    if (step > 0 && !next && (here || inList || all.length === 0) && followNext()) return;
+    if (all.length === 0) return;
+    if (!here) next ??= step > 0 ? all[0] : all[all.length - 1];
     // At either end the ring stays, brought back into view (a live refetch may have moved the page).
     if (next ?? here) select(next ?? here);
+  }
+
+  // The list's "Next" that keys may follow (data-keys-follow): clicked, and once its page is in,
+  // its first call is the current one.
+  let following = false;
+  function followNext() {
+    const link = listOf().querySelector("a[rel='next'][data-keys-follow]");
+    if (!link || listMoving()) return false;
+    following = true;
+    link.click();
+    return true;
   }
 
   // Shows a control hidden in a closed <details> or behind a toggle ("Decline…") and returns it.
@@ -332,6 +345,15 @@
   document.addEventListener("htmx:afterSettle", () => {
     for (const box of document.querySelectorAll("input.bulk-select")) box.checked = ticked.has(box.value);
     count();
+    if (following && !listMoving()) {
+      following = false;
+      const first = calls()[0];
+      if (first) {
+        byKeys = true;
+        select(first);
+        return;
+      }
+    }
     const here = current();
     if (!here) return;
     here.classList.add("is-current"); // a refetched card comes without the class

@@ -246,13 +246,18 @@
     else fresh.append(node);
   }
 
+  // A list in an order where runs also come after the last one shown (the queue, data-live-append):
+  // those show at once, since nothing the reviewer sees moves; the others wait behind the pill.
   function holdNew(fresh, saved) {
     const pill = fresh.querySelector(".new-pill");
     if (!pill) return;
     const present = new Set();
-    for (const card of all(fresh, CARD)) {
+    const cards = all(fresh, CARD);
+    const appending = fresh.hasAttribute("data-live-append");
+    const lastKept = cards.findLastIndex((card) => saved.order.includes(card.id));
+    cards.forEach((card, i) => {
       present.add(card.id);
-      if (saved.order.includes(card.id)) continue;
+      if (saved.order.includes(card.id) || (appending && i > lastKept)) return;
       if (saved.hold) {
         held.add(card.id);
         card.remove();
@@ -260,7 +265,7 @@
         card.setAttribute("tabindex", "-1");
         if (!fresh.contains(document.activeElement)) card.focus(); // the first one shown
       }
-    }
+    });
     for (const id of held) if (!present.has(id)) held.delete(id); // decided elsewhere meanwhile
     if (held.size) {
       pill.textContent = `${held.size} new run${held.size === 1 ? "" : "s"} — show`;
