@@ -113,7 +113,8 @@ def test_every_page_fits_the_screen_and_passes_axe(
     expect(page.locator("#new-token")).to_be_visible()
     problems: list[str] = []
     for name, path in (
-        ("overview", "/"),
+        ("queue", "/"),
+        ("overview", "/agents/"),
         ("inbox", "/agents/support/"),
         ("run-waiting", f"/runs/{waiting_run}/"),
         ("run-finished", f"/runs/{decided_run}/"),
