@@ -286,7 +286,7 @@ class QueuePage:
     """A page of the user's queue: its runs (each with the calls the user may decide) and agents."""
 
     runs: list[AgentRun]
-    agents: dict[str, Agent]
+    agents_by_id: dict[str, Agent]
     #: Where the next page starts (None: this is the last).
     next_after: agents.QueuePosition | None
     #: Each run's place, by run id (a card's "start here" link).
@@ -310,7 +310,7 @@ def queue_page(
     (parts of tool, thread and end-user names; creation dates)."""
     scope = tuple((a, groups) for a, groups in access.decision_scope if agent_id in (None, a))
     if not scope:
-        return QueuePage(runs=[], agents={}, next_after=None, positions={})
+        return QueuePage(runs=[], agents_by_id={}, next_after=None, positions={})
     start = agents.QueuePosition(*after) if after is not None else None
     query = agents.QueueQuery(scope=scope, after=start, limit=per_page, **filters)
     runs, page = agents.queue_page(query)
@@ -319,7 +319,7 @@ def queue_page(
     shown = [replace(run, tool_calls=[c for c in run.tool_calls if _decides(access, run, c)]) for run in runs]
     return QueuePage(
         runs=[run for run in shown if run.tool_calls],
-        agents={run.agent_id: by_id[run.agent_id] for run in shown if run.agent_id in by_id},
+        agents_by_id={run.agent_id: by_id[run.agent_id] for run in shown if run.agent_id in by_id},
         next_after=page.positions[-1] if page.more and page.positions else None,
         positions={p.run_id: p for p in page.positions},
     )
@@ -386,12 +386,12 @@ def queue_suggestions(access: Access, *, waiting: bool = True) -> QueueSuggestio
     tools: set[str] = set()
     for agent in listed:
         tools |= _tool_names(agent)
-    waiting = RunRecord.objects.in_queue(scope).order_by()
+    runs = RunRecord.objects.in_queue(scope).order_by()
 
     def names(column: str) -> list[str]:
         if not scope or not waiting:
             return []
-        found = waiting.exclude(**{column: None}).values_list(column, flat=True).distinct()[:SUGGESTED]
+        found = runs.exclude(**{column: None}).values_list(column, flat=True).distinct()[:SUGGESTED]
         return sorted(found)
 
     return QueueSuggestions(

@@ -129,7 +129,8 @@ def _with_deadline(using: str, query: QueueQuery, n: int) -> list[QueuePosition]
     found = calls.order_by("expires_at", "run__suspended_at", "run__run_id").values_list(
         "expires_at", "run__suspended_at", "run__run_id"
     )[:n]
-    return [QueuePosition(utc(due), utc(suspended), run_id) for due, suspended, run_id in found]
+    # (Every deadline here is set: ``expires_at__isnull=False``.)
+    return [QueuePosition(due and utc(due), utc(suspended), run_id) for due, suspended, run_id in found]
 
 
 def _without_deadline(using: str, query: QueueQuery, n: int) -> list[QueuePosition]:

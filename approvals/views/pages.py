@@ -121,7 +121,7 @@ def queue(request: HtmxHttpRequest) -> HttpResponse:
         return render_page(request, "approvals/queue.html", "run-list", context, status=status)
     page = queries.queue_page(access, **form.filters())
     context["page"] = page
-    context["cards"] = _cards(page.runs, page.agents, next_url=request.get_full_path())
+    context["cards"] = _cards(page.runs, page.agents_by_id, next_url=request.get_full_path())
     following = page.next_after
     context["pager"] = {
         "positional": True,
