@@ -17,7 +17,7 @@ store, building the cards and their forms, and rendering. Cases:
 
 - ``page``: the whole page, as a browser's first load;
 - ``partial (HX-Request)``: the ``run-list`` partial that htmx swaps in (filters, paging, live refetch);
-- ``overview``: ``/``, every agent with its count of waiting runs and the oldest.
+- ``overview``: ``/agents/``, every agent with its count of waiting runs and the oldest.
 
 Each case: warm-up requests, then ``--requests`` timed ones (at least 30), the two cases taking
 turns so that both see the same machine; wall time is what is reported, the process's CPU time is
@@ -58,7 +58,7 @@ T0 = datetime(2026, 10, 1, tzinfo=UTC)
 SERVICES = ["billing-api", "search", "checkout", "ledger", "payments", "notifications", "auth", "catalog"]
 CASES = {"page": {}, "partial (HX-Request)": {"HX-Request": "true"}, "overview": {}}
 #: Cases on another page than the inbox: the overview (counts per agent).
-PATHS = {"overview": "/"}
+PATHS = {"overview": "/agents/"}
 #: How much slower the largest size may be than 10,000 (issue 15).
 GROWTH = 1.5
 

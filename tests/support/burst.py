@@ -264,7 +264,7 @@ def run_burst(
                 if time.perf_counter() > stop_at:
                     break
                 if run is None:
-                    sample, _ = browser.request(kind, "GET", INBOX if kind == "inbox" else "/")
+                    sample, _ = browser.request(kind, "GET", INBOX if kind == "inbox" else "/agents/")
                 else:
                     form = {"agent": AGENT, "next": INBOX}
                     if kind == "decline":
