@@ -133,6 +133,7 @@ def test_navigation_shows_only_what_the_user_may_use(
     admin_nav = admin_member_client.get("/").content.decode()
 
     assert 'href="/runs/new/"' in reviewer_nav and 'href="/audit/"' not in reviewer_nav
+    assert 'href="/queue/"' in reviewer_nav and 'href="/agents/"' in reviewer_nav
     assert 'href="/runs/new/"' in admin_nav and 'href="/audit/"' in admin_nav
 
 
