@@ -18,9 +18,10 @@ from django.urls import reverse
 from agents_runtime import RunResult
 from agents_runtime.deadlines import Deadline
 from approvals.models import RunRecord
-from tests.approvals.conftest import PASSWORD, count_queries, ensure_groups
-from tests.approvals.inbox_rows import HX
-from tests.approvals.runtime_fixtures import DashboardAgents
+from tests.support.inbox_rows import HX
+from tests.support.queries import count_queries
+from tests.support.runtime_fixtures import DashboardAgents
+from tests.support.users import PASSWORD, ensure_groups
 
 QUEUE = "/queue/"
 
