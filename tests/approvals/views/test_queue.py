@@ -103,7 +103,9 @@ def test_the_queue_is_the_landing_page_of_whoever_decides_more_than_one_agent(
     assert "My queue" in landing and 'id="run-list"' in landing
     assert 'href="/agents/"' in landing  # the overview, a link away
     for overview in (one_agent, looks_only):
-        assert 'id="agent-table"' in overview and "My queue" not in overview
+        assert 'id="agent-table"' in overview and 'id="run-list"' not in overview
+    assert 'href="/queue/"' in one_agent  # (the queue is in every decider's menu)
+    assert 'href="/queue/"' not in looks_only
     assert 'id="agent-table"' in reviewer_client.get("/agents/").content.decode()
 
 
