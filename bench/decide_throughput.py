@@ -29,8 +29,14 @@ did not decide was decided; every decided run has ended and left the store.
 Prints a table and writes ``bench/results/decide_throughput.json`` (entries of one
 ``--server-processes`` value replace that value's, others are kept).
 
+``--profile DIR`` runs each Daphne process under cProfile (``bench/_profiled_server.py``) from the
+end of the warm-up to the end of the last level, and writes ``DIR/<P>p-daphne-<i>.pstats`` with its
+top entries by cumulative and own time in ``DIR/<P>p-daphne-<i>.txt``. The profiler slows the server
+down (about 2x), so a profiled run's figures are not the ones to quote.
+
     .venv/bin/python bench/decide_throughput.py                        # one Daphne process
     .venv/bin/python bench/decide_throughput.py --server-processes 1 2 --seconds 15
+    .venv/bin/python bench/decide_throughput.py --levels 1 --seconds 20 --profile var/profile
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ import json
 import os
 import re
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -378,13 +385,43 @@ def read_record(database_url: str, tool_log: Path) -> dict[str, list[tuple[Any, 
 
 
 @contextmanager
-def servers(env: dict[str, str], count: int, logs: Path) -> Iterator[list[Any]]:
+def servers(env: dict[str, str], count: int, logs: Path, profiles: list[Path]) -> Iterator[list[Any]]:
+    """``count`` Daphne processes; under cProfile when ``profiles`` names a stats file for each."""
     from tests.live import server
 
     with ExitStack() as stack:
         daphnes = [server.Daphne(env, logs / f"daphne-{i}.log") for i in range(count)]
+        for daphne, stats in zip(daphnes, profiles, strict=False):
+            daphne.env = {**env, "BENCH_PROFILE": str(stats)}
+            daphne.command = [daphne.command[0], str(ROOT / "bench" / "_profiled_server.py")] + daphne.command[3:]
         stack.enter_context(server.running(*daphnes))
         yield daphnes
+
+
+def profile_tops(stats_path: Path, rows: int = 15) -> str:
+    """The profile's top ``rows`` entries by cumulative time, then by own time."""
+    import io
+    import pstats
+
+    out = io.StringIO()
+    stats = pstats.Stats(str(stats_path), stream=out)
+    for order in ("cumulative", "tottime"):
+        stats.sort_stats(order).print_stats(rows)
+    return out.getvalue()
+
+
+def _profiling(pids: list[int], profiles: list[Path], signal_number: int) -> None:
+    """Starts (SIGUSR1) or stops and writes (SIGUSR2) the servers' profilers."""
+    for pid in pids:
+        os.kill(pid, signal_number)
+    if signal_number == signal.SIGUSR2:
+        deadline = time.monotonic() + 60
+        while not all(p.exists() for p in profiles) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for stats in profiles:
+            tops = profile_tops(stats)
+            stats.with_suffix(".txt").write_text(tops)
+            print(f"profile {stats}:\n{tops}", file=sys.stderr)
 
 
 def one_configuration(processes: int, args: argparse.Namespace, logs: Path) -> dict[str, Any]:
@@ -428,7 +465,15 @@ def one_configuration(processes: int, args: argparse.Namespace, logs: Path) -> d
         runs = Runs([(run_id, call_id) for run_id, call_id in calls])
         rows, decisions = [], []
         logs.mkdir(parents=True, exist_ok=True)
-        with servers(env, processes, logs) as daphnes:
+        profiles = (
+            [args.profile.resolve() / f"{processes}p-daphne-{i}.pstats" for i in range(processes)]
+            if args.profile
+            else []
+        )
+        for stats in profiles:
+            stats.parent.mkdir(parents=True, exist_ok=True)
+            stats.unlink(missing_ok=True)
+        with servers(env, processes, logs, profiles) as daphnes:
             pids = [d.popen.pid for d in daphnes]
             reviewers = [Reviewer(i, daphnes[i % processes].url) for i in range(REVIEWERS)]
             for r in reviewers:  # warm-up, every reviewer and process: pools, caches, imports
@@ -436,11 +481,15 @@ def one_configuration(processes: int, args: argparse.Namespace, logs: Path) -> d
                     taken = runs.take()
                     assert taken is not None
                     decisions.append(r.decide(0, *taken))
+            if profiles:
+                _profiling(pids, profiles, signal.SIGUSR1)
             for n in args.levels:
                 row = level(n, reviewers, runs, args.seconds, pids, database_url.rsplit("/", 1)[1])
                 decisions += row.pop("_decisions")
                 rows.append(row)
                 print(f"[{processes}p] N={n}: {json.dumps(row)}", file=sys.stderr)
+            if profiles:
+                _profiling(pids, profiles, signal.SIGUSR2)
             for r in reviewers:
                 r.browser.close()
         record = read_record(database_url, tool_log)
@@ -522,6 +571,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0, help="how long each level decides")
     parser.add_argument("--runs", type=int, default=8_000, help="suspended runs to seed (enough for all)")
     parser.add_argument("--logs", type=Path, default=None, help="keep the servers' logs in this folder")
+    parser.add_argument(
+        "--profile", type=Path, default=None, help="profile the servers; their stats in this folder"
+    )
     parser.add_argument("--seed", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.seed:

@@ -10,10 +10,13 @@ does not replace the figures the benchmark saved at its full size.
 
 Prints a table and writes ``bench/results/pair_<name>.json``:
 ``{"before": <commit>, "after": <commit>, "rounds": N, "command": [...], "rows": [...]}`` with each
-row's key fields, its before and after medians and their ratios.
+row's key fields, its before and after medians and their ratios. ``bench/decide_throughput.py``'s
+levels are rows of their own (server processes, reviewers), with decisions per second and the
+server's CPU per decision besides p50 and p95.
 
     .venv/bin/python bench/pair.py --before c08140a -- bench/inbox_page.py --backends postgres
     .venv/bin/python bench/pair.py --before c08140a --rounds 3 -- bench/push_latency.py --clients 500
+    .venv/bin/python bench/pair.py --before 583071d -- bench/decide_throughput.py --levels 1 8
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-FIGURES = ("p50_ms", "p95_ms", "ratio")
+FIGURES = ("p50_ms", "p95_ms", "ratio", "decisions_per_s", "server_cpu_ms")
 
 
 def _commit(tree: Path, ref: str = "HEAD") -> str:
@@ -43,7 +46,25 @@ def _run(tree: Path, command: list[str], result: Path) -> list[dict[str, Any]]:
     print(f"--- {tree} ({_commit(tree)}): {' '.join(command)}", flush=True)
     subprocess.run([sys.executable, *command], cwd=tree, check=True, env=os.environ.copy())
     rows: list[dict[str, Any]] = json.loads(result.read_text())
-    return rows
+    return [row for entry in rows for row in _levels(entry)]
+
+
+def _levels(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """``bench/decide_throughput.py``'s entries (one per number of server processes, each with its
+    levels) as one row per level, keyed by processes and reviewers; other benches' rows as they are."""
+    if "levels" not in entry:
+        return [entry]
+    return [
+        {
+            "server_processes": entry["server_processes"],
+            "reviewers": level["reviewers"],
+            "p50_ms": level["p50_ms"],
+            "p95_ms": level["p95_ms"],
+            "decisions_per_s": level["decisions_per_s"],
+            "server_cpu_ms": level["cpu_ms_per_decision"]["daphne"],
+        }
+        for level in entry["levels"]
+    ]
 
 
 def _key(row: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
