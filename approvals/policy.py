@@ -44,6 +44,7 @@ from agents_runtime import Agent, CallClaimed, Confirmation, DecisionRequest, No
 from agents_runtime.records import ParkedCall, StoredRun
 from approvals import agents
 from approvals.models import CallClaim, ParkedCallRecord
+from approvals.server.prepared import fixed_rows
 
 # -- the groups that carry access ------------------------------------------------------------------
 
@@ -82,15 +83,9 @@ def _read_rights(user: Any) -> tuple[frozenset[str], set[str]]:
     """The user's group names and permissions ("app_label.codename"), read together in one query
     and kept on the user object for the request (as Django keeps ``_perm_cache``)."""
     if not hasattr(user, "_countersign_groups"):
-        in_groups = Group.objects.filter(user=user).values_list(
-            "name", "permissions__content_type__app_label", "permissions__codename"
-        )
-        own = Permission.objects.filter(user=user).values_list(
-            Value(None, output_field=CharField()), "content_type__app_label", "codename"
-        )
         groups: set[str] = set()
         permissions: set[str] = set()
-        for group, app_label, codename in in_groups.order_by().union(own.order_by(), all=True):
+        for group, app_label, codename in fixed_rows("rights", Group, _rights, user_id=user.pk):
             if group is not None:
                 groups.add(group)
             if codename is not None:
@@ -100,6 +95,16 @@ def _read_rights(user: Any) -> tuple[frozenset[str], set[str]]:
             user._perm_cache = permissions
     groups_held: frozenset[str] = user._countersign_groups
     return groups_held, user._perm_cache if hasattr(user, "_perm_cache") else set()
+
+
+def _rights(user_id: int) -> Any:
+    in_groups = Group.objects.filter(user=user_id).values_list(
+        "name", "permissions__content_type__app_label", "permissions__codename"
+    )
+    own = Permission.objects.filter(user=user_id).values_list(
+        Value(None, output_field=CharField()), "content_type__app_label", "codename"
+    )
+    return in_groups.order_by().union(own.order_by(), all=True)
 
 
 def visible_agent_ids(user: Any, groups: frozenset[str] | None = None) -> list[str]:
@@ -360,13 +365,23 @@ def may_decide(access: Access, agent_id: str, escalated_to: str | None) -> bool:
     return escalated_to is not None and escalated_to in access.groups
 
 
-def live_claim(run_id: str, tool_call_id: str, *, not_of: str) -> CallClaim | None:
-    """Someone else's claim on the call that is still live."""
-    return (
-        CallClaim.objects.filter(run_id=run_id, tool_call_id=tool_call_id, expires_at__gt=timezone.now())
-        .exclude(username=not_of)
-        .first()
+def live_claim(run_id: str, tool_call_id: str, *, not_of: str) -> str | None:
+    """Who holds someone else's claim on the call that is still live (None: nobody)."""
+    held = fixed_rows(
+        "live claim",
+        CallClaim,
+        _live_claims,
+        run_id=run_id,
+        tool_call_id=tool_call_id,
+        now=timezone.now(),
+        not_of=not_of,
     )
+    return str(held[0][0]) if held else None
+
+
+def _live_claims(run_id: str, tool_call_id: str, now: Any, not_of: str) -> Any:
+    claims = CallClaim.objects.filter(run_id=run_id, tool_call_id=tool_call_id, expires_at__gt=now)
+    return claims.exclude(username=not_of).order_by("pk").values_list("username")[:1]
 
 
 def grant_refusal(access: AgentAccess) -> str:
@@ -401,15 +416,14 @@ class DeskPolicy:
             )
         if request.confirmed(Confirmation.CLAIMED):
             return
-        held = live_claim(run.run_id, call.tool_call_id, not_of=access.username)
-        if held is not None:
+        holder = live_claim(run.run_id, call.tool_call_id, not_of=access.username)
+        if holder is not None:
             raise CallClaimed(
-                f"{held.username} is on this call (claimed it). Nothing was decided: confirm to decide "
-                "it yourself.",
+                f"{holder} is on this call (claimed it). Nothing was decided: confirm to decide it yourself.",
                 run_id=run.run_id,
                 tool_call_id=call.tool_call_id,
                 actor=request.actor,
-                holder=held.username,
+                holder=holder,
             )
 
     def _grant_maker(self, request: DecisionRequest, run: StoredRun, call: ParkedCall) -> None:

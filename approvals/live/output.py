@@ -15,6 +15,7 @@ from channels.layers import get_channel_layer
 
 from agents_runtime import Chunk
 from agents_runtime.untrusted import reveal_invisible
+from approvals.live.events import write_outbox
 from approvals.live.groups import run_group, uses_outbox
 from approvals.models import LiveEvent
 
@@ -148,17 +149,10 @@ class RunOutput:
 
 
 def _write_output(agent_id: str, chunks: list[dict[str, Any]]) -> None:
-    rows: list[LiveEvent] = []
+    rows: list[tuple[str, str, str, dict[str, Any]]] = []
     for chunk in chunks:
-        if rows and rows[-1].run_id == chunk["run_id"]:
-            rows[-1].payload["chunks"].append(chunk)
+        if rows and rows[-1][2] == chunk["run_id"]:
+            rows[-1][3]["chunks"].append(chunk)
         else:
-            rows.append(
-                LiveEvent(
-                    kind=LiveEvent.Kind.OUTPUT,
-                    agent_id=agent_id,
-                    run_id=chunk["run_id"],
-                    payload={"chunks": [chunk]},
-                )
-            )
-    LiveEvent.objects.bulk_create(rows)
+            rows.append((LiveEvent.Kind.OUTPUT, agent_id, chunk["run_id"], {"chunks": [chunk]}))
+    write_outbox(rows)

@@ -1,4 +1,5 @@
-"""Cursors for the run store's fixed statements: prepared on PostgreSQL, the usual cursor elsewhere.
+"""Cursors for fixed statements (the run store's, a request's fixed reads): prepared on PostgreSQL, the
+usual cursor elsewhere.
 
 A listing's or a run's read is the same SQL every time with other values (``reads`` compiles each
 shape once). Sent the ORM's way, with the values quoted into the text, PostgreSQL parses and plans it
@@ -16,12 +17,14 @@ statements (PgBouncer before 1.21, or without ``max_prepared_statements``).
 
 from __future__ import annotations
 
-from datetime import UTC
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any, cast
 
 from django.conf import settings
-from django.db import connections
+from django.db import connections, router
 from django.db.backends.utils import CursorWrapper
 
 #: Never prepared by count (psycopg's threshold): only by the explicit ``prepare=True`` below.
@@ -75,3 +78,62 @@ def _prepared_cursor_class() -> type[Any]:
             return cast(Any, super()).execute(query, params, prepare=True, **kwargs)
 
     return PreparedCursor
+
+
+# -- fixed reads --------------------------------------------------------------------------------------
+
+#: Compiled fixed reads by (name, database alias, vendor): their SQL and, for each parameter, the name
+#: of the value that goes there (None: a constant of the query, sent as compiled).
+_fixed: dict[tuple[str, str, str], tuple[str, tuple[tuple[str | None, Any], ...]]] = {}
+_fixing = threading.Lock()
+
+
+def fixed_rows(
+    name: str, model: type[Any], build: Callable[..., Any], **values: Any
+) -> list[tuple[Any, ...]]:
+    """The rows of a read every request makes, the same query with other values.
+
+    ``build(**stand_ins)`` makes the query (a ``values_list()`` queryset of ``model``'s database) with
+    a stand-in of the same type in place of each of ``values``; it is compiled the first time for the
+    database and run with ``values`` in their places from then on. Building and compiling such a
+    queryset cost more of the server's CPU than its round trip. Values are ids, names and times (the
+    last adapted for the database as the ORM would); rows come as the cursor gives them, unconverted.
+    """
+    using = router.db_for_read(model)
+    connection = connections[using]
+    key = (name, using, connection.vendor)
+    compiled = _fixed.get(key)
+    if compiled is None:
+        with _fixing:
+            compiled = _fixed[key] = _compile(connection, using, build, values)
+    sql, slots = compiled
+    params = [constant if slot is None else _adapted(connection, values[slot]) for slot, constant in slots]
+    with cursor(using) as fixed:
+        fixed.execute(sql, params)
+        return cast(list[tuple[Any, ...]], fixed.fetchall())
+
+
+def _compile(
+    connection: Any, using: str, build: Callable[..., Any], values: dict[str, Any]
+) -> tuple[str, tuple[tuple[str | None, Any], ...]]:
+    stand_ins = {name: _stand_in(position, value) for position, (name, value) in enumerate(values.items())}
+    sql, params = build(**stand_ins).query.get_compiler(using).as_sql()
+    by_sent = {repr(_adapted(connection, stand_in)): name for name, stand_in in stand_ins.items()}
+    slots = tuple((by_sent.get(repr(param)), param) for param in params)
+    if {slot for slot, _ in slots} - {None} != set(values):
+        raise AssertionError(f"A fixed read does not hold each of its values as sent: {sql}")
+    return sql, tuple((slot, None if slot else param) for slot, param in slots)
+
+
+def _stand_in(position: int, value: Any) -> Any:
+    if isinstance(value, datetime):
+        return datetime(2001, 2, 3, 4, 5, 6, 700 + position, tzinfo=UTC)
+    if isinstance(value, int):
+        return -7_340_917_000 - position
+    if isinstance(value, str):
+        return f"countersign-stand-in-{position}"
+    raise TypeError(f"No stand-in for a {type(value).__name__} in a fixed read")
+
+
+def _adapted(connection: Any, value: Any) -> Any:
+    return connection.ops.adapt_datetimefield_value(value) if isinstance(value, datetime) else value
