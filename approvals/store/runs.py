@@ -58,7 +58,12 @@ from approvals.store.records import (
     stored_run,
     utc,
 )
-from approvals.store.sql import FINISH_REMEMBERING_SQL, FINISH_SQL, MARK_TOOL_STARTED_SQL
+from approvals.store.sql import (
+    FINISH_REMEMBERING_SQL,
+    FINISH_SQL,
+    MARK_TOOL_STARTED_SQL,
+    START_CONTINUATION_SQL,
+)
 from approvals.store.tables import Tables, utc_now
 
 logger = logging.getLogger(__name__)
@@ -300,10 +305,11 @@ class DjangoRunStore(RunStore, GrantStore):
         return self.tables.runs().filter(run_id=run_id, version=version, lease_expires_at__gte=now).running()
 
     def start_continuation(self, run_id: str, *, version: int) -> bool:
-        with self.tables.connection_scope():
-            # Once per claim: only a claim without a lease yet takes one.
-            waiting = self.tables.runs().filter(run_id=run_id, version=version, lease_expires_at=None)
-            return waiting.running().update(lease_expires_at=self.tables.clock() + self.tables.lease) == 1
+        connection = connections[self.tables.using]
+        expires = connection.ops.adapt_datetimefield_value(self.tables.clock() + self.tables.lease)
+        with self.tables.connection_scope(), prepared.cursor(self.tables.using) as cursor:
+            cursor.execute(START_CONTINUATION_SQL, [expires, run_id, version])
+            return bool(cursor.rowcount == 1)
 
     def reclaim_expired(self) -> list[tuple[str, str]]:
         with self.tables.connection_scope():

@@ -55,6 +55,14 @@ MARK_TOOL_STARTED_SQL = (
     " AND lease_expires_at >= %s)"
 )
 
+#: A claim's continuation takes its lease, once: only a claim without a lease yet takes one. One
+#: round trip on every approval's path, as the mark above.
+START_CONTINUATION_SQL = (
+    f"UPDATE {RunRecord._meta.db_table} SET lease_expires_at = %s"
+    f" WHERE run_id = %s AND version = %s AND lease_expires_at IS NULL"
+    f" AND status = '{RunStatus.RUNNING.value}'"
+)
+
 DECISION_COLUMN_ORDER = ("action", "actor", "decided_at", "reason", "resume_data", "edited_args")
 
 
