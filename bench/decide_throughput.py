@@ -393,7 +393,8 @@ def servers(env: dict[str, str], count: int, logs: Path, profiles: list[Path]) -
         daphnes = [server.Daphne(env, logs / f"daphne-{i}.log") for i in range(count)]
         for daphne, stats in zip(daphnes, profiles, strict=False):
             daphne.env = {**env, "BENCH_PROFILE": str(stats)}
-            daphne.command = [daphne.command[0], str(ROOT / "bench" / "_profiled_server.py")] + daphne.command[3:]
+            python, _, _, *arguments = daphne.command  # python -m daphne ...
+            daphne.command = [python, str(ROOT / "bench" / "_profiled_server.py"), *arguments]
         stack.enter_context(server.running(*daphnes))
         yield daphnes
 
