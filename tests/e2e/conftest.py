@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Error, Page
+from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Error, Page, expect
 
 from tests.support import services, templates, zygote
 from tests.support.browsers import launcher
@@ -45,6 +45,9 @@ Child = subprocess.Popen[bytes] | zygote.ForkedProcess
 SERVER_START_TIMEOUT = 30.0
 #: Playwright's wait for any element or navigation; a decision with the scripted model takes < 1 s.
 TIMEOUT_MS = 10_000
+# The same for `expect(...)` assertions (Playwright's own default, 5 s, ran out on a loaded CI machine
+# while a decision's continuation was still on its way to the page).
+expect.set_options(timeout=TIMEOUT_MS)
 
 # Chromium logs CSP violations to the console too, but the event is the documented contract: turn
 # each one into a console error that the watcher below cannot miss. Init scripts are injected by the
