@@ -11,9 +11,13 @@ Seeing: deny by default. A user sees an agent only through a group that grants i
 - a call escalated to a group (``tool(on_expiry="escalate", escalate_to=...)``) may also be seen
   and decided by that group's members, and nothing else of its agent
   (``AgentAccess.escalated_only``: ``escalation_scope`` narrows its listings, ``sees`` a run,
-  ``require_start`` refuses starting its runs).
+  ``require_start`` refuses starting its runs). Being in the group is enough: the call was handed
+  to its members by name, so they need no decide permission for it (which would also let them
+  decide every agent they see). An agent the user sees is decided through the permission only, so
+  an auditor in a target group still decides nothing.
 
-``manage.py grant`` puts users in these groups; so does the Django admin. A request resolves this
+``manage.py grant`` puts users in these groups (``--escalation`` in the groups the agents'
+tools escalate to, ``escalation_groups``); so does the Django admin. A request resolves this
 once (``Access.of``) and passes the value down; ``Access.for_agent`` is the one place an agent and
 the user's right to it are checked together.
 
@@ -140,14 +144,27 @@ def escalated_agent_ids(groups: frozenset[str], seen: tuple[str, ...]) -> tuple[
     return tuple(agent_id for agent_id in unseen if agent_id in found)
 
 
+def escalation_groups() -> list[str]:
+    """The groups the agents' tools escalate calls to (``tool(escalate_to=...)``), sorted."""
+    return sorted(
+        {
+            tool.deadline.escalate_to
+            for agent in agents.all_agents()
+            for tool in agent.tools
+            if tool.deadline is not None and tool.deadline.escalate_to
+        }
+    )
+
+
 def can_see_agent(user: Any, agent_id: str) -> bool:
     return agent_id in visible_agent_ids(user)
 
 
 def create_agent_groups(sender: Any, using: str = "default", **kwargs: Any) -> None:
-    """``post_migrate``: an ``agent:<id>`` group for every agent, to put its reviewers in."""
-    for agent in agents.all_agents():
-        Group.objects.using(using).get_or_create(name=agent_group_name(agent.id))
+    """``post_migrate``: an ``agent:<id>`` group for every agent, to put its reviewers in, and
+    the groups its tools escalate to, to put the people escalations reach in."""
+    for name in [agent_group_name(agent.id) for agent in agents.all_agents()] + escalation_groups():
+        Group.objects.using(using).get_or_create(name=name)
 
 
 # -- rights --------------------------------------------------------------------------------------
@@ -219,12 +236,16 @@ class Access:
     user: Any
     #: The agents the user may see, in the runtime's order.
     agent_ids: tuple[str, ...]
+    #: Whether the user may decide anything: the agents they see (``holds_decide``), or the calls
+    #: escalated to their groups (``escalated_agent_ids``).
     can_decide: bool
     can_audit: bool
     _checked: object = field(default=None, repr=False, compare=False)
     #: The user's groups, and the agents they see only for the calls escalated to those groups.
     groups: frozenset[str] = frozenset()
     escalated_agent_ids: tuple[str, ...] = ()
+    #: The decide permission: the user decides the calls of the agents they see.
+    holds_decide: bool = False
 
     def __post_init__(self) -> None:
         if self._checked is not _CHECKED:
@@ -234,14 +255,17 @@ class Access:
     def of(cls, user: Any) -> Access:
         groups = _groups(user)
         seen = tuple(visible_agent_ids(user, groups))
+        holds_decide = bool(user.has_perm(DECIDE_PERMISSION))
+        escalated = escalated_agent_ids(groups, seen)
         return cls(
             user=user,
             agent_ids=seen,
-            can_decide=bool(user.has_perm(DECIDE_PERMISSION)),
+            can_decide=holds_decide or bool(escalated),
             can_audit=bool(user.has_perm(AUDIT_PERMISSION)),
             _checked=_CHECKED,
             groups=groups,
-            escalated_agent_ids=escalated_agent_ids(groups, seen),
+            escalated_agent_ids=escalated,
+            holds_decide=holds_decide,
         )
 
     @property
@@ -254,10 +278,11 @@ class Access:
     def decision_scope(self) -> tuple[tuple[str, frozenset[str] | None], ...]:
         """Each agent with calls the user may decide (``may_decide``), with the groups its calls must
         be escalated to for that (None: any of its calls): what a listing of them is narrowed to."""
-        if not self.can_decide:
-            return ()
-        ids = self.decidable_agent_ids
-        return tuple((agent_id, self.for_agent(agent_id).escalation_scope) for agent_id in ids)
+        seen = self.agent_ids if self.holds_decide else ()
+        return (
+            *((agent_id, None) for agent_id in seen),
+            *((agent_id, self.groups) for agent_id in self.escalated_agent_ids),
+        )
 
     @property
     def username(self) -> str:
@@ -329,12 +354,13 @@ class AgentAccess:
 
     def require_start(self) -> None:
         """Starting runs of the agent needs the decide permission and the agent, not one call of it."""
-        self.access.require(DECIDE_PERMISSION, to="start runs")
         if self.escalated_only:
             raise PermissionDenied(
                 f"You see the agent “{self.agent.id}” only for the calls escalated to you: you may not "
                 "start its runs."
             )
+        if not self.access.holds_decide:
+            raise permission_denied(DECIDE_PERMISSION, to="start runs")
 
     @property
     def user(self) -> Any:
@@ -342,7 +368,8 @@ class AgentAccess:
 
     @property
     def can_decide(self) -> bool:
-        return self.access.can_decide
+        """Whether the user decides this agent's calls they see (escalation only: all of them)."""
+        return self.escalated_only or self.access.holds_decide
 
     @property
     def can_audit(self) -> bool:
@@ -358,10 +385,8 @@ PERSON_DOORS = frozenset({Origin.DASHBOARD, Origin.BULK, Origin.API, Origin.MAST
 def may_decide(access: Access, agent_id: str, escalated_to: str | None) -> bool:
     """Whether the user these rights are of may decide a call of ``agent_id``'s run (escalated to
     ``escalated_to``, if it was)."""
-    if not access.can_decide:
-        return False
     if agent_id in access.agent_ids:
-        return True
+        return access.holds_decide
     return escalated_to is not None and escalated_to in access.groups
 
 
@@ -387,7 +412,7 @@ def _live_claims(run_id: str, tool_call_id: str, now: Any, not_of: str) -> Any:
 def grant_refusal(access: AgentAccess) -> str:
     """Why this user may not make a standing grant for the agent ("" when they may): one who sees
     the agent only for calls escalated to them would grant calls that never were."""
-    if access.escalated_only:
+    if access.escalated_only or not access.access.holds_decide:
         return (
             "Nothing was decided: you see this agent only for the calls escalated to you, and a "
             "standing grant would let other calls through. Approve this call on its own."

@@ -1,7 +1,8 @@
 """Calls that wait, as notifications: a parked call joins each of its reviewers' open messages.
 
 The runtime listener (``apps.compose``) hears ``run-suspended`` (calls parked: their agent's
-deciders are told) and ``call-escalated`` (a call moved to a group: that group's deciders are told).
+deciders are told) and ``call-escalated`` (a call moved to a group: that group's members and the
+agent's deciders are told).
 Recording is a few writes in the process where the event happened, after the run's change was
 committed; sending is a background task at the end of the message's collecting window, so neither
 a slow mail server nor a burst of parked calls slows the run that parked.
@@ -86,12 +87,12 @@ def notify(kind: str, agent_id: str, run_id: str, calls: Sequence[dict[str, Any]
     if not calls:
         return 0
     group = str(calls[0]["escalated_to"])
-    if kind == Kind.ESCALATED:
-        users = recipients.deciders_in_group(group)
-    elif kind == Kind.REMINDER:
-        users = recipients.deciders_of_call(agent_id, group)
-    else:
+    if kind == Kind.PARKED:
         users = recipients.deciders_of(agent_id)
+    else:
+        # An escalation is told to everyone who can act on it now: the group it moved to, and
+        # those who could decide it all along (its deadline passed, not their right to it).
+        users = recipients.deciders_of_call(agent_id, group)
     rows = [{"agent_id": agent_id, "run_id": run_id, **call} for call in calls]
     try:
         return record(kind, agent_id, rows, users.select_related("notification_preference"))

@@ -166,7 +166,7 @@ def _card_again(card: CallCard, form: Any, notice: str, expanded: bool) -> HttpR
             expanded=expanded,
             **shown,  # type: ignore[arg-type]
         ),
-        "can_decide": access.can_decide,
+        "can_decide": access.for_agent(agent.id).can_decide,
     }
     if is_partial(request):
         response = render(request, RUN_CARD, context)

@@ -20,6 +20,7 @@ from approvals.cards import record as run_records
 from approvals.cards import run as cards
 from approvals.forms.decisions import NewRunForm
 from approvals.forms.filters import InboxFilterForm, QueueFilterForm, date_presets, queue_token
+from approvals.policy import Access
 from approvals.services import DECIDE_PERMISSION
 from approvals.views.base import (
     HtmxHttpRequest,
@@ -146,7 +147,10 @@ def _cards(runs: list[AgentRun], agents_by_id: dict[str, Agent], *, next_url: st
 @login_required
 def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     access = access_of(request)
-    visible = access.agent_ids
+    hint = request.GET.get("agent")
+    # (Users who see no agent for escalations alone need no lookup before the decisions partial.)
+    found = _waiting_run(access, run_id, hint) if access.escalated_agent_ids else None
+    visible = access.agent_ids if found is None else (*access.agent_ids, found[0].id)
     # Invalid attempts are kept apart from decisions (the audit log shows them on request).
     decisions = [
         d for d in queries.run_decisions(run_id) if d.agent_id in visible and d.outcome != Outcome.INVALID
@@ -165,7 +169,8 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     # The page's live partials refetch themselves; htmx names the one it swaps (HX-Target).
     if is_partial(request) and request.htmx.target == RUN_DECISIONS_ID:
         return render_page(request, "approvals/run.html", "run-decisions", context)
-    found = queries.run_locate(run_id, agent_hint=request.GET.get("agent"), agent_ids=visible)
+    if found is None:
+        found = _waiting_run(access, run_id, hint)
     if found is None:
         continuing = queries.run_continuing(run_id, agent_ids=visible)
         record = None if continuing is not None else queries.run_record(run_id, agent_ids=visible)
@@ -187,6 +192,7 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
         return render_page(request, "approvals/run.html", "run-state", context)
     agent, run = found
     context["agent"] = agent
+    context["can_decide"] = access.for_agent(agent.id).can_decide
     # Opened from an inbox row without JavaScript: its forms return to that inbox, filters kept.
     back = next_url(request, request.GET.get("next") or request.get_full_path(), run_id)
     context["card"] = cards.run_card(
@@ -199,6 +205,15 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     )
     context["conversation"] = cards.conversation(queries.run_conversation(agent, run_id))
     return render_page(request, "approvals/run.html", "run-state", context)
+
+
+def _waiting_run(access: Access, run_id: str, hint: str | None) -> tuple[Agent, AgentRun] | None:
+    """The waiting run if the user may see it: of an agent they see, or with a call escalated to
+    one of their groups."""
+    found = queries.run_locate(run_id, agent_hint=hint, agent_ids=access.decidable_agent_ids)
+    if found is not None and not access.for_agent(found[0].id).sees(found[1]):
+        return None
+    return found
 
 
 @require_GET

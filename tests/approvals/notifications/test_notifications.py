@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.contrib.auth.models import Group, Permission, User
+from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
@@ -346,30 +346,33 @@ def test_the_sweep_sends_the_reminder_before_the_call_expires(
     ]
 
 
-def test_an_escalation_tells_the_new_groups_deciders(agents: DashboardAgents, mail: MailSink) -> None:
-    person("rita", "Reviewers")
-    leads = Group.objects.create(name="leads")
-    leads.permissions.add(Permission.objects.get(codename="decide_runs"))
-    person("leo", "leads")
+def test_an_escalation_tells_everyone_who_can_act_on_it(agents: DashboardAgents, mail: MailSink) -> None:
+    person("rita", "Reviewers")  # decided it all along: told again that its deadline passed
+    person("leo", "leads")  # (the group holds no permission: being in it is enough)
     person("wes", "leads")
     User.objects.filter(username="wes").update(is_active=False)
-    Group.objects.create(name="watchers")
     person("walt", "watchers")  # (not the group it moved to)
+    person("otto", "Auditors")  # reads everything, acts on nothing
     helpdesk = agents.agent("helpdesk")
     deadline = Deadline(timedelta(minutes=5), "escalate", escalate_to="leads")
     run = async_to_sync(helpdesk.generate)("refund escalate me", deadline=deadline)
     wait_for(lambda: len(mail.messages) == 1)  # rita's: leo does not decide helpdesk's calls yet
 
     assert async_to_sync(agents.runtime.expire_due)(datetime.now(UTC) + timedelta(minutes=6)) == 1
-    wait_for(lambda: len(mail.messages) == 2)
+    wait_for(lambda: len(mail.messages) == 3)
     wait_for(settled)
 
-    escalated = mail.messages[1]
-    assert str(escalated["To"]) == "leo@example.com"
-    assert escalated["Subject"] == "[Countersign] Escalated to leads: refund on Help desk waits for you"
-    assert f"{BASE}/runs/{run.run_id}/" in parts(escalated)[0]
-    assert [str(m["To"]) for m in mail.to("rita")] == ["rita@example.com"]
-    assert Notification.objects.filter(kind="escalated").count() == 1
+    escalated = mail.to("leo@example.com")
+    assert len(escalated) == 1
+    assert escalated[0]["Subject"] == "[Countersign] Escalated to leads: refund on Help desk waits for you"
+    assert f"{BASE}/runs/{run.run_id}/" in parts(escalated[0])[0]
+    assert [str(m["Subject"]).split(":")[0] for m in mail.to("rita@example.com")] == [
+        "[Countersign] refund waits for a decision on Help desk",
+        "[Countersign] Escalated to leads",
+    ]
+    told = sorted(str(m["To"]) for m in mail.messages)
+    assert told == ["leo@example.com", "rita@example.com", "rita@example.com"]
+    assert Notification.objects.filter(kind="escalated").count() == 2
 
 
 def test_a_chat_hook_on_this_machine_is_refused_unless_allowed(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import Group, Permission, User
 
@@ -34,6 +35,10 @@ def cast() -> None:
     make_user("pete").user_permissions.add(decide)  # may decide, sees nothing (unless open visibility)
     make_user("nina")
     make_user("leo", "leads")  # may decide, sees no agent: only calls escalated to leads
+    Group.objects.get_or_create(name="managers")  # (holds no permission)
+    make_user("max", "managers")  # the group a call escalated to is enough: no permission needed
+    make_user("lou", "managers", "Auditors")  # sees every agent: decides none, escalated or not
+    make_user("vera", "managers", "agent:helpdesk")  # sees helpdesk, without the permission: likewise
     make_user("walt", "watchers")
     olga = make_user("olga", "Reviewers")
     olga.is_active = False
@@ -71,20 +76,30 @@ def test_the_deciders_of_an_agent_are_those_access_lets_decide_it(
     assert "pete" in names(deciders_of("boss")) and "leo" in names(deciders_of("boss"))
 
 
-def test_the_deciders_of_an_escalated_call_add_its_groups(agents: DashboardAgents) -> None:
-    cast()
-    helpdesk = agents.agent("helpdesk")
-    deadline = Deadline(timedelta(minutes=5), "escalate", escalate_to="leads")
-    run = async_to_sync(helpdesk.generate)("refund escalate me", deadline=deadline)
-    assert async_to_sync(agents.runtime.expire_due)(datetime.now(UTC) + timedelta(minutes=6)) == 1
-    call = run.tool_calls[0].tool_call_id
-
+def allowed_by_access(run_id: str, call: str) -> set[str]:
     allowed = set()
     for user in User.objects.all():
         access = Access.of(User.objects.get(pk=user.pk))
         if "helpdesk" not in access.decidable_agent_ids:
             continue
-        if access.can_decide and access.for_agent("helpdesk").may_decide_call(run.run_id, call):
+        if access.for_agent("helpdesk").may_decide_call(run_id, call):
             allowed.add(user.username)
-    assert names(deciders_of_call("helpdesk", "leads")) == allowed
-    assert allowed == {"rita", "dora", "val", "pam", "sue", "leo"}
+    return allowed
+
+
+@pytest.mark.parametrize("group", ["leads", "managers"])
+def test_the_deciders_of_an_escalated_call_add_its_groups_members(
+    agents: DashboardAgents, group: str
+) -> None:
+    cast()
+    helpdesk = agents.agent("helpdesk")
+    deadline = Deadline(timedelta(minutes=5), "escalate", escalate_to=group)
+    run = async_to_sync(helpdesk.generate)("refund escalate me", deadline=deadline)
+    assert async_to_sync(agents.runtime.expire_due)(datetime.now(UTC) + timedelta(minutes=6)) == 1
+    call = run.tool_calls[0].tool_call_id
+
+    allowed = allowed_by_access(run.run_id, call)
+
+    assert names(deciders_of_call("helpdesk", group)) == allowed
+    escalated_to = {"leads": "leo", "managers": "max"}[group]
+    assert allowed == {"rita", "dora", "val", "pam", "sue", escalated_to}

@@ -1,0 +1,156 @@
+"""Escalation reaches people who can act: being in the group a call was escalated to is enough to
+see and decide that call (no decide permission), and only that call, on every page and door that
+shows it: the queue, the run page a notification links to, a folded row's body, the card's buttons,
+the v1 API; and the overview says how many wait for them."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.contrib.auth.models import Group, User
+from django.test import Client
+from django.urls import reverse
+
+from agents_runtime import RunResult
+from agents_runtime.deadlines import Deadline
+from approvals.models import AuditEntry
+from approvals.services.tokens import create_token
+from tests.support.inbox_rows import HX
+from tests.support.runtime_fixtures import DashboardAgents
+from tests.support.users import make_user
+
+#: The group the calls escalate to: it holds no permission.
+MANAGERS = "managers"
+
+
+def start(agents: DashboardAgents, prompt: str, **kwargs: Any) -> RunResult:
+    return async_to_sync(agents.agent("helpdesk").generate)(prompt, **kwargs)
+
+
+def escalated_and_not(agents: DashboardAgents) -> tuple[RunResult, RunResult]:
+    """A helpdesk call escalated to managers, and one that was not (still waiting, deadline ahead)."""
+    escalating = start(
+        agents, "refund escalate me", deadline=Deadline(timedelta(minutes=5), "escalate", MANAGERS)
+    )
+    other = start(agents, "refund not escalated", deadline=timedelta(hours=1))
+    assert async_to_sync(agents.runtime.expire_due)(datetime.now(UTC) + timedelta(minutes=6)) == 1
+    return escalating, other
+
+
+def manager(username: str = "max", *groups: str) -> User:
+    for name in (MANAGERS, *groups):
+        Group.objects.get_or_create(name=name)
+    user = make_user(username, MANAGERS, *groups)
+    assert not user.has_perm("approvals.decide_runs")
+    return user
+
+
+def call_of(run: RunResult) -> str:
+    return run.tool_calls[0].tool_call_id
+
+
+def approve_url(run: RunResult) -> str:
+    return reverse("approvals:approve", args=[run.run_id, call_of(run)])
+
+
+def listed(page: str) -> list[str]:
+    return re.findall(r'class="card run-card(?! has-outcome)[^"]*" data-run-id="([^"]+)"', page)
+
+
+def test_a_member_of_the_group_a_call_escalated_to_sees_and_decides_it_without_the_permission(
+    agents: DashboardAgents, client_for: Callable[[User], Client]
+) -> None:
+    escalated, other = escalated_and_not(agents)
+    client = client_for(manager())
+
+    queue = client.get("/queue/").content.decode()
+    assert listed(queue) == [escalated.run_id]
+    assert "refund not escalated" not in queue
+    # The row's body, fetched when it opens, has the buttons.
+    opened = client.get(reverse("approvals:call", args=[escalated.run_id, call_of(escalated)]), **HX)
+    assert f'action="{approve_url(escalated)}"' in opened.content.decode()
+
+    # The run page (where a notification's link leads) shows the call with its buttons.
+    page = client.get(reverse("approvals:run", args=[escalated.run_id]))
+    assert page.status_code == 200
+    assert f'action="{approve_url(escalated)}"' in page.content.decode()
+    assert "escalated to managers" in page.content.decode()
+    # Nothing else of the agent: not the other run's page, nor its row's body, nor its inbox's calls.
+    assert client.get(reverse("approvals:run", args=[other.run_id])).status_code == 404
+    body = client.get(reverse("approvals:call", args=[other.run_id, call_of(other)]), **HX)
+    assert "refund not escalated" not in body.content.decode()
+    inbox = client.get(reverse("approvals:inbox", args=["helpdesk"])).content.decode()
+    assert listed(inbox) == [escalated.run_id]
+
+    client.post(approve_url(other), {"agent": "helpdesk"})
+    assert agents.executed["refund"].calls == []
+    answer = client.post(approve_url(escalated), {"agent": "helpdesk"}, **HX)
+
+    assert answer.status_code == 200
+    assert [c["note"] for c in agents.executed["refund"].calls] == ["escalate me"]
+    assert AuditEntry.objects.get(run_id=escalated.run_id, action="approve").username == "max"
+    assert [r.run_id for r in agents.suspended("helpdesk")] == [other.run_id]
+
+
+def test_a_member_of_an_escalation_group_starts_no_runs_and_makes_no_grants(
+    agents: DashboardAgents, client_for: Callable[[User], Client]
+) -> None:
+    escalated, _ = escalated_and_not(agents)
+    client = client_for(manager())
+
+    assert client.post("/runs/new/", {"agent": "helpdesk", "prompt": "refund me"}).status_code in (400, 403)
+    allow = client.post(
+        approve_url(escalated), {"agent": "helpdesk", "grant-scope": "everyone", "grant-lasts": "1d"}, **HX
+    )
+    assert "escalated to you" in allow.content.decode()
+    assert agents.executed["refund"].calls == []
+
+
+def test_the_v1_api_gives_an_escalation_group_member_the_escalated_call_and_nothing_else(
+    agents: DashboardAgents,
+) -> None:
+    escalated, other = escalated_and_not(agents)
+    token = create_token(manager(), name="escalations").plaintext
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    run_path = "/api/v1/agents/helpdesk/runs/{}"
+
+    assert client.get(run_path.format(other.run_id)).status_code == 404
+    assert client.get(run_path.format(escalated.run_id)).status_code == 200
+    refused = client.post(
+        f"{run_path.format(other.run_id)}/calls/{call_of(other)}/approve",
+        "{}",
+        content_type="application/json",
+    )
+    assert refused.status_code in (403, 404) and agents.executed["refund"].calls == []
+
+    taken = client.post(
+        f"{run_path.format(escalated.run_id)}/calls/{call_of(escalated)}/approve",
+        json.dumps({}),
+        content_type="application/json",
+    )
+    assert taken.status_code == 200, taken.content
+    assert [c["note"] for c in agents.executed["refund"].calls] == ["escalate me"]
+
+
+@pytest.mark.parametrize("also", ["Auditors", "agent:helpdesk"])
+def test_who_sees_the_agent_decides_through_the_permission_only_even_in_the_escalation_group(
+    agents: DashboardAgents, client_for: Callable[[User], Client], also: str
+) -> None:
+    """An auditor (or a designated viewer) in the group reads the call but may not decide it:
+    Auditors decide nothing, whatever other group they are in."""
+    escalated, _ = escalated_and_not(agents)
+    client = client_for(manager("lou", also))
+
+    page = client.get(reverse("approvals:run", args=[escalated.run_id])).content.decode()
+    assert f'data-run-id="{escalated.run_id}"' in page
+    assert f'action="{approve_url(escalated)}"' not in page
+    assert listed(client.get("/queue/").content.decode()) == []
+
+    client.post(approve_url(escalated), {"agent": "helpdesk"})
+    assert agents.executed["refund"].calls == []
