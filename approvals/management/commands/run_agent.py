@@ -32,9 +32,15 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--on-expiry",
-            choices=["decline", "approve"],
+            choices=["decline", "approve", "escalate"],
             default="decline",
             help="What a call of this run becomes when nobody answered in time (with --expires-after).",
+        )
+        parser.add_argument(
+            "--escalate-to",
+            default=None,
+            metavar="GROUP",
+            help="The group an expired call moves to (with --on-expiry escalate).",
         )
         parser.add_argument(
             "--as",
@@ -53,7 +59,11 @@ class Command(BaseCommand):
         deadline = None
         if options["expires_after"] is not None:
             try:
-                deadline = Deadline(timedelta(seconds=options["expires_after"]), options["on_expiry"])
+                deadline = Deadline(
+                    timedelta(seconds=options["expires_after"]),
+                    options["on_expiry"],
+                    escalate_to=options["escalate_to"],
+                )
             except ValueError as exc:
                 raise CommandError(f"--expires-after: {exc}") from None
         started_by = options["user"]

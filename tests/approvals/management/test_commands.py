@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import io
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.contrib.auth.models import User
+from asgiref.sync import async_to_sync
+from django.contrib.auth.models import Group, User
 from django.core.management import CommandError, call_command
 
+from agents_runtime import Agent, Call, Reply, Runtime, scripted_model, tool
+from agents_runtime.deadlines import Deadline
 from approvals import agents as served
+from approvals.apps import compose
+from approvals.policy import create_agent_groups
+from approvals.store import DjangoRunStore
 from tests.support.runtime_fixtures import DashboardAgents
 from tests.support.users import ensure_groups
 
@@ -58,3 +67,79 @@ def test_demo_setup_creates_the_demo_login_and_seeds_once(settings: object) -> N
     assert "Seeded demo runs" in first
     assert "already waiting: not seeding" in second
     assert waiting > 0
+
+
+# -- grant --escalation ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def escalating(transactional_db: None) -> Iterator[Runtime]:
+    """An agent whose refunds escalate to "Finance leads" after an hour."""
+
+    @tool(
+        requires_approval=True,
+        expires_after=timedelta(hours=1),
+        on_expiry="escalate",
+        escalate_to="Finance leads",
+    )
+    def refund(order: str) -> str:
+        return f"refunded {order}"
+
+    model = scripted_model(lambda ctx: Call("refund", {"order": ctx.prompt}), Reply("Done."))
+    runtime = Runtime(agents=[Agent("helpdesk", model=model, tools=[refund])], storage=DjangoRunStore())
+    previous = served.runtime()
+    compose(runtime)
+    ensure_groups()
+    yield runtime
+    served.install(previous)
+
+
+def test_grant_puts_a_user_in_a_group_the_tools_escalate_to_and_nothing_more(escalating: Runtime) -> None:
+    User.objects.create_user("fay", password="x")
+
+    printed = run("grant", "fay", "--escalation", "Finance leads")
+
+    fay = User.objects.get(username="fay")
+    assert list(fay.groups.values_list("name", flat=True)) == ["Finance leads"]
+    assert not fay.has_perm("approvals.decide_runs")  # (the group is enough for the calls escalated to it)
+    assert "fay added to: Finance leads" in printed
+    run("grant", "fay", "--escalation", "Finance leads", "--revoke")
+    assert not fay.groups.exists()
+
+
+def test_grant_takes_a_group_a_waiting_call_was_escalated_to_by_its_runs_own_deadline(
+    escalating: Runtime,
+) -> None:
+    User.objects.create_user("fay", password="x")
+    deadline = Deadline(timedelta(minutes=5), "escalate", escalate_to="night shift")
+    async_to_sync(escalating.get_agent("helpdesk").generate)("A-1", deadline=deadline)
+    with pytest.raises(CommandError, match="No call escalates to 'night shift'"):
+        run("grant", "fay", "--escalation", "night shift")  # not escalated yet
+    assert async_to_sync(escalating.expire_due)(datetime.now(UTC) + timedelta(minutes=6)) == 1
+
+    run("grant", "fay", "--escalation", "night shift")
+
+    assert list(User.objects.get(username="fay").groups.values_list("name", flat=True)) == ["night shift"]
+
+
+@pytest.mark.parametrize(
+    ("group", "refusal"),
+    [
+        ("Finance lead", "No call escalates to 'Finance lead'. Escalation groups: Finance leads."),
+        ("Reviewers", "not an escalation group; use --review, --admin or --audit"),
+        ("agent:helpdesk", "not an escalation group"),
+    ],
+)
+def test_grant_refuses_a_group_no_call_escalates_to(escalating: Runtime, group: str, refusal: str) -> None:
+    User.objects.create_user("fay", password="x")
+
+    with pytest.raises(CommandError, match=re.escape(refusal)):
+        run("grant", "fay", "--escalation", group)
+
+    assert not User.objects.get(username="fay").groups.exists()
+
+
+def test_migrate_creates_the_groups_the_tools_escalate_to(escalating: Runtime) -> None:
+    create_agent_groups(sender=None)
+
+    assert Group.objects.filter(name__in=["Finance leads", "agent:helpdesk"]).count() == 2
