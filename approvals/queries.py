@@ -15,7 +15,7 @@ from typing import Any, Literal, NamedTuple
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from agents_runtime import Agent, AgentRun, AgentRunToolCall, RunNotFound, Tool
@@ -357,10 +357,20 @@ def queue_counts(access: Access, *, now: datetime | None = None) -> QueueCounts:
     me = access.username
     return QueueCounts(
         due_soon=calls.filter(expires_at__isnull=False, expires_at__lte=soon).count(),
-        escalated=calls.filter(escalated_to__in=list(access.groups)).count() if access.groups else 0,
+        escalated=escalated_count(access, calls),
         claimed=claims.count(),
         second_vote=sum(1 for cast in votes if me not in {v.get("actor") for v in cast}) if voting else 0,
     )
+
+
+def escalated_count(access: Access, calls: QuerySet[ParkedCallRecord] | None = None) -> int:
+    """Waiting calls escalated to one of the user's groups that they may decide (of ``calls``, the
+    queue's: by default all of it)."""
+    if not access.groups or not access.decision_scope:
+        return 0
+    calls = ParkedCallRecord.objects.in_queue(access.decision_scope) if calls is None else calls
+    # (call_escalated_idx: escalated calls are few)
+    return calls.filter(escalated_to__in=list(access.groups)).count()
 
 
 #: How many names each of the queue's filters suggests.

@@ -57,8 +57,14 @@ def home(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 def overview(request: HtmxHttpRequest) -> HttpResponse:
-    rows = queries.overview_rows(agent_ids=access_of(request).agent_ids)
-    context = {"rows": rows, "now": timezone.now(), "total_pending": sum(r.pending for r in rows)}
+    access = access_of(request)
+    rows = queries.overview_rows(agent_ids=access.agent_ids)
+    context = {
+        "rows": rows,
+        "now": timezone.now(),
+        "total_pending": sum(r.pending for r in rows),
+        "escalated": queries.escalated_count(access),
+    }
     return render_page(request, "approvals/overview.html", "agent-table", context)
 
 

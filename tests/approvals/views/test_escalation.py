@@ -154,3 +154,19 @@ def test_who_sees_the_agent_decides_through_the_permission_only_even_in_the_esca
 
     client.post(approve_url(escalated), {"agent": "helpdesk"})
     assert agents.executed["refund"].calls == []
+
+
+def test_the_overview_says_how_many_calls_are_escalated_to_you(
+    agents: DashboardAgents, client_for: Callable[[User], Client], reviewer_client: Client
+) -> None:
+    escalated, _ = escalated_and_not(agents)
+    client = client_for(manager())
+
+    page = client.get("/agents/").content.decode()
+
+    assert 'href="/queue/" data-count="escalated-to-you">Escalated to you (1)</a>' in page
+    assert "No agents are registered" not in page
+    # Those it was not escalated to are not told so.
+    assert "Escalated to you" not in reviewer_client.get("/agents/").content.decode()
+    client.post(approve_url(escalated), {"agent": "helpdesk"})
+    assert "Escalated to you" not in client.get("/agents/").content.decode()
