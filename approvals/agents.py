@@ -25,6 +25,7 @@ __all__ = [
     "get",
     "install",
     "load",
+    "name_of",
     "queue_page",
     "runtime",
     "unstarted_continuations",
@@ -73,6 +74,15 @@ def get(agent_id: str) -> Agent:
         return runtime().get_agent(agent_id)
     except KeyError:
         raise UnknownAgent(agent_id) from None
+
+
+def name_of(agent_id: str) -> str:
+    """What people read for an agent: its name, or its id when it has none (or is no longer
+    served: an old audit row's)."""
+    try:
+        return get(agent_id).name or agent_id
+    except UnknownAgent:
+        return agent_id
 
 
 def unstarted_continuations(*, decided_before: datetime) -> list[Continuation]:

@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
@@ -21,8 +22,11 @@ from django.db.models import Count, Min, Q, Sum
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
+from approvals import agents
 from approvals.health import rollup
 from approvals.health.counting import Counts, Key, final_labels, hour_of, label_bound
+from approvals.models.audit import AuditEntry
+from approvals.models.claims import CallClaim
 from approvals.models.grants import GrantRecord
 from approvals.models.health import EVER, HealthCount, Series
 from approvals.models.runs import ParkedCallRecord, RunStatus
@@ -110,6 +114,24 @@ class Pending:
 
 
 @dataclass(frozen=True)
+class AttentionRow:
+    """One agent's calls that nobody answered in time, and those someone is on: escalated (waiting
+    now, and in the last 7 days), expired (24 hours, 7 days) and claimed now, by whom."""
+
+    agent_id: str
+    agent_name: str
+    escalated_now: int
+    #: The groups the waiting ones were escalated to.
+    escalated_to: list[str]
+    escalated_week: int
+    expired_day: int
+    expired_week: int
+    claimed_now: int
+    #: Who holds the live claims: "Full Name (username)", or the username.
+    claimed_by: list[str]
+
+
+@dataclass(frozen=True)
 class HealthFigures:
     now: datetime
     pending: Pending
@@ -122,6 +144,8 @@ class HealthFigures:
     failing_grants: list[FailingGrantRow]
     #: Audit rows not counted yet (the rollup is catching up); 0 normally.
     behind: int
+    #: Escalated, expired and claimed calls per agent (agents with none left out).
+    attention: list[AttentionRow]
 
 
 # -- pending calls (live) ----------------------------------------------------------------------------
@@ -292,7 +316,72 @@ def health_figures(agent_ids: Collection[str], *, now: datetime | None = None) -
         grants=grants_used(agent_ids, since=week_start, day_start=day_start, tail=tail.counts),
         failing_grants=failing_grants(agent_ids, since=week_start),
         behind=tail.behind,
+        attention=attention(agent_ids, now=now, day_start=day_start, week_start=week_start),
     )
+
+
+def _blank_attention() -> dict[str, Any]:
+    counts: dict[str, Any] = dict.fromkeys(
+        ("escalated_now", "escalated_week", "expired_day", "expired_week", "claimed_now"), 0
+    )
+    return counts | {"escalated_to": [], "claimed_by": []}
+
+
+def attention(
+    agent_ids: Collection[str], *, now: datetime, day_start: datetime, week_start: datetime
+) -> list[AttentionRow]:
+    """Escalated, expired and claimed calls of ``agent_ids``, in three small queries: the waiting
+    escalated calls (``call_escalated_idx``), the week's expiry and escalation rows of the audit log
+    (``audit_agent_created``), the live claims (one row per call)."""
+    waiting = (
+        ParkedCallRecord.objects.undecided()
+        .filter(escalated_to__isnull=False, run__agent_id__in=agent_ids, run__status=RunStatus.SUSPENDED)
+        .values_list("run__agent_id", "escalated_to")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    audited = (
+        AuditEntry.objects.filter(
+            agent_id__in=agent_ids, created_at__gte=week_start, action__in=["expire", "escalate"]
+        )
+        .values_list("agent_id", "action")
+        .annotate(week=Count("pk"), day=Count("pk", filter=Q(created_at__gte=day_start)))
+        .order_by()
+    )
+    claims = (
+        CallClaim.objects.filter(agent_id__in=agent_ids, expires_at__gt=now)
+        .values_list("agent_id", "username", "user__first_name", "user__last_name")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    rows: dict[str, dict[str, Any]] = defaultdict(_blank_attention)
+    for agent_id, group, n in waiting:
+        rows[agent_id]["escalated_now"] += n
+        rows[agent_id]["escalated_to"].append(group)
+    for agent_id, action, week, day in audited:
+        if action == "expire":
+            rows[agent_id] |= {"expired_week": week, "expired_day": day}
+        else:
+            rows[agent_id]["escalated_week"] = week
+    for agent_id, username, first, last, n in claims:
+        full = f"{first} {last}".strip()
+        rows[agent_id]["claimed_by"].append(f"{full} ({username})" if full else username)
+        rows[agent_id]["claimed_now"] += n
+    return [
+        AttentionRow(
+            agent_id=agent_id,
+            agent_name=agents.name_of(agent_id),
+            escalated_now=row["escalated_now"],
+            escalated_to=sorted(row["escalated_to"]),
+            escalated_week=row["escalated_week"],
+            expired_day=row["expired_day"],
+            expired_week=row["expired_week"],
+            claimed_now=row["claimed_now"],
+            claimed_by=sorted(row["claimed_by"]),
+        )
+        for agent_id in agent_ids
+        if (row := rows.get(agent_id))
+    ]
 
 
 def failing_grants(agent_ids: Collection[str], *, since: datetime) -> list[FailingGrantRow]:

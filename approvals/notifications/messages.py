@@ -44,13 +44,6 @@ class Message:
     chat: dict[str, Any]
 
 
-def agent_name(agent_id: str) -> str:
-    try:
-        return agents.get(agent_id).name or agent_id
-    except agents.UnknownAgent:
-        return agent_id
-
-
 def _summary(args: Any) -> str:
     if args is None:
         return ""
@@ -69,7 +62,7 @@ def _line(call: NotificationCall) -> CallLine:
     return CallLine(
         tool_name=reveal_invisible(call.tool_name),
         summary=reveal_invisible(_summary(call.args)),
-        agent=agent_name(call.agent_id),
+        agent=agents.name_of(call.agent_id),
         url=options.base_url() + reverse("approvals:run", args=[call.run_id]),
         due=_when(call.expires_at),
         escalated_to=call.escalated_to,
@@ -99,7 +92,7 @@ def build(notification: Notification) -> Message:
     """The message of ``notification`` as it stands (the calls that joined it so far)."""
     calls = list(notification.calls.order_by("id")[: options.listed_calls()])
     lines = [_line(c) for c in calls]
-    named = {agent_name(a) for a in notification.calls.values_list("agent_id", flat=True).distinct()}
+    named = {agents.name_of(a) for a in notification.calls.values_list("agent_id", flat=True).distinct()}
     subject_line = headline(notification, lines[0] if lines else None, sorted(named))
     more = max(0, notification.call_count - len(lines))
     inbox = options.base_url() + (

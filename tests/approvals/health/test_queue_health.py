@@ -8,11 +8,13 @@ from html.parser import HTMLParser
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
+from agents_runtime.deadlines import Deadline
 from approvals.health import charts, rollup
 from approvals.health.counting import hour_of
 from approvals.health.figures import (
@@ -24,7 +26,7 @@ from approvals.health.figures import (
     health_figures,
     pending,
 )
-from approvals.models import AuditEntry, HealthCount, ParkedCallRecord, RunRecord
+from approvals.models import AuditEntry, CallClaim, HealthCount, ParkedCallRecord, RunRecord
 from tests.support.runtime_fixtures import XSS, DashboardAgents
 
 NOW = timezone.now()
@@ -340,3 +342,43 @@ def test_a_grant_decision_is_named_as_the_audit_log_names_it() -> None:
     row = AuditRow(1, NOW, NOW, "helpdesk", "refund", "approve", "continuing", "rita", "grant", 3)
     assert grant_of(row) == "grant #3 of rita"
     assert grant_of(row._replace(channel="dashboard", grant_id=None)) is None
+
+
+def test_the_page_counts_escalated_expired_and_claimed_calls_per_agent_by_name(
+    agents: DashboardAgents, admin_member_client: Client, settings: Any
+) -> None:
+    settings.HEALTH_PENDING_CACHE_SECONDS = 0
+    helpdesk = agents.agent("helpdesk")
+    escalate = Deadline(timedelta(minutes=5), "escalate", escalate_to="leads")
+    async_to_sync(helpdesk.generate)("refund escalate me", deadline=escalate)
+    claimed = async_to_sync(helpdesk.generate)("refund claimed")
+    assert async_to_sync(agents.runtime.expire_due)(timezone.now() + timedelta(minutes=6)) == 1
+    decided(at(2), 300, "expire", "declined", agent="helpdesk")
+    decided(at(30), 300, "expire", "declined", agent="helpdesk")  # yesterday: the week's only
+    decided(at(200), 300, "expire", "declined", agent="helpdesk")  # older than a week
+    alice = User.objects.create_user("alice", first_name="Alice", last_name="Moreau")
+    CallClaim.objects.create(
+        agent_id="helpdesk",
+        run_id=claimed.run_id,
+        tool_call_id=claimed.tool_calls[0].tool_call_id,
+        user=alice,
+        username="alice",
+        claimed_at=timezone.now(),
+        expires_at=timezone.now() + timedelta(minutes=5),
+    )
+
+    html = admin_member_client.get("/health/").content.decode()
+
+    table = html[
+        html.index('id="health-attention"') : html.index("</table>", html.index('id="health-attention"'))
+    ]
+    row = table[table.index('data-agent="helpdesk"') :].split("</tr>")[0]
+    assert '<th scope="row">Help desk</th>' in row
+    assert 'data-escalated="1">1 <span class="muted">to leads</span>' in row
+    assert 'data-escalated-week="1"' in row  # the audit row of that escalation
+    assert 'data-expired-day="1"' in row and 'data-expired-week="2"' in row
+    assert 'data-claimed="1">1 <span class="muted">by Alice Moreau (alice)</span>' in row
+    assert 'data-agent="boss"' not in table  # nothing to say about it
+    # Agents by name in the other tables too.
+    pending_row = html[html.index('id="health-pending-agents"') :].split("</tr>")[1]
+    assert ">Help desk</a>" in pending_row
