@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from approvals.models import AuditEntry
+from approvals.models import AuditEntry, Batch, GrantRecord
 from approvals.models.audit import AppendOnlyError
 from approvals.store import audit as decision_records
 from approvals.views.audit import AUDIT_CSV_COLUMNS
@@ -118,7 +118,8 @@ def test_audit_csv_export_follows_the_filters_and_defuses_formulas(
     everything = admin_member_client.get("/audit/export.csv")
     all_rows = list(csv.DictReader(io.StringIO(b"".join(everything.streaming_content).decode())))  # type: ignore[attr-defined]
     assert len(all_rows) == 2
-    assert all_rows[0]["args"] == '{"note": "=HYPERLINK(\\"http://evil\\")"}'  # JSON starts with {: kept
+    assert [r["run_id"] for r in all_rows] == ["run-2", "run-1"]  # the page's order: newest first
+    assert all_rows[1]["args"] == '{"note": "=HYPERLINK(\\"http://evil\\")"}'  # JSON starts with {: kept
 
 
 def test_audit_csv_columns_and_cells_are_exactly_as_exported_before(
@@ -140,19 +141,20 @@ def test_audit_csv_columns_and_cells_are_exactly_as_exported_before(
     header, row, end = body.split("\r\n")
     assert header == (
         "created_at,username,agent_id,run_id,thread_id,resource_id,tool_call_id,tool_name,args,"
-        "suspend_payload,action,reason,resume_data,edited_args,outcome,outcome_detail,channel"
+        "suspend_payload,action,reason,resume_data,edited_args,outcome,outcome_detail,channel,batch,grant"
     )
     assert row == (
         f'{when.isoformat()},rita,helpdesk,run-1,t-1,,call-1,refund,"{{""amount"": 5}}",'
-        ',approve,ok,,"{""amount"": 4}",completed,Completed: done,dashboard'
+        ',approve,ok,,"{""amount"": 4}",completed,Completed: done,dashboard,,'
     )
     assert end == ""
 
 
 def test_the_store_writes_every_field_the_log_exports() -> None:
-    # Besides the exported fields: the links to the user, to a bulk decision and to the standing
-    # grant that gave it (not exported).
-    assert set(decision_records.COLUMNS) >= {"user_id", *AUDIT_CSV_COLUMNS, "batch_id", "grant_id"}
+    # Besides the exported fields (a bulk decision's batch and a standing grant's, by id): the link
+    # to the user.
+    exported = {{"batch": "batch_id", "grant": "grant_id"}.get(c, c) for c in AUDIT_CSV_COLUMNS}
+    assert set(decision_records.COLUMNS) >= {"user_id", *exported}
 
 
 def test_decisions_taken_in_the_dashboard_land_in_the_audit_log(
@@ -272,8 +274,28 @@ def test_invalid_attempts_are_hidden_by_default_and_shown_on_request(
     assert "This is not valid JSON" in included
     assert len(_csv(admin_member_client.get("/audit/export.csv"))) == 1
     invalid_rows = _csv(admin_member_client.get("/audit/export.csv?invalid=on"))
-    assert [(r["username"], r["outcome"]) for r in invalid_rows] == [
-        ("rita", "invalid"),
+    assert [(r["username"], r["outcome"]) for r in invalid_rows] == [  # newest first, as on the page
         ("rita", "completed"),
+        ("rita", "invalid"),
     ]
     assert "badge outcome-invalid" in admin_member_client.get("/audit/?outcome=invalid").content.decode()
+
+
+def test_the_csv_says_which_batch_and_which_grant_decided_in_the_pages_order(
+    agents: DashboardAgents, admin_member_client: Client
+) -> None:
+    batch = Batch.objects.create(username="rita", agent_id="helpdesk", action="approve")
+    grant = GrantRecord.objects.create(
+        agent_id="helpdesk", tool_name="refund", scope="everyone", created_by_name="rita"
+    )
+    now = timezone.now()
+    entry(created_at=now - timedelta(minutes=3), run_id="by-hand")
+    entry(created_at=now - timedelta(minutes=2), run_id="in-bulk", batch=batch, channel="bulk")
+    entry(created_at=now - timedelta(minutes=1), run_id="granted", grant=grant, channel="grant", username="")
+
+    page = admin_member_client.get("/audit/").content.decode()
+    rows = _csv(admin_member_client.get("/audit/export.csv"))
+
+    on_page = sorted(("by-hand", "in-bulk", "granted"), key=page.index)
+    assert [r["run_id"] for r in rows] == on_page == ["granted", "in-bulk", "by-hand"]
+    assert [(r["batch"], r["grant"]) for r in rows] == [("", str(grant.pk)), (str(batch.pk), ""), ("", "")]
