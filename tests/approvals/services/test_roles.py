@@ -145,6 +145,10 @@ def test_auditors_read_every_agent_and_the_audit_log_and_decide_nothing(
         assert auditor.get(f"/agents/{agent_id}/").status_code == 200
     audit = auditor.get("/audit/")
     assert audit.status_code == 200 and boss.run_id in audit.content.decode()
+    # The run that ended, with its decision; and the queue's health.
+    ended = auditor.get(f"/runs/{boss.run_id}/")
+    assert ended.status_code == 200 and "approved" in ended.content.decode()
+    assert auditor.get("/health/").status_code == 200
     # No decision goes through, whatever the door.
     approve = auditor.post(
         f"/runs/{helpdesk.run_id}/calls/{call.tool_call_id}/approve", {"agent": "helpdesk"}
