@@ -78,13 +78,14 @@ def test_approve_all_decides_each_call_once_and_ties_the_audit_rows_to_the_batch
     assert '<strong class="batch-decided">3</strong> decided' in page
     assert '<strong class="batch-skipped">0</strong> skipped' in page
     assert 'hx-trigger="cs:refresh" hx-swap="outerHTML" data-live-agent="helpdesk"' in page  # live
-    # The audit log links each row to its batch; the CSV keeps its columns.
+    # The audit log links each row to its batch; the CSV names it in its batch column.
     audit = admin_member_client.get("/audit/").content.decode()
     assert audit.count(f'href="/batches/{batch.pk}/"') == 3
-    csv_head = (
-        b"".join(admin_member_client.get("/audit/export.csv").streaming_content).decode().splitlines()[0]
+    csv_head, *csv_rows = (
+        b"".join(admin_member_client.get("/audit/export.csv").streaming_content).decode().splitlines()
     )
-    assert csv_head.split(",") == AUDIT_CSV_COLUMNS and "batch" not in csv_head
+    assert csv_head.split(",") == AUDIT_CSV_COLUMNS and csv_head.endswith(",batch,grant")
+    assert [row.split(",")[-2:] for row in csv_rows] == [[str(batch.pk), ""]] * 3
 
 
 def test_decline_all_sends_the_one_reason_to_every_model(
