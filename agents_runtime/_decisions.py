@@ -12,7 +12,7 @@ from . import _pydantic, policy
 from ._context import AgentContext
 from .errors import InvalidResumeData, InvalidToolArgs, RunNotFound, ToolCallNotSuspended
 from .policy import DecisionRequest
-from .records import Decision, DecisionReceipt, DecisionRule, ParkedCall, StoredRun, Vote
+from .records import Decision, DecisionReceipt, DecisionRule, ParkedCall, StoredRun, Vote, decision_conflict
 from .tools import _validate, to_jsonable
 from .untrusted import check_decision, checked_json, reason_problem
 from .vocabulary import DEFAULT_DECLINE_REASON, CallKind, DecisionAction
@@ -29,6 +29,35 @@ async def decide(ctx: AgentContext, request: DecisionRequest) -> DecisionReceipt
         edited_args=request.edited_args,
     )
     return await settle(ctx, request.run_id, decision_rule(ctx, request), request.actor)
+
+
+async def check(ctx: AgentContext, request: DecisionRequest) -> tuple[StoredRun, ParkedCall, Decision | Vote]:
+    """What ``decide`` would do with ``request`` on the run as stored now, recording nothing: the run,
+    the call and the verdict, or the refusal ``decide`` would meet, raised. The rules run again when
+    the decision is taken; this only tells a host that holds a decision (an undo window) before it
+    takes it what to say now."""
+    if not isinstance(request.run_id, str) or not request.run_id:
+        raise RunNotFound(str(request.run_id))
+    check_decision(
+        request.action,
+        reason=request.reason,
+        resume_data=request.resume_data,
+        edited_args=request.edited_args,
+    )
+    rule = decision_rule(ctx, request)
+
+    def checked() -> tuple[StoredRun, ParkedCall, Decision | Vote]:
+        # Where the store runs its calls: the rules read what the host keeps beside the runs.
+        run = ctx.store.get_run(request.run_id, with_snapshot=False)
+        if run is None or run.agent_id != ctx.agent_id:
+            raise RunNotFound(request.run_id)
+        tool_call_id, verdict = rule(run)
+        call = next((c for c in run.calls if c.tool_call_id == tool_call_id), None)
+        if call is None or call.decision is not None or run.status != "suspended":
+            raise decision_conflict(run, call, tool_call_id)
+        return run, call, verdict
+
+    return await ctx.call(checked)
 
 
 def decision_rule(ctx: AgentContext, request: DecisionRequest) -> DecisionRule:

@@ -228,6 +228,13 @@ class Agent:
         ctx = self._context()
         return await _loop.proceed(ctx, await _decisions.decide(ctx, request))
 
+    async def check_decision(self, request: DecisionRequest) -> AgentRun:
+        """Whether ``decide`` would take ``request`` now (beyond Mastra), recording nothing: the run as
+        it waits, or the refusal ``decide`` would meet, raised. For a host that holds a decision for
+        a while before it takes it (an undo window); the rules run again when it is taken."""
+        run, _call, _verdict = await _decisions.check(self._context(), request)
+        return agent_run(run)
+
     async def approve_tool_call(
         self,
         *,

@@ -80,6 +80,11 @@ class Outcome(StrEnum):
     REFUSED = "refused"
     #: Not a decision: the record of a standing grant made or revoked (``ALLOW``, ``REVOKE``).
     RECORDED = "recorded"
+    #: Not taken yet: a host holds the decision for an undo window before it takes it (nothing is
+    #: recorded while it is held; what it comes to is recorded when it is taken).
+    HELD = "held"
+    #: Not a decision: one held for an undo window and undone in it (nothing was decided, nothing ran).
+    UNDONE = "undone"
 
     @property
     def label(self) -> str:
@@ -148,20 +153,32 @@ _OUTCOME_LABELS = {
     Outcome.VOTE_RECORDED: ("Vote recorded", "Vote recorded"),
     Outcome.REFUSED: ("Refused by the approval rule", "Refused"),
     Outcome.RECORDED: ("Recorded", "Recorded"),
+    Outcome.HELD: ("Held for undo", "Held"),
+    Outcome.UNDONE: ("Undone", "Undone"),
 }
 
 #: Outcomes the audit log records (its column's choices).
-RECORDED_OUTCOMES = tuple(o for o in Outcome if o not in {Outcome.NOT_FOUND, Outcome.UNCONFIRMED})
+RECORDED_OUTCOMES = tuple(
+    o for o in Outcome if o not in {Outcome.NOT_FOUND, Outcome.UNCONFIRMED, Outcome.HELD}
+)
 #: Outcomes of a decision that took effect.
 EFFECTIVE_OUTCOMES = frozenset(
     {Outcome.COMPLETED, Outcome.SUSPENDED_AGAIN, Outcome.CONTINUING, Outcome.FAILED, Outcome.VOTE_RECORDED}
 )
 #: Recorded outcomes that mean the decision did not take effect.
 NO_EFFECT_OUTCOMES = frozenset(
-    {Outcome.LOST_RACE, Outcome.INVALID, Outcome.RESCHEDULED, Outcome.REFUSED, Outcome.RECORDED}
+    {
+        Outcome.LOST_RACE,
+        Outcome.INVALID,
+        Outcome.RESCHEDULED,
+        Outcome.REFUSED,
+        Outcome.RECORDED,
+        Outcome.UNDONE,
+    }
 )
-#: Recorded outcomes of rows that are not decisions at all (a deadline moved, a grant made or revoked).
-NOT_DECISIONS = frozenset({Outcome.RESCHEDULED, Outcome.RECORDED})
+#: Recorded outcomes of rows that are not decisions at all (a deadline moved, a grant made or
+#: revoked, a decision undone in its undo window).
+NOT_DECISIONS = frozenset({Outcome.RESCHEDULED, Outcome.RECORDED, Outcome.UNDONE})
 
 
 def choices(words: type[CallKind] | type[DecisionAction] | tuple[Outcome, ...]) -> list[tuple[str, str]]:

@@ -31,7 +31,7 @@ of duties, votes) follow in the same step.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -41,13 +41,22 @@ from django.contrib.auth.models import Group, Permission
 from django.core.exceptions import PermissionDenied
 from django.core.signals import setting_changed
 from django.db import connections
-from django.db.models import CharField, Value
+from django.db.models import CharField, DateTimeField, Value
 from django.utils import timezone
 
-from agents_runtime import Agent, CallClaimed, Confirmation, DecisionRequest, NotADecider, Origin, RunNotFound
+from agents_runtime import (
+    Agent,
+    CallClaimed,
+    Confirmation,
+    DecisionRequest,
+    NotADecider,
+    Origin,
+    RunAlreadyDecided,
+    RunNotFound,
+)
 from agents_runtime.records import ParkedCall, StoredRun
 from approvals import agents
-from approvals.models import CallClaim, ParkedCallRecord
+from approvals.models import CallClaim, HeldDecision, ParkedCallRecord
 from approvals.server.prepared import fixed_rows
 
 # -- the groups that carry access ------------------------------------------------------------------
@@ -392,21 +401,58 @@ def may_decide(access: Access, agent_id: str, escalated_to: str | None) -> bool:
 
 def live_claim(run_id: str, tool_call_id: str, *, not_of: str) -> str | None:
     """Who holds someone else's claim on the call that is still live (None: nobody)."""
-    held = fixed_rows(
-        "live claim",
+    return _claim_and_hold(run_id, tool_call_id, not_of=not_of).claimed_by
+
+
+@dataclass(frozen=True)
+class CallTaken:
+    """Someone else's live claim on a call, and the decision held on it, if any."""
+
+    claimed_by: str | None = None
+    held_by: str | None = None
+    #: The held decision is being taken (its undo window ended): it can no longer be undone.
+    committing: bool = False
+
+
+def _claim_and_hold(run_id: str, tool_call_id: str, *, not_of: str, claims: bool = True) -> CallTaken:
+    """One read, in every person's decision: the claim (unless ``claims`` is False) and the hold."""
+    rows = fixed_rows(
+        "claim and hold" if claims else "hold",
         CallClaim,
-        _live_claims,
+        _claims_and_holds if claims else _holds,
         run_id=run_id,
         tool_call_id=tool_call_id,
-        now=timezone.now(),
-        not_of=not_of,
+        **({"now": timezone.now(), "not_of": not_of} if claims else {}),
     )
-    return str(held[0][0]) if held else None
+    taken = CallTaken()
+    for username, kind, committing in rows:
+        if kind == "held":
+            taken = replace(taken, held_by=str(username), committing=committing is not None)
+        elif taken.claimed_by is None:
+            taken = replace(taken, claimed_by=str(username))
+    return taken
 
 
-def _live_claims(run_id: str, tool_call_id: str, now: Any, not_of: str) -> Any:
+def _holds(run_id: str, tool_call_id: str) -> Any:
+    held = HeldDecision.objects.filter(run_id=run_id, tool_call_id=tool_call_id)
+    return held.values_list("username", Value("held", output_field=CharField()), "committing_since")
+
+
+def _claims_and_holds(run_id: str, tool_call_id: str, now: Any, not_of: str) -> Any:
     claims = CallClaim.objects.filter(run_id=run_id, tool_call_id=tool_call_id, expires_at__gt=now)
-    return claims.exclude(username=not_of).order_by("pk").values_list("username")[:1]
+    claims_as_rows = claims.exclude(username=not_of).values_list(
+        "username", Value("claim", output_field=CharField()), Value(None, output_field=DateTimeField())
+    )
+    return claims_as_rows.union(_holds(run_id, tool_call_id), all=True)
+
+
+class CallHeld(RunAlreadyDecided):
+    """Someone decided this call in the browser and may still undo it (its undo window): the call is
+    taken, as if decided, until that decision is taken or undone. A lost race for anyone else."""
+
+    def __init__(self, *, run_id: str, tool_call_id: str, held_by: str) -> None:
+        super().__init__(run_id=run_id, tool_call_id=tool_call_id, decided_by=held_by)
+        self.held_by = held_by
 
 
 def grant_refusal(access: AgentAccess) -> str:
@@ -428,7 +474,14 @@ class DeskPolicy:
             self._person(request, run, call)
         elif request.origin == Origin.GRANT:
             self._grant_maker(request, run, call)
-        # Origin.CODE (the application's own code) and Origin.DEADLINE (nobody) decide as they are.
+        elif request.origin == Origin.DEADLINE:
+            # A deadline that passes while a decision is held waits for it: the held decision (taken
+            # by the sweep when its window ends) decides the call, not the default; undone, the next
+            # sweep expires the call.
+            taken = _claim_and_hold(run.run_id, call.tool_call_id, not_of="", claims=False)
+            if taken.held_by is not None:
+                raise CallHeld(run_id=run.run_id, tool_call_id=call.tool_call_id, held_by=taken.held_by)
+        # Origin.CODE (the application's own code) decides as it is.
 
     def _person(self, request: DecisionRequest, run: StoredRun, call: ParkedCall) -> None:
         access = request.principal
@@ -439,9 +492,14 @@ class DeskPolicy:
                 tool_call_id=call.tool_call_id,
                 actor=request.actor,
             )
-        if request.confirmed(Confirmation.CLAIMED):
-            return
-        holder = live_claim(run.run_id, call.tool_call_id, not_of=access.username)
+        claims = not request.confirmed(Confirmation.CLAIMED)
+        taken = _claim_and_hold(run.run_id, call.tool_call_id, not_of=access.username, claims=claims)
+        if taken.held_by is not None:
+            if taken.held_by == request.actor and taken.committing:
+                # The held decision itself, taken as it was asked when its window ended.
+                return
+            raise CallHeld(run_id=run.run_id, tool_call_id=call.tool_call_id, held_by=taken.held_by)
+        holder = taken.claimed_by
         if holder is not None:
             raise CallClaimed(
                 f"{holder} is on this call (claimed it). Nothing was decided: confirm to decide it yourself.",

@@ -26,6 +26,7 @@ from approvals.models import EndedRun, GrantRecord, ParkedCallRecord, RunRecord
 from approvals.models.audit import AuditEntry, AuditEntryQuerySet
 from approvals.models.batches import FollowedAgent
 from approvals.models.claims import CallClaim
+from approvals.models.holds import HeldDecision
 from approvals.policy import MANAGE_GRANTS_PERMISSION, Access, may_decide
 
 
@@ -265,6 +266,14 @@ def call_claims(run_ids: Collection[str]) -> dict[tuple[str, str], CallClaim]:
         return {}
     live = CallClaim.objects.filter(run_id__in=list(run_ids), expires_at__gt=timezone.now())
     return {(c.run_id, c.tool_call_id): c for c in live}
+
+
+def call_holds(run_ids: Collection[str]) -> dict[tuple[str, str], HeldDecision]:
+    """The decisions held for their undo window on these runs' calls, by (run id, tool call id): one
+    query for a page."""
+    if not run_ids:
+        return {}
+    return {(h.run_id, h.tool_call_id): h for h in HeldDecision.objects.filter(run_id__in=list(run_ids))}
 
 
 def grants_visible(access: Any, *, live_only: bool, limit: int = 500) -> list[GrantRecord]:

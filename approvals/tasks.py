@@ -6,6 +6,8 @@ runs it. Either way the claim was taken by compare-and-swap when the last decisi
 task that runs twice, or late, changes nothing the second time.
 
 The sweep makes deadlines happen on time with no page open: it expires due calls, every second.
+Before them it takes the decisions held for an undo window that ended (``services.commit_held``):
+held decisions are rows, so whichever process sweeps after a restart takes them.
 It also parks again, and announces, each run whose continuation died (its lease ran out without a
 heartbeat: its process was killed), so the run shows as stopped on every open page and its deciders
 are told, whether or not anybody lists the inbox (``Runtime.reclaim_stopped``).
@@ -351,9 +353,13 @@ class Sweeper:
 
     @staticmethod
     async def _sweep(executor: ThreadPoolExecutor, hand: Callable[[Continuation], None] | None) -> int:
+        handoff.set(hand)  # (this run of the loop's own context)
+        # Decisions held for an undo window that ended are taken first: a deadline that passed
+        # while one was held is met by it, not by the default (their rows say "dashboard").
+        if taken := await _on_db_thread(executor, services.commit_held):
+            logger.info("Took %d decision(s) held for undo", taken)
         # Its audit rows say where they came from: the deadline, not a page.
         with using_channel("deadline"):
-            handoff.set(hand)  # (this run of the loop's own context)
             return await _on_db_thread(executor, agents.runtime().expire_due)
 
     @staticmethod

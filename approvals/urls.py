@@ -80,6 +80,7 @@ urlpatterns = [
         name="extend_deadline",
     ),
     path("runs/<id:run_id>/calls/<call_id:tool_call_id>/claim", claims.call_claim, name="claim"),
+    path("runs/<id:run_id>/calls/<call_id:tool_call_id>/undo", decisions.call_undo, name="undo"),
     path("grants/", grants.grants_page, name="grants"),
     path("grants/<int:grant_id>/revoke", grants.grant_revoke, name="grant_revoke"),
     path("audit/", audit.audit_log, name="audit"),

@@ -225,6 +225,9 @@ AGENTS_RUNTIME = _env("AGENTS_RUNTIME", "demo.agents:runtime")
 RUN_LEASE_SECONDS = int(_env("RUN_LEASE_SECONDS", "300"))
 #: How long a reviewer's claim on a call ("I'm on it") holds unless renewed.
 CALL_CLAIM_SECONDS = int(_env("CALL_CLAIM_SECONDS", "300"))
+#: How long a decision taken in the browser is held before it is taken, so its reviewer can undo
+#: it (approvals/services/decisions.py); 0: taken at once.
+DECISION_UNDO_SECONDS = int(_env("DECISION_UNDO_SECONDS", "5"))
 #: The reviewer's queue counts a call "due soon" when its deadline is at most this far off.
 QUEUE_DUE_SOON_SECONDS = int(_env("QUEUE_DUE_SOON_SECONDS", "3600"))
 # Days an ended run's record (its transcript) is kept; `manage.py prune_run_records` empties older

@@ -60,6 +60,18 @@ def _no_expiry_sweep() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _decisions_at_once() -> Iterator[None]:
+    """Browser decisions are taken at once in tests (production holds them 5 s for Undo): the suite's
+    tests of cards, keys and races expect a click's effect in its answer. The undo window's own tests
+    set ``DECISION_UNDO_SECONDS`` themselves; the servers tests start inherit this one."""
+    from django.conf import settings
+
+    settings.DECISION_UNDO_SECONDS = 0
+    os.environ["DECISION_UNDO_SECONDS"] = "0"
+    yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _nothing_collected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Pages name the static files by their plain names, whatever var/static holds.
 

@@ -224,6 +224,8 @@ class CallView:
     started_by: str | None = None
     #: Who is on this call right now (a live ``CallClaim``), if anyone.
     claim: Any = None
+    #: Someone else's decision held on this call for its undo window ("" : none): the call is taken.
+    held_by: str = ""
     #: "Approve and allow": the standing grant's terms (empty: the tool takes no grants), and
     #: whether its ``<details>`` is open (it has errors to show).
     grant_fields: list[FieldView] = field(default_factory=list)
@@ -388,6 +390,7 @@ def call_view(
     folded: bool = False,
     claim: Any = None,
     grant_form: GrantForm | None = None,
+    held_by: str = "",
 ) -> CallView:
     """A parked call; the forms given are shown with their data and errors, the others empty.
 
@@ -400,7 +403,9 @@ def call_view(
         f is not None for f in (resume_form, decline_form, edited_args_form, args_form, grant_form)
     )
     if folded and not forms_given and (call.requires_approval or not _broken_notice(call)):
-        return CallView(call, run.run_id, run.agent_id, call_dom, "", False, 0, None, lazy=True, **summary)
+        view = CallView(call, run.run_id, run.agent_id, call_dom, "", False, 0, None, lazy=True, **summary)
+        view.held_by = held_by
+        return view
     # The forms' field ids: unique on a page with many cards.
     auto_id = f"{call_dom}-%s"
     shown_args = call.args if call.requires_approval else call.suspend_payload
@@ -433,6 +438,7 @@ def call_view(
         separate_duties=tool is not None and tool.separate_duties,
         started_by=run.started_by,
         claim=claim,
+        held_by=held_by,
         grant_fields=grant_fields,
         grant_errors=grant_errors,
         grant_open=grant_open,

@@ -34,7 +34,8 @@ from approvals.cards.call import (
 from approvals.cards.text import compact_json, is_long, pretty_json
 from approvals.forms.decisions import DeclineForm, EditedArgsForm, GrantForm
 from approvals.forms.schema import ResumeForm
-from approvals.services.decisions import DecisionOutcome
+from approvals.models import HeldDecision
+from approvals.services.decisions import DecisionOutcome, held_outcome
 
 __all__ = [
     "RESUME_PREFIX",
@@ -50,6 +51,7 @@ __all__ = [
     "pretty_json",
     "resume_form_for",
     "run_card",
+    "seen_card",
 ]
 
 
@@ -114,10 +116,12 @@ def run_card(
     notices: Mapping[str, str] | None = None,
     expanded: bool = False,
     claims: Mapping[tuple[str, str], Any] | None = None,
+    held: Mapping[tuple[str, str], str] | None = None,
 ) -> RunCard:
     """``agent``: the run's agent, whose tools say how their calls read (titles, money, risky
     values); ``expanded``: every call starts open (the run page), not as a one-line row; ``claims``:
-    who is on which call (``queries.call_claims``, loaded once for the page)."""
+    who is on which call (``queries.call_claims``, loaded once for the page); ``held``: who holds a
+    decision on which call for its undo window (someone else: the viewer's own show as outcomes)."""
     args_forms = args_forms or {}
     resume_forms = resume_forms or {}
     decline_forms = decline_forms or {}
@@ -148,6 +152,7 @@ def run_card(
                 # An inbox row starts folded, its body fetched when opened; an outcome shows it all.
                 folded=not expanded and outcome is None,
                 claim=(claims or {}).get((run.run_id, call.tool_call_id)),
+                held_by=(held or {}).get((run.run_id, call.tool_call_id), ""),
             )
             for call in run.tool_calls
         ],
@@ -158,6 +163,30 @@ def run_card(
         # The run page, and a run that waits again right after a decision, show the calls open.
         cv.open = cv.open or expanded or outcome is not None
     return card
+
+
+def seen_card(
+    run: AgentRun,
+    *,
+    held: Mapping[tuple[str, str], HeldDecision],
+    viewer: str,
+    folded: bool = False,
+    **shown: Any,
+) -> RunCard:
+    """A waiting run's card as ``viewer`` sees it (``shown``: ``run_card``'s arguments): the receipt of
+    their own decision held on one of its calls, with its Undo, as the page that took it showed it
+    (``folded``: the queue's one line); otherwise the run, the calls others hold marked as taken."""
+    mine = next((h for h in held.values() if h.run_id == run.run_id and h.username == viewer), None)
+    if mine is not None:
+        return outcome_card(
+            held_outcome(mine, run),
+            agent=shown.get("agent"),
+            agent_name=shown.get("agent_name", ""),
+            next_url=shown.get("next_url", ""),
+            folded=folded,
+        )
+    others = {key: h.username for key, h in held.items() if h.username != viewer}
+    return run_card(run, held=others, **shown)
 
 
 def outcome_card(

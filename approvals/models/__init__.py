@@ -4,6 +4,7 @@ from .claims import CallClaim
 from .ended import EndedRun
 from .grants import GrantRecord
 from .health import HealthCount, HealthWatermark
+from .holds import HeldDecision
 from .live import LiveEvent
 from .notifications import (
     CallReminder,
@@ -28,6 +29,7 @@ __all__ = [
     "GrantRecord",
     "HealthCount",
     "HealthWatermark",
+    "HeldDecision",
     "LiveEvent",
     "Notification",
     "NotificationCall",

@@ -9,8 +9,16 @@ directly. Every function takes the acting user's rights as the request resolved 
 from approvals.policy import AUDIT_PERMISSION, DECIDE_PERMISSION, Access, AgentAccess
 from approvals.services.batches import batch_counts, batch_prepare, batch_run, batch_start
 from approvals.services.claims import ClaimRefused, claim_call, claim_warning, release_claim
-from approvals.services.decisions import DecisionOutcome, adecide, attempt_invalid_record, decide
+from approvals.services.decisions import (
+    DecisionOutcome,
+    adecide,
+    attempt_invalid_record,
+    commit_held,
+    decide,
+    recorded_outcome,
+)
 from approvals.services.grants import GrantTerms, approve_and_allow
+from approvals.services.holds import Undo, hold_undo
 from approvals.services.runs import run_start
 
 __all__ = [
@@ -21,6 +29,7 @@ __all__ = [
     "ClaimRefused",
     "DecisionOutcome",
     "GrantTerms",
+    "Undo",
     "adecide",
     "approve_and_allow",
     "attempt_invalid_record",
@@ -30,7 +39,10 @@ __all__ = [
     "batch_start",
     "claim_call",
     "claim_warning",
+    "commit_held",
     "decide",
+    "hold_undo",
+    "recorded_outcome",
     "release_claim",
     "run_start",
 ]

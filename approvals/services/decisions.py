@@ -16,6 +16,15 @@ id); this module writes the rows of attempts that changed nothing (a lost race, 
 runtime refused: ``recorded_refusal``) and of data a form refused before sending
 (``attempt_invalid_record``). A refusal that asks for a confirmation (a re-run, a risky call, a
 colleague's claim) and a call the user may not see leave no row, as a form's errors do not.
+
+The undo window: a decision taken in the browser (origin ``dashboard``) is held, not taken, for
+``DECISION_UNDO_SECONDS`` when that is above zero. Every rule is checked at once
+(``Agent.check_decision``), so a refusal is said at once; a decision that would be taken is held
+(``services.holds``: a row, nothing else changes, nothing runs) and its receipt says ``held``. The
+sweep takes it when the window ends (``commit_held``), through this door with the same request, as if
+decided then; an undo in the window records ``undone`` and nothing else. Every other door (bulk,
+"approve and allow", the API, grants, deadlines, the sweep's own commit: ``hold=False``) decides at
+once.
 """
 
 from __future__ import annotations
@@ -23,11 +32,13 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
@@ -61,9 +72,11 @@ from agents_runtime.vocabulary import (
     waiting_detail,
 )
 from approvals import live
+from approvals.models import HeldDecision
 from approvals.models.audit import AuditEntry, Channel, current_channel, using_channel
 from approvals.models.batches import DECIDING_BATCH
-from approvals.policy import DECIDE_PERMISSION, Access, AgentAccess
+from approvals.policy import DECIDE_PERMISSION, Access, AgentAccess, CallHeld
+from approvals.services import holds
 
 logger = logging.getLogger(__name__)
 
@@ -88,17 +101,21 @@ CHANNELS: dict[Origin, Channel] = {
 }
 
 
-def decide(access: Access | AgentAccess, request: DecisionRequest) -> DecisionOutcome:
+def decide(access: Access | AgentAccess, request: DecisionRequest, *, hold: bool = True) -> DecisionOutcome:
     """``adecide`` from a request's thread (the dashboard's views, batches)."""
-    return async_to_sync(adecide)(access, request)
+    return async_to_sync(adecide)(access, request, hold=hold)
 
 
-async def adecide(access: Access | AgentAccess, request: DecisionRequest) -> DecisionOutcome:
+async def adecide(
+    access: Access | AgentAccess, request: DecisionRequest, *, hold: bool = True
+) -> DecisionOutcome:
     """Take ``request`` through the runtime as the user ``access`` is of, and say what came of it.
 
     ``access`` is the run's agent with the user's right to it, or only the user's rights when no agent
     of theirs has the run waiting (the outcome then says who decided it, if anyone did). The
     runtime's call is awaited on this loop, the record's reads and writes on the database thread.
+    ``hold``: a browser's decision is held for the undo window (if there is one) instead of taken;
+    False takes it at once whatever its origin.
     """
     who = access.access if isinstance(access, AgentAccess) else access
     if not who.can_decide:
@@ -110,6 +127,8 @@ async def adecide(access: Access | AgentAccess, request: DecisionRequest) -> Dec
         principal=who,
         reason=(request.reason or "").strip() or None,
     )
+    if hold and isinstance(access, AgentAccess) and _held_here(request):
+        return await _held(access, request)
     if isinstance(access, AgentAccess):
         with using_channel(CHANNELS.get(request.origin, current_channel())):
             attempt = await _attempt(access, request)
@@ -150,6 +169,154 @@ async def _attempt(access: AgentAccess, request: DecisionRequest) -> Attempt:
             except RunNotFound:
                 attempt.run_after = None
     return attempt
+
+
+# -- the undo window: held, then taken ----------------------------------------------------------------
+
+
+def _held_here(request: DecisionRequest) -> bool:
+    """Whether this door holds the decision for an undo window: the browser's, when there is one."""
+    return request.origin == Origin.DASHBOARD and bool(undo_window())
+
+
+def undo_window() -> timedelta:
+    """How long a decision taken in the browser is held (zero: taken at once)."""
+    return timedelta(seconds=max(0, int(getattr(settings, "DECISION_UNDO_SECONDS", 0) or 0)))
+
+
+async def _held(access: AgentAccess, request: DecisionRequest) -> DecisionOutcome:
+    """The decision checked against every rule now and, if it would be taken, held for the window."""
+    with using_channel(CHANNELS[request.origin]):
+        try:
+            run = await access.agent.check_decision(request)
+        except REFUSALS as exc:
+            attempt = Attempt(error=exc, edited_args=request.edited_args)
+            return await sync_to_async(_recorded)(access.access, access.agent.id, attempt, request)
+    return await sync_to_async(_hold)(access, request, run)
+
+
+def _hold(access: AgentAccess, request: DecisionRequest, run: AgentRun) -> DecisionOutcome:
+    if request.tool_call_id is None:
+        # (The rules let it through: the run waits on exactly one call.)
+        request = replace(request, tool_call_id=run.tool_calls[0].tool_call_id)
+    call = next(c for c in run.tool_calls if c.tool_call_id == request.tool_call_id)
+    if request.edited_args is not None and same_json(request.edited_args, call.args):
+        request = replace(request, edited_args=None)  # a plain approval, held as one
+    held = holds.hold_create(access, request, run, window=undo_window())
+    if held is None:
+        # Someone held a decision on the call since the check: theirs is first.
+        other = holds.held_on(run.run_id, call.tool_call_id)
+        error = CallHeld(
+            run_id=run.run_id,
+            tool_call_id=call.tool_call_id,
+            held_by=other.username if other is not None else "another reviewer",
+        )
+        attempt = Attempt(error=error, edited_args=request.edited_args)
+        return _recorded(access.access, access.agent.id, attempt, request)
+    return held_outcome(held, run)
+
+
+def held_outcome(held: HeldDecision, run: AgentRun) -> DecisionOutcome:
+    """The receipt of a decision held for its undo window (on the page that took it, and on every
+    page its reviewer opens until it is taken): the run as it waits on its other calls, if any."""
+    call = next(c for c in run.tool_calls if c.tool_call_id == held.tool_call_id)
+    others = [c for c in run.tool_calls if c.tool_call_id != held.tool_call_id]
+    verdict = Verdict.of(DecisionAction(held.action), edited=held.edited_args is not None)
+    return DecisionOutcome(
+        status=Outcome.HELD,
+        action=DecisionAction(held.action),
+        agent_id=held.agent_id,
+        run_id=run.run_id,
+        tool_call_id=call.tool_call_id,
+        decided_by=held.username,
+        decided_at=held.held_at,
+        tool_name=call.tool_name,
+        thread_id=run.thread_id,
+        resource_id=run.resource_id,
+        message=f"{verdict.label} by you. It is taken at {_at(held.commit_at)} unless you undo it; "
+        "nothing runs until then.",
+        run=replace(run, tool_calls=others) if others else None,
+        args=call.args,
+        edited_args=held.edited_args,
+        held_until=held.commit_at,
+    )
+
+
+async def commit_held(now: datetime | None = None) -> int:
+    """Take every held decision whose undo window ended (the sweep: ``approvals.tasks``), through
+    this door with the request as it was asked, as if decided now: how many were taken or refused.
+
+    A commit that breaks leaves its row marked, and the sweep tries it again once that goes stale
+    (the run store decides a call once, so a second try of a decision taken is a lost race at worst).
+    """
+    taken = 0
+    for held in await sync_to_async(holds.holds_due)(now):
+        try:
+            target = await sync_to_async(_holder)(held)
+            await adecide(target, holds.held_request(held), hold=False)
+        except PermissionDenied:
+            # The reviewer may no longer decide at all: nothing is decided, the call waits again.
+            logger.warning(
+                "Held decision on %s/%s dropped: %s may not decide now",
+                held.run_id,
+                held.tool_call_id,
+                held.username,
+            )
+        except Exception:
+            logger.exception("Taking the held decision on %s/%s failed", held.run_id, held.tool_call_id)
+            continue
+        await sync_to_async(holds.hold_forget)(held)
+        taken += 1
+    return taken
+
+
+def _holder(held: HeldDecision) -> Access | AgentAccess:
+    """The holder's rights as they are now (the door checks them again), with the run's agent."""
+    from approvals import agents
+
+    access = Access.of(held.user)
+    try:
+        return access.for_agent(held.agent_id)
+    except (PermissionDenied, agents.UnknownAgent):
+        return access
+
+
+def recorded_outcome(
+    run_id: str, tool_call_id: str, *, visible: list[str], notice: str
+) -> DecisionOutcome | None:
+    """The decision on record that took effect on the call, as a receipt (an undo that came too late
+    shows what was taken instead); None when there is none the user may see."""
+    entry = (
+        AuditEntry.objects.for_call(run_id, tool_call_id)
+        .winning()
+        .filter(agent_id__in=visible)
+        .chronological()
+        .last()
+    )
+    if entry is None:
+        return None
+    status = Outcome(entry.outcome)
+    detail = entry.outcome_detail
+    return DecisionOutcome(
+        status=status,
+        action=DecisionAction(entry.action),
+        agent_id=entry.agent_id,
+        run_id=run_id,
+        tool_call_id=tool_call_id,
+        decided_by=entry.username,
+        decided_at=entry.created_at,
+        tool_name=entry.tool_name,
+        thread_id=entry.thread_id or None,
+        resource_id=entry.resource_id or None,
+        message=detail,
+        # (``completed_detail``'s words before the run's answer.)
+        text=detail.removeprefix("Completed: ") if status == Outcome.COMPLETED else None,
+        error=detail if status == Outcome.FAILED else None,
+        args=entry.args,
+        edited_args=entry.edited_args,
+        audit_entry_id=entry.pk,
+        notice=notice,
+    )
 
 
 def _still_waits(run: AgentRun, result: Any) -> bool:
@@ -334,6 +501,10 @@ class DecisionOutcome:
     audit_entry_id: int | None = None
     #: ``vote_recorded``: the approvals so far ("1 of 2 approvals").
     approvals: ApprovalTally | None = None
+    #: ``held``: when the held decision is taken unless undone.
+    held_until: datetime | None = None
+    #: A word on the receipt besides the outcome ("Too late to undo: ...").
+    notice: str = ""
     #: "Approve and allow": the standing grant made with the approval, in words.
     grant_note: str = ""
     #: The rule that refused the decision (``DecisionRefused.rule``: "claimed", "risky_unconfirmed",
@@ -353,11 +524,20 @@ class DecisionOutcome:
             return None
         if self.status == Outcome.VOTE_RECORDED:
             return None  # one approval of several: nothing is decided yet
+        if self.status == Outcome.HELD:
+            return Verdict.of(DecisionAction(self.action), edited=self.edited_args is not None)
         return Verdict.of(DecisionAction(self.action), edited=self.edited)
 
     @property
     def status_label(self) -> str:
         return Outcome(self.status).status_label
+
+    @property
+    def undo_seconds_left(self) -> int:
+        """``held``: whole seconds left to undo it (0: it is being taken)."""
+        if self.held_until is None:
+            return 0
+        return max(0, int((self.held_until - timezone.now()).total_seconds() + 0.999))
 
     @property
     def took_effect(self) -> bool:
@@ -445,6 +625,8 @@ NOT_WAITING = "This run is not waiting for a decision any more (it ended, or it 
 
 def _stale(error: Exception, base: dict[str, Any], visible: list[str]) -> DecisionOutcome:
     """The card was stale: if someone decided this call, say who; otherwise nothing happened."""
+    if isinstance(error, CallHeld):
+        return _held_by_someone(base, error.held_by)
     # Who decided a call is told only about agents the user may see: to anyone else, a call of a
     # foreign run is as unknown as one that never existed.
     decisions = (
@@ -517,6 +699,18 @@ def _went_on(attempt: Attempt, base: dict[str, Any]) -> DecisionOutcome:
 def same_json(left: Any, right: Any) -> bool:
     """Equal as JSON: ``1``, ``1.0`` and ``true`` differ (Python's ``==`` says they are equal)."""
     return json.dumps(left, sort_keys=True, default=str) == json.dumps(right, sort_keys=True, default=str)
+
+
+def _held_by_someone(base: dict[str, Any], holder: str) -> DecisionOutcome:
+    """A lost race to a decision held for its undo window (the call is taken until it ends)."""
+    if holder == base["decided_by"]:
+        message = "You decided this call a moment ago and can still undo it: nothing more was decided."
+    else:
+        message = (
+            f"{holder} decided this call a moment ago and may still undo it: nothing was decided by "
+            "you. Look again in a few seconds."
+        )
+    return DecisionOutcome(status=Outcome.LOST_RACE, message=message, winner=holder, **base)
 
 
 def lost_race(base: dict[str, Any], winner: str | None, winner_at: datetime | None) -> DecisionOutcome:

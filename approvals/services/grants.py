@@ -94,7 +94,8 @@ def approve_and_allow(
         from_tool_call_id=call.tool_call_id,
         covers_risky=terms.covers_risky,
     )
-    outcome = decide(access, decision)
+    # Taken at once, never held for an undo window: the grant is made only on an approval taken.
+    outcome = decide(access, decision, hold=False)
     if not outcome.took_effect:
         return outcome, None
     grant: Grant = async_to_sync(agent.add_grant)(request)

@@ -163,6 +163,7 @@ def _card_again(card: CallCard, form: Any, notice: str, expanded: bool) -> HttpR
             next_url=next_url(request, request.POST.get("next", ""), card.run_id),
             notices={card.tool_call_id: notice} if notice else None,
             claims=queries.call_claims([card.run_id]),
+            held={key: h.username for key, h in queries.call_holds([card.run_id]).items()},
             expanded=expanded,
             **shown,  # type: ignore[arg-type]
         ),

@@ -91,6 +91,27 @@ def call_resume(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Htt
     return _answer(request, card, services.decide(target, decision), form)
 
 
+@require_POST
+@login_required
+@permission_required(DECIDE_PERMISSION, to="undo decisions")
+def call_undo(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpResponse:
+    """Undo one's decision held for its undo window: the card back as the call waits (nothing was
+    decided), or, too late, what was taken."""
+    target = visible_agent(request, request.POST.get("agent", ""))
+    undo = services.hold_undo(target, run_id=run_id, tool_call_id=tool_call_id)
+    card = CallCard(request, run_id, tool_call_id, target.agent.id)
+    if not is_partial(request):
+        messages.add_message(request, messages.SUCCESS if undo.undone else messages.ERROR, undo.message)
+        return HttpResponseRedirect(next_url(request, request.POST.get("next", ""), run_id))
+    if undo.undone or card.waiting() is not None:
+        return card.again(notice="" if undo.undone else undo.message, expanded=True)
+    visible = list(access_of(request).agent_ids)
+    taken = services.recorded_outcome(run_id, tool_call_id, visible=visible, notice=undo.message)
+    if taken is None:
+        return card.again(notice=undo.message)
+    return _decided(request, taken)
+
+
 # -- what a post carries ---------------------------------------------------------------------------
 
 
@@ -183,7 +204,7 @@ def _decided(request: HtmxHttpRequest, outcome: DecisionOutcome) -> HttpResponse
         patch_vary_headers(response, ["HX-Request"])
         return response
     level = messages.SUCCESS if outcome.took_effect and outcome.status != Outcome.FAILED else messages.ERROR
-    if outcome.status == Outcome.SUSPENDED_AGAIN:
+    if outcome.status in {Outcome.SUSPENDED_AGAIN, Outcome.HELD}:
         level = messages.INFO
     what = outcome.tool_name or outcome.tool_call_id
     if outcome.edited:

@@ -91,7 +91,7 @@ def inbox(request: HtmxHttpRequest, agent_id: str) -> HttpResponse:
     next_url = request.get_full_path()
     name = agent.name or agent.id
     context["page"] = page
-    context["cards"] = _cards(page.runs, {agent.id: agent}, next_url=next_url)
+    context["cards"] = _cards(request, page.runs, {agent.id: agent}, next_url=next_url)
     if sub_agent and not access.escalated_only:
         shown = {**form.filters(), "page": 1, "per_page": DELEGATED_SHOWN}
         inner = queries.inbox_page(agent, **shown, delegated=True)
@@ -128,7 +128,9 @@ def queue(request: HtmxHttpRequest) -> HttpResponse:
         return render_page(request, "approvals/queue.html", "run-list", context, status=status)
     page = queries.queue_page(access, **form.filters())
     context["page"] = page
-    context["cards"] = _cards(page.runs, page.agents_by_id, next_url=request.get_full_path())
+    context["cards"] = _cards(
+        request, page.runs, page.agents_by_id, next_url=request.get_full_path(), folded=True
+    )
     following = page.next_after
     context["pager"] = {
         "positional": True,
@@ -138,14 +140,36 @@ def queue(request: HtmxHttpRequest) -> HttpResponse:
     return render_page(request, "approvals/queue.html", "run-list", context)
 
 
-def _cards(runs: list[AgentRun], agents_by_id: dict[str, Agent], *, next_url: str) -> list[cards.RunCard]:
-    """The cards of a list of waiting runs (inbox, queue), their claims read once for all."""
-    claims = queries.call_claims([run.run_id for run in runs])
+def _cards(
+    request: HtmxHttpRequest,
+    runs: list[AgentRun],
+    agents_by_id: dict[str, Agent],
+    *,
+    next_url: str,
+    folded: bool = False,
+) -> list[cards.RunCard]:
+    """The cards of a list of waiting runs (inbox, queue), their claims and held decisions read once
+    for all; the reviewer's own held decisions show as their receipts (folded in the queue)."""
+    run_ids = [run.run_id for run in runs]
+    claims = queries.call_claims(run_ids)
+    held = queries.call_holds(run_ids)
+    viewer = request.user.get_username()
     shown = []
     for run in runs:
         agent = agents_by_id.get(run.agent_id)
         name = (agent.name or agent.id) if agent is not None else run.agent_id
-        shown.append(cards.run_card(run, agent=agent, agent_name=name, next_url=next_url, claims=claims))
+        shown.append(
+            cards.seen_card(
+                run,
+                held=held,
+                viewer=viewer,
+                folded=folded,
+                agent=agent,
+                agent_name=name,
+                next_url=next_url,
+                claims=claims,
+            )
+        )
     return shown
 
 
@@ -201,8 +225,10 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     context["can_decide"] = access.for_agent(agent.id).can_decide
     # Opened from an inbox row without JavaScript: its forms return to that inbox, filters kept.
     back = next_url(request, request.GET.get("next") or request.get_full_path(), run_id)
-    context["card"] = cards.run_card(
+    context["card"] = cards.seen_card(
         run,
+        held=queries.call_holds([run_id]),
+        viewer=request.user.get_username(),
         agent=agent,
         agent_name=agent.name or agent.id,
         next_url=back,
@@ -250,6 +276,7 @@ def call_body(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpR
             next_url=next_url(request, request.GET.get("next", ""), run_id),
             expanded=True,
             claims=queries.call_claims([run_id]),
+            held={key: h.username for key, h in queries.call_holds([run_id]).items()},
         )
         cv = next(cv for cv in card.calls if cv.call.tool_call_id == tool_call_id)
         context = {"card": card, "cv": cv, "can_decide": access.for_agent(agent.id).can_decide}
