@@ -520,12 +520,13 @@ class DecisionOutcome:
         """What was decided (None: this decision was not taken: lost a race, refused, unconfirmed)."""
         if self.status == Outcome.NOT_FOUND:
             return Verdict.EXPIRED
+        if self.status == Outcome.HELD:
+            # Decided, not yet taken: what the reviewer chose, undoable.
+            return Verdict.of(DecisionAction(self.action), edited=self.edited_args is not None)
         if self.status not in EFFECTIVE_OUTCOMES and self.status != Outcome.INTERRUPTED:
             return None
         if self.status == Outcome.VOTE_RECORDED:
             return None  # one approval of several: nothing is decided yet
-        if self.status == Outcome.HELD:
-            return Verdict.of(DecisionAction(self.action), edited=self.edited_args is not None)
         return Verdict.of(DecisionAction(self.action), edited=self.edited)
 
     @property

@@ -199,6 +199,14 @@ def _start_daphne(env: Mapping[str, str], log: Path) -> tuple[Child, int]:
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """The app under Daphne on a fresh database with the demo data and two reviewers."""
+    with serving(tmp_path_factory) as served:
+        yield served
+
+
+@contextlib.contextmanager
+def serving(tmp_path_factory: pytest.TempPathFactory, **settings: str) -> Iterator[Server]:
+    """A server as ``server`` starts it, with these environment variables besides (a module that
+    needs other settings overrides ``server`` with one of these)."""
     services.require_chromium()  # no server for tests that are about to be skipped
     tmp = tmp_path_factory.mktemp("e2e")
     log = tmp / "daphne.log"
@@ -214,6 +222,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "LOG_LEVEL": "INFO",
         "PYTHONUNBUFFERED": "1",
+        **settings,
     }
     unstarted = Server(base_url="", env=env, log=log)
     templates.migrated(env["DATABASE_URL"], env)  # a copy of what `manage.py migrate` made once
@@ -234,7 +243,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             SERVER_ARTIFACTS.mkdir(parents=True, exist_ok=True)
             # One server per pytest-xdist worker: one log each.
             worker = os.environ.get("PYTEST_XDIST_WORKER")
-            shutil.copyfile(log, SERVER_ARTIFACTS / (f"daphne-{worker}.log" if worker else "daphne.log"))
+            name = "-".join(["daphne", *([worker] if worker else []), *sorted(settings)]).lower()
+            shutil.copyfile(log, SERVER_ARTIFACTS / f"{name}.log")
 
 
 def screenshot(page: Page, path: Path) -> None:
