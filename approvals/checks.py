@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, Tags, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 
 #: How Django marks a key not to deploy (``startproject``'s keys); the fallback carries it.
@@ -36,6 +36,23 @@ def public_secret_key() -> bool:
 def register_checks() -> None:
     """Called once, as the app is ready."""
     register(check_secret_key, Tags.security, deploy=True)
+    register(check_undo_window)
+
+
+UNDO_WITHOUT_SWEEP_MESSAGE = (
+    "DECISION_UNDO_SECONDS holds browser decisions for Undo, and the sweep takes them when their "
+    "window ends, but EXPIRY_SWEEP is off: no process would take them. Set DECISION_UNDO_SECONDS=0, "
+    "or let a process sweep (EXPIRY_SWEEP=server or worker)."
+)
+
+
+def check_undo_window(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Held decisions are taken by the sweep only: none with the sweep off."""
+    from approvals import tasks
+
+    if int(getattr(settings, "DECISION_UNDO_SECONDS", 0) or 0) > 0 and tasks.mode() == "off":
+        return [Warning(UNDO_WITHOUT_SWEEP_MESSAGE, id="countersign.W001")]
+    return []
 
 
 def check_secret_key(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:

@@ -200,3 +200,14 @@ def test_the_api_and_a_zero_window_decide_at_once(
 
     assert "Completed" in done.content.decode() and ">Undo</button>" not in done.content.decode()
     assert agents.executed["refund"].count == 1
+
+
+def test_a_window_with_the_sweep_off_is_warned_of(settings: Any) -> None:
+    from approvals.checks import check_undo_window
+
+    settings.EXPIRY_SWEEP = "off"
+    assert [m.id for m in check_undo_window()] == ["countersign.W001"]
+    settings.DECISION_UNDO_SECONDS = 0
+    assert check_undo_window() == []
+    settings.DECISION_UNDO_SECONDS, settings.EXPIRY_SWEEP = 5, "server"
+    assert check_undo_window() == []
