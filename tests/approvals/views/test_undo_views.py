@@ -56,6 +56,9 @@ def test_the_queue_folds_a_held_decision_with_undo_and_keeps_it_on_refetch(
     again = reviewer_client.get(QUEUE, **IN_QUEUE).content.decode()
     assert "Approved by you" in again and ">Undo</button>" in again
     assert 'aria-label="Approve' not in again
+    for where in (f"/runs/{run.run_id}/", "/agents/helpdesk/"):  # the run page and the inbox too
+        shown = reviewer_client.get(where).content.decode()
+        assert ">Undo</button>" in shown and 'aria-label="Approve' not in shown, where
     # Another reviewer sees who is deciding it, and no decision to take.
     other = client_for(admin_member).get(QUEUE).content.decode()
     assert "rita is deciding (undo window)" in other
