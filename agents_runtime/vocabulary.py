@@ -212,6 +212,37 @@ def failed_detail(error: str | None) -> str:
 
 
 CONTINUING_DETAIL = "Recorded; the run continues."
+
+
+# -- one line on a call that changed while someone looked at it (the desk's live notes) -------------
+
+#: What a deadline does when it passes (``tool(on_expiry=...)``), in the past tense.
+_EXPIRY_DONE = {"decline": "declined", "approve": "approved", "escalate": "escalated"}
+
+
+def deadline_passed_line(on_expiry: str) -> str:
+    """ "Deadline passed: declined": nobody answered in time, and what the deadline did instead."""
+    return f"Deadline passed: {_EXPIRY_DONE.get(on_expiry, _EXPIRY_DONE['decline'])}"
+
+
+def decided_by_line(verdict: str, actor: str) -> str:
+    """ "Declined by alice": someone else decided the call."""
+    return f"{verdict} by {actor}"
+
+
+def extended_line(actor: str) -> str:
+    return f"Deadline extended by {actor}"
+
+
+def claimed_line(holder: str) -> str:
+    """ "alice is on this call": a colleague claimed it ("I'm on it")."""
+    return f"{holder} is on this call"
+
+
+def released_line(holder: str) -> str:
+    return f"{holder} is no longer on this call"
+
+
 INTERRUPTED_DETAIL = (
     "The run's continuation stopped before the run settled (its process died or lost its lease); "
     "the call was offered for a decision again."

@@ -142,6 +142,11 @@ class DeadlineView:
         return remaining_text(self.remaining_seconds)
 
     @property
+    def passes_as(self) -> str:
+        """What the deadline does when it passes (``on_expiry``); an escalated call's second one declines."""
+        return "decline" if self.escalated_to or self.on_expiry not in _THEN else self.on_expiry
+
+    @property
     def then_text(self) -> str:
         if self.escalated_to or self.on_expiry not in _THEN:
             # An escalated call's second deadline declines it.
@@ -403,7 +408,9 @@ def call_view(
         f is not None for f in (resume_form, decline_form, edited_args_form, args_form, grant_form)
     )
     if folded and not forms_given and (call.requires_approval or not _broken_notice(call)):
-        view = CallView(call, run.run_id, run.agent_id, call_dom, "", False, 0, None, lazy=True, **summary)
+        view = CallView(
+            call, run.run_id, run.agent_id, call_dom, "", False, 0, None, lazy=True, claim=claim, **summary
+        )
         view.held_by = held_by
         return view
     # The forms' field ids: unique on a page with many cards.

@@ -67,7 +67,7 @@ def claim_call(access: AgentAccess, *, run_id: str, tool_call_id: str) -> ClaimC
             claimed_at=now,
             expires_at=now + _duration(),
         )
-        _announce(claim.agent_id, run_id, tool_call_id)
+        _announce(claim.agent_id, run_id, tool_call_id, who.username, "claim")
     renewed = held is not None and held.user_id == who.user.pk and held.expires_at > now
     minutes = round(_duration().total_seconds() / 60)
     verb = "renewed" if renewed else "claimed"
@@ -81,7 +81,7 @@ def release_claim(access: AgentAccess, *, run_id: str, tool_call_id: str) -> Cla
     with transaction.atomic():
         gone, _ = CallClaim.objects.filter(run_id=run_id, tool_call_id=tool_call_id, user=who.user).delete()
         if gone:
-            _announce(access.agent.id, run_id, tool_call_id)
+            _announce(access.agent.id, run_id, tool_call_id, who.username, "release")
     return ClaimChange(None, "You released this call." if gone else "You held no claim on this call.")
 
 
@@ -94,6 +94,14 @@ def claim_warning(run_id: str, tool_call_id: str, username: str) -> CallClaim | 
     )
 
 
-def _announce(agent_id: str, run_id: str, tool_call_id: str) -> None:
-    event = {"type": "call-claimed", "agent_id": agent_id, "run_id": run_id, "tool_call_id": tool_call_id}
+def _announce(agent_id: str, run_id: str, tool_call_id: str, actor: str, op: str) -> None:
+    # Who and what, as a decision's event says who decided: open cards say it at once (live-notes.js).
+    event = {
+        "type": "call-claimed",
+        "agent_id": agent_id,
+        "run_id": run_id,
+        "tool_call_id": tool_call_id,
+        "actor": actor,
+        "op": op,
+    }
     transaction.on_commit(partial(live.announce, event), robust=True)

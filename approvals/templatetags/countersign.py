@@ -9,7 +9,9 @@ from typing import Any
 from django import template
 from django.utils import timezone
 
+from agents_runtime import vocabulary
 from agents_runtime.untrusted import reveal_invisible
+from agents_runtime.vocabulary import DecisionAction, Verdict
 from approvals import dom_ids, times
 from approvals.cards.text import compact_json
 
@@ -105,3 +107,30 @@ def time_zone_source(context: template.Context) -> str:
     if times.chosen_zone_name(cookies):
         return "chosen"
     return "browser" if times.zone(cookies.get(times.BROWSER_ZONE_COOKIE)) else "default"
+
+
+@register.filter
+def claimed_line(holder: str) -> str:
+    """ "alice is on this call" (the name's invisible characters shown)."""
+    return vocabulary.claimed_line(reveal_invisible(holder))
+
+
+@register.simple_tag
+def live_words() -> str:
+    """The words of the lines live-notes.js writes on a call (JSON), from the vocabulary (spelled
+    once); ``{actor}`` and ``{verdict}`` are filled in by the page."""
+    decisions = (DecisionAction.APPROVE, DecisionAction.DECLINE, DecisionAction.RESUME)
+    verdicts = {action.value: Verdict.of(action).label for action in decisions}
+    verdicts["approve_edited"] = Verdict.APPROVED_WITH_EDITS.label
+    words = {
+        "verdicts": verdicts,
+        "decided": vocabulary.decided_by_line("{verdict}", "{actor}"),
+        "deadline_passed": {
+            then: vocabulary.deadline_passed_line(then) for then in ("decline", "approve", "escalate")
+        },
+        "extended": vocabulary.extended_line("{actor}"),
+        "claimed": vocabulary.claimed_line("{actor}"),
+        "released": vocabulary.released_line("{actor}"),
+        "someone": "another reviewer",
+    }
+    return json.dumps(words)

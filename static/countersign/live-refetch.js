@@ -5,8 +5,9 @@
 // Markup:
 //   [id][hx-trigger="cs:refresh"][data-live="all" | data-live-agent=ID | data-live-run=ID]
 //                                refetched when an event names it, and on every (re)connect
-//   .new-pill, .gone-note        (hidden) a list's count of the runs held back; a card's note while
+//   .new-pill, .gone-note        (hidden) a list's count of the calls held back; a card's note while
 //                                it is held as it was (.is-gone)
+//   .run-card[data-kept]         decided elsewhere while open (live-notes.js): kept where it was
 //   .call-body[data-body-key]    a call's body; .call-body-lazy: not fetched yet (a folded row)
 //
 // A refetch waits (data-stale) while a request from inside the partial is in flight (a decision,
@@ -127,7 +128,7 @@
   // --- Keeping what the reviewer is looking at across a refetch ----------------------------------
 
   const swaps = new WeakMap(); // xhr -> where the reviewer was in the partial it replaces
-  const held = new Set(); // ids of the new cards held back behind the pill
+  const held = new Map(); // ids of the new cards held back behind the pill -> their calls
   let revealing = false; // the pill was clicked: the next refetch shows them
 
   document.addEventListener("htmx:beforeSwap", (e) => {
@@ -199,10 +200,13 @@
           restore(node, waiting && !same);
         } else {
           carryBodies(node, now);
+          carryNotes(node, now);
           const was = all(node, "details");
           all(now, "details").forEach((d, i) => (d.open ||= Boolean(was[i]?.open)));
         }
-      } else if (ended) {
+      } else if (ended || node.hasAttribute("data-kept")) {
+        // Decided here, or elsewhere while the reviewer had it open (live-notes.js): its line says
+        // what happened, where it was, until the reviewer moves on.
         // The run is not listed any more, but the reviewer should still see what their decision did.
         place(fresh, node, order);
         restore(node, false);
@@ -227,6 +231,15 @@
     }
   }
 
+  // What happened to a call while it was on the screen (live-notes.js) is said until the reviewer
+  // moves on, whatever refetches its card.
+  function carryNotes(node, now) {
+    for (const note of all(node, ".call[id] > .live-note")) {
+      const call = inside(now, note.parentElement.id);
+      if (call && !call.querySelector(":scope > .live-note")) call.prepend(note);
+    }
+  }
+
   function restore(card, gone) {
     card.classList.toggle("is-gone", gone);
     card.querySelector(":scope > .gone-note").hidden = !gone;
@@ -246,29 +259,31 @@
     else fresh.append(node);
   }
 
-  // A list in an order where runs also come after the last one shown (the queue, data-live-append):
-  // those show at once, since nothing the reviewer sees moves; the others wait behind the pill.
+  // Runs that land after the last card the page showed (the next page's moving up as calls are
+  // decided, or a list ordered oldest first) show at once: nothing the reviewer sees moves, and they
+  // are not new. The others wait behind the pill, which counts the calls really new: not shown here
+  // already, not decided meanwhile.
   function holdNew(fresh, saved) {
     const pill = fresh.querySelector(".new-pill");
     if (!pill) return;
     const present = new Set();
     const cards = all(fresh, CARD);
-    const appending = fresh.hasAttribute("data-live-append");
     const lastKept = cards.findLastIndex((card) => saved.order.includes(card.id));
     cards.forEach((card, i) => {
       present.add(card.id);
-      if (saved.order.includes(card.id) || (appending && i > lastKept)) return;
+      if (saved.order.includes(card.id) || i > lastKept) return;
       if (saved.hold) {
-        held.add(card.id);
+        held.set(card.id, all(card, ".call[id]").length || 1);
         card.remove();
       } else if (saved.reveal) {
         card.setAttribute("tabindex", "-1");
         if (!fresh.contains(document.activeElement)) card.focus(); // the first one shown
       }
     });
-    for (const id of held) if (!present.has(id)) held.delete(id); // decided elsewhere meanwhile
-    if (held.size) {
-      pill.textContent = `${held.size} new run${held.size === 1 ? "" : "s"} — show`;
+    for (const id of held.keys()) if (!present.has(id)) held.delete(id); // decided elsewhere meanwhile
+    const calls = [...held.values()].reduce((sum, n) => sum + n, 0);
+    if (calls) {
+      pill.textContent = `${calls} new call${calls === 1 ? "" : "s"} — show`;
       pill.hidden = false;
     }
   }

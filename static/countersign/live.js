@@ -2,7 +2,7 @@
 // events on document, for the scripts that act on them (each names what it listens to):
 //   cs:live-open       the socket (re)opened: what changed while it did not listen is fetched again
 //   cs:live-event      a change, by id ({type, agent_id, run_id, tool_call_id, ...}): live-refetch.js
-//                      refetches what shows it, live-decided.js marks a call decided elsewhere,
+//                      refetches what shows it, live-notes.js says on a call what happened to it,
 //                      signals.js notifies
 //   cs:live-agents     the agents this reviewer may see changed
 //   cs:live-chunk      a run's streamed output (live-output.js)

@@ -89,8 +89,20 @@
     return secs + " s left";
   }
 
+  // How long ago a live note's change happened ("3 s ago"), counted from when the page heard of it.
+  function agoText(seconds) {
+    if (seconds < 60) return seconds + " s ago";
+    if (seconds < 3600) return Math.floor(seconds / 60) + " min ago";
+    return Math.floor(seconds / 3600) + " h ago";
+  }
+
   function countDown() {
     var now = performance.now();
+    document.querySelectorAll("time[data-ago]").forEach(function (element) {
+      if (!seen.has(element)) seen.set(element, now);
+      var text = agoText(Math.floor((now - seen.get(element)) / 1000));
+      if (element.textContent !== text) element.textContent = text;
+    });
     document.querySelectorAll("[data-countdown]").forEach(function (element) {
       var total = parseInt(element.getAttribute("data-countdown"), 10);
       if (isNaN(total)) return;

@@ -1,6 +1,9 @@
-"""A card decided by someone else while it is open says so at once, and nothing typed is lost."""
+"""A card decided, extended or expired elsewhere while it is open says so at once in one line and stays
+where it is; nothing typed is lost."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 from playwright.sync_api import expect
@@ -33,3 +36,81 @@ def test_a_call_decided_elsewhere_says_who_and_disables_its_buttons_keeping_the_
     expect(mine.get_by_role("button", name=APPROVE)).to_be_disabled()
     expect(mine.get_by_role("button", name=DECLINE)).to_be_disabled()
     expect(reason).to_have_value("Half-written: the order total does not match")
+
+
+def test_an_open_queue_card_decided_elsewhere_stays_where_it_is_saying_who_and_when(
+    pages: Pages, server: Server
+) -> None:
+    thread = unique("stays-queue")
+    (first, second) = server.start_runs(
+        RunRequest("support", "Refund $86.00 on A-1042, it broke.", thread),
+        RunRequest("support", "Refund $87.00 on A-1043, it broke.", thread),
+    )
+    page = pages.open()
+    visit(page, f"/queue/?thread={thread}")
+    opened = card(page, first)
+    expect(opened.locator("details.call-row[open]")).to_have_count(1)
+    page.mouse.move(5, 5)  # the pointer off the list: nothing holds the card but its being open
+
+    other = pages.open(REVIEWER)
+    visit(other, f"/runs/{first}/")
+    declining(card(other, first)).get_by_role("button", name=DECLINE).click()
+    expect(card(other, first).locator(".outcome")).to_be_visible()
+
+    note = page.locator(f"#run-{first} .decided-note")
+    expect(note).to_contain_text(f"Declined by {REVIEWER.username}")
+    expect(note.locator("time")).to_have_text(re.compile(r"^\d+ s ago$"))
+    # The list refetched (the other card is still there, refreshed); the decided card stayed.
+    page.wait_for_load_state("networkidle")
+    page.wait_for_timeout(1500)
+    expect(page.locator(f"#run-{first}")).to_be_visible()
+    expect(page.locator(f"#run-{first} .decided-note")).to_contain_text(f"Declined by {REVIEWER.username}")
+    expect(page.locator(f"#run-{first}").get_by_role("button", name=APPROVE)).to_be_disabled()
+    expect(page.locator(f"#run-{second}")).to_be_visible()
+
+
+def test_an_open_inbox_card_says_its_deadline_was_extended_and_then_that_it_passed(
+    pages: Pages, server: Server
+) -> None:
+    thread = unique("deadline-lines")
+    (run_id,) = server.start_runs(
+        RunRequest("support", "Refund $88.00 on A-1042, it broke.", thread, expires_after=14)
+    )
+    page = pages.open()
+    visit(page, f"/agents/support/?thread={thread}")
+    card(page, run_id)
+    page.mouse.move(5, 5)
+
+    other = pages.open(REVIEWER)
+    visit(other, f"/runs/{run_id}/")
+    extend = card(other, run_id).locator("details.extend-deadline")
+    extend.locator("summary").click()
+    extend.get_by_label("Extend by").select_option("15")
+    extend.get_by_label("Reason").fill("Waiting on the warehouse")
+    extend.get_by_role("button", name=re.compile("^Extend the deadline")).click()
+
+    note = page.locator(f"#run-{run_id} .live-note")
+    expect(note).to_contain_text(f"Deadline extended by {REVIEWER.username}")
+    page.wait_for_load_state("networkidle")
+    page.wait_for_timeout(1000)
+    expect(note).to_contain_text(f"Deadline extended by {REVIEWER.username}")  # across the refetch
+
+
+def test_an_open_card_whose_deadline_passes_says_what_the_deadline_did_and_stays(
+    pages: Pages, server: Server
+) -> None:
+    thread = unique("deadline-passed")
+    (run_id,) = server.start_runs(
+        RunRequest("support", "Refund $89.00 on A-1042, it broke.", thread, expires_after=10)
+    )
+    page = pages.open()
+    visit(page, f"/agents/support/?thread={thread}")
+    card(page, run_id)
+    page.mouse.move(5, 5)
+
+    note = page.locator(f"#run-{run_id} .decided-note")
+    expect(note).to_have_text("Deadline passed: declined", timeout=30_000)
+    page.wait_for_load_state("networkidle")
+    page.wait_for_timeout(1000)
+    expect(note).to_have_text("Deadline passed: declined")
+    expect(page.locator(f"#run-{run_id}").get_by_role("button", name=APPROVE)).to_be_disabled()

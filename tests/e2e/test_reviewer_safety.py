@@ -82,7 +82,7 @@ def test_a_run_that_parks_does_not_move_another_calls_approve_under_the_pointer(
     thread = unique("pointer")
     (first,) = server.start_runs(RunRequest("support", REFUND, thread))
     page = pages.open()
-    visit(page, f"/agents/support/?thread={thread}")
+    visit(page, f"/agents/support/?thread={thread}&sort=newest")
     approve = card(page, first).get_by_role("button", name=APPROVE)
     approve.hover()
     box = approve.bounding_box()
@@ -97,7 +97,7 @@ def test_a_run_that_parks_does_not_move_another_calls_approve_under_the_pointer(
     wait_for_arrival(page, second)
 
     assert under_pointer(page, x, y) == aimed  # the same call's Approve, where it was
-    pill = page.get_by_role("button", name="1 new run — show")
+    pill = page.get_by_role("button", name="1 new call — show")
     expect(pill).to_be_visible()
     expect(card(page, second)).to_have_count(0)
 
@@ -148,7 +148,7 @@ def test_a_run_that_parks_keeps_the_focused_approve_focused_and_in_place(
     thread = unique("focus-stays")
     (first,) = server.start_runs(RunRequest("support", REFUND, thread))
     page = pages.open()
-    visit(page, f"/agents/support/?thread={thread}")
+    visit(page, f"/agents/support/?thread={thread}&sort=newest")
     card(page, first).get_by_role("button", name=APPROVE).focus()  # the keyboard's way
     before = focused(page)
     assert before is not None and before["text"] == "Approve" and before["card"] == f"run-{first}", before
@@ -157,7 +157,7 @@ def test_a_run_that_parks_keeps_the_focused_approve_focused_and_in_place(
     wait_for_arrival(page, second)
 
     assert focused(page) == before  # same call's button, focused, not moved
-    expect(page.get_by_role("button", name="1 new run — show")).to_be_visible()
+    expect(page.get_by_role("button", name="1 new call — show")).to_be_visible()
     page.keyboard.press("Enter")  # on the focused Approve: it decides the call it showed
     expect(card(page, first).locator(".outcome")).to_contain_text("Completed")
     expect(card(page, first).locator(".outcome")).to_contain_text("Refunded $80.00")
@@ -263,3 +263,31 @@ def test_buttons_are_disabled_while_the_page_shows_signed_out(pages: Pages, serv
     expect(approve).to_be_disabled()
     expect(declining(card(page, run_id)).get_by_role("button", name=DECLINE)).to_be_disabled()
     assert _run_state(server, run_id) == {"status": "suspended", "decided_calls": 0, "audit_entries": 0}
+
+
+def test_the_new_pill_stays_in_sight_down_the_list_and_counts_only_new_calls(
+    pages: Pages, server: Server
+) -> None:
+    thread = unique("pill-sticky")
+    server.start_runs(
+        *(RunRequest("support", f"Refund ${90 + n}.00 on A-10{n}, late.", thread) for n in range(5))
+    )
+    page = pages.open(height=420)
+    visit(page, f"/agents/support/?thread={thread}&sort=newest")
+    last = page.locator(".run-card").last
+    last.scroll_into_view_if_needed()
+    last.locator(".call-summary").first.hover()  # far down the list: the pill's place is out of sight
+
+    (newer,) = server.start_runs(RunRequest("support", "Refund $99.00 on A-1099, late.", thread))
+    wait_for_arrival(page, newer)
+
+    pill = page.get_by_role("button", name="1 new call — show")
+    expect(pill).to_be_visible()
+    box = pill.bounding_box()
+    assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= 420, box
+    # Someone decides it before the reviewer looks: not new any more, nothing to show.
+    other = pages.open(REVIEWER)
+    visit(other, f"/runs/{newer}/")
+    card(other, newer).get_by_role("button", name=APPROVE).click()
+    expect(card(other, newer).locator(".outcome")).to_be_visible()
+    expect(page.locator(".new-pill")).to_be_hidden()

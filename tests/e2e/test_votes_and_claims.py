@@ -89,3 +89,42 @@ def test_deciding_a_call_someone_else_claimed_warns_first(pages: Pages, server: 
     card(other, run_id).get_by_role("button", name=APPROVE).click()
 
     expect(card(other, run_id).locator(".outcome")).to_contain_text("Completed")
+
+
+def test_a_claim_reaches_the_open_card_under_the_pointer_at_once_and_it_stops_offering_im_on_it(
+    pages: Pages, server: Server
+) -> None:
+    thread = unique("claim-live")
+    (run_id,) = server.start_runs(RunRequest("support", "Refund $61.00 on A-1042, it broke.", thread))
+    other = pages.open(REVIEWER)
+    visit(other, f"/runs/{run_id}/")
+    # The reviewer is reading the card: its refetch waits for the pointer to leave, the claim does not.
+    card(other, run_id).get_by_role("button", name=APPROVE).hover()
+    holder = pages.open(ADMIN)
+    visit(holder, f"/runs/{run_id}/")
+
+    card(holder, run_id).get_by_role("button", name=re.compile("^I'm on it")).click()
+    expect(card(holder, run_id).locator(".claim")).to_contain_text("You are on this call")
+
+    mine = other.locator(f"#run-{run_id}")
+    expect(mine.locator(".claim")).to_contain_text(f"{ADMIN.username} is on this call", timeout=3_000)
+    expect(mine.get_by_role("button", name=re.compile("^I'm on it"))).to_have_count(0)
+    expect(mine.locator(".live-note")).to_contain_text(f"{ADMIN.username} is on this call")
+
+
+def test_a_claim_shows_on_a_folded_inbox_row_live_and_after_a_reload(pages: Pages, server: Server) -> None:
+    thread = unique("claim-row")
+    (run_id,) = server.start_runs(RunRequest("support", "Refund $62.00 on A-1042, it broke.", thread))
+    page = pages.open(REVIEWER)
+    visit(page, f"/agents/support/?thread={thread}")
+    row = page.locator(f"#run-{run_id} .call")
+    expect(row.locator("details.call-row")).not_to_have_attribute("open", "")
+    holder = pages.open(ADMIN)
+    visit(holder, f"/runs/{run_id}/")
+
+    card(holder, run_id).get_by_role("button", name=re.compile("^I'm on it")).click()
+
+    expect(row.locator(".live-note")).to_contain_text(f"{ADMIN.username} is on this call", timeout=3_000)
+    expect(row.locator(".call-summary .chip-claim")).to_have_text(f"{ADMIN.username} is on this call")
+    visit(page, f"/agents/support/?thread={thread}")
+    expect(row.locator(".call-summary .chip-claim")).to_have_text(f"{ADMIN.username} is on this call")

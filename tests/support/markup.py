@@ -48,3 +48,9 @@ def by_id(html: str, element_id: str) -> tuple[str, dict[str, str | None], str]:
 
 def card_ids(html: str) -> list[str]:
     return re.findall(r'<article id="run-([^"]+)"', html)
+
+
+def main_of(html: str) -> str:
+    """The page's ``<main>``: what it shows, without the header's attributes (the live notes' words)."""
+    start = html.index('<main id="main"')
+    return html[start : html.index("</main>", start)]

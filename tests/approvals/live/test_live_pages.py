@@ -57,7 +57,7 @@ def test_logged_in_pages_open_the_live_socket_and_show_the_badge(
     assert 'role="status"' in badge and "hidden" in badge
     # The socket first, then the scripts that act on what it hears (they wait for window.csLive).
     scripts = re.findall(r'<script src="/static/countersign/(live[^"]*)" defer></script>', page)
-    assert scripts == ["live.js", "live-refetch.js", "live-decided.js", "live-output.js", "live-presence.js"]
+    assert scripts == ["live.js", "live-refetch.js", "live-notes.js", "live-output.js", "live-presence.js"]
     # Strict CSP: no inline script or style anywhere on the page.
     assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>", page)
     assert " style=" not in page

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from approvals.live import uses_outbox
 from approvals.models import CallClaim, LiveEvent
+from tests.support.markup import main_of
 from tests.support.runtime_fixtures import DashboardAgents
 
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -94,7 +95,7 @@ def test_the_holder_decides_without_a_warning_and_a_lapsed_claim_warns_nobody(
     reviewer_client.post(call_url(old.run_id, old.tool_calls[0].tool_call_id, "claim"), {"agent": "helpdesk"})
     CallClaim.objects.filter(run_id=old.run_id).update(expires_at=timezone.now() - timedelta(seconds=1))
     admin = client_for(admin_member)
-    assert "is on this call" not in admin.get(f"/runs/{old.run_id}/").content.decode()
+    assert "is on this call" not in main_of(admin.get(f"/runs/{old.run_id}/").content.decode())
     lapsed = admin.post(
         call_url(old.run_id, old.tool_calls[0].tool_call_id, "approve"), {"agent": "helpdesk"}, **HX
     )
