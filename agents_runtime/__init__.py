@@ -26,7 +26,7 @@ from .errors import (
 from .events import Continuation, RunEvent
 from .grants import Grant, GrantNotFound, GrantRequest, GrantScope, GrantUnavailable, InvalidGrant
 from .memory import InMemoryRunStore
-from .policy import Confirmation, DecisionRequest, Origin, Policy, fingerprint
+from .policy import Confirmation, DecisionRequest, Origin, Policy, Would, fingerprint
 from .runtime import Runtime
 from .scripted import Call, Reply, ScriptContext, scripted_model
 from .store import RunStore
@@ -82,6 +82,7 @@ __all__ = [
     "Tool",
     "ToolCallNotSuspended",
     "ToolContext",
+    "Would",
     "agent_run",
     "fingerprint",
     "scripted_model",

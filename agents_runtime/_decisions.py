@@ -10,8 +10,15 @@ from pydantic_ai import DeferredToolResults, ToolApproved, ToolDenied
 
 from . import _pydantic, policy
 from ._context import AgentContext
-from .errors import InvalidResumeData, InvalidToolArgs, RunNotFound, ToolCallNotSuspended
-from .policy import DecisionRequest
+from .errors import (
+    DecisionRefused,
+    InvalidResumeData,
+    InvalidToolArgs,
+    RerunNotConfirmed,
+    RunNotFound,
+    ToolCallNotSuspended,
+)
+from .policy import DecisionRequest, Would
 from .records import Decision, DecisionReceipt, DecisionRule, ParkedCall, StoredRun, Vote, decision_conflict
 from .tools import _validate, to_jsonable
 from .untrusted import check_decision, checked_json, reason_problem
@@ -58,6 +65,35 @@ async def check(ctx: AgentContext, request: DecisionRequest) -> tuple[StoredRun,
         return run, call, verdict
 
     return await ctx.call(checked)
+
+
+async def would(ctx: AgentContext, request: DecisionRequest) -> Would:
+    """What ``decide(request)`` would do now: ``decision_rule`` on the run as stored, nothing recorded
+    (a preview, such as a bulk decision's, asks the rules rather than repeat them)."""
+    run: StoredRun | None = await ctx.call(ctx.store.get_run, request.run_id, with_snapshot=False)
+    if run is None or run.agent_id != ctx.agent_id or run.status != "suspended":
+        return Would("not_waiting")
+    # Where the store runs its code: the host's rules may read what the store holds (claims).
+    return await ctx.call(_would_on, ctx, request, run)
+
+
+def _would_on(ctx: AgentContext, request: DecisionRequest, run: StoredRun) -> Would:
+    try:
+        call = pick_call(run, request.tool_call_id)
+        if call.decision is not None:
+            return Would("not_waiting")
+        _, result = decision_rule(ctx, request)(run)
+    except DecisionRefused as refused:
+        holder = str(getattr(refused, "holder", ""))
+        return Would("refused", refused.rule, str(refused), holder=holder, escalated_to=call.escalated_to)
+    except RerunNotConfirmed as refused:
+        return Would("refused", "rerun", str(refused), escalated_to=call.escalated_to)
+    except (ToolCallNotSuspended, InvalidResumeData):
+        return Would("not_waiting")
+    if isinstance(result, Vote):
+        voters = tuple(v.actor or "" for v in result.votes)
+        return Would("vote", votes=voters, required=result.required, escalated_to=call.escalated_to)
+    return Would("decides", escalated_to=call.escalated_to)
 
 
 def decision_rule(ctx: AgentContext, request: DecisionRequest) -> DecisionRule:

@@ -23,7 +23,7 @@ from .errors import RunNotFound
 from .events import Continuation, RunEvent
 from .grants import Grant, GrantRequest, GrantScope
 from .memory import InMemoryRunStore
-from .policy import Confirmation, DecisionRequest, Policy
+from .policy import Confirmation, DecisionRequest, Policy, Would
 from .records import RunQuery, StoredRun
 from .store import RunStore
 from .stream import Decided, Emit, RunStream
@@ -234,6 +234,11 @@ class Agent:
         a while before it takes it (an undo window); the rules run again when it is taken."""
         run, _call, _verdict = await _decisions.check(self._context(), request)
         return agent_run(run)
+
+    async def would_decide(self, request: DecisionRequest) -> Would:
+        """What ``decide(request)`` would do now, by the same rules, recording nothing (beyond Mastra):
+        a preview's answer, which a decision taken later may not match (the call may change)."""
+        return await _decisions.would(self._context(), request)
 
     async def approve_tool_call(
         self,

@@ -93,6 +93,25 @@ class DecisionRequest:
         return what in self.confirmations
 
 
+@dataclass(frozen=True)
+class Would:
+    """What a decision would do now (``Agent.would_decide``): the same rules as the decision itself,
+    on the call as stored, with nothing recorded. The call may change before a decision lands."""
+
+    #: ``decides`` (the decision is the call's), ``vote`` (one approval of several: nothing runs yet),
+    #: ``refused`` (a rule says no: ``rule``, ``message``), ``not_waiting`` (decided, gone).
+    effect: str
+    rule: str = ""
+    message: str = ""
+    #: ``claimed``: who holds the call.
+    holder: str = ""
+    #: ``vote``: who approved once this vote is in, and how many approvals the call needs.
+    votes: tuple[str, ...] = ()
+    required: int = 1
+    #: The group the call was escalated to, if it was.
+    escalated_to: str | None = None
+
+
 class Policy(Protocol):
     """The host's rules (``Runtime(policy=...)``), checked first inside every decision's atomic step.
 

@@ -252,3 +252,35 @@ INTERRUPTED_AFTER_START_DETAIL = (
     "the run settled; the call was offered for a decision again, and running it again needs a "
     "confirmation."
 )
+
+
+# -- what a bulk approval would do to each call (a preview asks the rules: ``Agent.would_decide``) --
+
+#: By the rule that refuses an approval (``DecisionRefused.rule``), or what the approval does.
+_WOULD_APPROVE = {
+    "decides": "will be approved: the tool runs",
+    "vote": "will get your vote, {votes} of {required}: nothing runs yet",
+    "escalated": "escalated to {group}: your approval decides them",
+    "separation_of_duties": "you started: separation of duties, cannot approve",
+    "second_vote": "you approved already: they wait for another reviewer",
+    "claimed": "claimed by {holder}: not decided in bulk",
+    "risky_unconfirmed": "marked risky: approve each on its own card (“I checked this”)",
+    "rerun": "may have run already: approve each on its own card",
+    "arguments_changed": "changed since you saw them: look at them again",
+    "not_a_decider": "not yours to decide",
+    "not_waiting": "no longer waiting: skipped",
+    "refused": "refused by the approval rule",
+}
+
+
+def would_approve_line(kind: str, **values: object) -> str:
+    """ "will get your vote, 1 of 2: nothing runs yet": what approving a group of calls in bulk does."""
+    return _WOULD_APPROVE.get(kind, _WOULD_APPROVE["refused"]).format(**values)
+
+
+def bulk_result_line(action: str, status: str) -> str:
+    """A bulk decision's result on one call, as what happened: "Approved", "Vote recorded: nothing
+    runs yet"."""
+    if status == Outcome.VOTE_RECORDED:
+        return f"{Outcome.VOTE_RECORDED.label}: nothing runs yet"
+    return Verdict.of(DecisionAction(action)).label

@@ -7,11 +7,17 @@ them all. Arguments are model output; the template escapes them like any other t
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from agents_runtime import Agent, Would
+from agents_runtime.presentation import Money
+from agents_runtime.vocabulary import would_approve_line
 from approvals.cards.text import compact_json
 from approvals.models.batches import Batch, BatchItem
+from approvals.services.batches import Prediction
 
 #: Calls listed per tool in the preview (the count says how many there are in all).
 PREVIEW_ROWS = 200
@@ -42,6 +48,8 @@ class BatchView:
     skipped: list[BatchItem]
     decided: list[BatchItem]
     counts: dict[str, int] = field(default_factory=dict)
+    #: Every call the batch takes on (the groups list the first ``PREVIEW_ROWS`` of each tool).
+    taken: list[BatchItem] = field(default_factory=list)
 
     @property
     def decidable(self) -> int:
@@ -101,4 +109,66 @@ def batch_view(batch: Batch) -> BatchView:
         skipped=[i for i in items if i.state == BatchItem.State.SKIPPED],
         decided=[i for i in items if i.state == BatchItem.State.DECIDED],
         counts=counts,
+        taken=taken,
     )
+
+
+# -- what approving them all would do, by rule ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RuleGroup:
+    """Calls the rules answer alike: "23 will get your vote, 1 of 2: nothing runs yet"."""
+
+    kind: str
+    line: str
+    count: int
+    #: Their money, summed per currency ("$1,250.00"; "" when the tool marks no field as money).
+    total: str
+    #: Approving them changes something (decides, or records a vote).
+    takes_effect: bool
+
+
+def _kind(would: Would) -> tuple[str, dict[str, object]]:
+    if would.effect == "decides":
+        return ("escalated", {"group": would.escalated_to}) if would.escalated_to else ("decides", {})
+    if would.effect == "vote":
+        return "vote", {"votes": len(would.votes), "required": would.required}
+    if would.effect == "refused":
+        return would.rule, {"holder": would.holder}
+    return "not_waiting", {}
+
+
+def money_total(items: Iterable[BatchItem], agent: Agent | None) -> str:
+    """The money of ``items``' arguments, per currency, as their tools format it ("$1,250.00")."""
+    sums: dict[Money, Decimal] = {}
+    for item in items:
+        tool = agent.find_tool(item.tool_name) if agent is not None else None
+        for name, hint in (tool.fields if tool is not None else {}).items():
+            value = _args(item).get(name)
+            if isinstance(hint, Money) and not isinstance(value, bool):
+                try:
+                    sums[hint] = sums.get(hint, Decimal(0)) + Decimal(str(value))
+                except InvalidOperation:
+                    continue
+    return " + ".join(text for hint, total in sums.items() if (text := hint.format(total)))
+
+
+def rule_groups(predictions: list[Prediction], agent: Agent | None) -> list[RuleGroup]:
+    """The draft's calls grouped by what approving them would do, those that take effect first."""
+    grouped: dict[tuple[str, str], tuple[dict[str, object], list[BatchItem]]] = {}
+    for p in predictions:
+        kind, values = _kind(p.would)
+        key = (kind, str(sorted(values.items())))
+        grouped.setdefault(key, (values, []))[1].append(p.item)
+    groups = [
+        RuleGroup(
+            kind=kind,
+            line=would_approve_line(kind, **values),
+            count=len(items),
+            total=money_total(items, agent),
+            takes_effect=kind in {"decides", "vote", "escalated"},
+        )
+        for (kind, _), (values, items) in grouped.items()
+    ]
+    return sorted(groups, key=lambda g: (not g.takes_effect, -g.count))

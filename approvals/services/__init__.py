@@ -7,7 +7,13 @@ directly. Every function takes the acting user's rights as the request resolved 
 """
 
 from approvals.policy import AUDIT_PERMISSION, DECIDE_PERMISSION, Access, AgentAccess
-from approvals.services.batches import batch_counts, batch_prepare, batch_run, batch_start
+from approvals.services.batches import (
+    batch_counts,
+    batch_predictions,
+    batch_prepare,
+    batch_run,
+    batch_start,
+)
 from approvals.services.claims import ClaimRefused, claim_call, claim_warning, release_claim
 from approvals.services.decisions import (
     DecisionOutcome,
@@ -34,6 +40,7 @@ __all__ = [
     "approve_and_allow",
     "attempt_invalid_record",
     "batch_counts",
+    "batch_predictions",
     "batch_prepare",
     "batch_run",
     "batch_start",

@@ -6,8 +6,10 @@ with it: a call someone else decided meanwhile is reported as skipped, never dec
 reviewer posted is only a wish: every call is looked up again among the agent's waiting runs when
 the batch is prepared, and the door checks the user's right to each call when the batch runs.
 
-The preview says what the door will do: a call marked risky needs "I checked this" on its own card,
-so an approving batch leaves it out and says so (a declining batch takes it).
+The preview says what the door will do: it asks the rules what approving each call would do now
+(``Agent.would_decide``, the same rules the door runs, nothing recorded) and groups the calls by the
+answer: decided, a vote of several, refused by a rule (separation of duties, a colleague's claim, a
+risky call that needs "I checked this" on its own card...). No rule is repeated here.
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from agents_runtime import Agent, AgentRun, AgentRunToolCall, DecisionRequest, Origin, RunNotFound
+from agents_runtime import Agent, AgentRun, AgentRunToolCall, DecisionRequest, Origin, RunNotFound, Would
 from agents_runtime.untrusted import clean_text
-from agents_runtime.vocabulary import DecisionAction, Outcome
+from agents_runtime.vocabulary import DecisionAction, Outcome, bulk_result_line
 from approvals import agents, live
 from approvals.models.batches import BULK_ACTIONS, DECIDING_BATCH, Batch, BatchItem
 from approvals.policy import DECIDE_PERMISSION, Access, AgentAccess
@@ -41,7 +43,8 @@ NOT_WAITING = "Not waiting for a decision on this agent (decided, gone, or not t
 INPUT_CALL = "Waits for input: answer it on its own card (not bulk-decidable)."
 SUB_AGENT = "A sub-agent's call: decide it through its supervisor's run."
 NOT_ALLOWED = "You may no longer decide this agent's calls."
-RISKY = "Marked risky: approve it on its own card, where you confirm you checked it (“I checked this”)."
+#: What a batch says of a call it could not decide for an error on the server (logged, never shown).
+FAILED = "Could not be decided here (an error on the server, logged): decide it on its own card."
 TOO_MANY = f"Over {MAX_BATCH_CALLS} calls: left out of this batch."
 
 
@@ -207,11 +210,11 @@ def batch_run(batch_id: int) -> dict[str, int]:
         if access is not None:
             try:
                 state, detail = _decide_item(access, batch, item)
-            except Exception as exc:  # one call's failure must not strand the rest of the batch
+            except Exception:  # one call's failure must not strand the rest of the batch
                 logger.exception(
                     "Batch %s: deciding %s on %s failed", batch.pk, item.tool_call_id, item.run_id
                 )
-                state, detail = BatchItem.State.SKIPPED, f"Could not be decided: {type(exc).__name__}"
+                state, detail = BatchItem.State.SKIPPED, FAILED
         BatchItem.objects.filter(pk=item.pk).update(state=state, detail=detail, decided_at=timezone.now())
     Batch.objects.filter(pk=batch.pk).update(state=Batch.State.DONE, finished_at=timezone.now())
     batch.refresh_from_db()
@@ -233,8 +236,35 @@ def _decide_item(access: AgentAccess, batch: Batch, item: BatchItem) -> tuple[st
     finally:
         DECIDING_BATCH.reset(token)
     if outcome.took_effect:
-        return BatchItem.State.DECIDED, outcome.message
+        return BatchItem.State.DECIDED, bulk_result_line(batch.action, outcome.status)
     return BatchItem.State.SKIPPED, _skip_reason(outcome.status, outcome.message)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One draft item and what approving it would do now (the rules' answer)."""
+
+    item: BatchItem
+    would: Would
+
+
+def batch_predictions(access: AgentAccess, batch: Batch) -> list[Prediction]:
+    """What approving each pending item of a draft batch would do now, asked of the rules
+    (``Agent.would_decide``) as the batch will decide it: in bulk, by this reviewer, confirming
+    nothing."""
+    agent, who = access.agent, access.access
+    predictions = []
+    for item in batch.items.filter(state=BatchItem.State.PENDING):
+        request = DecisionRequest(
+            item.run_id,
+            item.tool_call_id,
+            DecisionAction.APPROVE,
+            actor=who.username,
+            origin=Origin.BULK,
+            principal=who,
+        )
+        predictions.append(Prediction(item, async_to_sync(agent.would_decide)(request)))
+    return predictions
 
 
 def batch_counts(batch: Batch) -> dict[str, int]:

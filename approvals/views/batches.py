@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from agents_runtime import Agent
 from approvals import agents, queries, services, tasks
 from approvals.cards import batch as batch_view
 from approvals.forms.decisions import BatchStartForm
@@ -81,17 +82,26 @@ def _visible_batch(request: HttpRequest, batch_id: int) -> Batch:
 @login_required
 def batch_detail(request: HtmxHttpRequest, batch_id: int) -> HttpResponse:
     batch = _visible_batch(request, batch_id)
+    agent: Agent | None
     try:
         agent = agents.get(batch.agent_id)
         agent_name = agent.name or agent.id
     except agents.UnknownAgent:
-        agent_name = batch.agent_id
+        agent, agent_name = None, batch.agent_id
+    may_start = batch.user_id == request.user.pk and access_of(request).can_decide
+    view = batch_view.batch_view(batch)
+    rules: list[batch_view.RuleGroup] = []
+    if may_start and batch.state == Batch.State.DRAFT and agent is not None:
+        predictions = services.batch_predictions(access_of(request).for_agent(agent.id), batch)
+        rules = batch_view.rule_groups(predictions, agent)
     context: dict[str, Any] = {
         "batch": batch,
-        "view": batch_view.batch_view(batch),
+        "view": view,
         "agent_name": agent_name,
         "form": BatchStartForm(),
-        "may_start": batch.user_id == request.user.pk and access_of(request).can_decide,
+        "may_start": may_start,
+        "rules": rules,
+        "money_total": batch_view.money_total(view.taken, agent),
     }
     return render_page(request, "approvals/batch.html", "batch-progress", context)
 

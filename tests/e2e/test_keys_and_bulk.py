@@ -184,7 +184,7 @@ def test_bulk_decline_previews_then_decides_each_call_and_reports_progress(
 
     status = page.locator(".batch-status")
     expect(status).to_contain_text("Finished")
-    expect(status).to_contain_text("2 decided")
+    expect(status).to_contain_text("2 done")
     expect(page.locator(".badge.item-decided")).to_have_count(2)
     # The third call was not in the batch: it still waits.
     inbox = pages.open()

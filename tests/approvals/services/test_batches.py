@@ -75,7 +75,7 @@ def test_approve_all_decides_each_call_once_and_ties_the_audit_rows_to_the_batch
     assert sorted(e.run_id for e in entries) == sorted(r.run_id for r in runs)
     assert {(e.batch_id, e.username, e.outcome) for e in entries} == {(batch.pk, "rita", "completed")}
     page = reviewer_client.get(f"/batches/{batch.pk}/").content.decode()
-    assert '<strong class="batch-decided">3</strong> decided' in page
+    assert '<strong class="batch-decided">3</strong> done' in page
     assert '<strong class="batch-skipped">0</strong> skipped' in page
     assert 'hx-trigger="cs:refresh" hx-swap="outerHTML" data-live-agent="helpdesk"' in page  # live
     # The audit log links each row to its batch; the CSV names it in its batch column.
