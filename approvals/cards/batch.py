@@ -151,7 +151,7 @@ def money_total(items: Iterable[BatchItem], agent: Agent | None) -> str:
                     sums[hint] = sums.get(hint, Decimal(0)) + Decimal(str(value))
                 except InvalidOperation:
                     continue
-    return " + ".join(text for hint, total in sums.items() if (text := hint.format(total)))
+    return " + ".join(text for hint, total in sums.items() if (text := hint.format(str(total))))
 
 
 def rule_groups(predictions: list[Prediction], agent: Agent | None) -> list[RuleGroup]:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import ADMIN, REVIEWER, Pages, RunRequest, Server, unique
+from tests.e2e.conftest import ADMIN, REVIEWER, Pages, RunRequest, Server, screenshot, unique
 from tests.e2e.test_reviewer_safety import card, visit
 from tests.support.card_rows import APPROVE
 
@@ -128,3 +129,35 @@ def test_a_claim_shows_on_a_folded_inbox_row_live_and_after_a_reload(pages: Page
     expect(row.locator(".call-summary .chip-claim")).to_have_text(f"{ADMIN.username} is on this call")
     visit(page, f"/agents/support/?thread={thread}")
     expect(row.locator(".call-summary .chip-claim")).to_have_text(f"{ADMIN.username} is on this call")
+
+
+def test_the_bulk_preview_says_what_approving_each_payment_would_do_with_their_total(
+    pages: Pages, server: Server
+) -> None:
+    voted = [start_payment(server, as_user=REVIEWER.username) for _ in range(2)]
+    mine = start_payment(server, as_user=ADMIN.username)
+    claimed = start_payment(server, as_user=REVIEWER.username)
+    other = pages.open(REVIEWER)
+    visit(other, f"/runs/{claimed}/")
+    card(other, claimed).get_by_role("button", name=re.compile("^I'm on it")).click()
+    expect(card(other, claimed).locator(".claim")).to_contain_text("You are on this call")
+
+    page = pages.open(ADMIN, width=1400, height=900)
+    visit(page, "/agents/finance/?sort=newest")
+    for run_id in [*voted, mine, claimed]:
+        page.locator(f"#run-{run_id} input.bulk-select").check()
+    page.get_by_role("button", name="Review selected…").click()
+    expect(page).to_have_url(re.compile(r"/batches/\d+/$"))
+
+    rules = page.locator(".batch-rules li")
+    expect(rules).to_have_text(
+        [
+            "2 will get your vote, 1 of 2: nothing runs yet · $2,500.00",
+            f"1 claimed by {REVIEWER.username}: not decided in bulk · $1,250.00",
+            "1 you started: separation of duties, cannot approve · $1,250.00",
+        ]
+    )
+    expect(page.locator(".batch-total")).to_have_text("In all: $5,000.00")
+    docs = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+    docs.mkdir(parents=True, exist_ok=True)
+    screenshot(page, docs / "bulk-preview.png")
