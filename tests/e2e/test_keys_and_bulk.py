@@ -164,7 +164,7 @@ def test_bulk_decline_previews_then_decides_each_call_and_reports_progress(
     expect(page).to_have_url(re.compile(r"/batches/\d+/$"))
     preview = page.locator("#batch-progress")
     expect(preview).to_contain_text("2 calls of Customer support selected")
-    expect(preview.locator("h2").first).to_contain_text("issue_refund")
+    expect(preview.locator(".batch-tool h2").first).to_contain_text("issue_refund")
     # The order ids and amounts differ call by call: their columns show each.
     expect(preview.locator("th", has_text="amount_cents")).to_be_visible()
     expect(preview.locator("th", has_text="order_id")).to_be_visible()
