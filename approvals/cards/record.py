@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from agents_runtime.vocabulary import Outcome
+from agents_runtime.vocabulary import DecisionAction, Outcome
 from approvals import agents
 from approvals.cards.run import MessageView, conversation
 from approvals.models import AuditEntry, EndedRun
@@ -44,6 +44,21 @@ class RunRecordView:
     @property
     def pruned(self) -> bool:
         return self.record.pruned
+
+    @property
+    def headline(self) -> tuple[str, str]:
+        """What happened, as the record's heading says it, and its badge's class: a run whose call was
+        declined or let pass its deadline "completed" for the model, not for the reader."""
+        if self.record.status == "failed":
+            return "Failed", "outcome-failed"
+        decided = [d for item in self.items for d in item.decisions] + self.unplaced
+        taken = [d for d in decided if d.outcome not in (Outcome.LOST_RACE, Outcome.NOT_FOUND)]
+        expired = [d for d in taken if d.deadline_line]
+        if expired:
+            return expired[-1].deadline_line, "outcome-expired"
+        if any(d.action == DecisionAction.DECLINE for d in taken):
+            return "Declined", "outcome-declined"
+        return "Completed", "outcome-completed"
 
 
 def _decided_call(entry: AuditEntry, tool_call_ids: set[str]) -> str | None:

@@ -22,7 +22,14 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.utils import timezone
 
-from agents_runtime.vocabulary import NO_EFFECT_OUTCOMES, RECORDED_OUTCOMES, DecisionAction, Outcome, choices
+from agents_runtime.vocabulary import (
+    NO_EFFECT_OUTCOMES,
+    RECORDED_OUTCOMES,
+    DecisionAction,
+    Outcome,
+    choices,
+    deadline_passed_line,
+)
 
 from .fields import OrderedJSONField
 
@@ -212,6 +219,13 @@ class AuditEntry(models.Model):
     def verb(self) -> str:
         """As in "rita approved refund"."""
         return DecisionAction(self.action).verb
+
+    @property
+    def deadline_line(self) -> str:
+        """ "Deadline passed: declined" for a call nobody answered in time ("" for any other row)."""
+        if self.action != DecisionAction.EXPIRE:
+            return ""
+        return deadline_passed_line("approve" if self.resume_data == {"approved": True} else "decline")
 
 
 # -- where the decisions of the current request or command come from ------------------------------------

@@ -83,7 +83,12 @@ def decision_values(
         run, call, at=decision.decided_at, actor=decision.actor, action=decision.action,
         reason=decision.reason, outcome=outcome, detail=detail,
     ) | {
-        "resume_data": decision.resume_data if decision.action == DecisionAction.RESUME else None,
+        # (An expiry's is what its deadline did, {"approved": bool}: the record says it from there.)
+        "resume_data": (
+            decision.resume_data
+            if decision.action in (DecisionAction.RESUME, DecisionAction.EXPIRE)
+            else None
+        ),
         "edited_args": decision.edited_args if decision.action == DecisionAction.APPROVE else None,
         "batch_id": DECIDING_BATCH.get(),
     } | _grant_values(decision)  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import timedelta
 from io import StringIO
 
@@ -14,8 +15,10 @@ from django.test import Client
 from django.utils import timezone
 
 from agents_runtime import Agent, Call, Reply, Runtime, tool
+from agents_runtime.deadlines import Deadline
 from approvals.models import AuditEntry, EndedRun, RunRecord, ThreadMessage
 from approvals.store import DjangoRunStore
+from approvals.tasks import Sweeper
 from tests.support.runtime_fixtures import XSS, DashboardAgents
 from tests.support.runtime_helpers import ModelSpy
 
@@ -105,6 +108,44 @@ def test_the_record_of_a_declined_run_shows_the_reason_where_it_was_given(
     assert "<strong>rita</strong> declined" in html
     assert '<span class="json-label">Reason</span> Not our order' in html
     assert "Not our order" in html[html.index('<li class="msg msg-tool msg-tool-result">') :]
+
+
+def _record_heading(html: str) -> str:
+    heading = html[html.index('<h2 id="run-record-title">') :]
+    return heading[: heading.index("</h2>")]
+
+
+def test_an_ended_run_is_headed_by_what_happened_to_its_call(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    # The model ends each of these runs normally ("completed" for the runtime); the reader's heading
+    # says what the call came to.
+    approved = agents.start("helpdesk", "refund yes")
+    approve_first_call(agents, approved.run_id)
+    declined = agents.start("helpdesk", "refund no")
+    reviewer_client.post(
+        f"/runs/{declined.run_id}/calls/{declined.tool_calls[0].tool_call_id}/decline", {"reason": "No"}
+    )
+    helpdesk = agents.agent("helpdesk")
+    lapsed = async_to_sync(helpdesk.generate)("refund late", deadline=timedelta(milliseconds=50))
+    lapsed_yes = async_to_sync(helpdesk.generate)(
+        "refund late too", deadline=Deadline(timedelta(milliseconds=50), on_expiry="approve")
+    )
+    time.sleep(0.1)
+    assert Sweeper().sweep_once() == 2
+
+    def page(run_id: str) -> str:
+        return reviewer_client.get(f"/runs/{run_id}/").content.decode()
+
+    assert '<span class="badge outcome-completed">Completed</span>' in _record_heading(page(approved.run_id))
+    assert '<span class="badge outcome-declined">Declined</span>' in _record_heading(page(declined.run_id))
+    lapsed_page = page(lapsed.run_id)
+    assert "Deadline passed: declined" in _record_heading(lapsed_page)
+    assert "Completed" not in _record_heading(lapsed_page)
+    # The transcript says what the deadline did, not who "let it expire".
+    assert "<strong>Deadline passed: declined</strong> on <code>refund</code>" in lapsed_page
+    assert "let expire" not in lapsed_page and "Someone" not in lapsed_page
+    assert "Deadline passed: approved" in _record_heading(page(lapsed_yes.run_id))
 
 
 def test_only_users_who_may_see_the_agent_see_its_record(
