@@ -102,6 +102,45 @@ def agent_run(run: StoredRun) -> AgentRun:
     )
 
 
+def usage_json(input_tokens: int, output_tokens: int) -> dict[str, int]:
+    return {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "total_tokens": input_tokens + output_tokens,
+    }
+
+
+def step_finished(
+    run_id: str, messages: Sequence[ModelMessage], reported: list[ModelResponse]
+) -> Chunk | None:
+    """The ``step-finish`` of the model response whose tool calls are about to be handled, once.
+
+    pydantic-ai hands the event handler no event for a finished response; a tool-handling step
+    starts with its response last in the run's messages (a model-request step with a request).
+    A continuation reports the parked response again, as Mastra's resumed stream does.
+    """
+    response = messages[-1] if messages else None
+    if not isinstance(response, ModelResponse) or any(r is response for r in reported):
+        return None
+    reported.append(response)
+    usage = response.usage
+    payload = {
+        "usage": usage_json(usage.input_tokens, usage.output_tokens),
+        "model_name": response.model_name,
+        "provider_name": response.provider_name,
+        "response_id": response.provider_response_id,
+        "finish_reason": response.finish_reason,
+        "timestamp": response.timestamp.isoformat(),
+    }
+    return Chunk("step-finish", run_id, payload)
+
+
+def steps_usage(reported: Sequence[ModelResponse]) -> dict[str, int]:
+    return usage_json(
+        sum(r.usage.input_tokens for r in reported), sum(r.usage.output_tokens for r in reported)
+    )
+
+
 def chunk_for(run_id: str, event: AgentStreamEvent) -> Chunk | None:
     if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart) and event.part.content:
         return Chunk("text-delta", run_id, {"text": event.part.content})

@@ -16,7 +16,8 @@ from typing import Any
 
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved
 from pydantic_ai.conversation import Conversation
-from pydantic_ai.messages import AgentStreamEvent, ModelMessage
+from pydantic_ai.messages import AgentStreamEvent, ModelMessage, ModelResponse
+from pydantic_ai.tools import RunContext
 
 from . import _pydantic
 from ._context import AgentContext
@@ -28,6 +29,8 @@ from ._convert import (
     new_run_id,
     run_transcript,
     showing_edits,
+    step_finished,
+    steps_usage,
     waiting_chunks,
 )
 from ._decisions import add_result
@@ -168,8 +171,13 @@ async def drive_once(
     answered: list[dict[str, Any]],
 ) -> RunResult:
     run_id, thread_id, resource_id = deps.run_id, deps.thread_id, deps.resource_id
+    #: The model responses this run (or continuation) reported a ``step-finish`` of.
+    steps: list[ModelResponse] = []
 
-    async def relay(_: Any, events: AsyncIterable[AgentStreamEvent]) -> None:
+    async def relay(run: RunContext[Any], events: AsyncIterable[AgentStreamEvent]) -> None:
+        step = step_finished(run_id, run.messages, steps)
+        if step is not None:
+            emit(replace(step, payload=clean_json(step.payload)))
         async for event in events:
             chunk = chunk_for(run_id, event)
             if chunk is not None:
@@ -226,6 +234,7 @@ async def drive_once(
     new_messages = (
         [] if thread_id is None else _pydantic.messages_to_json(conversation.messages[history_len:])
     )
+    transcript = run_transcript(conversation.messages[history_len:])
     if claimed_version is None:
         if new_messages:
             await ctx.call(ctx.store.append_thread_messages, ctx.agent_id, thread_id, new_messages)
@@ -234,10 +243,10 @@ async def drive_once(
         run_id,
         version=claimed_version,
         thread_messages=new_messages,
-        ending=RunEnding("completed", text, transcript=run_transcript(conversation.messages[history_len:])),
+        ending=RunEnding("completed", text, transcript=transcript),
     ):
         return lost_claim(ctx, run_id, emit)
-    emit(Chunk("finish", run_id, {"status": "success", "text": text}))
+    emit(Chunk("finish", run_id, finished(text, steps, transcript)))
     await ctx.notify("run-completed", run_id)
     return RunResult(run_id=run_id, status="success", text=text)
 
@@ -262,6 +271,20 @@ async def store_suspension(
         emit(chunk)
     await ctx.notify("run-suspended", run_id)
     return RunResult(run_id=run_id, status="suspended", tool_calls=listed)
+
+
+def finished(text: str, steps: list[ModelResponse], transcript: tuple[dict[str, Any], ...]) -> dict[str, Any]:
+    """A completed run's ``finish``: its answer, what its model responses used in all (as each
+    ``step-finish`` reported it), the model of the last, and the run's messages as its record keeps
+    them (the user's prompt included)."""
+    last = steps[-1] if steps else None
+    return {
+        "status": "success",
+        "text": text,
+        "usage": steps_usage(steps),
+        "model_name": clean_text(last.model_name) if last is not None and last.model_name else None,
+        "messages": list(transcript),
+    }
 
 
 def failed(run_id: str, emit: Emit, error: str) -> RunResult:

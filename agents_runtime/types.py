@@ -14,6 +14,7 @@ ChunkType = Literal[
     "tool-result",
     "tool-call-approval",
     "tool-call-suspended",
+    "step-finish",
     "finish",
     "error",
 ]

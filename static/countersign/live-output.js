@@ -20,6 +20,8 @@
   const span = (className, textContent) => Object.assign(document.createElement("span"), { className, textContent });
 
   function appendOutput(chunk) {
+    // A step's end carries token usage for API streams: nothing a reviewer reads in the output.
+    if (chunk.type === "step-finish") return;
     const list = document.querySelector(`[data-live-output='${CSS.escape(chunk.run_id)}']`);
     if (!list) return;
     const section = list.closest("[hidden]");

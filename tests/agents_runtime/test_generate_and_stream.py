@@ -233,3 +233,38 @@ async def test_result_does_not_depend_on_iterating_the_stream(runtime_for: Runti
         [chunk async for chunk in stream]
 
     assert (await stream.result()).text == "Hello"
+
+
+async def test_each_model_response_ends_a_step_with_its_usage_and_finish_adds_them_up(
+    runtime_for: RuntimeFor,
+) -> None:
+    agent = Agent(
+        "support",
+        model=ModelSpy(Call("lookup", {"order_id": "A-1"}, tool_call_id="c1"), Reply("Shipped")).model,
+        tools=every_tool_kind(),
+    )
+    runtime_for(agent)
+
+    chunks, result = await collect(await agent.stream("where is A-1?"))
+
+    assert result.status == "success"
+    steps = of_type(chunks, "step-finish")
+    assert len(steps) == 2
+    for step in steps:
+        usage = step["usage"]
+        assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
+        assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
+    # A step ends before the tools of its response are handled (Mastra's boundary is drawn from it).
+    assert [c.type for c in chunks][:3] == ["step-finish", "tool-call", "tool-result"]
+    finish = chunks[-1].payload
+    assert finish["usage"] == {
+        key: sum(step["usage"][key] for step in steps)
+        for key in ("input_tokens", "output_tokens", "total_tokens")
+    }
+    assert finish["model_name"] == steps[-1]["model_name"] and finish["model_name"]
+    assert [(m["role"], m["kind"]) for m in finish["messages"]] == [
+        ("user", "text"),
+        ("assistant", "tool-call"),
+        ("tool", "tool-result"),
+        ("assistant", "text"),
+    ]
