@@ -2,11 +2,13 @@
 
 Mastra's event stream (``@mastra/core`` 1.71, as recorded in tests/api/golden.json) frames each
 event as ``data: <one-line JSON>\\n\\n`` with the envelope ``{type, runId, from: "AGENT", payload}``
-and ends with ``data: [DONE]``. The runtime's chunks are coarser (no steps, no text blocks), so the
-translation adds the step and text boundaries the client's message builder expects. The
-``step-finish`` and ``finish`` payloads carry ``messageId``, ``stepResult`` and ``output.text`` /
-``output.toolCalls`` only: Mastra's copies of the whole conversation, usage and model metadata have
-no counterpart here (a deliberate difference, listed in tests/api/test_mastra_client.py).
+and ends with ``data: [DONE]``. The runtime's chunks are coarser (no text blocks), so the
+translation adds the text boundaries the client's message builder expects, and draws each step's
+end where the model's next output starts. ``step-finish`` and ``finish`` carry what Mastra's types
+declare: ``output.usage`` (the step's, the run's in all on ``finish``) and ``metadata.modelId`` from
+the runtime's ``step-finish``, ``messages`` (all / user / nonUser, as the AI SDK's model messages),
+and on ``finish`` the ``response`` with, for a run on a thread, its ``uiMessages``. Mastra's
+``output.steps`` (a copy of each step's messages) is not sent: it is optional in its types.
 """
 
 from __future__ import annotations
@@ -102,11 +104,112 @@ def frame(event: dict[str, Any]) -> bytes:
     return f"data: {dumps(event)}\n\n".encode()
 
 
+def _iso_text(timestamp: Any) -> str | None:
+    """A transcript's ISO time as ``Date.toISOString()`` writes it."""
+    try:
+        return iso(datetime.fromisoformat(str(timestamp)))
+    except ValueError:
+        return None
+
+
+def _result_output(result: Any) -> dict[str, Any]:
+    # A declined call's result is the reason the model read: text, as Mastra shows it.
+    return {"type": "text", "value": result} if isinstance(result, str) else {"type": "json", "value": result}
+
+
+def _model_part(entry: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    kind = entry["kind"]
+    if kind == "tool-call":
+        return {
+            "type": "tool-call",
+            "toolCallId": entry["tool_call_id"],
+            "toolName": entry["tool_name"],
+            "input": entry["args"] or {},
+        }
+    if kind == "tool-result":
+        return {
+            "type": "tool-result",
+            "toolCallId": entry["tool_call_id"],
+            "toolName": entry["tool_name"],
+            "output": _result_output(entry["result"]),
+            "input": args.get(entry["tool_call_id"]) or {},
+        }
+    return {"type": "text", "text": entry["text"] or ""}
+
+
+def model_messages(plain: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A run's messages in their plain form (the runtime's transcript) as the AI SDK's
+    ``ModelMessage``s Mastra sends: consecutive entries of one role are one message's parts."""
+    args = {e["tool_call_id"]: e["args"] for e in plain if e["kind"] == "tool-call"}
+    out: list[dict[str, Any]] = []
+    for entry in plain:
+        part = _model_part(entry, args)
+        if out and out[-1]["role"] == entry["role"]:
+            out[-1]["content"].append(part)
+        else:
+            out.append({"role": entry["role"], "content": [part]})
+    return out
+
+
+def _ui_part(part: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
+    if part["type"] != "tool-call":
+        return {"type": "text", "text": part["text"]}
+    call_id = part["toolCallId"]
+    ui = {"type": f"tool-{part['toolName']}", "toolCallId": call_id, "input": part["input"]}
+    if call_id in results:
+        return {**ui, "output": results[call_id], "state": "output-available"}
+    return {**ui, "state": "input-available"}
+
+
+def ui_messages(
+    plain: list[dict[str, Any]], *, message_id: str, model: dict[str, Any], memory: dict[str, str]
+) -> list[dict[str, Any]]:
+    """The assistant's messages as the AI SDK's ``UIMessage``s, one per model response, each tool
+    call with its result: what Mastra's memory keeps of the run, and sends as ``uiMessages``."""
+    results = {e["tool_call_id"]: e["result"] for e in plain if e["kind"] == "tool-result"}
+    turns: list[list[dict[str, Any]]] = []
+    previous = None
+    for entry in plain:
+        if entry["role"] == "assistant":
+            # (What the model says after its tools' results is another response.)
+            if previous != "assistant":
+                turns.append([])
+            turns[-1].append(entry)
+        previous = entry["role"]
+    out = []
+    for n, turn in enumerate(turns):
+        metadata = {**model, "createdAt": _iso_text(turn[0]["timestamp"]), **memory}
+        parts = [_ui_part(_model_part(e, {}), results) for e in turn]
+        last = n == len(turns) - 1
+        out.append(
+            {
+                "id": message_id if last else str(uuid.uuid4()),
+                "role": "assistant",
+                "metadata": metadata,
+                "parts": parts,
+            }
+        )
+    return out
+
+
+def usage_json(usage: dict[str, Any] | None) -> dict[str, Any]:
+    """The runtime's usage as the AI SDK's ``LanguageModelUsage``."""
+    usage = usage or {}
+    tokens = {
+        "inputTokens": int(usage.get("input_tokens") or 0),
+        "outputTokens": int(usage.get("output_tokens") or 0),
+        "totalTokens": int(usage.get("total_tokens") or 0),
+    }
+    return {**tokens, "raw": dict(tokens)}
+
+
 class MastraEvents:
     """Turns one run's (or continuation's) chunks into Mastra's events, keeping the step state.
 
     ``calls`` are the run's parked calls before a decision (their arguments go into ``tool-result``
     and ``tool-output-denied``); ``declined`` maps a declined call's id to the reason the model got.
+    ``thread_id`` / ``resource_id`` are the run's memory; ``prompt`` the user's message of a new
+    run (a continuation takes it from the parked call's context).
     """
 
     def __init__(
@@ -116,6 +219,9 @@ class MastraEvents:
         calls: list[AgentRunToolCall] | None = None,
         args: dict[str, Any] | None = None,
         declined: dict[str, str] | None = None,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        prompt: str | None = None,
     ) -> None:
         self.run_id = run_id
         self.message_id = str(uuid.uuid4())
@@ -132,6 +238,18 @@ class MastraEvents:
         self.step_calls: list[dict[str, Any]] = []
         #: Tool results came: the step that called the tools ends before the model's next output.
         self.results_pending = False
+        self.memory = {
+            k: v for k, v in (("threadId", thread_id), ("resourceId", resource_id)) if v is not None
+        }
+        #: The run's messages so far, in the runtime's plain form, for each step's ``messages``. A
+        #: continuation starts from the user's message its parked call kept (the turns before the
+        #: parked one are in the ``finish``, from the run's transcript).
+        if prompt is None:
+            prompt = next((c.context.user_message for c in calls or [] if c.context is not None), None)
+        self.fresh = calls is None
+        self.messages: list[dict[str, Any]] = [] if prompt is None else [_plain("user", "text", text=prompt)]
+        #: The ``step-finish`` the runtime reported last: the model response of the current step.
+        self.step: dict[str, Any] = {}
 
     def _event(self, type_: str, payload: dict[str, Any]) -> dict[str, Any]:
         return {"type": type_, "runId": self.run_id, "from": "AGENT", "payload": payload}
@@ -144,27 +262,82 @@ class MastraEvents:
         payload = {"warnings": [], "messageId": self.message_id, "startedAt": _epoch_ms(), "request": {}}
         return {"runId": self.run_id, "from": "AGENT", "type": "step-start", "payload": payload}
 
-    def _step_finish(self, reason: str, *, type_: str = "step-finish") -> dict[str, Any]:
+    def _model(self) -> dict[str, Any]:
+        return {"modelId": self.step.get("model_name") or "unknown", "provider": self.provider()}
+
+    def provider(self) -> str:
+        return str(self.step.get("provider_name") or "unknown")
+
+    def _metadata(self) -> dict[str, Any]:
+        model_id = self.step.get("model_name") or "unknown"
+        return {
+            "id": self.step.get("response_id") or f"resp-{self.message_id}",
+            "timestamp": self.step.get("timestamp") or iso(datetime.now(UTC)),
+            "modelId": model_id,
+            "modelMetadata": {"modelId": model_id, "modelProvider": self.provider()},
+        }
+
+    def _messages(self, plain: list[dict[str, Any]]) -> dict[str, Any]:
+        every = model_messages(plain)
+        # Mastra's ``user`` is the user's messages this request brought: a new run's prompt, and a
+        # continuation's only when the run has no memory (from memory they are history).
+        given = self.fresh or not self.memory
+        return {
+            "all": every,
+            "user": [m for m in every if m["role"] == "user"] if given else [],
+            "nonUser": [m for m in every if m["role"] != "user"],
+        }
+
+    def _step_finish(
+        self, reason: str, *, type_: str = "step-finish", finish: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         continued = reason == "tool-calls"
         step: dict[str, Any] = {"reason": reason, "isContinued": continued}
         if continued:
             step["messageId"] = self.message_id
+        usage = usage_json(self.step.get("usage"))
+        if finish is not None:
+            # The run's total; ``raw`` stays the last response's, as Mastra's.
+            usage = {**usage_json(finish.get("usage")), "raw": usage["raw"]}
         payload = {
             "messageId": self.message_id,
             "stepResult": step,
-            "output": {"text": self.text, "toolCalls": self.step_calls},
+            "metadata": self._metadata(),
+            "output": {"text": self.text, "toolCalls": self.step_calls, "usage": usage},
+            "messages": self._messages(self.messages),
+            "processorRetryCount": 0,
         }
+        if type_ == "finish":
+            payload["response"] = self._response()
         return self._event(type_, payload)
+
+    def _response(self) -> dict[str, Any]:
+        metadata = self._metadata()
+        response: dict[str, Any] = {
+            "id": metadata["id"],
+            "timestamp": metadata["timestamp"],
+            "modelId": metadata["modelId"],
+            "modelMetadata": metadata["modelMetadata"],
+            "messages": self._messages(self.messages)["nonUser"],
+        }
+        if self.memory:
+            response["uiMessages"] = ui_messages(
+                self.messages, message_id=self.message_id, model=self._model(), memory=self.memory
+            )
+        return response
 
     def _close_text(self) -> Iterator[dict[str, Any]]:
         if self.text_open:
             self.text_open = False
+            self.messages.append(_plain("assistant", "text", text=self.text))
             yield self._event("text-end", {"type": "text-end", "id": "t1"})
 
     def events(self, chunk: Chunk) -> Iterator[dict[str, Any]]:
         p = chunk.payload
-        if chunk.type == "tool-call" and p["tool_call_id"] in self.announced:
-            return
+        if chunk.type == "tool-call":
+            self._remember_call(p)
+            if p["tool_call_id"] in self.announced:
+                return
         if self.results_pending and chunk.type != "tool-result":
             # The model's next step starts once all the tool results are in.
             self.results_pending = False
@@ -172,7 +345,19 @@ class MastraEvents:
             self.step_calls = []
             self.text = ""
             yield self.step_start()
-        if chunk.type == "text-delta":
+        yield from self._translated(chunk)
+
+    def _remember_call(self, p: dict[str, Any]) -> None:
+        call_id = p["tool_call_id"]
+        if not any(m["kind"] == "tool-call" and m["tool_call_id"] == call_id for m in self.messages):
+            entry = _plain("assistant", "tool-call", tool_name=p["tool_name"], args=p.get("args") or {})
+            self.messages.append({**entry, "tool_call_id": call_id})
+
+    def _translated(self, chunk: Chunk) -> Iterator[dict[str, Any]]:
+        p = chunk.payload
+        if chunk.type == "step-finish":
+            self.step = p
+        elif chunk.type == "text-delta":
             if not self.text_open:
                 self.text_open = True
                 yield self._event("text-start", {"id": "t1"})
@@ -186,30 +371,30 @@ class MastraEvents:
             yield self._event("tool-call", call)
         elif chunk.type == "tool-result":
             yield from self._tool_result(p)
-        elif chunk.type == "tool-call-approval":
+        elif chunk.type in ("tool-call-approval", "tool-call-suspended"):
             yield from self._close_text()
-            payload = {
-                "toolCallId": p["tool_call_id"],
-                "toolName": p["tool_name"],
-                "args": p.get("args") or {},
-                "resumeSchema": APPROVAL_RESUME_SCHEMA,
-            }
-            yield self._event("tool-call-approval", payload)
-        elif chunk.type == "tool-call-suspended":
-            yield from self._close_text()
-            payload = {
-                "toolCallId": p["tool_call_id"],
-                "toolName": p["tool_name"],
-                "suspendPayload": p.get("suspend_payload"),
-                "args": self.args.get(p["tool_call_id"]) or {},
-                "resumeSchema": resume_schema_text(p.get("resume_schema")),
-            }
-            yield self._event("tool-call-suspended", payload)
+            yield self._event(chunk.type, self._waiting(chunk.type, p))
         elif chunk.type == "error":
             yield from self._close_text()
             yield self._event("error", {"error": {"message": str(p.get("error", ""))}})
         elif chunk.type == "finish":
             yield from self._finish(p)
+
+    def _waiting(self, type_: str, p: dict[str, Any]) -> dict[str, Any]:
+        if type_ == "tool-call-approval":
+            return {
+                "toolCallId": p["tool_call_id"],
+                "toolName": p["tool_name"],
+                "args": p.get("args") or {},
+                "resumeSchema": APPROVAL_RESUME_SCHEMA,
+            }
+        return {
+            "toolCallId": p["tool_call_id"],
+            "toolName": p["tool_name"],
+            "suspendPayload": p.get("suspend_payload"),
+            "args": self.args.get(p["tool_call_id"]) or {},
+            "resumeSchema": resume_schema_text(p.get("resume_schema")),
+        }
 
     def _tool_result(self, p: dict[str, Any]) -> Iterator[dict[str, Any]]:
         call_id = p["tool_call_id"]
@@ -217,6 +402,9 @@ class MastraEvents:
         if not any(c["toolCallId"] == call_id for c in self.step_calls):
             self.step_calls.append({"toolCallId": call_id, "toolName": p["tool_name"], "args": args})
         self.results_pending = True
+        result = self.declined.get(call_id, p.get("result"))
+        entry = _plain("tool", "tool-result", tool_name=p["tool_name"], result=result)
+        self.messages.append({**entry, "tool_call_id": call_id})
         if call_id in self.declined:
             approval = {"id": call_id, "approved": False, "reason": self.declined[call_id]}
             payload = {"toolCallId": call_id, "toolName": p["tool_name"], "args": args, "approval": approval}
@@ -236,9 +424,18 @@ class MastraEvents:
         if status == "suspended":
             # Mastra ends a suspended stream after the suspension event, with no finish.
             return
+        if isinstance(p.get("messages"), list):
+            # The run's transcript: every turn, those before a continuation's parked call included.
+            self.messages = list(p["messages"])
         reason = "stop" if status == "success" else "error"
         yield self._step_finish(reason)
-        yield self._step_finish(reason, type_="finish")
+        yield self._step_finish(reason, type_="finish", finish=p)
+
+
+def _plain(role: str, kind: str, **fields: Any) -> dict[str, Any]:
+    """One message in the runtime's plain form (``plain_messages``), as the run's transcript has it."""
+    entry = {"role": role, "kind": kind, "text": None, "tool_name": None, "args": None, "result": None}
+    return {**entry, "tool_call_id": None, "timestamp": iso(datetime.now(UTC)), **fields}
 
 
 def _epoch_ms() -> int:

@@ -32,9 +32,8 @@ def _sse(body: AsyncIterator[bytes]) -> StreamingHttpResponse:
     return StreamingHttpResponse(body, content_type="text/event-stream", headers=SSE_HEADERS)
 
 
-def run_response(run: RunStream, agent_id: str) -> StreamingHttpResponse:
+def run_response(run: RunStream, agent_id: str, events: MastraEvents) -> StreamingHttpResponse:
     async def body() -> AsyncIterator[bytes]:
-        events = MastraEvents(run.run_id)
         for event in events.start(agent_id):
             yield frame(event)
         async for chunk in run:
@@ -126,11 +125,11 @@ async def decision_response(
     run_id: str,
     *,
     calls: list[AgentRunToolCall],
-    args: dict[str, Any],
-    declined: dict[str, str],
+    events: MastraEvents,
 ) -> HttpResponseBase:
+    """``events``: the translator of the continuation's chunks (it knows the parked calls)."""
     if continues_elsewhere():
-        return await _followed_decision(decide, run_id, calls=calls, args=args, declined=declined)
+        return await _followed_decision(decide, run_id, calls=calls, events=events)
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[Chunk | None] = asyncio.Queue()
 
@@ -153,7 +152,6 @@ async def decision_response(
             return _vote_response(outcome)
 
     async def body() -> AsyncIterator[bytes]:
-        events = MastraEvents(run_id, calls=calls, args=args, declined=declined)
         item = first
         while item is not None:
             for event in events.events(item):
@@ -197,8 +195,7 @@ async def _followed_decision(
     run_id: str,
     *,
     calls: list[AgentRunToolCall],
-    args: dict[str, Any],
-    declined: dict[str, str],
+    events: MastraEvents,
 ) -> HttpResponseBase:
     """The decision's continuation runs in a worker: its chunks come through the run's live group."""
     follower = RunFollower(run_id)
@@ -219,7 +216,6 @@ async def _followed_decision(
         await follower.leave()
 
     async def body() -> AsyncIterator[bytes]:
-        events = MastraEvents(run_id, calls=calls, args=args, declined=declined)
         try:
             if follower.joined:
                 async for chunk in follower.chunks():

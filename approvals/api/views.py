@@ -21,7 +21,7 @@ from approvals.api import deciding, params, precheck, streams
 from approvals.api.auth import agent_access, require
 from approvals.api.errors import ApiError
 from approvals.api.ratelimit import limit_decisions
-from approvals.api.serialize import run_json
+from approvals.api.serialize import MastraEvents, run_json
 from approvals.policy import DECIDE_PERMISSION
 from approvals.services import runs
 
@@ -91,7 +91,10 @@ async def stream(request: HttpRequest, agent_id: str) -> HttpResponseBase:
         )
     except PermissionDenied as exc:
         raise ApiError(403, str(exc), "permission_denied") from None
-    return streams.run_response(run, agent_id)
+    events = MastraEvents(
+        run.run_id, thread_id=start.thread_id, resource_id=start.resource_id, prompt=start.prompt
+    )
+    return streams.run_response(run, agent_id, events)
 
 
 async def _parked(access: Any, run_id: str) -> tuple[AgentRun | None, dict[str, Any]]:
@@ -146,7 +149,15 @@ async def _decision(request: HttpRequest, agent_id: str, action: params.Action) 
     elif action == "resume" and isinstance(data, dict) and data.get("approved") is False:
         # An approval answered through resume-stream with {"approved": false}: a decline.
         declined[tool_call_id] = str(data.get("reason") or DEFAULT_DECLINE_REASON)
-    return await streams.decision_response(decide, body.run_id, calls=calls, args=args, declined=declined)
+    events = MastraEvents(
+        body.run_id,
+        calls=calls,
+        args=args,
+        declined=declined,
+        thread_id=run.thread_id if run is not None else None,
+        resource_id=run.resource_id if run is not None else None,
+    )
+    return await streams.decision_response(decide, body.run_id, calls=calls, events=events)
 
 
 @api_view("POST")

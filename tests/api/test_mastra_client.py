@@ -55,6 +55,12 @@ def _refusal(status: int, code: str) -> Any:
     return check
 
 
+def _finish(entry: dict[str, Any]) -> dict[str, Any]:
+    [finish] = [e["payload"] for e in entry["events"] if isinstance(e, dict) and e["type"] == "finish"]
+    payload: dict[str, Any] = finish
+    return payload
+
+
 def _thread_filter_filters(entry: dict[str, Any]) -> bool:
     return bool(entry["status"] == 200 and entry["body"] == {"runs": [], "total": 0})
 
@@ -99,6 +105,16 @@ DELIBERATE: dict[str, tuple[str, Any]] = {
         lambda e: (
             _refusal(400, "invalid_decision")(e) and e["body"]["issues"][0]["field"] == "resumeData.color"
         ),
+    ),
+    "approve_ok_no_memory_run": (
+        "No uiMessages for a run without a thread: Countersign's agents have no memory setting, a run's "
+        "memory is its thread (Mastra sends them for every run of an agent with memory configured)",
+        lambda e: "uiMessages" not in _finish(e)["response"] and _finish(e)["messages"]["user"],
+    ),
+    "resume_approval_run_with_approved_true": (
+        "finish carries response (optional in Mastra's FinishPayload) for every run: Mastra leaves it out "
+        "for an agent without memory, and Countersign's agents have no memory setting",
+        lambda e: "uiMessages" not in _finish(e)["response"] and _finish(e)["response"]["messages"],
     ),
     "list_asker_after": (
         "Run H still waits for a valid answer (see resume_invalid_resumeData)",

@@ -60,5 +60,6 @@ def test_a_race_of_two_approvals_over_http_has_one_winner(server: tuple[int, str
     assert statuses == [200, 409], answers
     won = next(body for status, body in answers if status == 200)
     lost = json.loads(next(body for status, body in answers if status == 409))
-    assert won.count(b'"type":"tool-result"') == 1 and won.endswith(b"data: [DONE]\n\n")
+    events = [json.loads(b[6:]) for b in won.decode().split("\n\n") if b.startswith("data: {")]
+    assert [e["type"] for e in events].count("tool-result") == 1 and won.endswith(b"data: [DONE]\n\n")
     assert lost["code"] == "already_decided" and lost["decidedBy"] == "client" and lost["decidedAt"]

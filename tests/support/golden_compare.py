@@ -2,9 +2,13 @@
 
 Like the seed's ``compare.mjs`` it blanks what differs from one run to the next (ids, times, ports,
 ``date`` and ``content-length``). It also folds what differs between two correct servers without a
-client noticing: a model streaming its text in several ``text-delta`` events rather than one, and
-the ``step-finish`` / ``finish`` payloads, which Countersign reduces to ``messageId``,
-``stepResult`` and ``output.text`` / ``output.toolCalls`` (the client reads nothing else).
+client noticing: a model streaming its text in several ``text-delta`` events rather than one. In the
+``step-finish`` / ``finish`` payloads (usage, metadata, messages, response, uiMessages all compared)
+it blanks what depends on the model rather than the server: token counts (their keys stay, and
+``totalTokens`` must be their sum), the response's id and the provider's name and interface
+version; and it leaves out Mastra's own bookkeeping, which no client type declares (``output.steps``,
+an optional copy of each step's messages, ``providerOptions.mastra`` / ``providerMetadata.mastra``
+times and ``metadata.mastra`` flags).
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ _ISO_URL = re.compile(r"\d{4}-\d\d-\d\dT\d\d%3A\d\d%3A\d\d\.\d{3}Z")
 _HUMAN_TIME = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Z]+")
 #: Request headers that differ by design: the token, and what depends on the body or the port.
 _REQUEST_HEADERS_IGNORED = {"authorization", "host", "content-length"}
-_STEP_KEYS = ("messageId", "stepResult")
+#: Mastra's own bookkeeping inside messages (times, flags): no client type declares it.
+_BOOKKEEPING = {"providerOptions", "providerMetadata", "mastra"}
 
 
 def _text(value: str) -> str:
@@ -42,6 +47,59 @@ def _blank(value: Any) -> Any:
     return value
 
 
+def _usage(usage: Any) -> Any:
+    if not isinstance(usage, dict):
+        return usage
+    tokens = ("inputTokens", "outputTokens", "totalTokens")
+    summed = all(isinstance(usage.get(k), int) for k in tokens) and usage["totalTokens"] == (
+        usage["inputTokens"] + usage["outputTokens"]
+    )
+    blanked = {k: ("<tokens>" if k in tokens and summed else v) for k, v in usage.items()}
+    if "raw" in usage:
+        blanked["raw"] = _usage(usage["raw"])
+    return blanked
+
+
+def _model_meta(meta: Any) -> Any:
+    if not isinstance(meta, dict):
+        return meta
+    out = {k: v for k, v in meta.items() if k != "modelVersion"}
+    if "modelProvider" in out:
+        out["modelProvider"] = "<provider>"
+    return out
+
+
+def _unkept(value: Any) -> Any:
+    """``value`` without Mastra's bookkeeping; a ``UIMessage``'s provider blanked."""
+    if isinstance(value, list):
+        return [_unkept(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {k: _unkept(v) for k, v in value.items() if k not in _BOOKKEEPING}
+    if "provider" in out and "modelId" in out:
+        out["provider"] = "<provider>"
+    return out
+
+
+def _step(payload: dict[str, Any]) -> dict[str, Any]:
+    """A ``step-finish`` / ``finish`` payload with what depends on the model blanked."""
+    out = dict(payload)
+    output = dict(out.get("output") or {})
+    output.pop("steps", None)
+    if "usage" in output:
+        output["usage"] = _usage(output["usage"])
+    out["output"] = output
+    for key in ("metadata", "response"):
+        if isinstance(out.get(key), dict):
+            part = dict(out[key])
+            if "id" in part:
+                part["id"] = "<response-id>"
+            if "modelMetadata" in part:
+                part["modelMetadata"] = _model_meta(part["modelMetadata"])
+            out[key] = part
+    return _unkept(out)
+
+
 def _events(lines: list[str]) -> list[Any]:
     out: list[Any] = []
     for line in lines:
@@ -52,9 +110,7 @@ def _events(lines: list[str]) -> list[Any]:
         event = json.loads(data)
         kind, payload = event.get("type"), dict(event.get("payload") or {})
         if kind in ("step-finish", "finish"):
-            output = payload.get("output") or {}
-            payload = {k: payload[k] for k in _STEP_KEYS if k in payload}
-            payload["output"] = {"text": output.get("text"), "toolCalls": output.get("toolCalls")}
+            payload = _step(payload)
         if kind == "text-delta" and out and isinstance(out[-1], dict) and out[-1]["type"] == "text-delta":
             out[-1]["payload"]["text"] += payload.get("text", "")
             continue
