@@ -173,10 +173,16 @@ class Agent:
         resource_id: str | None = None,
         deadline: Deadline | timedelta | None = None,
         started_by: str | None = None,
+        run_id: str | None = None,
     ) -> RunResult:
         """Run the agent on ``prompt`` until it answers, fails or suspends."""
         stream = await self.stream(
-            prompt, thread_id=thread_id, resource_id=resource_id, deadline=deadline, started_by=started_by
+            prompt,
+            thread_id=thread_id,
+            resource_id=resource_id,
+            deadline=deadline,
+            started_by=started_by,
+            run_id=run_id,
         )
         return await stream.result()
 
@@ -188,15 +194,18 @@ class Agent:
         resource_id: str | None = None,
         deadline: Deadline | timedelta | None = None,
         started_by: str | None = None,
+        run_id: str | None = None,
     ) -> RunStream:
         """Start a run and stream its chunks.
 
+        ``run_id`` is the caller's id for the run (Mastra's ``runId``), a new one when left out; the
+        caller keeps its ids unique (the store refuses to park a second run with an id it holds).
         Beyond Mastra: ``deadline`` (a ``Deadline``, or a timedelta after which calls are declined)
         applies to every call this run parks, in place of its tool's own; ``started_by`` names who
         started it (kept with the run): a tool with ``separate_duties=True`` refuses that reviewer's
         approvals.
         """
-        run_id = new_run_id()
+        run_id = run_id or new_run_id()
         run_deadline = as_deadline(deadline)
 
         async def produce(emit: Emit) -> RunResult:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents_runtime.untrusted import MAX_REASON_LENGTH
-from approvals.api.params import MAX_ID_LENGTH, MAX_NUMBER
+from approvals.api.params import MAX_ID_LENGTH, MAX_NUMBER, RUN_ID
 
 _AGENT = "/api/agents/{agentId}"
 _STRING = {"type": "string"}
@@ -94,6 +94,12 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             },
             "threadId": _ID,
             "resourceId": _ID,
+            "runId": {
+                "type": "string",
+                "pattern": RUN_ID.pattern,
+                "description": "The run's id, of the caller's choosing; it must name no other run "
+                "(a 400 run_id_in_use). Left out: a new one",
+            },
         },
     },
     "MastraApproveBody": {

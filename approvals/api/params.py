@@ -245,11 +245,26 @@ class Start:
     prompt: str
     thread_id: str | None
     resource_id: str | None
+    #: The caller's id for the run (Mastra's ``runId``); None: a new one.
+    run_id: str | None = None
+
+
+#: A caller's run id: what a URL path segment carries as it is (the run's pages and routes name it).
+RUN_ID = re.compile(rf"^[A-Za-z0-9._:@~-]{{1,{MAX_ID_LENGTH}}}$")
+
+
+def _run_id(body: dict[str, Any], issues: list[dict[str, str]]) -> str | None:
+    value = _string(body, "runId", issues, required=False)
+    if value is not None and not RUN_ID.match(value):
+        issues.append(issue("runId", f"Invalid run id: 1 to {MAX_ID_LENGTH} of letters, digits and ._:@~-"))
+        return None
+    return value
 
 
 def start_body(body: dict[str, Any]) -> Start:
-    """``messages`` (a string, or messages whose last user text is the prompt) and memory."""
+    """``messages`` (a string, or messages whose last user text is the prompt), memory and ``runId``."""
     issues: list[dict[str, str]] = []
+    run_id = _run_id(body, issues)
     prompt = _prompt(body.get("messages"))
     if not prompt.strip():
         issues.append(issue("messages", "messages must be a non-empty string or hold a user message"))
@@ -268,7 +283,7 @@ def start_body(body: dict[str, Any]) -> Start:
             issues.append(issue(field, f"Invalid input: expected string, received {_type_name(value)}"))
     if issues:
         raise invalid_body(issues)
-    return Start(prompt=prompt, thread_id=thread or None, resource_id=resource or None)
+    return Start(prompt=prompt, thread_id=thread or None, resource_id=resource or None, run_id=run_id)
 
 
 def _prompt(messages: Any) -> str:

@@ -19,7 +19,7 @@ from agents_runtime import AgentRun, InvalidPagination, Origin, RunNotFound
 from agents_runtime.vocabulary import DEFAULT_DECLINE_REASON
 from approvals.api import deciding, params, precheck, streams
 from approvals.api.auth import agent_access, require
-from approvals.api.errors import ApiError
+from approvals.api.errors import ApiError, issue
 from approvals.api.ratelimit import limit_decisions
 from approvals.api.serialize import MastraEvents, run_json
 from approvals.policy import DECIDE_PERMISSION
@@ -87,10 +87,16 @@ async def stream(request: HttpRequest, agent_id: str) -> HttpResponseBase:
     await require(access, DECIDE_PERMISSION, to="start runs")
     try:
         run = await runs.run_stream(
-            access, prompt=start.prompt, thread_id=start.thread_id, resource_id=start.resource_id
+            access,
+            prompt=start.prompt,
+            thread_id=start.thread_id,
+            resource_id=start.resource_id,
+            run_id=start.run_id,
         )
     except PermissionDenied as exc:
         raise ApiError(403, str(exc), "permission_denied") from None
+    except runs.RunIdInUse as exc:
+        raise ApiError(400, str(exc), "run_id_in_use", issues=[issue("runId", str(exc))]) from None
     events = MastraEvents(
         run.run_id, thread_id=start.thread_id, resource_id=start.resource_id, prompt=start.prompt
     )

@@ -13,7 +13,7 @@ from .notifications import (
     NotificationMode,
     NotificationPreference,
 )
-from .runs import ParkedCallRecord, RunRecord, ThreadMessage
+from .runs import ChosenRunId, ParkedCallRecord, RunRecord, ThreadMessage
 from .tokens import ApiToken
 from .webhooks import WebhookDelivery, WebhookEndpoint
 
@@ -24,6 +24,7 @@ __all__ = [
     "BatchItem",
     "CallClaim",
     "CallReminder",
+    "ChosenRunId",
     "EndedRun",
     "FollowedAgent",
     "GrantRecord",

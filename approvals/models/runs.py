@@ -339,3 +339,19 @@ class ThreadMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent_id}/{self.thread_id} #{self.pk}"
+
+
+class ChosenRunId(models.Model):
+    """A run id a caller chose (Mastra's ``runId`` on ``stream``), kept for good: a run that ends
+    without parking leaves no other row, and its id must not name a second run."""
+
+    run_id = models.CharField(max_length=255, unique=True)
+    agent_id = models.CharField(max_length=255)
+    chosen_by = models.CharField(max_length=150)
+    chosen_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "approvals_chosen_run_id"
+
+    def __str__(self) -> str:
+        return f"{self.agent_id}/{self.run_id}"

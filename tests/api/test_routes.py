@@ -162,6 +162,95 @@ async def test_approve_streams_the_continuation_and_is_audited_via_api(
     assert await audit_rows() == [("rita", "approve", "completed", "api")]
 
 
+async def test_finish_carries_usage_model_messages_and_the_threads_ui_messages(
+    mastra: Runtime, reviewer_token: str
+) -> None:
+    api = Api(reviewer_token)
+    run = await start(api, "approver", "Please delete /tmp/a.txt", thread="t1", resource="u1")
+    response = await api.post(
+        f"{A}/approve-tool-call", {"runId": run["runId"], "toolCallId": run["toolCallId"]}
+    )
+    sent = events(await read(response))
+    steps = [e["payload"] for e in sent[:-1] if e["type"] == "step-finish"]
+    [finish] = [e["payload"] for e in sent[:-1] if e["type"] == "finish"]
+    for payload in [*steps, finish]:
+        usage = payload["output"]["usage"]
+        assert usage["totalTokens"] == usage["inputTokens"] + usage["outputTokens"] > 0
+        assert payload["metadata"]["modelId"] == "scripted-approver"
+    # The run's total: the parked response's step and the answer's.
+    assert finish["output"]["usage"]["totalTokens"] == sum(s["output"]["usage"]["totalTokens"] for s in steps)
+    every = finish["messages"]["all"]
+    assert [m["role"] for m in every] == ["user", "assistant", "tool", "assistant"]
+    assert every[0]["content"] == [{"type": "text", "text": "Please delete /tmp/a.txt"}]
+    assert every[2]["content"][0]["output"] == {"type": "json", "value": {"deleted": "/tmp/a.txt"}}
+    assert finish["messages"]["nonUser"] == every[1:] == finish["response"]["messages"]
+    tool_turn, answer = finish["response"]["uiMessages"]
+    assert tool_turn["parts"] == [
+        {
+            "type": "tool-deleteFile",
+            "toolCallId": run["toolCallId"],
+            "input": {"path": "/tmp/a.txt"},
+            "output": {"deleted": "/tmp/a.txt"},
+            "state": "output-available",
+        }
+    ]
+    assert answer["id"] == finish["messageId"] and answer["parts"][0]["type"] == "text"
+    assert answer["metadata"]["threadId"] == "t1" and answer["metadata"]["resourceId"] == "u1"
+
+
+async def test_stream_honours_a_chosen_run_id(mastra: Runtime, reviewer_token: str) -> None:
+    api = Api(reviewer_token)
+    response = await api.post(f"{A}/stream", {"messages": "Please delete /tmp/a.txt", "runId": "order-42:a"})
+    assert response.status_code == 200
+    sent = events(await read(response))
+    assert {e["runId"] for e in sent[:-1]} == {"order-42:a"}
+    assert [r["runId"] for r in (await listing(api))["runs"]] == ["order-42:a"]
+    decided = await api.post(
+        f"{A}/approve-tool-call", {"runId": "order-42:a", "toolCallId": sent[-2]["payload"]["toolCallId"]}
+    )
+    assert decided.status_code == 200
+    assert events(await read(decided))[-2]["type"] == "finish"
+
+
+async def test_a_chosen_run_id_that_names_another_run_is_400_and_starts_nothing(
+    mastra: Runtime, reviewer_token: str
+) -> None:
+    api = Api(reviewer_token)
+    waiting = await start(api, "approver", "Please delete /tmp/a.txt")
+    chosen = await api.post(f"{A}/stream", {"messages": "Please delete /tmp/b.txt", "runId": "mine"})
+    assert chosen.status_code == 200
+    sent = events(await read(chosen))
+    for run_id, agent in ((waiting["runId"], "approver"), ("mine", "approver"), ("mine", "nomem")):
+        response = await api.post(
+            f"/api/agents/{agent}/stream", {"messages": "Please delete /tmp/c.txt", "runId": run_id}
+        )
+        assert response.status_code == 400, (run_id, agent)
+        body = json.loads(response.content)
+        assert body["code"] == "run_id_in_use" and body["issues"][0]["field"] == "runId"
+    # Still in use once the run has ended.
+    await read(
+        await api.post(
+            f"{A}/approve-tool-call", {"runId": "mine", "toolCallId": sent[-2]["payload"]["toolCallId"]}
+        )
+    )
+    again = await api.post(f"{A}/stream", {"messages": "Please delete /tmp/d.txt", "runId": "mine"})
+    assert again.status_code == 400
+    assert [r["runId"] for r in (await listing(api))["runs"]] == [waiting["runId"]]
+    assert (await listing(api, "nomem"))["total"] == 0
+
+
+@pytest.mark.parametrize("run_id", [42, "", "   ", "a/b", "tab\there", "x" * 256, None])
+async def test_an_invalid_run_id_is_400_with_a_field_issue(
+    mastra: Runtime, reviewer_token: str, run_id: Any
+) -> None:
+    api = Api(reviewer_token)
+    response = await api.post(f"{A}/stream", {"messages": "Please delete /tmp/a.txt", "runId": run_id})
+    assert response.status_code == 400
+    body = json.loads(response.content)
+    assert body["error"] == "Invalid request body" and body["issues"][0]["field"] == "runId"
+    assert (await listing(api))["total"] == 0
+
+
 async def test_approve_with_edited_args_runs_the_tool_with_them(mastra: Runtime, reviewer_token: str) -> None:
     api = Api(reviewer_token)
     run = await start(api, "approver", "Please delete /tmp/a.txt")
