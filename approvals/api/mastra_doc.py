@@ -158,12 +158,100 @@ LIST_QUERY: list[dict[str, Any]] = [
 ]
 
 
+#: The query parameters of the operations that take any.
+QUERIES: dict[str, list[dict[str, Any]]] = {"mastraListSuspendedRuns": LIST_QUERY}
+
+#: What ``generate`` answers: Mastra's full output (the fields a client reads most; more are sent).
+_FULL_OUTPUT = {
+    "type": "object",
+    "required": ["text", "usage", "totalUsage", "finishReason", "runId", "response", "messages"],
+    "properties": {
+        "text": _STRING,
+        "finishReason": {"type": "string", "description": '"suspended" when the run waits on a call'},
+        "usage": {"type": "object", "description": "The last step's tokens"},
+        "totalUsage": {"type": "object", "description": "The run's tokens in all"},
+        "runId": _STRING,
+        "suspendPayload": {"type": "object", "description": "The waiting call, when suspended"},
+        "response": {"type": "object"},
+        "messages": {"type": "array"},
+    },
+}
+_OUTPUT = {"description": "OK", "content": {"application/json": {"schema": _FULL_OUTPUT}}}
+#: An agent as Mastra's server describes it.
+_AGENT_OUT = {
+    "type": "object",
+    "required": ["id", "name", "tools", "agents", "workflows"],
+    "properties": {
+        "id": _STRING,
+        "name": _STRING,
+        "description": _STRING,
+        "instructions": _STRING,
+        "tools": {"type": "object"},
+        "agents": {"type": "object"},
+        "workflows": {"type": "object"},
+        "modelId": _STRING,
+        "provider": _STRING,
+    },
+}
+
+
 def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
 #: (method, path, operationId, summary, body schema name or None, 200 answer, error statuses)
 ROUTES: tuple[tuple[str, str, str, str, str | None, dict[str, Any], tuple[int, ...]], ...] = (
+    (
+        "get",
+        "/api/agents",
+        "mastraListAgents",
+        "Mastra's listAgents: the agents the token's user may see, by id",
+        None,
+        {
+            "description": "OK",
+            "content": {
+                "application/json": {"schema": {"type": "object", "additionalProperties": _AGENT_OUT}}
+            },
+        },
+        (401,),
+    ),
+    (
+        "get",
+        _AGENT,
+        "mastraAgentDetails",
+        "Mastra's details: the agent, its tools (their input schemas) and model",
+        None,
+        {"description": "OK", "content": {"application/json": {"schema": _AGENT_OUT}}},
+        (401, 403, 404),
+    ),
+    (
+        "post",
+        f"{_AGENT}/generate",
+        "mastraGenerate",
+        'Mastra\'s generate: run until the run ends or waits (finishReason "suspended"), then its '
+        "full output",
+        "MastraStartBody",
+        _OUTPUT,
+        (400, 401, 403, 404),
+    ),
+    (
+        "post",
+        f"{_AGENT}/approve-tool-call-generate",
+        "mastraApproveToolCallGenerate",
+        "Mastra's approveToolCallGenerate: the continuation's full output",
+        "MastraApproveBody",
+        _OUTPUT,
+        (400, 401, 403, 404, 409, 429),
+    ),
+    (
+        "post",
+        f"{_AGENT}/decline-tool-call-generate",
+        "mastraDeclineToolCallGenerate",
+        "Mastra's declineToolCallGenerate: the continuation's full output",
+        "MastraDeclineBody",
+        _OUTPUT,
+        (400, 401, 403, 404, 409, 429),
+    ),
     (
         "get",
         f"{_AGENT}/suspended-runs",

@@ -176,7 +176,7 @@ def document() -> dict[str, Any]:
             "operationId": operation_id,
             "summary": summary,
             "tags": ["mastra"],
-            "parameters": _path_parameters(path) + (mastra_doc.LIST_QUERY if method == "get" else []),
+            "parameters": _path_parameters(path) + mastra_doc.QUERIES.get(operation_id, []),
             "responses": {
                 "200": ok,
                 **{

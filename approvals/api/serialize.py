@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from agents_runtime import AgentRun, AgentRunToolCall, Chunk
+from agents_runtime import Agent, AgentRun, AgentRunToolCall, Chunk, Tool
 
 DONE = b"data: [DONE]\n\n"
 
@@ -90,6 +90,58 @@ def run_json(run: AgentRun) -> dict[str, Any]:
     out["suspendedAt"] = iso(run.suspended_at)
     out["toolCalls"] = [tool_call_json(c) for c in run.tool_calls]
     return out
+
+
+def _model_names(model: Any) -> tuple[str | None, str | None]:
+    """(provider, model id) of an agent's model: a pydantic-ai ``Model``, or its "provider:name"."""
+    if isinstance(model, str):
+        provider, _, name = model.rpartition(":")
+        return provider or None, name
+    return getattr(model, "system", None), getattr(model, "model_name", None)
+
+
+def _superjson(value: Any) -> str:
+    # Mastra sends schemas through superjson's ``stringify``: plain JSON comes out as {"json": ...}.
+    return dumps({"json": value})
+
+
+def _tool_json(tool: Tool) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": tool.name}
+    if tool.description:
+        out["description"] = tool.description
+    out["inputSchema"] = _superjson(tool.parameters_json_schema)
+    # (A rule that decides per call still asks for approval: Mastra's flag says "may wait".)
+    out["requireApproval"] = tool.requires_approval is not False
+    return out
+
+
+def agent_json(agent: Agent) -> dict[str, Any]:
+    """An agent as Mastra's server describes it (``GET /api/agents/<id>``); what our agents do not
+    have (workflows, skills, processors, a workspace) is empty."""
+    provider, model_id = _model_names(agent.model)
+    out: dict[str, Any] = {"id": agent.id, "name": agent.name}
+    if agent.description:
+        out["description"] = agent.description
+    out |= {
+        "instructions": agent.instructions,
+        "tools": {tool.name: _tool_json(tool) for tool in agent.tools},
+        "agents": {sub.id: {"id": sub.id, "name": sub.name} for sub in agent.agents},
+        "workflows": {},
+        "skills": [],
+        "workspaceTools": [],
+        "browserTools": [],
+        "hasBrowser": False,
+        "inputProcessors": [],
+        "outputProcessors": [],
+        "provider": provider,
+        "modelId": model_id,
+        "supportsMemory": True,
+        "defaultOptions": {},
+        "defaultGenerateOptionsLegacy": {},
+        "defaultStreamOptionsLegacy": {},
+        "source": "code",
+    }
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def resume_schema_text(schema: dict[str, Any] | None) -> str:
@@ -250,6 +302,8 @@ class MastraEvents:
         self.messages: list[dict[str, Any]] = [] if prompt is None else [_plain("user", "text", text=prompt)]
         #: The ``step-finish`` the runtime reported last: the model response of the current step.
         self.step: dict[str, Any] = {}
+        #: What the model responses this stream reported used in all (a parked run has no finish).
+        self.used = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
 
     def _event(self, type_: str, payload: dict[str, Any]) -> dict[str, Any]:
         return {"type": type_, "runId": self.run_id, "from": "AGENT", "payload": payload}
@@ -357,6 +411,8 @@ class MastraEvents:
         p = chunk.payload
         if chunk.type == "step-finish":
             self.step = p
+            for key, value in (p.get("usage") or {}).items():
+                self.used[key] = self.used.get(key, 0) + int(value or 0)
         elif chunk.type == "text-delta":
             if not self.text_open:
                 self.text_open = True
@@ -418,6 +474,54 @@ class MastraEvents:
             }
             yield self._event("tool-result", payload)
 
+    def full_output(self, events: list[dict[str, Any]]) -> dict[str, Any]:
+        """The events this translator made, gathered as Mastra's ``FullOutput`` (what ``generate``
+        answers): ``finishReason`` ``"suspended"`` with the waiting call's ``suspendPayload`` when
+        the run parked."""
+
+        def payloads(*types: str) -> list[dict[str, Any]]:
+            return [e["payload"] for e in events if e["type"] in types]
+
+        steps = payloads("step-finish")
+        finish = next(iter(payloads("finish")), None)
+        waiting = next(iter(payloads("tool-call-approval", "tool-call-suspended")), None)
+        errors = payloads("error")
+        last = usage_json(self.step.get("usage"))
+        if waiting is not None:
+            reason = "suspended"
+        elif errors:
+            reason = "error"
+        else:
+            reason = finish["stepResult"]["reason"] if finish is not None else "other"
+        out: dict[str, Any] = {
+            "text": "".join(p["text"] for p in payloads("text-delta")),
+            "usage": steps[-1]["output"]["usage"] if steps else last,
+            "steps": [_step_result(step) for step in steps],
+            "finishReason": reason,
+            "warnings": [],
+            "request": {},
+            "reasoning": [],
+            "toolCalls": [e for e in events if e["type"] == "tool-call"],
+            "toolResults": [e for e in events if e["type"] in ("tool-result", "tool-output-denied")],
+            "sources": [],
+            "files": [],
+            "response": finish["response"] if finish is not None else self._response(),
+            "totalUsage": finish["output"]["usage"] if finish is not None else self._total(last),
+            "usedFallbackValue": False,
+            "runId": self.run_id,
+            "messages": db_messages(self.messages, self.memory),
+            "rememberedMessages": [],
+        }
+        if waiting is not None:
+            out["suspendPayload"] = waiting
+            out["resumeSchema"] = waiting["resumeSchema"]
+        if errors:
+            out["error"] = errors[0]["error"]
+        return out
+
+    def _total(self, last: dict[str, Any]) -> dict[str, Any]:
+        return {**usage_json(self.used), "raw": last["raw"]}
+
     def _finish(self, p: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from self._close_text()
         status = p.get("status")
@@ -430,6 +534,52 @@ class MastraEvents:
         reason = "stop" if status == "success" else "error"
         yield self._step_finish(reason)
         yield self._step_finish(reason, type_="finish", finish=p)
+
+
+def _db_part(entry: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
+    if entry["kind"] != "tool-call":
+        return {"type": "text", "text": entry["text"] or ""}
+    call_id = entry["tool_call_id"]
+    invocation = {
+        "state": "result" if call_id in results else "call",
+        "toolCallId": call_id,
+        "toolName": entry["tool_name"],
+        "args": entry["args"] or {},
+    }
+    if call_id in results:
+        invocation["result"] = results[call_id]
+    return {"type": "tool-invocation", "toolInvocation": invocation}
+
+
+def db_messages(plain: list[dict[str, Any]], memory: dict[str, str]) -> list[dict[str, Any]]:
+    """A run's messages as Mastra's stored ``MastraDBMessage``s (format 2): a tool's result is in
+    its call's part, as Mastra's memory keeps it."""
+    results = {e["tool_call_id"]: e["result"] for e in plain if e["kind"] == "tool-result"}
+    out: list[dict[str, Any]] = []
+    previous = None
+    for entry in plain:
+        role, previous_role = entry["role"], previous
+        previous = role
+        if role == "tool":
+            continue  # (its result is in its call's part; what the model says next is a new message)
+        if role != previous_role or role == "user":
+            message = {"id": str(uuid.uuid4()), "role": role, "createdAt": _iso_text(entry["timestamp"])}
+            out.append({**message, **memory, "content": {"format": 2, "parts": []}})
+        out[-1]["content"]["parts"].append(_db_part(entry, results))
+    return out
+
+
+def _step_result(step: dict[str, Any]) -> dict[str, Any]:
+    """A ``step-finish`` payload as one of the full output's ``steps`` (the AI SDK's step result)."""
+    output, metadata = step["output"], step["metadata"]
+    return {
+        "text": output["text"],
+        "toolCalls": output["toolCalls"],
+        "usage": output["usage"],
+        "finishReason": step["stepResult"]["reason"],
+        "warnings": [],
+        "response": {k: metadata[k] for k in ("id", "timestamp", "modelId")},
+    }
 
 
 def _plain(role: str, kind: str, **fields: Any) -> dict[str, Any]:

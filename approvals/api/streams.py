@@ -1,4 +1,5 @@
-"""Streamed answers: a run's chunks, or a decision's continuation, as Mastra's event stream.
+"""Answers of runs: a run's chunks, or a decision's continuation, as Mastra's event stream (or, for
+the ``generate`` routes, the same events gathered into Mastra's full output, as JSON).
 
 A decision runs in the same service as the dashboard's (``approvals.services.decisions``), in the
 request's thread. Its continuation runs as a task (``approvals.tasks``); with the Immediate backend
@@ -27,22 +28,39 @@ from approvals.api.relay import RunFollower, continues_elsewhere
 from approvals.api.serialize import DONE, SSE_HEADERS, MastraEvents, frame, iso
 from approvals.services.decisions import DecisionOutcome
 
+#: Mastra's events of one run or continuation, as they come.
+Events = AsyncIterator[dict[str, Any]]
 
-def _sse(body: AsyncIterator[bytes]) -> StreamingHttpResponse:
-    return StreamingHttpResponse(body, content_type="text/event-stream", headers=SSE_HEADERS)
 
-
-def run_response(run: RunStream, agent_id: str, events: MastraEvents) -> StreamingHttpResponse:
+def _sse(events: Events) -> StreamingHttpResponse:
     async def body() -> AsyncIterator[bytes]:
-        for event in events.start(agent_id):
+        async for event in events:
             yield frame(event)
-        async for chunk in run:
-            for event in events.events(chunk):
-                yield frame(event)
-        await run.result()
         yield DONE
 
-    return _sse(body())
+    return StreamingHttpResponse(body(), content_type="text/event-stream", headers=SSE_HEADERS)
+
+
+async def answer(
+    events: Events | HttpResponseBase, translator: MastraEvents, *, stream: bool
+) -> HttpResponseBase:
+    """The events as a stream, or (``stream=False``) gathered into Mastra's full output once the
+    run has ended or parked, as ``generate`` answers; an answer already made as it is."""
+    if isinstance(events, HttpResponseBase):
+        return events
+    if stream:
+        return _sse(events)
+    body = translator.full_output([event async for event in events])
+    return JsonResponse(body, json_dumps_params={"separators": (",", ":"), "default": str})
+
+
+async def run_events(run: RunStream, agent_id: str, events: MastraEvents) -> Events:
+    for event in events.start(agent_id):
+        yield event
+    async for chunk in run:
+        for event in events.events(chunk):
+            yield event
+    await run.result()
 
 
 def not_found(run_id: str) -> ApiError:
@@ -120,14 +138,16 @@ def _unconfirmed(outcome: DecisionOutcome) -> ApiError:
     )
 
 
-async def decision_response(
+async def decision_events(
     decide: Callable[[], Awaitable[DecisionOutcome]],
     run_id: str,
     *,
     calls: list[AgentRunToolCall],
     events: MastraEvents,
-) -> HttpResponseBase:
-    """``events``: the translator of the continuation's chunks (it knows the parked calls)."""
+) -> Events | HttpResponseBase:
+    """The continuation's events, once the decision took effect; an approval recorded as one vote
+    of several is its answer already. A refusal raises its ``ApiError`` (nothing is streamed).
+    ``events``: the translator of the continuation's chunks (it knows the parked calls)."""
     if continues_elsewhere():
         return await _followed_decision(decide, run_id, calls=calls, events=events)
     loop = asyncio.get_running_loop()
@@ -151,15 +171,14 @@ async def decision_response(
         if outcome.status == Outcome.VOTE_RECORDED:
             return _vote_response(outcome)
 
-    async def body() -> AsyncIterator[bytes]:
+    async def translated() -> Events:
         item = first
         while item is not None:
             for event in events.events(item):
-                yield frame(event)
+                yield event
             item = await queue.get()
-        yield DONE
 
-    return _sse(body())
+    return translated()
 
 
 def _vote_response(outcome: DecisionOutcome) -> JsonResponse:
@@ -196,7 +215,7 @@ async def _followed_decision(
     *,
     calls: list[AgentRunToolCall],
     events: MastraEvents,
-) -> HttpResponseBase:
+) -> Events | HttpResponseBase:
     """The decision's continuation runs in a worker: its chunks come through the run's live group."""
     follower = RunFollower(run_id)
     # Joined before deciding: the worker may start (and finish) before the decision call returns.
@@ -215,14 +234,13 @@ async def _followed_decision(
         # Nothing continues (another call of the run still waits): the stream ends here.
         await follower.leave()
 
-    async def body() -> AsyncIterator[bytes]:
+    async def followed() -> Events:
         try:
             if follower.joined:
                 async for chunk in follower.chunks():
                     for event in events.events(chunk):
-                        yield frame(event)
-            yield DONE
+                        yield event
         finally:
             await follower.leave()
 
-    return _sse(body())
+    return followed()

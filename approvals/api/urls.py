@@ -12,10 +12,23 @@ app_name = "api"
 RUN = "v1/agents/<str:agent_id>/runs/<str:run_id>"
 
 urlpatterns = [
+    path("agents", views.agents, name="agents"),
+    path("agents/<str:agent_id>", views.agent_detail, name="agent"),
     path("agents/<str:agent_id>/stream", views.stream, name="stream"),
+    path("agents/<str:agent_id>/generate", views.generate, name="generate"),
     path("agents/<str:agent_id>/suspended-runs", views.suspended_runs, name="suspended_runs"),
     path("agents/<str:agent_id>/approve-tool-call", views.approve_tool_call, name="approve"),
     path("agents/<str:agent_id>/decline-tool-call", views.decline_tool_call, name="decline"),
+    path(
+        "agents/<str:agent_id>/approve-tool-call-generate",
+        views.approve_tool_call_generate,
+        name="approve_generate",
+    ),
+    path(
+        "agents/<str:agent_id>/decline-tool-call-generate",
+        views.decline_tool_call_generate,
+        name="decline_generate",
+    ),
     path("agents/<str:agent_id>/resume-stream", views.resume_stream, name="resume"),
     path("v1/agents", v1.agent_list, name="v1_agents"),
     path(RUN, v1.run_detail, name="v1_run"),

@@ -17,11 +17,12 @@ from django.views.decorators.csrf import csrf_exempt
 
 from agents_runtime import AgentRun, InvalidPagination, Origin, RunNotFound
 from agents_runtime.vocabulary import DEFAULT_DECLINE_REASON
+from approvals import agents as served
 from approvals.api import deciding, params, precheck, streams
-from approvals.api.auth import agent_access, require
+from approvals.api.auth import agent_access, require, user_access
 from approvals.api.errors import ApiError, issue
 from approvals.api.ratelimit import limit_decisions
-from approvals.api.serialize import MastraEvents, run_json
+from approvals.api.serialize import MastraEvents, agent_json, run_json
 from approvals.policy import DECIDE_PERMISSION
 from approvals.services import runs
 
@@ -80,8 +81,22 @@ async def suspended_runs(request: HttpRequest, agent_id: str) -> HttpResponseBas
     return JsonResponse(body, json_dumps_params={"separators": (",", ":")})
 
 
-@api_view("POST")
-async def stream(request: HttpRequest, agent_id: str) -> HttpResponseBase:
+@api_view("GET")
+async def agents(request: HttpRequest) -> HttpResponseBase:
+    """Mastra's ``listAgents``: the agents the token's user may see, by id."""
+    access = await user_access(request)
+    body = {agent_id: agent_json(served.get(agent_id)) for agent_id in access.agent_ids}
+    return JsonResponse(body, json_dumps_params={"separators": (",", ":")})
+
+
+@api_view("GET")
+async def agent_detail(request: HttpRequest, agent_id: str) -> HttpResponseBase:
+    """Mastra's ``details``."""
+    access = await agent_access(request, agent_id)
+    return JsonResponse(agent_json(access.agent), json_dumps_params={"separators": (",", ":")})
+
+
+async def _start(request: HttpRequest, agent_id: str, *, stream: bool) -> HttpResponseBase:
     access = await agent_access(request, agent_id)
     start = params.start_body(params.json_body(request))
     await require(access, DECIDE_PERMISSION, to="start runs")
@@ -100,7 +115,19 @@ async def stream(request: HttpRequest, agent_id: str) -> HttpResponseBase:
     events = MastraEvents(
         run.run_id, thread_id=start.thread_id, resource_id=start.resource_id, prompt=start.prompt
     )
-    return streams.run_response(run, agent_id, events)
+    return await streams.answer(streams.run_events(run, agent_id, events), events, stream=stream)
+
+
+@api_view("POST")
+async def stream(request: HttpRequest, agent_id: str) -> HttpResponseBase:
+    return await _start(request, agent_id, stream=True)
+
+
+@api_view("POST")
+async def generate(request: HttpRequest, agent_id: str) -> HttpResponseBase:
+    """Mastra's ``generate``: the run's full output once it has ended or parked (``finishReason``
+    ``"suspended"``)."""
+    return await _start(request, agent_id, stream=False)
 
 
 async def _parked(access: Any, run_id: str) -> tuple[AgentRun | None, dict[str, Any]]:
@@ -121,7 +148,9 @@ async def _parked(access: Any, run_id: str) -> tuple[AgentRun | None, dict[str, 
     return run, args
 
 
-async def _decision(request: HttpRequest, agent_id: str, action: params.Action) -> HttpResponseBase:
+async def _decision(
+    request: HttpRequest, agent_id: str, action: params.Action, *, stream: bool = True
+) -> HttpResponseBase:
     access = await agent_access(request, agent_id)
     body = params.decision_body(params.json_body(request), action)
     await require(access, DECIDE_PERMISSION, to="decide on suspended runs")
@@ -163,7 +192,8 @@ async def _decision(request: HttpRequest, agent_id: str, action: params.Action) 
         thread_id=run.thread_id if run is not None else None,
         resource_id=run.resource_id if run is not None else None,
     )
-    return await streams.decision_response(decide, body.run_id, calls=calls, events=events)
+    continued = await streams.decision_events(decide, body.run_id, calls=calls, events=events)
+    return await streams.answer(continued, events, stream=stream)
 
 
 @api_view("POST")
@@ -174,6 +204,16 @@ async def approve_tool_call(request: HttpRequest, agent_id: str) -> HttpResponse
 @api_view("POST")
 async def decline_tool_call(request: HttpRequest, agent_id: str) -> HttpResponseBase:
     return await _decision(request, agent_id, "decline")
+
+
+@api_view("POST")
+async def approve_tool_call_generate(request: HttpRequest, agent_id: str) -> HttpResponseBase:
+    return await _decision(request, agent_id, "approve", stream=False)
+
+
+@api_view("POST")
+async def decline_tool_call_generate(request: HttpRequest, agent_id: str) -> HttpResponseBase:
+    return await _decision(request, agent_id, "decline", stream=False)
 
 
 @api_view("POST")
