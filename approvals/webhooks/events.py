@@ -1,7 +1,9 @@
 """Run events as webhook events: ``call.suspended``, ``call.decided``, ``run.completed``, ``run.failed``.
 
 The runtime's events are id-only; the webhook's body carries what a receiver needs to act without
-calling back (agent, run, thread, resource, tool, call, who decided) and links to the run. Written
+calling back (agent, run, thread, resource, tool, call, who decided, a decline's reason, edited
+arguments) and links to the run, which stay valid once it ended (the v1 API then answers from the
+run's permanent record). Written
 in the process where the event happened (a server or a ``db_worker``), after the run's change is
 committed; sending is left to a background task so a slow receiver never slows a decision.
 """
@@ -95,7 +97,7 @@ def payloads(event: RunEvent) -> list[dict[str, Any]]:
             AuditEntry.objects.for_call(event.run_id, event.tool_call_id or "")
             .winning()
             .order_by("-created_at", "-id")
-            .values("thread_id", "resource_id", "tool_name", "channel")
+            .values("thread_id", "resource_id", "tool_name", "channel", "reason", "edited_args")
             .first()
         ) or {}
         return [
@@ -108,7 +110,10 @@ def payloads(event: RunEvent) -> list[dict[str, Any]]:
                 "action": event.action,
                 "decidedBy": event.actor,
                 "channel": decided.get("channel"),
-                "editedArgs": event.edited,
+                # A decline's reason (what the model reads); the arguments an approval ran the tool
+                # with instead of the model's. None when there is none.
+                "reason": decided.get("reason") or None,
+                "editedArgs": decided.get("edited_args") if event.edited else None,
                 "links": links,
             }
         ]

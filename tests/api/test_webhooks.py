@@ -155,6 +155,41 @@ async def test_events_are_signed_and_carry_the_run(
     assert await WebhookDelivery.objects.exclude(endpoint=hook).acount() == 0
 
 
+async def test_call_decided_carries_the_reason_and_the_edited_arguments_and_its_link_outlives_the_run(
+    mastra: Runtime, reviewer_token: str, receiver: Receiver, fast_retries: None
+) -> None:
+    await sync_to_async(endpoint)(receiver.url, events=["call.decided"])
+    api = Api(reviewer_token)
+    declined = await start(api, "approver", "Please delete /tmp/a.txt", thread="t1", resource="u1")
+    edited = await start(api, "approver", "Please delete /tmp/b.txt")
+    await read(
+        await api.post("/api/agents/approver/decline-tool-call", {**declined, "reason": "Keep that file"})
+    )
+    await read(
+        await api.post(
+            "/api/agents/approver/approve-tool-call", {**edited, "editedArgs": {"path": "/tmp/c.txt"}}
+        )
+    )
+    await sync_to_async(wait_for)(lambda: len(receiver.events()) >= 2)
+    await sync_to_async(wait_for)(settled)
+    data = {r["json"]["data"]["runId"]: r["json"]["data"] for r in receiver.events()}
+    no, yes = data[declined["runId"]], data[edited["runId"]]
+    assert (no["action"], no["reason"], no["editedArgs"]) == ("decline", "Keep that file", None)
+    assert (yes["action"], yes["reason"], yes["editedArgs"]) == ("approve", None, {"path": "/tmp/c.txt"})
+    # Both runs have ended: the API link answers from their permanent record.
+    for payload, run in ((no, declined), (yes, edited)):
+        record = await api.get(payload["links"]["api"])
+        assert record.status_code == 200, record.content
+        body = json.loads(record.content)
+        assert body["runId"] == run["runId"] and body["status"] == "completed" and body["endedAt"]
+        assert body["toolCalls"] == [] and body["detail"].startswith("[scripted-approver]")
+        assert [m["role"] for m in body["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert json.loads((await api.get(no["links"]["api"])).content)["threadId"] == "t1"
+    # Another agent's path to the same run is no link: 404.
+    elsewhere = await api.get(no["links"]["api"].replace("/approver/", "/nomem/"))
+    assert elsewhere.status_code == 404
+
+
 async def test_a_500_and_a_dropped_connection_are_retried_with_the_same_id(
     mastra: Runtime, reviewer_token: str, receiver: Receiver, fast_retries: None
 ) -> None:

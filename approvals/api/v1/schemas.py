@@ -123,10 +123,16 @@ class MessageOut(Wire):
 class RunOut(Wire):
     run_id: str
     agent_id: str
-    status: Literal["suspended"]
+    status: Literal["suspended", "running", "completed", "failed"] = Field(
+        description="suspended: waits on its calls; running: a continuation works on it; completed / "
+        "failed: ended, from its permanent record (its messages are gone once the record is pruned)"
+    )
     thread_id: str | None
     resource_id: str | None
-    suspended_at: datetime
+    suspended_at: datetime | None = None
+    ended_at: datetime | None = None
+    #: The final answer (completed) or the error (failed).
+    detail: str | None = None
     tool_calls: list[ToolCallOut]
     messages: list[MessageOut]
 

@@ -102,11 +102,47 @@ def run_out(agent_id: str, run: AgentRun, messages: list[dict[str, Any]]) -> s.R
             )
             for c in run.tool_calls
         ],
-        messages=[s.MessageOut.model_validate({k: m.get(k) for k in _MESSAGE_KEYS}) for m in messages],
+        messages=_messages(messages),
     )
 
 
 _MESSAGE_KEYS = ("role", "kind", "timestamp", "text", "tool_name", "tool_call_id", "args", "result")
+
+
+def _messages(plain: list[dict[str, Any]]) -> list[s.MessageOut]:
+    return [s.MessageOut.model_validate({k: m.get(k) for k in _MESSAGE_KEYS}) for m in plain]
+
+
+def _run_past_waiting(agent_id: str, run_id: str, agent_ids: tuple[str, ...]) -> s.RunOut | None:
+    """A run that no longer waits: being continued, or ended (its permanent record), else None.
+    The link webhooks give to a run stays valid after its calls are decided."""
+    continuing = queries.run_continuing(run_id, agent_ids=agent_ids)
+    if continuing is not None and continuing.agent_id == agent_id:
+        out = s.RunOut(
+            run_id=run_id,
+            agent_id=agent_id,
+            status="running",
+            thread_id=continuing.thread_id,
+            resource_id=continuing.resource_id,
+            suspended_at=continuing.suspended_at,
+            tool_calls=[],
+            messages=[],
+        )
+        return out
+    record = queries.run_record(run_id, agent_ids=agent_ids)
+    if record is None or record.agent_id != agent_id:
+        return None
+    return s.RunOut(
+        run_id=run_id,
+        agent_id=agent_id,
+        status=record.status,  # type: ignore[arg-type]  # (ENDINGS: completed or failed)
+        thread_id=record.thread_id,
+        resource_id=record.resource_id,
+        ended_at=record.ended_at,
+        detail=record.detail,
+        tool_calls=[],
+        messages=_messages(record.transcript or []),
+    )
 
 
 @api_view("GET")
@@ -118,7 +154,10 @@ async def run_detail(request: HttpRequest, agent_id: str, run_id: str) -> HttpRe
             raise RunNotFound(run_id)  # (escalation only: as unknown as a run that never existed)
         messages = await access.agent.run_messages(run_id)
     except RunNotFound:
-        raise not_found(run_id) from None
+        past = await sync_to_async(_run_past_waiting)(agent_id, run_id, access.access.agent_ids)
+        if past is None:
+            raise not_found(run_id) from None
+        return _json(past)
     return _json(run_out(agent_id, run, messages))
 
 
