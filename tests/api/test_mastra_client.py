@@ -6,7 +6,12 @@ Countersign serving the same agents (``tests/support/mastra_agents.py``). Both r
 (ids, times, what a scripted model words differently) and compared exchange by exchange: every
 difference that remains must be one listed in ``DELIBERATE`` below, and every listed one must occur.
 
-``make test`` installs the client first (``npm ci`` in tests/api/mastra, the ``api-client`` target);
+``tests/api/mastra/typed.ts`` is application code as a TypeScript app writes it: TypeScript checks
+it against the client's own types, then it runs against a server of its own and calls every route
+(``listAgents``, ``details``, ``stream`` with a ``runId``, the decisions, ``generate`` and the
+``*-generate`` decisions), reading the ``finish`` fields Mastra's types declare.
+
+``make test`` installs the client (and TypeScript) first (``npm ci`` in tests/api/mastra, the ``api-client`` target);
 without Node or the installed client the test is skipped, loudly (a failure in CI).
 """
 
@@ -143,10 +148,8 @@ def _node() -> str:
     return node
 
 
-@pytest.fixture(scope="module")
-def countersign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, str, Path]]:
+def _serve(tmp: Path) -> Iterator[tuple[int, str, Path]]:
     """Countersign under Daphne serving the recording's agents, and a reviewer's API token."""
-    tmp = tmp_path_factory.mktemp("api-client")
     log = tmp / "daphne.log"
     env = {
         **os.environ,
@@ -169,7 +172,18 @@ def countersign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int,
     finally:
         _stop(process)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(log, ARTIFACTS / "daphne.log")
+        shutil.copyfile(log, ARTIFACTS / f"{tmp.name}-daphne.log")
+
+
+@pytest.fixture(scope="module")
+def countersign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, str, Path]]:
+    yield from _serve(tmp_path_factory.mktemp("api-client"))
+
+
+@pytest.fixture(scope="module")
+def fresh_countersign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, str, Path]]:
+    """A server of its own: the recording's scenarios count on the agents' first call ids."""
+    yield from _serve(tmp_path_factory.mktemp("typed-client"))
 
 
 def record(node: str, port: int, token: str, out: Path) -> list[dict[str, Any]]:
@@ -212,3 +226,76 @@ def test_the_mastra_client_against_countersign(countersign: tuple[int, str, Path
     mine = {e["name"]: normalise(e) for e in ours}
     wrong = [name for name, (_, check) in DELIBERATE.items() if not check(mine[name])]
     assert not wrong, {name: mine[name] for name in wrong}
+
+
+def _typescript() -> Path:
+    tsc = HERE / "node_modules" / "typescript" / "bin" / "tsc"
+    if not tsc.is_file():
+        problem = "TypeScript is not installed: run `make api-client` (npm ci in tests/api/mastra)"
+        if os.environ.get("COUNTERSIGN_REQUIRE_SERVICES"):
+            pytest.fail(problem)
+        pytest.skip(f"SKIPPED LOUDLY: {problem}")
+    return tsc
+
+
+def test_typed_client_code_calls_every_route_and_reads_the_finish_fields(
+    fresh_countersign: tuple[int, str, Path],
+) -> None:
+    """``typed.ts``: TypeScript checks it against the client's own types, then it runs against us."""
+    node, tsc = _node(), _typescript()
+    port, token, _ = fresh_countersign
+    out = HERE / ".typed"
+    compiled = subprocess.run(
+        [node, str(tsc), "-p", "tsconfig.json", "--outDir", str(out)],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert compiled.returncode == 0, compiled.stdout[-3000:] + compiled.stderr[-3000:]
+    env = {**os.environ, "TARGET_PORT": str(port), "API_TOKEN": token}
+    ran = subprocess.run(
+        [node, str(out / "typed.js")], cwd=HERE, env=env, capture_output=True, text=True, timeout=300
+    )
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "typed.log").write_text(ran.stdout + ran.stderr)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    got = json.loads(ran.stdout.strip().splitlines()[-1])
+
+    assert got["agents"] == ["approver", "asker", "nomem"]
+    assert got["details"] == {
+        "id": "approver",
+        "name": "approver",
+        "modelId": "scripted-approver",
+        "requireApproval": True,
+    }
+    assert got["parked"]["runId"] == "typed-run-1"
+    assert (got["clash"], got["invalid"]) == (400, 400)
+    for name in ("approved", "declined", "resumed"):
+        finish = got[name]
+        assert finish["totalTokens"] == finish["inputTokens"] + finish["outputTokens"], name
+        # The run's total: the parked response's step and the answer's.
+        assert finish["totalTokens"] > finish["stepTokens"] > 0, name
+        assert finish["modelId"] == f"scripted-{_agent_of(name)}", name
+        assert finish["messages"] == 4 and finish["nonUser"] == 3, name
+        assert "MODEL_SAW_TOOL_RESULTS" in finish["text"], name
+    assert got["approved"]["runId"] == "typed-run-1"
+    # uiMessages for the runs on a thread (the tool's turn, the answer's).
+    assert (got["approved"]["uiMessages"], got["declined"]["uiMessages"], got["resumed"]["uiMessages"]) == (
+        2,
+        None,
+        2,
+    )
+    assert "Keep it" in got["declined"]["text"]
+    generated = got["generated"]
+    assert generated["finishReason"] == "suspended" and generated["runId"] == "typed-run-2"
+    assert generated["toolName"] == "deleteFile" and generated["totalTokens"] > 0
+    approved = got["afterApproval"]
+    assert approved["finishReason"] == "stop" and "MODEL_SAW_TOOL_RESULTS" in approved["text"]
+    assert approved["allTokens"] > approved["totalTokens"] > 0
+    assert approved["modelId"] == "scripted-approver"
+    assert got["afterDecline"]["finishReason"] == "stop" and "Not today" in got["afterDecline"]["text"]
+
+
+def _agent_of(name: str) -> str:
+    return {"approved": "approver", "declined": "nomem", "resumed": "asker"}[name]
