@@ -11,8 +11,9 @@ it against the client's own types, then it runs against a server of its own and 
 (``listAgents``, ``details``, ``stream`` with a ``runId``, the decisions, ``generate`` and the
 ``*-generate`` decisions), reading the ``finish`` fields Mastra's types declare.
 
-``make test`` installs the client (and TypeScript) first (``npm ci`` in tests/api/mastra, the ``api-client`` target);
-without Node or the installed client the test is skipped, loudly (a failure in CI).
+``make test`` installs the client (and TypeScript) first (``npm ci`` in tests/api/mastra, the
+``api-client`` target); without Node or the installed client the test is skipped, loudly (a failure
+in CI).
 """
 
 from __future__ import annotations
