@@ -388,10 +388,9 @@ class MastraEvents:
 
     def events(self, chunk: Chunk) -> Iterator[dict[str, Any]]:
         p = chunk.payload
-        if chunk.type == "tool-call":
-            self._remember_call(p)
-            if p["tool_call_id"] in self.announced:
-                return
+        if chunk.type == "tool-call" and p["tool_call_id"] in self.announced:
+            self._remember_call(p)  # (for the step's messages: the client saw the call already)
+            return
         if self.results_pending and chunk.type != "tool-result":
             # The model's next step starts once all the tool results are in.
             self.results_pending = False
@@ -421,6 +420,7 @@ class MastraEvents:
             yield self._event("text-delta", {"id": "t1", "text": p.get("text", "")})
         elif chunk.type == "tool-call":
             yield from self._close_text()
+            self._remember_call(p)
             call = {"toolCallId": p["tool_call_id"], "toolName": p["tool_name"], "args": p.get("args") or {}}
             self.args[p["tool_call_id"]] = call["args"]
             self.step_calls.append(call)
