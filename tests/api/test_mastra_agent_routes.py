@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from agents_runtime import Runtime
-from tests.support.api import Api, listing
+from tests.support.api import Api, events, listing, read
 
 A = "/api/agents/approver"
 
@@ -152,3 +152,38 @@ async def test_a_get_on_a_post_route_is_405_json(mastra: Runtime, reviewer_token
     response = await Api(reviewer_token).get(f"{A}/generate")
     assert response.status_code == 405 and response["Allow"] == "POST"
     assert json.loads(response.content)["code"] == "method_not_allowed"
+
+
+async def test_a_run_of_two_steps_ends_each_with_its_usage_and_finishes_with_the_total(
+    agents: Any, reviewer_token: str
+) -> None:
+    """A tool that needs no approval runs, then the model answers: two steps in one stream."""
+    api = Api(reviewer_token)
+    response = await api.post("/api/agents/helpdesk/stream", {"messages": "transfer 5"})
+    sent = events(await read(response))
+    kinds = [e if e == "[DONE]" else e["type"] for e in sent]
+    assert kinds[:6] == ["start", "step-start", "tool-call", "tool-result", "step-finish", "step-start"]
+    assert kinds[-4:] == ["text-end", "step-finish", "finish", "[DONE]"]
+    first, last = (e["payload"] for e in sent if isinstance(e, dict) and e["type"] == "step-finish")
+    assert first["stepResult"] == {
+        "reason": "tool-calls",
+        "isContinued": True,
+        "messageId": first["messageId"],
+    }
+    assert first["output"]["toolCalls"][0]["toolName"] == "transfer" and first["output"]["text"] == ""
+    # The first step's messages: the prompt, the call and its result (not yet the answer).
+    assert [m["role"] for m in first["messages"]["all"]] == ["user", "assistant", "tool"]
+    finish = sent[-2]["payload"]
+    steps = [first["output"]["usage"]["totalTokens"], last["output"]["usage"]["totalTokens"]]
+    assert finish["output"]["usage"]["totalTokens"] == sum(steps) and min(steps) > 0
+    assert [m["role"] for m in finish["messages"]["all"]] == ["user", "assistant", "tool", "assistant"]
+    assert finish["messages"]["user"] == finish["messages"]["all"][:1]  # the prompt this request brought
+    assert "uiMessages" not in finish["response"]
+
+    generated = await _json(await api.post("/api/agents/helpdesk/generate", {"messages": "transfer 7"}))
+    assert generated["finishReason"] == "stop" and generated["text"] == "transfer: moved 7"
+    assert [s["finishReason"] for s in generated["steps"]] == ["tool-calls", "stop"]
+    assert generated["totalUsage"]["totalTokens"] == sum(
+        s["usage"]["totalTokens"] for s in generated["steps"]
+    )
+    assert "suspendPayload" not in generated

@@ -589,6 +589,12 @@ async def test_with_a_db_worker_the_stream_relays_the_workers_chunks_to_the_end(
     assert sent[0]["payload"]["result"] == {"deleted": "/tmp/later.txt"}
     text = "".join(e["payload"]["text"] for e in sent[:-1] if e["type"] == "text-delta")
     assert "MODEL_SAW_TOOL_RESULTS" in text
+    # The worker's step ends and finish came through the channel layer with their usage and messages.
+    steps = [e["payload"] for e in sent[:-1] if e["type"] == "step-finish"]
+    finish = sent[-2]["payload"]
+    assert len(steps) == 2 and all(s["output"]["usage"]["totalTokens"] > 0 for s in steps)
+    assert finish["output"]["usage"]["totalTokens"] == sum(s["output"]["usage"]["totalTokens"] for s in steps)
+    assert finish["metadata"]["modelId"] == "scripted-approver" and len(finish["messages"]["all"]) == 4
     assert (await listing(api))["total"] == 0
 
 
