@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("approvals", "0031_queue"),
+        ("approvals", "0032_held_decisions"),
     ]
 
     operations = [
