@@ -134,3 +134,8 @@ def test_the_architecture_document_prints_the_walk_on_record() -> None:
     assert "```\n" + walk in document, (
         "docs/architecture.md shows another walk than tests/decision_path.txt: copy the list there"
     )
+
+
+def test_the_architecture_document_stays_short() -> None:
+    words = len((ROOT / "docs" / "architecture.md").read_text().split())
+    assert words <= 1000, f"docs/architecture.md has {words} words: say less, link the rest"
