@@ -30,7 +30,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.core import NotSet
-from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
+from schemathesis.specs.openapi.checks import ignored_auth, negative_data_rejection, positive_data_acceptance
 
 from agents_runtime import untrusted
 from tests.e2e.conftest import ROOT, _start_daphne, _stop
@@ -228,7 +228,10 @@ def test_the_api_keeps_to_its_document(served: tuple[str, str, str], tmp_path: P
                 # (Checked below, on what a database can store. A case made hostile is no longer what
                 # schemathesis generated it as, valid or not: only the checks of any answer apply.)
                 excluded_checks=[positive_data_acceptance]
-                + ([negative_data_rejection] if made_hostile else []),
+                # (ignored_auth re-validates a changed case against the body's schema, whose
+                # patterns schemathesis matches on UTF-8: a lone surrogate fails the check itself.
+                # Cases as generated still probe that every route refuses a request without a token.)
+                + ([negative_data_rejection, ignored_auth] if made_hostile else []),
                 timeout=ANSWER_WITHIN,
             )
             _json_refusal(response, (case.path, case.path_parameters, case.query, str(case.body)[:200]))
