@@ -64,7 +64,7 @@ def expect_live(page: Any) -> None:
     expect(page.locator("#live-status")).to_have_text("Live")
 
 
-def test_run_started_in_another_process_appears_and_goes_when_decided_elsewhere(
+def test_run_started_in_another_process_appears_and_says_who_decided_it_elsewhere(
     site: Site, browser: Any
 ) -> None:
     inbox = log_in(browser, site.daphne.url, server.USERNAME, server.PASSWORD, next_path="/agents/support/")
@@ -91,10 +91,16 @@ def test_run_started_in_another_process_appears_and_goes_when_decided_elsewhere(
     card(other, run_id).get_by_role("button", name="Approve").click()
     expect(card(other, run_id).locator(".outcome")).to_contain_text("Completed", timeout=WAIT)
 
-    expect(card(inbox, run_id)).to_have_count(0, timeout=WAIT)
-    expect(inbox.locator("#run-list")).to_contain_text("Nothing is waiting here")
+    # The card says who decided it and stays where it was (nothing vanishes under the reviewer)...
+    note = card(inbox, run_id).locator(".decided-note")
+    expect(note).to_contain_text(f"Approved by {server.OTHER_USERNAME}", timeout=WAIT)
+    expect(card(inbox, run_id).get_by_role("button", name="Approve")).to_be_disabled()
     expect(overview.locator("#agent-support [data-pending]")).to_have_text("0", timeout=WAIT)
     assert inbox.evaluate("window.notReloaded") is True
+    # ...until they move on.
+    inbox.reload()
+    expect(card(inbox, run_id)).to_have_count(0)
+    expect(inbox.locator("#run-list")).to_contain_text("Nothing is waiting here")
 
 
 def test_run_page_streams_the_continuation_and_shows_how_a_decision_elsewhere_ended(
@@ -165,9 +171,13 @@ def test_refetch_keeps_what_the_reviewer_is_typing_and_waits_while_a_field_has_f
     expect(card(other, first).locator(".outcome")).to_contain_text("Completed", timeout=WAIT)
     expect(inbox.locator("#run-list[data-stale]")).to_have_count(1, timeout=WAIT)
     expect(card(inbox, first)).to_be_visible()
-    # ...and once they leave it, the list catches up: the decided card goes, the other one stays.
+    # ...and once they leave it, the decided card says who decided it, in its place, its reason
+    # still typed; the other card is live as before.
     inbox.locator("h1").click()
-    expect(card(inbox, first)).to_have_count(0, timeout=WAIT)
+    expect(card(inbox, first).locator(".decided-note")).to_contain_text(
+        f"Approved by {server.OTHER_USERNAME}", timeout=WAIT
+    )
+    expect(card(inbox, first).get_by_role("button", name="Approve")).to_be_disabled()
     expect(card(inbox, second)).to_be_visible()
 
     # The buttons of a refetched list decide like any other.
@@ -201,7 +211,7 @@ def test_badge_shows_reconnecting_while_the_server_is_down_and_the_page_catches_
     expect(card(inbox, after)).to_be_visible(timeout=WAIT)
 
 
-def test_outcome_that_parks_the_run_again_stays_until_the_run_moves_on_elsewhere(
+def test_outcome_that_parks_the_run_again_says_when_the_run_was_decided_elsewhere(
     site: Site, browser: Any
 ) -> None:
     run_id = server.start_run(site.env, "ops", "deploy ledger to production", thread="again")
@@ -225,14 +235,18 @@ def test_outcome_that_parks_the_run_again_stays_until_the_run_moves_on_elsewhere
     inbox.wait_for_load_state("networkidle")
     expect(outcome).to_contain_text("waiting on: deploy_service")
 
-    # Someone else approves the deploy: this page's outcome is stale, and goes with the run.
+    # Someone else approves the deploy: this page's outcome is stale; the card says so and who.
     other = log_in(
         browser, site.daphne.url, server.OTHER_USERNAME, server.OTHER_PASSWORD, next_path=f"/runs/{run_id}/"
     )
     card(other, run_id).get_by_label("I checked this").first.check()  # a production deploy is risky
     card(other, run_id).get_by_role("button", name="Approve").click()
     expect(card(other, run_id).locator(".outcome")).to_contain_text("Completed", timeout=WAIT)
-    expect(card(inbox, run_id)).to_have_count(0, timeout=WAIT)
+    expect(card(inbox, run_id).locator(".decided-note")).to_contain_text(
+        f"Approved by {server.OTHER_USERNAME}", timeout=WAIT
+    )
+    inbox.reload()
+    expect(card(inbox, run_id)).to_have_count(0)
 
 
 @pytest.fixture
