@@ -222,6 +222,41 @@ def run_record(run_id: str, *, agent_ids: Collection[str]) -> EndedRun | None:
     return EndedRun.objects.filter(run_id=run_id, agent_id__in=list(agent_ids)).first()
 
 
+#: Rows on a page of the audit log.
+AUDIT_PER_PAGE = 50
+#: How far the count above the log counts: past it, "10,000+". Counting every match of a broad
+#: filter in a log of millions would cost more than the page itself.
+AUDIT_COUNT_LIMIT = 10_000
+
+
+@dataclass(frozen=True)
+class AuditPage:
+    entries: list[AuditEntry]
+    count: int
+    #: The count stopped at ``AUDIT_COUNT_LIMIT``: there are more.
+    count_capped: bool
+    #: The page starts below the newest row (``after``).
+    after: bool
+    #: The last row of this page, when there is a next one: it starts below it.
+    next_after: AuditEntry | None
+
+
+def audit_page(entries: AuditEntryQuerySet, *, after: tuple[datetime, int] | None) -> AuditPage:
+    """The page of ``entries`` (in the log's order) that starts below the row at ``after`` (None:
+    at the newest). A page starts from a place, not an offset: page 100 reads what page 1 reads."""
+    count = entries.order_by()[: AUDIT_COUNT_LIMIT + 1].count()
+    if after is not None:
+        entries = entries.below(*after)
+    shown = list(entries[: AUDIT_PER_PAGE + 1])
+    return AuditPage(
+        entries=shown[:AUDIT_PER_PAGE],
+        count=min(count, AUDIT_COUNT_LIMIT),
+        count_capped=count > AUDIT_COUNT_LIMIT,
+        after=after is not None,
+        next_after=shown[AUDIT_PER_PAGE - 1] if len(shown) > AUDIT_PER_PAGE else None,
+    )
+
+
 @dataclass(frozen=True)
 class AuditChoices:
     """What the audit log's filters offer: agents (id, label), users and tools."""

@@ -462,19 +462,35 @@ def call_view(
     )
 
 
+def call_title(
+    tool: Tool | None, tool_name: str, *, args: Any, suspend_payload: Any = None, approval: bool
+) -> str:
+    """A call's readable title ("Refund $890.00 · A-1044"), the card's and its audit rows': the tool's
+    title of the arguments, an input call's question, else the tool's name. Model output: escaped by
+    the template."""
+    question = "" if approval else _question(suspend_payload)
+    title = tool.title_for(args) if tool is not None and approval else ""
+    if not title:
+        title = question or (tool.title_for(args) if tool is not None else tool_name)
+    return reveal_invisible(clean_text(title))
+
+
 def _summary(call: AgentRunToolCall, tool: Tool | None, agent: Agent | None) -> dict[str, Any]:
     """What a folded row shows: the title, the arguments' chips, the question, the sub-agent."""
     shown_args = call.args if call.requires_approval else call.suspend_payload
     question = "" if call.requires_approval else _question(call.suspend_payload)
-    title = tool.title_for(call.args) if tool is not None and call.requires_approval else ""
-    if not title:
-        title = question or (tool.title_for(call.args) if tool is not None else call.tool_name)
     via = ""
     if call.via_agent_id:
         via_agent = next((a for a in (agent.agents if agent else ()) if a.id == call.via_agent_id), None)
         via = via_agent.name if via_agent is not None else call.via_agent_id
     return {
-        "title": reveal_invisible(clean_text(title)),
+        "title": call_title(
+            tool,
+            call.tool_name,
+            args=call.args,
+            suspend_payload=call.suspend_payload,
+            approval=call.requires_approval,
+        ),
         # (The row's chips are the risky ones among them.)
         "args": arg_views(
             _without_question(shown_args, question),

@@ -136,12 +136,56 @@ class InboxFilterForm(_CreatedRangeForm):
         }
 
 
+def _token(place: list[Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(place).encode()).decode().rstrip("=")
+
+
+def _untoken(text: str) -> Any:
+    """What ``_token`` wrote; raises ``binascii.Error``, ``UnicodeDecodeError`` or ``ValueError``."""
+    return json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+class AuditPositionField(forms.CharField):
+    """Where a page of the audit log starts: below a row (``audit_token``: its time and id), as the
+    "Next" link says it. A page starts where the last one ended, so page 100 costs what page 1 does
+    (an offset would read the 4,950 rows above it first)."""
+
+    widget = forms.HiddenInput
+
+    def to_python(self, value: Any) -> tuple[datetime, int] | None:  # type: ignore[override]
+        text = (super().to_python(value) or "").strip()
+        if not text:
+            return None
+        try:
+            created_at, row_id = _untoken(text)
+            place = (datetime.fromisoformat(created_at), row_id)
+        except (binascii.Error, UnicodeDecodeError, ValueError, TypeError):
+            place = None
+        if place is None or type(place[1]) is not int or timezone.is_naive(place[0]):
+            raise forms.ValidationError(
+                "This page link is damaged: start again from the newest records.", code="invalid"
+            )
+        return place
+
+
+def audit_token(created_at: datetime, row_id: int) -> str:
+    """An audit row's place in the log as the query string carries it (``after``)."""
+    return _token([created_at.isoformat(), row_id])
+
+
+#: The argument search's bounds: under three characters a trigram index cannot narrow the rows
+#: (PostgreSQL would read all of it), and no argument worth finding is longer than this.
+ARGS_SEARCH_MIN = 3
+ARGS_SEARCH_MAX = 200
+
+
 class AuditFilterForm(_CreatedRangeForm):
-    """The audit log's query string: ``agent user tool action outcome q from to invalid page``.
+    """The audit log's query string: ``agent user tool action outcome q args from to invalid after``.
 
     Agent, user and tool are choices built from the registry and the log (``queries.audit_choices``),
-    not free text; ``q`` searches run, thread and resource ids. Invalid attempts are left out unless
-    ``invalid`` is ticked (or the outcome filter asks for them).
+    not free text; ``q`` searches run, thread and resource ids, ``args`` the call's arguments (as
+    shown, as edited, or the request of an input call). Invalid attempts are left out unless
+    ``invalid`` is ticked (or the outcome filter asks for them). ``after`` is the row the page starts below.
     """
 
     agent = forms.ChoiceField(required=False, label="Agent")
@@ -159,10 +203,23 @@ class AuditFilterForm(_CreatedRangeForm):
         label="Run, thread or resource",
         widget=forms.TextInput(attrs={"type": "search", "placeholder": "id or part of one"}),
     )
+    args = forms.CharField(
+        required=False,
+        min_length=ARGS_SEARCH_MIN,
+        max_length=ARGS_SEARCH_MAX,
+        label="In the arguments",
+        widget=forms.TextInput(attrs={"type": "search", "placeholder": "an order, an amount, a name"}),
+        error_messages={
+            "min_length": f"Search the arguments for at least {ARGS_SEARCH_MIN} characters.",
+            "max_length": f"Search the arguments for at most {ARGS_SEARCH_MAX} characters.",
+        },
+    )
     invalid = forms.BooleanField(required=False, label="Include invalid attempts")
-    page = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+    after = AuditPositionField(required=False)
 
-    field_order_names = ["agent", "user", "tool", "action", "outcome", "q", "from", "to", "invalid", "page"]
+    field_order_names = [
+        "agent", "user", "tool", "action", "outcome", "q", "args", "from", "to", "invalid", "after",
+    ]  # fmt: skip
 
     def __init__(
         self,
@@ -188,6 +245,7 @@ class AuditFilterForm(_CreatedRangeForm):
             "action": data.get("action") or None,
             "outcome": data.get("outcome") or None,
             "search": (data.get("q") or "").strip() or None,
+            "in_args": data.get("args") or None,
             "start": data.get("from"),
             "end": data.get("to"),
             "include_invalid": bool(data.get("invalid")),
@@ -223,8 +281,7 @@ class QueuePositionField(forms.CharField):
         if not text:
             return None
         try:
-            padded = text + "=" * (-len(text) % 4)
-            deadline, suspended_at, run_id = json.loads(base64.urlsafe_b64decode(padded))
+            deadline, suspended_at, run_id = _untoken(text)
             place = (
                 None if deadline is None else datetime.fromisoformat(deadline),
                 datetime.fromisoformat(suspended_at),
@@ -245,8 +302,7 @@ class QueuePositionField(forms.CharField):
 
 def queue_token(deadline: datetime | None, suspended_at: datetime, run_id: str) -> str:
     """A run's place in the queue as the query string carries it (``after``; ``QueuePositionField``)."""
-    place = [None if deadline is None else deadline.isoformat(), suspended_at.isoformat(), run_id]
-    return base64.urlsafe_b64encode(json.dumps(place).encode()).decode().rstrip("=")
+    return _token([None if deadline is None else deadline.isoformat(), suspended_at.isoformat(), run_id])
 
 
 class QueueFilterForm(_CreatedRangeForm):

@@ -11,6 +11,7 @@ right after the account is renamed or deleted.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -71,6 +72,36 @@ RECORD_FIELDS = (
 )
 
 
+class ArgumentsText(models.Func):
+    """A row's call arguments as stored text, for the argument search: the arguments as shown (or an
+    input call's request) and, after a space, the reviewer's edit.
+
+    On PostgreSQL the text of the ``json`` columns as written, and ``approvals_auditentry_args_trgm``
+    (migration 0032) is a trigram index on exactly this expression, upper-cased as Django's
+    ``icontains`` reads it: the search finds its rows from the index, not by reading the log.
+    """
+
+    output_field = models.TextField()
+
+    def __init__(self) -> None:
+        super().__init__(models.F("args"), models.F("suspend_payload"), models.F("edited_args"))
+
+    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:  # type: ignore[override]
+        parts, params = [], []
+        for expression in self.source_expressions:
+            sql, more = compiler.compile(expression)
+            parts.append(f"{sql}::text" if connection.vendor == "postgresql" else sql)
+            params.extend(more)
+        shown, payload, edited = parts
+        return f"(COALESCE({shown}, {payload}, '') || ' ' || COALESCE({edited}, ''))", params
+
+
+def json_fragment(text: str) -> str:
+    """``text`` as it reads inside a stored JSON string (``"`` as ``\\"``, ``ü`` as ``\\u00fc``), so
+    a search for what the card showed finds the stored arguments."""
+    return json.dumps(text)[1:-1]
+
+
 class AuditEntryQuerySet(models.QuerySet["AuditEntry"]):
     def for_run(self, run_id: str) -> AuditEntryQuerySet:
         return self.filter(run_id=run_id)
@@ -102,13 +133,14 @@ class AuditEntryQuerySet(models.QuerySet["AuditEntry"]):
         action: str | None = None,
         outcome: str | None = None,
         search: str | None = None,
+        in_args: str | None = None,
         start: datetime | None = None,
         end: datetime | None = None,
         include_invalid: bool = True,
     ) -> AuditEntryQuerySet:
         """The audit page's filters; ``None`` means "any". ``search`` is part of a run, thread or
-        resource id; invalid attempts are kept apart from decisions: left out unless included (or
-        asked for by ``outcome``)."""
+        resource id, ``in_args`` of the call's arguments (``ArgumentsText``); invalid attempts are
+        kept apart from decisions: left out unless included (or asked for by ``outcome``)."""
         qs = self
         if agent_id:
             qs = qs.filter(agent_id=agent_id)
@@ -128,11 +160,18 @@ class AuditEntryQuerySet(models.QuerySet["AuditEntry"]):
                 | models.Q(thread_id__icontains=search)
                 | models.Q(resource_id__icontains=search)
             )
+        if in_args:
+            qs = qs.alias(args_text=ArgumentsText()).filter(args_text__icontains=json_fragment(in_args))
         if start is not None:
             qs = qs.filter(created_at__gte=start)
         if end is not None:
             qs = qs.filter(created_at__lte=end)
         return qs
+
+    def below(self, created_at: datetime, row_id: int) -> AuditEntryQuerySet:
+        """The rows after this one in the log's order (newest first): where the next page starts.
+        The bound on ``created_at`` alone is what an index on it seeks to."""
+        return self.filter(created_at__lte=created_at).exclude(created_at=created_at, id__gte=row_id)
 
     def delete(self) -> tuple[int, dict[str, int]]:
         raise AppendOnlyError("Audit entries cannot be deleted")

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Page, Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -15,33 +14,11 @@ from django.views.decorators.http import require_GET
 
 from approvals import queries
 from approvals.cards import run as cards
-from approvals.forms.filters import AuditFilterForm, date_presets
+from approvals.cards.audit import audit_rows
+from approvals.forms.filters import AuditFilterForm, audit_token, date_presets
 from approvals.models.audit import RECORD_FIELDS, AuditEntry
 from approvals.services import AUDIT_PERMISSION
 from approvals.views.base import HtmxHttpRequest, access_of, is_partial, permission_required, render_page
-
-AUDIT_PER_PAGE = 50
-
-
-class _AuditPage(Page[AuditEntry]):
-    """Django's page, with the names the shared pager reads (``partials/pager.html``)."""
-
-    @property
-    def num_pages(self) -> int:
-        return self.paginator.num_pages
-
-    @property
-    def previous_page(self) -> int:
-        return self.number - 1
-
-    @property
-    def next_page(self) -> int:
-        return self.number + 1
-
-
-class _AuditPaginator(Paginator[AuditEntry]):
-    def _get_page(self, *args: Any, **kwargs: Any) -> Page[AuditEntry]:
-        return _AuditPage(*args, **kwargs)
 
 
 def _filter_form(request: HttpRequest) -> AuditFilterForm:
@@ -66,8 +43,16 @@ def audit_log(request: HtmxHttpRequest) -> HttpResponse:
         )
     # Only the agents this user may see: an admin designated for one agent audits that agent.
     entries = AuditEntry.objects.filter(agent_id__in=visible).matching(**form.filters()).select_related(None)
-    paginator = _AuditPaginator(entries, AUDIT_PER_PAGE)
-    context["page_obj"] = paginator.get_page(form.cleaned_data.get("page") or 1)
+    page = queries.audit_page(entries, after=form.cleaned_data.get("after"))
+    following = page.next_after
+    context["page"] = page
+    context["rows"] = audit_rows(page.entries)
+    context["pager"] = {
+        "positional": True,
+        "top_label": "Newest records",
+        "after": page.after,
+        "next_after": following and audit_token(following.created_at, following.pk),
+    }
     return render_page(request, "approvals/audit.html", "audit-table", context)
 
 

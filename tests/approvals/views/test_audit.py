@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -17,6 +18,13 @@ from approvals.models.audit import AppendOnlyError
 from approvals.store import audit as decision_records
 from approvals.views.audit import AUDIT_CSV_COLUMNS
 from tests.support.runtime_fixtures import DashboardAgents
+
+
+def next_link(html: str) -> str:
+    """The href of a page's "Next" link."""
+    found = re.search(r'<a href="([^"]+)"[^>]*rel="next"', html)
+    assert found, "no Next link"
+    return found.group(1).replace("&amp;", "&")
 
 
 def entry(**fields: object) -> AuditEntry:
@@ -86,14 +94,15 @@ def test_audit_page_lists_decisions_with_filters_and_pages(
     entry(run_id="old", created_at=timezone.now() - timedelta(days=10), action="decline", reason="too late")
 
     first = admin_member_client.get("/audit/").content.decode()
-    second = admin_member_client.get("/audit/?page=2").content.decode()
+    second = admin_member_client.get(next_link(first)).content.decode()
     declines = admin_member_client.get("/audit/?action=decline").content.decode()
     failed_by_ada = admin_member_client.get("/audit/?outcome=failed&user=ada", HTTP_HX_REQUEST="true")
     recent = admin_member_client.get(f"/audit/?from={(timezone.localdate() - timedelta(days=1)).isoformat()}")
     bad = admin_member_client.get("/audit/?from=soon")
 
-    assert "<strong>56</strong> records" in first and "Page 1 of 2" in first
-    assert "Page 2 of 2" in second
+    assert "<strong>56</strong> records" in first and first.count('<li class="audit-row') == 50
+    assert second.count('<li class="audit-row') == 6 and "too late" in second and 'rel="next"' not in second
+    assert "Newest records" in second and "Newest records" not in first
     assert "<strong>1</strong> record" in declines and "too late" in declines
     html = failed_by_ada.content.decode()
     assert html.lstrip().startswith('<section id="audit-table"')
@@ -299,3 +308,147 @@ def test_the_csv_says_which_batch_and_which_grant_decided_in_the_pages_order(
     on_page = sorted(("by-hand", "in-bulk", "granted"), key=page.index)
     assert [r["run_id"] for r in rows] == on_page == ["granted", "in-bulk", "by-hand"]
     assert [(r["batch"], r["grant"]) for r in rows] == [("", str(grant.pk)), (str(batch.pk), ""), ("", "")]
+
+
+def _rows(html: str) -> list[str]:
+    """Each row's summary line of an audit page, its tags dropped."""
+    summaries = re.findall(r'<li class="audit-row[^"]*">\s*<details>\s*<summary>(.*?)</summary>', html, re.S)
+    return [" ".join(re.sub(r"<[^>]+>", " ", s).split()) for s in summaries]
+
+
+def test_audit_rows_read_as_the_card_with_the_agents_name_and_the_batch_and_grant_that_decided(
+    agents: DashboardAgents, admin_member_client: Client
+) -> None:
+    batch = Batch.objects.create(username="rita", agent_id="helpdesk", action="approve")
+    grant = GrantRecord.objects.create(
+        agent_id="helpdesk", tool_name="refund", scope="everyone", created_by_name="rita"
+    )
+    refund = {"order_id": "A-1044", "amount_cents": 89000, "note": "late"}
+    now = timezone.now()
+    entry(created_at=now - timedelta(minutes=4), run_id="by-hand", args=refund)
+    entry(created_at=now - timedelta(minutes=3), run_id="in-bulk", args=refund, batch=batch)
+    entry(created_at=now - timedelta(minutes=2), run_id="granted", args=refund, grant=grant, channel="grant")
+    entry(
+        created_at=now - timedelta(minutes=1), run_id="edited", args=refund,
+        edited_args={**refund, "amount_cents": 40000},
+    )  # fmt: skip
+
+    html = admin_member_client.get("/audit/").content.decode()
+    edited, granted, in_bulk, by_hand = _rows(html)
+
+    # The card's own title of these arguments (the tool's presentation), not the tool's bare name.
+    card_title = agents.agent("helpdesk").find_tool("refund").title_for(refund)  # type: ignore[union-attr]
+    assert card_title.startswith("Refund · A-1044")
+    for row in (edited, granted, in_bulk, by_hand):
+        assert card_title in row and "Help desk" in row and "helpdesk" not in row
+    assert f"→ {card_title.replace('89000', '40000')}" in edited
+    assert f"in bulk decision #{batch.pk}" in in_bulk and "grant" not in in_bulk
+    assert f"by grant #{grant.pk}" in granted
+    assert f'href="/batches/{batch.pk}/"' in html
+    assert f'href="/grants/?show=all#grant-{grant.pk}"' in html
+    assert "bulk decision" not in by_hand and "grant #" not in by_hand
+
+
+def test_audit_rows_of_a_tool_no_longer_served_and_of_a_question_read_as_their_cards_did(
+    agents: DashboardAgents, admin_member_client: Client
+) -> None:
+    now = timezone.now()
+    entry(created_at=now - timedelta(minutes=2), tool_name="old_tool", args={"x": 1})
+    entry(created_at=now - timedelta(minutes=1), tool_name="schedule_maintenance", args=None,
+          suspend_payload={"system": "db", "question": "When may we take db down?"})  # fmt: skip
+
+    question, retired = _rows(admin_member_client.get("/audit/").content.decode())
+
+    assert "old_tool" in retired and "Help desk" in retired
+    assert "When may we take db down?" in question and "Help desk" in question
+
+
+def test_audit_searches_inside_the_arguments_and_keeps_the_search_in_the_links(
+    agents: DashboardAgents, admin_member_client: Client
+) -> None:
+    for i in range(60):
+        entry(run_id=f"run-{i}", args={"order_id": f"A-{1000 + i}", "amount_cents": 100 * i, "note": "ok"})
+    entry(run_id="zurich", args={"order_id": "B-1", "city": "Zürich", "note": 'say "hi"'})
+    entry(run_id="input", args=None, suspend_payload={"system": "billing-db"})
+    entry(run_id="edit", args={"order_id": "C-1"}, edited_args={"order_id": "C-1", "note": "typo fixed"})
+
+    one = admin_member_client.get("/audit/?args=a-1044").content.decode()
+    many = admin_member_client.get("/audit/?args=A-10").content.decode()
+    accented = admin_member_client.get("/audit/?args=Zürich").content.decode()
+    quoted = admin_member_client.get('/audit/?args=say "hi"').content.decode()
+    payload = admin_member_client.get("/audit/?args=billing").content.decode()
+    edited = admin_member_client.get("/audit/?args=typo fixed").content.decode()
+    nothing = admin_member_client.get("/audit/?args=100%").content.decode()
+    later = admin_member_client.get(next_link(many)).content.decode()
+
+    assert _rows(one) and all("A-1044" in r for r in _rows(one)) and len(_rows(one)) == 1
+    assert "<strong>60</strong> records" in many and 'name="args" value="A-10"' in many
+    assert "args=A-10" in next_link(many) and len(_rows(later)) == 10
+    assert "zurich" in accented and "<strong>1</strong> record" in accented
+    assert "zurich" in quoted and "<strong>1</strong> record" in quoted
+    assert "input" in payload and "<strong>1</strong> record" in payload
+    assert "/runs/edit/" in edited and "<strong>1</strong> record" in edited
+    assert "<strong>0</strong> records" in nothing  # % is a character here, not a wildcard
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("ab", "at least 3 characters"),
+        ("x" * 5000, "at most 200 characters"),
+        ("abc%00def", "Null characters are not allowed"),
+    ],
+)
+def test_an_argument_search_that_cannot_be_used_says_why(
+    agents: DashboardAgents, admin_member_client: Client, query: str, message: str
+) -> None:
+    entry(args={"order_id": "abc"})
+
+    page = admin_member_client.get(f"/audit/?args={query}")
+    partial = admin_member_client.get(f"/audit/?args={query}", HTTP_HX_REQUEST="true")
+
+    assert page.status_code == 400 and message in page.content.decode()
+    assert partial.status_code == 200 and message in partial.content.decode()
+
+
+def test_a_damaged_page_link_says_so(agents: DashboardAgents, admin_member_client: Client) -> None:
+    entry()
+
+    for after in ("nonsense", "WyJ4IiwgMV0", "WyIyMDI2LTExLTMwVDEwOjAwOjAwIiwgMV0"):
+        response = admin_member_client.get(f"/audit/?after={after}")
+        assert response.status_code == 400 and "This page link is damaged" in response.content.decode()
+
+
+def test_the_argument_search_finds_nothing_of_agents_the_user_may_not_see(
+    agents: DashboardAgents, admin_member: User, client_for: Any
+) -> None:
+    from django.contrib.auth.models import Group
+
+    admin_member.groups.add(Group.objects.get_or_create(name="agent:helpdesk")[0])
+    entry(agent_id="helpdesk", run_id="run-help", args={"order_id": "SECRET-1"})
+    entry(agent_id="boss", run_id="run-boss", args={"order_id": "SECRET-2"})
+
+    html = client_for(admin_member).get("/audit/?args=secret").content.decode()
+    exported = _csv(client_for(admin_member).get("/audit/export.csv?args=secret"))
+
+    assert "run-help" in html and "run-boss" not in html and "SECRET-2" not in html
+    assert "<strong>1</strong> record" in html
+    assert [r["run_id"] for r in exported] == ["run-help"]
+
+
+def test_later_pages_start_below_the_last_row_even_at_the_same_instant(
+    agents: DashboardAgents, admin_member_client: Client
+) -> None:
+    when = timezone.now()
+    for i in range(120):
+        entry(created_at=when, run_id=f"same-{i:03d}")
+
+    seen: list[str] = []
+    html = admin_member_client.get("/audit/").content.decode()
+    while True:
+        seen += re.findall(r'href="/runs/(same-\d+)/"><code>', html)
+        if 'rel="next"' not in html:
+            break
+        html = admin_member_client.get(next_link(html)).content.decode()
+
+    assert sorted(seen) == [f"same-{i:03d}" for i in range(120)] and len(set(seen)) == 120
