@@ -224,9 +224,9 @@ def run_record(run_id: str, *, agent_ids: Collection[str]) -> EndedRun | None:
 
 #: Rows on a page of the audit log.
 AUDIT_PER_PAGE = 50
-#: How far the count above the log counts: past it, "10,000+". Counting every match of a broad
-#: filter in a log of millions would cost more than the page itself.
-AUDIT_COUNT_LIMIT = 10_000
+#: How far the count above the log counts: past it, "1,000+". Each row counted is a row read, and a
+#: broad filter of a log of millions matches millions (the CSV export has them all).
+AUDIT_COUNT_LIMIT = 1_000
 
 
 @dataclass(frozen=True)
@@ -282,16 +282,16 @@ def audit_choices(agent_ids: Collection[str]) -> AuditChoices:
     """The audit filters' choices for a viewer of ``agent_ids``: the registry's agents and tools,
     and whatever else the log holds for those agents (users, and agents or tools since removed)."""
     registered = [a for a in agents.all_agents() if a.id in agent_ids]
-    entries = AuditEntry.objects.filter(agent_id__in=list(agent_ids)).order_by()
-    logged_agents = set(entries.values_list("agent_id", flat=True).distinct())
+    seen = list(agent_ids)
+    logged_agents = set(AuditEntry.objects.values_seen("agent_id", seen))
     agent_choices = [(a.id, f"{a.name} ({a.id})" if a.name and a.name != a.id else a.id) for a in registered]
     known = {a.id for a in registered}
     agent_choices += [(a, a) for a in sorted(logged_agents - known)]
     tools: set[str] = set()
     for agent in registered:
         tools |= _tool_names(agent)
-    tools |= set(entries.exclude(tool_name="").values_list("tool_name", flat=True).distinct())
-    users = sorted({u for u in entries.values_list("username", flat=True).distinct() if u})
+    tools |= {t for t in AuditEntry.objects.values_seen("tool_name", seen) if t}
+    users = sorted(u for u in AuditEntry.objects.values_seen("username", seen) if u)
     return AuditChoices(agents=agent_choices, users=users, tools=sorted(tools))
 
 

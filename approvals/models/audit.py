@@ -12,7 +12,7 @@ right after the account is renamed or deleted.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import models
+from django.db import connections, models
 from django.utils import timezone
 
 from agents_runtime.vocabulary import (
@@ -76,8 +76,8 @@ class ArgumentsText(models.Func):
     """A row's call arguments as stored text, for the argument search: the arguments as shown (or an
     input call's request) and, after a space, the reviewer's edit.
 
-    On PostgreSQL the text of the ``json`` columns as written, and ``approvals_auditentry_args_trgm``
-    (migration 0032) is a trigram index on exactly this expression, upper-cased as Django's
+    On PostgreSQL the text of the ``json`` columns as written, and ``audit_args_trgm`` (migration
+    0032) is a trigram index on exactly this expression, upper-cased as Django's
     ``icontains`` reads it: the search finds its rows from the index, not by reading the log.
     """
 
@@ -168,6 +168,30 @@ class AuditEntryQuerySet(models.QuerySet["AuditEntry"]):
             qs = qs.filter(created_at__lte=end)
         return qs
 
+    def values_seen(self, column: str, agent_ids: Collection[str]) -> list[str]:
+        """The distinct values of ``column`` (``agent_id``, ``username`` or ``tool_name``: each leads
+        an index) in the rows of ``agent_ids``, in order.
+
+        One index probe per value found (a loose index scan): a DISTINCT would read every row of the
+        log, and the audit page's filters ask on every request.
+        """
+        if column not in ("agent_id", "username", "tool_name"):
+            raise ValueError(f"no index leads with {column!r}")
+        if not agent_ids:
+            return []
+        table = self.model._meta.db_table
+        among = f"agent_id IN ({', '.join(['%s'] * len(agent_ids))})"
+        sql = (
+            f"WITH RECURSIVE seen(value) AS ("
+            f" SELECT MIN({column}) FROM {table} WHERE {among}"
+            f" UNION ALL SELECT (SELECT MIN({column}) FROM {table} WHERE {column} > seen.value AND {among})"
+            f" FROM seen WHERE seen.value IS NOT NULL"
+            f") SELECT value FROM seen WHERE value IS NOT NULL"
+        )
+        with connections[self.db].cursor() as cursor:
+            cursor.execute(sql, [*agent_ids, *agent_ids])
+            return [value for (value,) in cursor.fetchall()]
+
     def below(self, created_at: datetime, row_id: int) -> AuditEntryQuerySet:
         """The rows after this one in the log's order (newest first): where the next page starts.
         The bound on ``created_at`` alone is what an index on it seeks to."""
@@ -233,6 +257,8 @@ class AuditEntry(models.Model):
         indexes = [
             models.Index(fields=["agent_id", "-created_at"], name="audit_agent_created"),
             models.Index(fields=["username", "-created_at"], name="audit_user_created"),
+            models.Index(fields=["outcome", "-created_at"], name="audit_outcome_created"),
+            models.Index(fields=["tool_name", "-created_at"], name="audit_tool_created"),
         ]
 
     def __str__(self) -> str:

@@ -452,3 +452,22 @@ def test_later_pages_start_below_the_last_row_even_at_the_same_instant(
         html = admin_member_client.get(next_link(html)).content.decode()
 
     assert sorted(seen) == [f"same-{i:03d}" for i in range(120)] and len(set(seen)) == 120
+
+
+def test_the_count_stops_at_its_limit_and_says_there_are_more(
+    agents: DashboardAgents, admin_member_client: Client
+) -> None:
+    from approvals.queries import AUDIT_COUNT_LIMIT
+
+    now = timezone.now()
+    AuditEntry.objects.bulk_create(
+        AuditEntry(
+            created_at=now - timedelta(seconds=i), username="rita", agent_id="helpdesk", run_id=f"run-{i}",
+            tool_call_id="call", tool_name="refund", action="approve", outcome="completed",
+        )
+        for i in range(AUDIT_COUNT_LIMIT + 1)
+    )  # fmt: skip
+
+    html = admin_member_client.get("/audit/").content.decode()
+
+    assert f"<strong>{AUDIT_COUNT_LIMIT}+</strong> records" in html and 'rel="next"' in html
