@@ -244,10 +244,13 @@ class AuditPage:
 def audit_page(entries: AuditEntryQuerySet, *, after: tuple[datetime, int] | None) -> AuditPage:
     """The page of ``entries`` (in the log's order) that starts below the row at ``after`` (None:
     at the newest). A page starts from a place, not an offset: page 100 reads what page 1 reads."""
-    count = entries.order_by()[: AUDIT_COUNT_LIMIT + 1].count()
-    if after is not None:
-        entries = entries.below(*after)
-    shown = list(entries[: AUDIT_PER_PAGE + 1])
+    shown = list((entries.below(*after) if after is not None else entries)[: AUDIT_PER_PAGE + 1])
+    if after is None and len(shown) <= AUDIT_PER_PAGE:
+        count = len(shown)  # all of them (a search for one order, typically): no second read
+    else:
+        # Counted in the page's order, so the count reads the index the page reads, up to the limit,
+        # rather than a bitmap of every match.
+        count = entries[: AUDIT_COUNT_LIMIT + 1].count()
     return AuditPage(
         entries=shown[:AUDIT_PER_PAGE],
         count=min(count, AUDIT_COUNT_LIMIT),

@@ -12,7 +12,8 @@ measures, then copies 9,000,000 more and measures again; the rows are in time or
 window and the later pages hold the same rows at both sizes.
 
 Cases, each the audit page's read for a member of Admins (every agent visible, invalid attempts
-left out as the page leaves them): the count (it stops at 1,001) and the 51 rows of the page, built
+left out as the page leaves them): the 51 rows of the page and the count (in the page's order, it
+stops at 1,001; not read when the first page holds every match), built
 as the view builds them (``AuditEntry.objects...matching(...)``, ``queries.audit_page``) and turned
 into the page's rows (``cards.audit.audit_rows``: titles, agent names, links). Its **floor** is the
 same two statements written by hand and run on a bare psycopg connection, fetching the same rows:
@@ -241,19 +242,24 @@ def _bare(conn: Any, filters: dict[str, Any], after: tuple[datetime, int] | None
     # Values bound in the client, as Django binds them: the planner sees the same constants (a
     # server-side parameter would get a generic plan after five calls, blind to the pattern).
     with psycopg.ClientCursor(conn) as cursor:
-        cursor.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM {TABLE} WHERE {where} LIMIT {AUDIT_COUNT_LIMIT + 1}) s",
-            params,
-        )
-        cursor.fetchone()
+        page_where, page_params = where, params
         if after is not None:
-            where += " AND created_at <= %s AND NOT (created_at = %s AND id >= %s)"
-            params = [*params, after[0], after[0], after[1]]
+            page_where += " AND created_at <= %s AND NOT (created_at = %s AND id >= %s)"
+            page_params = [*params, after[0], after[0], after[1]]
         cursor.execute(
-            f"SELECT {PAGE_COLUMNS} FROM {TABLE} WHERE {where} ORDER BY created_at DESC, id DESC LIMIT 51",
-            params,
+            f"SELECT {PAGE_COLUMNS} FROM {TABLE} WHERE {page_where}"
+            " ORDER BY created_at DESC, id DESC LIMIT 51",
+            page_params,
         )
-        return cursor.fetchall()
+        rows = cursor.fetchall()
+        if after is not None or len(rows) > 50:
+            cursor.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM {TABLE} WHERE {where}"
+                f" ORDER BY created_at DESC, id DESC LIMIT {AUDIT_COUNT_LIMIT + 1}) s",
+                params,
+            )
+            cursor.fetchone()
+        return rows
 
 
 def _orm(filters: dict[str, Any], after: tuple[datetime, int] | None) -> Any:
@@ -303,7 +309,7 @@ def _plans(filters: dict[str, Any], after: tuple[datetime, int] | None) -> dict[
     from approvals.models import AuditEntry
 
     entries = AuditEntry.objects.filter(agent_id__in=AGENTS).matching(include_invalid=False, **filters)
-    count = entries.order_by()[: queries.AUDIT_COUNT_LIMIT + 1]
+    count = entries[: queries.AUDIT_COUNT_LIMIT + 1]
     page = (entries.below(*after) if after is not None else entries)[: queries.AUDIT_PER_PAGE + 1]
     return {
         "count": count.explain(analyze=True, buffers=True),

@@ -66,7 +66,8 @@ def test_a_run_decided_to_the_end_is_opened_from_its_audit_row_as_a_permanent_re
     row = rows.first
     expect(row.locator(".c-outcome")).to_be_visible()  # the outcome, without opening the row
     expect(row.locator(".c-outcome")).to_have_text("Completed")
-    expect(row.locator(".c-tool")).to_have_text("issue_refund")
+    # The call as its card read it (the tool's title of the arguments), not the tool's bare name.
+    expect(row.locator(".c-tool")).to_have_text(re.compile(r"^Refund \$\d+\.\d\d · A-1042$"))
     expect(row.get_by_role("link", name="Open the run's record")).to_be_hidden()
     row.locator("summary").click()
     expect(row.locator(".audit-details")).to_contain_text(thread)
@@ -111,7 +112,7 @@ def test_audit_filters_are_choices_and_dates_have_presets(pages: Pages, server: 
 
     expect(page).to_have_url(re.compile(r"[?&]tool=issue_refund(&|$)"))
     expect(page.locator(".audit-row")).to_have_count(1)
-    expect(page.locator(".audit-row .c-tool")).to_have_text("issue_refund")
+    expect(page.locator(".audit-row .c-tool")).to_have_text(re.compile(r"^Refund \$\d+\.\d\d · A-1042$"))
     assert page.evaluate("window.e2eSamePage") is True  # swapped in place
     export = page.get_by_role("link", name="Export CSV").get_attribute("href") or ""
     assert "tool=issue_refund" in export and f"q={thread}" in export
