@@ -25,7 +25,7 @@ filter form's choices (``queries.audit_choices``: the agents, reviewers and tool
 every request of the page reads.
 
 The insert cost: the decision row's own INSERT (``approvals.store.audit.insert_sql``) ``--inserts``
-times in a transaction rolled back, with every index, then with the indexes migration 0032 adds
+times in a transaction rolled back, with every index, then with the indexes migration 0034 adds
 dropped in that transaction (rolled back with it), in turns.
 
 Prints the figures and, at the largest size, each case's plans (EXPLAIN ANALYZE of the statements as
@@ -82,7 +82,7 @@ COPY_COLUMNS = (
     "tool_call_id", "tool_name", "args", "suspend_payload", "action", "reason", "edited_args",
     "outcome", "outcome_detail", "channel",
 )  # fmt: skip
-#: What migration 0032 adds (the insert cost compares with and without them).
+#: What migration 0034 adds (the insert cost compares with and without them).
 NEW_INDEXES = ("audit_args_trgm", "audit_outcome_created", "audit_tool_created")
 PAGE_COLUMNS = (
     "id, created_at, user_id, username, agent_id, run_id, thread_id, resource_id, tool_call_id,"
@@ -349,7 +349,7 @@ def measure(n: int, calls: int, plans: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def insert_cost(inserts: int, rounds: int) -> dict[str, Any]:
-    """Per-insert time of the decision row's INSERT with every index and without migration 0032's,
+    """Per-insert time of the decision row's INSERT with every index and without migration 0034's,
     in transactions rolled back, taking turns."""
     from django.db import connection
     from django.utils import timezone

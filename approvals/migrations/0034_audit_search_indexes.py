@@ -53,7 +53,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ("approvals", "0031_queue"),
+        ("approvals", "0033_chosen_run_ids"),
     ]
 
     operations = [
