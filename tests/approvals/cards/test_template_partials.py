@@ -13,7 +13,8 @@ SHARED = {
     "run_card": ('class="card run-card', ["inbox.html", "run.html", "queue.html"]),
     "pager": ('class="pager"', ["inbox.html", "audit.html", "queue.html"]),
     "error_card": ("These filters cannot be used", ["inbox.html", "audit.html", "queue.html"]),
-    "filter_fields": ("not field.is_hidden", ["inbox.html", "audit.html", "queue.html"]),
+    "filter_fields": ("not field.is_hidden", ["partials/filter_panel.html"]),
+    "filter_panel": ('class="filter-panel"', ["inbox.html", "audit.html", "queue.html"]),
     "date_presets": ("{% for p in presets %}", ["audit.html", "queue.html"]),
 }
 
