@@ -15,6 +15,7 @@ from .errors import (
     InvalidResumeData,
     InvalidToolArgs,
     RerunNotConfirmed,
+    RunAlreadyDecided,
     RunNotFound,
     ToolCallNotSuspended,
 )
@@ -27,15 +28,7 @@ from .vocabulary import DEFAULT_DECLINE_REASON, CallKind, DecisionAction
 
 async def decide(ctx: AgentContext, request: DecisionRequest) -> DecisionReceipt:
     """The one door: ``request`` recorded atomically if every rule lets it through, and announced."""
-    if not isinstance(request.run_id, str) or not request.run_id:
-        raise RunNotFound(str(request.run_id))
-    check_decision(
-        request.action,
-        reason=request.reason,
-        resume_data=request.resume_data,
-        edited_args=request.edited_args,
-    )
-    return await settle(ctx, request.run_id, decision_rule(ctx, request), request.actor)
+    return await settle(ctx, request.run_id, checked_rule(ctx, request), request.actor)
 
 
 async def check(ctx: AgentContext, request: DecisionRequest) -> tuple[StoredRun, ParkedCall, Decision | Vote]:
@@ -43,6 +36,54 @@ async def check(ctx: AgentContext, request: DecisionRequest) -> tuple[StoredRun,
     the call and the verdict, or the refusal ``decide`` would meet, raised. The rules run again when
     the decision is taken; this only tells a host that holds a decision (an undo window) before it
     takes it what to say now."""
+    run, call, verdict = await ctx.call(trial, ctx, request, checked_rule(ctx, request))
+    if isinstance(verdict, Exception):
+        raise verdict
+    return run, call, verdict
+
+
+async def would(ctx: AgentContext, request: DecisionRequest) -> Would:
+    """What ``decide(request)`` would do now, recording nothing: ``check`` with its answer described
+    (a preview, such as a bulk decision's, asks the rules rather than repeat them)."""
+    try:
+        _, call, verdict = await ctx.call(trial, ctx, request, checked_rule(ctx, request))
+    except (RunNotFound, RunAlreadyDecided, ToolCallNotSuspended, InvalidResumeData):
+        return Would("not_waiting")
+    escalated_to = call.escalated_to
+    if isinstance(verdict, DecisionRefused):
+        holder = str(getattr(verdict, "holder", ""))
+        return Would("refused", verdict.rule, str(verdict), holder=holder, escalated_to=escalated_to)
+    if isinstance(verdict, RerunNotConfirmed):
+        return Would("refused", "rerun", str(verdict), escalated_to=escalated_to)
+    if isinstance(verdict, Vote):
+        voters = tuple(v.actor or "" for v in verdict.votes)
+        return Would("vote", votes=voters, required=verdict.required, escalated_to=escalated_to)
+    return Would("decides", escalated_to=escalated_to)
+
+
+def trial(
+    ctx: AgentContext, request: DecisionRequest, rule: DecisionRule
+) -> tuple[StoredRun, ParkedCall, Decision | Vote | DecisionRefused | RerunNotConfirmed]:
+    """The store's atomic step on the run as stored, recording nothing: the run, its call and what
+    ``rule`` makes of it, a rule's refusal returned rather than raised (a preview describes it); a
+    call that no longer waits raises as ``decide`` would. Runs where the store runs its calls: the
+    host's rules read what it keeps beside the runs (claims)."""
+    run = ctx.store.get_run(request.run_id, with_snapshot=False)
+    if run is None or run.agent_id != ctx.agent_id:
+        raise RunNotFound(request.run_id)
+    call = pick_call(run, request.tool_call_id)
+    if call.decision is not None or run.status != "suspended":
+        raise decision_conflict(run, call, call.tool_call_id)
+    try:
+        _, verdict = rule(run)
+    except (DecisionRefused, RerunNotConfirmed) as refused:
+        return run, call, refused
+    return run, call, verdict
+
+
+def checked_rule(ctx: AgentContext, request: DecisionRequest) -> DecisionRule:
+    """``decision_rule`` for a request whose own data (run id, reason, resume data, edits) is first
+    checked for size and shape, before any run is read."""
     if not isinstance(request.run_id, str) or not request.run_id:
         raise RunNotFound(str(request.run_id))
     check_decision(
@@ -51,49 +92,7 @@ async def check(ctx: AgentContext, request: DecisionRequest) -> tuple[StoredRun,
         resume_data=request.resume_data,
         edited_args=request.edited_args,
     )
-    rule = decision_rule(ctx, request)
-
-    def checked() -> tuple[StoredRun, ParkedCall, Decision | Vote]:
-        # Where the store runs its calls: the rules read what the host keeps beside the runs.
-        run = ctx.store.get_run(request.run_id, with_snapshot=False)
-        if run is None or run.agent_id != ctx.agent_id:
-            raise RunNotFound(request.run_id)
-        tool_call_id, verdict = rule(run)
-        call = next((c for c in run.calls if c.tool_call_id == tool_call_id), None)
-        if call is None or call.decision is not None or run.status != "suspended":
-            raise decision_conflict(run, call, tool_call_id)
-        return run, call, verdict
-
-    return await ctx.call(checked)
-
-
-async def would(ctx: AgentContext, request: DecisionRequest) -> Would:
-    """What ``decide(request)`` would do now: ``decision_rule`` on the run as stored, nothing recorded
-    (a preview, such as a bulk decision's, asks the rules rather than repeat them)."""
-    run: StoredRun | None = await ctx.call(ctx.store.get_run, request.run_id, with_snapshot=False)
-    if run is None or run.agent_id != ctx.agent_id or run.status != "suspended":
-        return Would("not_waiting")
-    # Where the store runs its code: the host's rules may read what the store holds (claims).
-    return await ctx.call(_would_on, ctx, request, run)
-
-
-def _would_on(ctx: AgentContext, request: DecisionRequest, run: StoredRun) -> Would:
-    try:
-        call = pick_call(run, request.tool_call_id)
-        if call.decision is not None:
-            return Would("not_waiting")
-        _, result = decision_rule(ctx, request)(run)
-    except DecisionRefused as refused:
-        holder = str(getattr(refused, "holder", ""))
-        return Would("refused", refused.rule, str(refused), holder=holder, escalated_to=call.escalated_to)
-    except RerunNotConfirmed as refused:
-        return Would("refused", "rerun", str(refused), escalated_to=call.escalated_to)
-    except (ToolCallNotSuspended, InvalidResumeData):
-        return Would("not_waiting")
-    if isinstance(result, Vote):
-        voters = tuple(v.actor or "" for v in result.votes)
-        return Would("vote", votes=voters, required=result.required, escalated_to=call.escalated_to)
-    return Would("decides", escalated_to=call.escalated_to)
+    return decision_rule(ctx, request)
 
 
 def decision_rule(ctx: AgentContext, request: DecisionRequest) -> DecisionRule:
