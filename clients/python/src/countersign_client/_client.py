@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -244,7 +244,9 @@ class Countersign:
         """Say what happened when the approved call ran, for the run record and the audit."""
         return self._send(_result(request_id, ok, output))
 
-    def requires_approval(self, *, agent: str, **options: Any) -> Any:
+    def requires_approval[**P, R](
+        self, *, agent: str, **options: Any
+    ) -> Callable[[Callable[P, R]], Callable[P, R]]:
         """A decorator: each call of the function waits for a reviewer (see ``countersign_client.gate``)."""
         from ._gate import requires_approval
 
@@ -358,7 +360,10 @@ class AsyncCountersign:
     async def report_result(self, request_id: str, *, ok: bool, output: str = "") -> ApprovalRequest:
         return await self._send(_result(request_id, ok, output))
 
-    def requires_approval(self, *, agent: str, **options: Any) -> Any:
+    def requires_approval[**P, R](
+        self, *, agent: str, **options: Any
+    ) -> Callable[[Callable[P, R]], Callable[P, R]]:
+        """``Countersign.requires_approval`` for ``async def`` functions."""
         from ._gate import requires_approval
 
         return requires_approval(self, agent=agent, **options)
