@@ -201,6 +201,13 @@ class RunRecord(models.Model):
             # last: a sub-agent's inbox counts its own runs apart from its supervisors' inner runs
             # (``parent_run_id IS [NOT] NULL``) from the index alone.
             models.Index(fields=["agent_id", "status", "parent_run_id"], name="run_agent_status_parent_idx"),
+            # Sub-agents' waiting runs in suspension order (the inbox's delegated list): only those
+            # rows, so a page of them never walks the agent's own waiting runs to find a few.
+            models.Index(
+                fields=["agent_id", "status", "suspended_at", "run_id"],
+                condition=Q(parent_run_id__isnull=False),
+                name="run_delegated_oldest_idx",
+            ),
             # Lease reclaim: only running rows, a handful at any time (the probe's status is a
             # literal in its SQL, so SQLite can use this partial index).
             models.Index(

@@ -155,3 +155,37 @@ def test_a_rolled_back_park_counts_nothing(store: DjangoRunStore) -> None:
         store.insert_suspended(suspension("run-03"))
 
     _assert_exact(store, 37)
+
+
+def _plan(sql: str, params: Any) -> str:
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("ANALYZE approvals_run")
+            cursor.execute("EXPLAIN " + sql, params)
+        else:
+            cursor.execute("EXPLAIN QUERY PLAN " + sql.replace("%s", "?"), params)
+        return "\n".join(str(row) for row in cursor.fetchall())
+
+
+def test_a_page_of_sub_agents_calls_reads_only_the_delegated_runs(store: DjangoRunStore) -> None:
+    # The inbox lists an agent's sub-agent runs apart; among thousands of its own waiting runs, that
+    # page walked them all to find the few delegated ones (18 ms of a 46 ms inbox page at 10,000).
+    for i in range(300):
+        store.insert_suspended(suspension(f"own-{i:03d}", suspended_at=T0 + timedelta(seconds=i)))
+    for i in range(3):
+        store.insert_suspended(suspension(f"inner-{i}", parent_run_id="boss-1"))
+    sent: list[tuple[str, Any]] = []
+
+    def keep(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        sent.append((sql, params))
+        return execute(sql, params, many, context)
+
+    query = RunQuery(agent_id="support", delegated=True, oldest_first=True, limit=20)
+    with connection.execute_wrapper(keep):
+        runs, total = store.list_suspended(query)
+
+    assert ([r.run_id for r in runs], total) == (["inner-0", "inner-1", "inner-2"], 3)
+    (listing,) = [(sql, params) for sql, params in sent if "parent_run_id" in sql and " page" in sql]
+    plan = _plan(*listing)
+    # Either index holds only the delegated runs (PostgreSQL may take the parent index and sort the few).
+    assert "run_delegated_oldest_idx" in plan or "Index Cond: (parent_run_id IS NOT NULL)" in plan, plan
