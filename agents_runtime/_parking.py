@@ -125,13 +125,9 @@ def conversation_context(ctx: AgentContext, messages: Sequence[ModelMessage]) ->
                 if isinstance(part, UserPromptPart):
                     user_message = part.content if isinstance(part.content, str) else str(part.content)
                 elif isinstance(part, ToolReturnPart):
-                    spec = ctx.find_tool(part.tool_name)
-                    keys = spec.key_results if spec is not None else ()
-                    content = to_jsonable(part.content) if keys else None
-                    if isinstance(content, dict):
-                        values = {k: content[k] for k in keys if k in content}
-                        if values:
-                            key_results.append({"tool_name": part.tool_name, "values": values})
+                    result = _key_result(ctx, part)
+                    if result is not None:
+                        key_results.append(result)
         elif isinstance(message, ModelResponse):
             said = "\n".join(p.content for p in message.parts if isinstance(p, TextPart) and p.content)
             # The turn that made the call; an earlier turn's text is older than the call.
@@ -141,6 +137,28 @@ def conversation_context(ctx: AgentContext, messages: Sequence[ModelMessage]) ->
         "agent_said": None if agent_said is None else _short(agent_said),
         "key_results": key_results[-MAX_KEY_RESULTS:],
     }
+
+
+def _key_result(ctx: AgentContext, part: ToolReturnPart) -> dict[str, Any] | None:
+    """What an earlier result shows on a later card: its key fields, or that it found nothing or
+    failed (a negative result is part of why a call waits: "lookup_order found nothing")."""
+    if part.outcome in ("retried", "failed"):
+        # ``ModelRetry`` (or arguments the model got wrong), or a tool that raised: any tool's.
+        error = part.content if isinstance(part.content, str) else "the model's arguments were invalid"
+        return {"tool_name": part.tool_name, "values": {}, "error": _short(error)}
+    spec = ctx.find_tool(part.tool_name)
+    keys = spec.key_results if spec is not None else ()
+    if part.outcome != "success" or not keys:
+        # Only tools whose results matter to a reviewer say so: another tool's None is "done".
+        return None
+    content = to_jsonable(part.content)
+    values = {k: content[k] for k in keys if k in content} if isinstance(content, dict) else {}
+    if values:
+        return {"tool_name": part.tool_name, "values": values}
+    if content is None or content is False or content == "" or content == [] or isinstance(content, dict):
+        # Nothing, or none of the fields it names as key: it found nothing.
+        return {"tool_name": part.tool_name, "values": {}, "nothing": True}
+    return None
 
 
 def previous_answers(calls: Iterable[ParkedCall]) -> list[dict[str, Any]]:

@@ -21,37 +21,154 @@ TITLE_VALUE_CHARS = 40
 DEFAULT_TITLE_ARGS = 3
 
 _CURRENCY_SIGNS = {"USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥"}
+#: ISO 4217 digits of the minor unit of the currencies that do not have two (a yen has no cents, a
+#: Kuwaiti dinar has 1,000 fils).
+_MINOR_DIGITS = {
+    **dict.fromkeys(["BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW"], 0),
+    **dict.fromkeys(["PYG", "RWF", "UGX", "VND", "VUV", "XAF", "XOF", "XPF"], 0),
+    **dict.fromkeys(["BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"], 3),
+}
+#: The JSON Schema keyword that marks a property as money: ``{"currency": "USD", "unit": "minor"}``.
+MONEY_KEYWORD = "x-money"
+_CURRENCY_CODE = re.compile(r"[A-Z]{3}")
 #: ``{name}`` or ``{name|money}``; ``{{`` and ``}}`` are literal braces.
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)(?:\|([a-z]+))?\}")
 
 
 @dataclass(frozen=True)
 class Money:
-    """A field that holds an amount of money: ``cents=True`` when it counts the currency's minor unit.
+    """A field that holds an amount of money in ``currency``: ``cents=True`` when it counts the
+    currency's minor unit (cents of a dollar, yen, fils of a dinar: ISO 4217's), False in major units.
 
     Give it in ``tool(fields={"amount_cents": Money(cents=True, currency="USD")})`` or as metadata of
-    the parameter's annotation: ``amount_cents: Annotated[int, Money(cents=True)]``.
+    the parameter's annotation: ``amount_cents: Annotated[int, Money(cents=True)]``. A JSON Schema says
+    the same with ``"x-money": {"currency": "USD", "unit": "minor"}`` on the property
+    (``Money.from_annotation``); ``money_of`` reads either.
     """
 
     currency: str = "USD"
     cents: bool = False
 
-    def format(self, value: Any) -> str | None:
-        """``$890.00`` / ``890.00 CHF``; None when ``value`` is not a number."""
-        if isinstance(value, bool) or not isinstance(value, int | float | str):
+    @property
+    def code(self) -> str:
+        return self.currency.upper()
+
+    @property
+    def unit(self) -> str:
+        """``minor`` or ``major``: the unit the tool's value counts."""
+        return "minor" if self.cents else "major"
+
+    @property
+    def digits(self) -> int:
+        """Decimals of an amount in major units (2 for USD, 0 for JPY, 3 for KWD)."""
+        return _MINOR_DIGITS.get(self.code, 2)
+
+    @property
+    def sign(self) -> str:
+        """``$`` where the currency has a sign people read, else its code (``CHF``)."""
+        return _CURRENCY_SIGNS.get(self.code, self.code)
+
+    def annotation(self) -> dict[str, str]:
+        """This hint as the schema keyword's value (``{"currency": "USD", "unit": "minor"}``)."""
+        return {"currency": self.code, "unit": self.unit}
+
+    @classmethod
+    def from_annotation(cls, value: Any) -> Money | None:
+        """The ``x-money`` keyword's value as a hint; None unless it names a three-letter currency
+        and a ``unit`` of ``minor`` or ``major`` (the unit is never guessed)."""
+        if not isinstance(value, Mapping):
+            return None
+        currency, unit = value.get("currency"), value.get("unit")
+        if not isinstance(currency, str) or not _CURRENCY_CODE.fullmatch(currency.upper()):
+            return None
+        if unit not in ("minor", "major"):
+            return None
+        return cls(currency=currency.upper(), cents=unit == "minor")
+
+    def major(self, value: Any) -> Decimal | None:
+        """The amount ``value`` (as the tool holds it) in major units, exactly; None if not a number."""
+        if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
             return None
         try:
-            amount = Decimal(str(value))
+            amount = Decimal(str(value).strip())
         except InvalidOperation:
             return None
         if not amount.is_finite():
             return None
-        if self.cents:
-            amount = amount / 100
+        return amount.scaleb(-self.digits) if self.cents else amount
+
+    def stored(self, major: Decimal) -> Decimal:
+        """An amount in major units as the tool holds it (minor units: 40.5 USD is 4050).
+
+        Raises ``ValueError`` when it has more decimals than the currency (40.505 USD, 40.5 JPY).
+        """
+        if _decimals(major) > self.digits:
+            raise ValueError(f"{self.code} amounts have {_decimals_words(self.digits)}")
+        return major.scaleb(self.digits).quantize(Decimal(1)) if self.cents else major
+
+    def plain(self, value: Any) -> str | None:
+        """``value`` in major units without sign or separators (``890.00``): what an input shows."""
+        amount = self.major(value)
+        if amount is None:
+            return None
+        return f"{amount:.{max(self.digits, _decimals(amount))}f}"
+
+    def format(self, value: Any) -> str | None:
+        """``$890.00`` / ``890.00 CHF``; None when ``value`` is not a number. Never rounded: an
+        amount with more decimals than its currency shows them all."""
+        amount = self.major(value)
+        if amount is None:
+            return None
         sign = "-" if amount < 0 else ""
-        text = f"{abs(amount):,.2f}"
-        symbol = _CURRENCY_SIGNS.get(self.currency.upper())
-        return f"{sign}{symbol}{text}" if symbol else f"{sign}{text} {self.currency.upper()}"
+        text = f"{abs(amount):,.{max(self.digits, _decimals(amount))}f}"
+        symbol = _CURRENCY_SIGNS.get(self.code)
+        return f"{sign}{symbol}{text}" if symbol else f"{sign}{text} {self.code}"
+
+
+def _decimals(amount: Decimal) -> int:
+    exponent = amount.normalize().as_tuple().exponent
+    return max(0, -exponent) if isinstance(exponent, int) else 0
+
+
+def _decimals_words(digits: int) -> str:
+    return "no decimals" if digits == 0 else f"at most {digits} decimal{'s' if digits > 1 else ''}"
+
+
+def money_of(name: str, schema: Any, hints: Mapping[str, Any]) -> Money | None:
+    """Whether a field is money, and how: the tool's ``Money`` hint for ``name``, else the
+    ``x-money`` annotation of the field's JSON Schema ``schema``. Every reader asks this."""
+    hint = hints.get(name)
+    if isinstance(hint, Money):
+        return hint
+    return Money.from_annotation(schema.get(MONEY_KEYWORD)) if isinstance(schema, Mapping) else None
+
+
+def money_fields(schema: Any, hints: Mapping[str, Any]) -> dict[str, Money]:
+    """Every money field a tool names: its hints (arguments and result fields alike), and the
+    top-level properties of its parameters' JSON Schema ``schema`` annotated ``x-money``."""
+    props = schema.get("properties") if isinstance(schema, Mapping) else None
+    props = props if isinstance(props, Mapping) else {}
+    found = {name: hint for name, hint in hints.items() if isinstance(hint, Money)}
+    for name, prop in props.items():
+        money = money_of(str(name), prop, hints)
+        if money is not None:
+            found[str(name)] = money
+    return found
+
+
+def with_money(schema: Mapping[str, Any], money: Mapping[str, Money]) -> dict[str, Any]:
+    """``schema`` with each money property annotated ``x-money`` (a copy): what the edit form is built
+    from, so a tool's Python hints and a schema's annotations are read alike. Not what the model sees."""
+    props = schema.get("properties")
+    if not isinstance(props, Mapping) or not any(name in props for name in money):
+        return dict(schema)
+    annotated = {
+        name: {**prop, MONEY_KEYWORD: money[name].annotation()}
+        if name in money and isinstance(prop, Mapping)
+        else prop
+        for name, prop in props.items()
+    }
+    return {**schema, "properties": annotated}
 
 
 #: What a field hint can be (one kind today; the name leaves room for more).

@@ -15,7 +15,7 @@ import pydantic
 
 from .deadlines import Deadline, DeadlineOptions, deadline_from
 from .errors import InvalidResumeData, InvalidToolArgs
-from .presentation import ApprovalRule, FieldHint, Money, approval_reason, title_for
+from .presentation import ApprovalRule, FieldHint, Money, approval_reason, money_fields, title_for
 from .schema_check import schema_problems
 
 #: ``requires_approval``: a bool, a callable of the arguments (True, or a reason string, asks for
@@ -191,7 +191,7 @@ class Tool:
 
     def title_for(self, args: Mapping[str, Any] | None) -> str:
         """The call's title for a reviewer (escaped by whoever shows it: the values are model output)."""
-        return title_for(self.title, self.name, args, self.fields)
+        return title_for(self.title, self.name, args, self.money)
 
     def risky_values(self, args: Mapping[str, Any] | None) -> dict[str, Any]:
         """The arguments of a call whose values the tool marks risky (e.g. ``environment: production``)."""
@@ -204,6 +204,12 @@ class Tool:
     def needs_confirmation(self, args: Mapping[str, Any] | None) -> bool:
         """Approving needs the reviewer's explicit "I checked this": ``confirm=True`` or a risky value."""
         return self.confirm or bool(self.risky_values(args))
+
+    @functools.cached_property
+    def money(self) -> dict[str, Money]:
+        """Its money fields: ``Money`` hints and ``x-money`` annotations of its parameters' schema
+        (``presentation.money_fields``), by name."""
+        return money_fields(self.parameters_json_schema, self.fields)
 
     @functools.cached_property
     def parameters_json_schema(self) -> dict[str, Any]:

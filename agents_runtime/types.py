@@ -26,6 +26,10 @@ class KeyResult:
 
     tool_name: str
     values: dict[str, Any]
+    #: A negative result: it found nothing (empty, None, False, none of its key fields)...
+    nothing: bool = False
+    #: ...or it failed (``ModelRetry``, arguments the model got wrong): why, as the model was told.
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,12 @@ class CallContext:
             user_message=text("user_message"),
             agent_said=text("agent_said"),
             key_results=tuple(
-                KeyResult(str(r.get("tool_name") or ""), dict(r["values"]))
+                KeyResult(
+                    str(r.get("tool_name") or ""),
+                    dict(r["values"]),
+                    nothing=r.get("nothing") is True,
+                    error=r["error"] if isinstance(r.get("error"), str) else None,
+                )
                 for r in (results if isinstance(results, list) else [])
                 if isinstance(r, dict) and isinstance(r.get("values"), dict)
             ),

@@ -1,10 +1,10 @@
 """A call's arguments as a reviewer reads them: by type, from the tool's parameters schema and hints.
 
-Money reads as money (``$890.00``, from the tool's ``Money`` hint), numbers with separators,
-multi-line text as text (the template keeps its line breaks), URLs as text with their host shown
-apart (never a link: a reviewer should not navigate to what a model wrote), enum values and values
-the tool marks risky as chips. Everything here is model output: the template escapes it; invisible
-characters are shown as marks (``agents_runtime.untrusted.reveal_invisible``).
+Money reads as money (``$890.00``, from the tool's ``Money`` hint or its schema's ``x-money``),
+numbers with separators, multi-line text as text (the template keeps its line breaks), URLs as
+text with their host shown apart (never a link: a reviewer should not navigate to what a model
+wrote), enum values and values the tool marks risky as chips. Everything here is model output: the
+template escapes it; invisible characters are shown as marks (``agents_runtime.untrusted.reveal_invisible``).
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def arg_views(args: Any, tool: Tool | None, *, json_text: Any = None) -> list[Ar
         return []
     schema = tool.parameters_json_schema if tool is not None else {}
     props = _properties(schema)
-    hints = tool.fields if tool is not None else {}
+    money = tool.money if tool is not None else {}
     risky = tool.risky if tool is not None else {}
     order = [n for n in props if n in args] + [n for n in args if n not in props]
     return [
@@ -147,7 +147,7 @@ def arg_views(args: Any, tool: Tool | None, *, json_text: Any = None) -> list[Ar
             str(name),
             args[name],
             schema=_resolved(props.get(name), schema),
-            hint=hints.get(name),
+            hint=money.get(name),
             risky_values=tuple(risky.get(name, ())),
             json_text=json_text,
         )
@@ -157,8 +157,8 @@ def arg_views(args: Any, tool: Tool | None, *, json_text: Any = None) -> list[Ar
 
 def values_view(values: Mapping[str, Any], tool: Tool | None, *, json_text: Any = None) -> list[ArgView]:
     """Fields of a result or an answer (key results, an earlier answer), shown as arguments are."""
-    hints = tool.fields if tool is not None else {}
+    money = tool.money if tool is not None else {}
     return [
-        arg_view(str(name), value, hint=hints.get(name), json_text=json_text)
+        arg_view(str(name), value, hint=money.get(name), json_text=json_text)
         for name, value in values.items()
     ]

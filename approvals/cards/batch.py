@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from agents_runtime import Agent, Would
@@ -144,14 +144,13 @@ def money_total(items: Iterable[BatchItem], agent: Agent | None) -> str:
     sums: dict[Money, Decimal] = {}
     for item in items:
         tool = agent.find_tool(item.tool_name) if agent is not None else None
-        for name, hint in (tool.fields if tool is not None else {}).items():
-            value = _args(item).get(name)
-            if isinstance(hint, Money) and not isinstance(value, bool):
-                try:
-                    sums[hint] = sums.get(hint, Decimal(0)) + Decimal(str(value))
-                except InvalidOperation:
-                    continue
-    return " + ".join(text for hint, total in sums.items() if (text := hint.format(str(total))))
+        for name, hint in (tool.money if tool is not None else {}).items():
+            amount = hint.major(_args(item).get(name))
+            if amount is not None:
+                # Summed in major units: a tool in cents and one in dollars add up alike.
+                major = Money(currency=hint.code)
+                sums[major] = sums.get(major, Decimal(0)) + amount
+    return " + ".join(text for hint, total in sums.items() if (text := hint.format(total)))
 
 
 def rule_groups(predictions: list[Prediction], agent: Agent | None) -> list[RuleGroup]:

@@ -18,6 +18,7 @@ from typing import Any
 from django.urls import reverse
 
 from agents_runtime import Agent, AgentRun, AgentRunToolCall, GrantScope, Tool, fingerprint
+from agents_runtime.presentation import with_money
 from agents_runtime.untrusted import clean_text, reveal_invisible
 from agents_runtime.vocabulary import CallKind
 from approvals import dom_ids
@@ -46,13 +47,33 @@ ARGS_FORM_MARK = "args_form"
 
 
 @dataclass(frozen=True)
+class ResultView:
+    """One earlier result: what it found (its key fields), or in words that it did not."""
+
+    tool_name: str
+    values: tuple[ArgView, ...] = ()
+    #: A negative result in words ("found nothing", "failed: Order A-9 does not exist"); "" when it
+    #: found something.
+    negative: str = ""
+
+
+def result_view(result: Any, tool: Tool | None) -> ResultView:
+    """An earlier result (a ``CallContext``'s ``KeyResult``) as the "why" shows it."""
+    if result.error is not None:
+        return ResultView(result.tool_name, negative=f"failed: {reveal_invisible(clean_text(result.error))}")
+    if result.nothing or not result.values:
+        return ResultView(result.tool_name, negative="found nothing")
+    return ResultView(result.tool_name, tuple(values_view(result.values, tool, json_text=compact_json)))
+
+
+@dataclass(frozen=True)
 class WhyView:
     """Why the call waits: what the user asked, what the agent said, what earlier calls found."""
 
     user_message: str = ""
     agent_said: str = ""
-    #: ``(tool name, its key fields)`` of earlier results in the run.
-    key_results: tuple[tuple[str, tuple[ArgView, ...]], ...] = ()
+    #: Earlier results in the run: their key fields, or that they found nothing or failed.
+    key_results: tuple[ResultView, ...] = ()
     description: str = ""
     approval_reason: str = ""
     #: ``(question, the answer's fields)`` given earlier in the run (a follow-up question).
@@ -90,10 +111,7 @@ def why_view(call: AgentRunToolCall, tool: Tool | None, agent: Agent | None) -> 
     return WhyView(
         user_message=reveal_invisible(context.user_message or ""),
         agent_said=reveal_invisible(context.agent_said or ""),
-        key_results=tuple(
-            (r.tool_name, tuple(values_view(r.values, find_tool(agent, r.tool_name), json_text=compact_json)))
-            for r in context.key_results
-        ),
+        key_results=tuple(result_view(r, find_tool(agent, r.tool_name)) for r in context.key_results),
         description=description,
         approval_reason=reveal_invisible(context.approval_reason or ""),
         previous_answers=tuple(
@@ -328,13 +346,15 @@ _ARGS_FORMS: dict[int, tuple[Tool, type[ResumeForm] | None]] = {}
 
 
 def args_form_class(tool: Tool | None) -> type[ResumeForm] | None:
-    """The edit form of a tool's arguments, from its parameters schema (None: JSON only)."""
+    """The edit form of a tool's arguments, from its parameters schema with its money fields marked
+    (``x-money``: shown and typed in major units); None: JSON only."""
     if tool is None:
         return None
     known = _ARGS_FORMS.get(id(tool))
     if known is not None and known[0] is tool:
         return known[1]
-    form_class: type[ResumeForm] | None = resume_form_class(tool.parameters_json_schema)
+    schema = with_money(tool.parameters_json_schema, tool.money)
+    form_class: type[ResumeForm] | None = resume_form_class(schema)
     if form_class is not None and (form_class.broken or form_class.whole_json):
         form_class = None
     _ARGS_FORMS[id(tool)] = (tool, form_class)

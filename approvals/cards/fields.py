@@ -19,7 +19,7 @@ from django import forms
 from django.forms.utils import pretty_name
 from django.forms.widgets import ChoiceWidget, Input
 
-from approvals.forms.schema import FORM_CLASS_CACHE_SIZE
+from approvals.forms.schema import FORM_CLASS_CACHE_SIZE, MoneyField
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,8 @@ class FieldView:
     error_id: str
     #: The ids of the help text (if any) and of the errors (if any): the control's description.
     describedby: str
+    #: Shown before an ``input``: an amount's currency (``$``), its help text says it in words.
+    unit: str = ""
 
 
 #: Attributes the markup writes itself; a widget's own value for them is not repeated.
@@ -81,6 +83,9 @@ class _Control:
     attrs: tuple[tuple[str, str], ...]
     choices: tuple[tuple[str, str], ...]
     widget: forms.Widget
+    #: Turns a value given as ``initial`` into what the control shows (money in major units).
+    prepare: Any
+    unit: str = ""
 
     @classmethod
     def of(cls, name: str, form_field: forms.Field) -> _Control:
@@ -114,6 +119,8 @@ class _Control:
             attrs=attrs,
             choices=choices,
             widget=widget,
+            prepare=form_field.prepare_value,
+            unit=form_field.money.sign if isinstance(form_field, MoneyField) else "",
         )
 
     def view(self, *, html_name: str, auto_id: str, value: Any, errors: Iterable[Any] = ()) -> FieldView:
@@ -156,6 +163,7 @@ class _Control:
             help_id=help_id,
             error_id=error_id,
             describedby=" ".join(described),
+            unit=self.unit,
         )
 
 
@@ -197,7 +205,7 @@ def unbound_fields(
         control.view(
             html_name=_html_name(prefix, control.name),
             auto_id=auto_id,
-            value=initial.get(control.name, default),
+            value=control.prepare(initial[control.name]) if control.name in initial else default,
         )
         for control, default in _controls(form_class)
     ]

@@ -15,8 +15,10 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime, time
+from decimal import Decimal, InvalidOperation
 from typing import Any, ClassVar
 
 import jsonschema
@@ -27,6 +29,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from agents_runtime import untrusted
+from agents_runtime.presentation import Money, money_of
 from agents_runtime.schema_check import schema_problems
 
 # -- the fields a schema's form is built of, beyond Django's own: enums of any JSON values, JSON a
@@ -174,6 +177,102 @@ def json_field(*, required: bool, **kwargs: Any) -> forms.JSONField:
     )
 
 
+#: An amount as people type it: ``40``, ``40.5``, ``-12.00``, ``1,250.50`` (commas only between
+#: groups of three digits: "40,50" is refused, never read as 4,050).
+_AMOUNT = re.compile(r"([+-]?)(\d+|\d{1,3}(?:,\d{3})+)(?:\.(\d+))?")
+
+
+class MoneyField(forms.CharField):
+    """An amount of money (``x-money``) typed in major units with its currency ("$ 40.50"), answered
+    as the tool holds it: 4050 when it counts cents. Decimal throughout; a JSON number at the end.
+
+    ``schema``: the property's (its ``type``, ``minimum``... in the tool's own units).
+    """
+
+    def __init__(self, *, money: Money, schema: Mapping[str, Any], **kwargs: Any) -> None:
+        self.money = money
+        self.json_type = schema.get("type")
+        self.bounds = {k: schema[k] for k in _BOUNDS if _is_number(schema.get(k))}
+        example = "40" if money.digits == 0 else f"40 or 40.{'5'.ljust(money.digits, '0')}"
+        said = kwargs.pop("help_text", "")
+        help_text = " ".join(t for t in (said, f"In {money.code}, e.g. {example}.") if t)
+        widget = forms.TextInput(attrs={"inputmode": "decimal", "autocomplete": "off", "class": "money"})
+        super().__init__(strip=True, empty_value=None, widget=widget, help_text=help_text, **kwargs)
+
+    def prepare_value(self, value: Any) -> Any:
+        # The tool's value (a number: 4050) reads in major units; what was typed (text) as typed.
+        if isinstance(value, int | float | Decimal) and not isinstance(value, bool):
+            return self.money.plain(value) or value
+        return value
+
+    def clean(self, value: Any) -> Any:
+        text = super().clean(value)
+        if text is None:
+            return None
+        major = self._parse(text)
+        try:
+            stored = self.money.stored(major)
+        except ValueError as exc:
+            message = f"{exc}: enter e.g. {self._example(major)}."
+            raise forms.ValidationError(message, code="decimals") from None
+        self._check_bounds(stored)
+        return self._as_json(stored)
+
+    def _parse(self, text: str) -> Decimal:
+        sign = self.money.sign
+        for mark in (sign, self.money.code):
+            text = text.removeprefix(mark).removesuffix(mark).strip()
+        match = _AMOUNT.fullmatch(text)
+        if match is None:
+            raise forms.ValidationError(
+                "Enter an amount in %(code)s, such as %(example)s.",
+                code="invalid",
+                params={"code": self.money.code, "example": self._example(Decimal(40))},
+            )
+        try:
+            return Decimal(match.group(0).replace(",", ""))
+        except InvalidOperation:  # pragma: no cover - the pattern only lets digits through
+            raise forms.ValidationError("Enter an amount.", code="invalid") from None
+
+    def _example(self, major: Decimal) -> str:
+        """``major`` (an amount in major units) as its currency writes it: "$40.50"."""
+        in_major = Money(currency=self.money.code)
+        return in_major.format(major.quantize(Decimal(1).scaleb(-self.money.digits))) or ""
+
+    def _check_bounds(self, stored: Decimal) -> None:
+        for key, (fails, words) in _BOUNDS.items():
+            limit = self.bounds.get(key)
+            if limit is not None and fails(stored, Decimal(str(limit))):
+                shown = self.money.format(limit) or str(limit)
+                raise forms.ValidationError(f"Enter an amount {words} {shown}.", code=key)
+
+    def _as_json(self, stored: Decimal) -> Any:
+        """The amount as the schema's type wants it: a whole amount is an ``int`` (cents always are),
+        a fraction of a major unit a ``float`` (only a tool in major units takes one), text as text."""
+        if self.json_type == "string":
+            return str(stored)
+        if stored == stored.to_integral_value():
+            return int(stored)
+        if self.json_type == "integer":
+            raise forms.ValidationError(
+                f"Enter a whole amount of {self.money.code}: this tool takes no fractions.", code="whole"
+            )
+        return float(stored)
+
+
+#: JSON Schema's bounds of a number: when a stored value breaks one, and how its error reads.
+_BOUNDS: dict[str, tuple[Any, str]] = {
+    "minimum": (lambda v, limit: v < limit, "of at least"),
+    "exclusiveMinimum": (lambda v, limit: v <= limit, "of more than"),
+    "maximum": (lambda v, limit: v > limit, "of at most"),
+    "exclusiveMaximum": (lambda v, limit: v >= limit, "of less than"),
+}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 # -- the form ----------------------------------------------------------------------------------------
 
 logger = logging.getLogger(__name__)
@@ -237,6 +336,9 @@ def _field_for(schema: _Schema, root: _Schema, *, name: str, required: bool) -> 
         # A property with a default may be left out: the schema (or the tool) fills it in.
         required = False
     kind = schema.get("type")
+    money = money_of(name, schema, {}) if kind in ("integer", "number", "string") else None
+    if money is not None and "enum" not in schema and "const" not in schema:
+        return MoneyField(money=money, schema=schema, required=required, **common)
     if "enum" in schema and isinstance(schema["enum"], list) and schema["enum"]:
         return EnumField(values=list(schema["enum"]), required=required, has_default=has_default, **common)
     if "const" in schema:

@@ -134,3 +134,12 @@ def live_words() -> str:
         "someone": "another reviewer",
     }
     return json.dumps(words)
+
+
+@register.inclusion_tag("approvals/partials/args_diff.html")
+def args_diff(decision: Any) -> dict[str, Any]:
+    """``{% args_diff d %}``: an edited decision's arguments against the model's, field by field
+    (``cards.diff``); nothing for a decision without edits."""
+    from approvals.cards.diff import decision_diff
+
+    return {"diff": decision_diff(decision)}

@@ -214,7 +214,12 @@ def test_edit_form_is_built_from_the_tools_parameters(desk: Runtime, reviewer_cl
 
     assert call.tool_name == "issue_refund"
     for html in (page, opened_rows):
-        assert re.search(r'<input type="number" name="args-amount_cents" id="[^"]+" value="89000"', html)
+        # Money in dollars, its currency before it; the tool's cents only once posted.
+        assert re.search(
+            r'<span class="input-unit"><span class="unit" aria-hidden="true">\$</span> '
+            r'<input type="text" name="args-amount_cents" id="[^"]+" value="890.00" inputmode="decimal"',
+            html,
+        )
         assert re.search(r'<input type="text" name="args-order_id" id="[^"]+" value="A-1044"', html)
         assert 'name="edited_args"' in html  # the JSON: the advanced view
     # A folded inbox row has none of its forms until it opens; without JavaScript, a link to the run.
@@ -249,7 +254,7 @@ def test_edit_form_errors_are_one_per_field_and_decide_nothing(
     page = response.content.decode()
     errors = re.findall(r'<div class="field-errors" id="([^"]+)_error" role="alert">([^<]*)</div>', page)
     assert [(field_id.rsplit("-", 1)[-1], message) for field_id, message in errors] == [
-        ("amount_cents", "Enter a whole number."),
+        ("amount_cents", "Enter an amount in USD, such as $40.00."),
         ("reason", "This field is required."),
     ]
     assert waiting_call(desk, "support", run_id).tool_call_id == call.tool_call_id  # still waiting
@@ -265,7 +270,7 @@ def test_edit_form_approves_with_the_edited_arguments(desk: Runtime, reviewer_cl
             "agent": "support",
             "args_form": "1",
             "args-order_id": "A-1044",
-            "args-amount_cents": "4500",
+            "args-amount_cents": "45",
             "args-reason": "partial refund",
         },
         **HX,
