@@ -179,6 +179,7 @@ def json_field(*, required: bool, **kwargs: Any) -> forms.JSONField:
 
 #: An amount as people type it: ``40``, ``40.5``, ``-12.00``, ``1,250.50`` (commas only between
 #: groups of three digits: "40,50" is refused, never read as 4,050).
+_MINOR_SUFFIX = re.compile(r"[\s_-]*(cents|minor|minor units)$", re.IGNORECASE)
 _AMOUNT = re.compile(r"([+-]?)(\d+|\d{1,3}(?:,\d{3})+)(?:\.(\d+))?")
 
 
@@ -197,6 +198,9 @@ class MoneyField(forms.CharField):
         said = kwargs.pop("help_text", "")
         help_text = " ".join(t for t in (said, f"In {money.code}, e.g. {example}.") if t)
         widget = forms.TextInput(attrs={"inputmode": "decimal", "autocomplete": "off", "class": "money"})
+        if money.cents and kwargs.get("label"):
+            # "Amount cents" would ask for cents in a field that takes dollars: the help names the unit.
+            kwargs["label"] = _MINOR_SUFFIX.sub("", str(kwargs["label"])) or kwargs["label"]
         super().__init__(strip=True, empty_value=None, widget=widget, help_text=help_text, **kwargs)
 
     def prepare_value(self, value: Any) -> Any:

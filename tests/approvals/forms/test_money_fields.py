@@ -110,7 +110,7 @@ def test_the_edit_form_shows_and_takes_money_alike_from_a_hint_or_the_schema(ref
     assert form_class is not None
 
     shown = {
-        f.name: (f.value, f.unit, f.help_text)
+        f.name: (f.label, f.value, f.unit, f.help_text)
         for f in unbound_fields(
             form_class, auto_id="c-%s", prefix="args", initial={"order_id": "A-1", "amount_cents": 89_000}
         )
@@ -118,8 +118,9 @@ def test_the_edit_form_shows_and_takes_money_alike_from_a_hint_or_the_schema(ref
     posted = form_class(data={"args-order_id": "A-1", "args-amount_cents": "40"}, prefix="args")
     negative = form_class(data={"args-order_id": "A-1", "args-amount_cents": "-40"}, prefix="args")
 
-    assert shown["args-amount_cents"] == ("890.00", "$", "In USD, e.g. 40 or 40.50.")
-    assert shown["args-order_id"] == ("A-1", "", "")
+    # Typed in dollars: the label no longer says cents, the help says the currency.
+    assert shown["args-amount_cents"] == ("Amount", "890.00", "$", "In USD, e.g. 40 or 40.50.")
+    assert shown["args-order_id"] == ("Order Id", "A-1", "", "")
     assert posted.is_valid() and posted.resume_data == {"order_id": "A-1", "amount_cents": 4000}
     assert not negative.is_valid() and negative.errors == {
         "amount_cents": ["Enter an amount of at least $0.00."]
