@@ -95,7 +95,7 @@ class Money:
             return None
         if not amount.is_finite():
             return None
-        return amount.scaleb(-self.digits) if self.cents else amount
+        return _shift(amount, -self.digits) if self.cents else amount
 
     def stored(self, major: Decimal) -> Decimal:
         """An amount in major units as the tool holds it (minor units: 40.5 USD is 4050).
@@ -104,7 +104,8 @@ class Money:
         """
         if _decimals(major) > self.digits:
             raise ValueError(f"{self.code} amounts have {_decimals_words(self.digits)}")
-        return major.scaleb(self.digits).quantize(Decimal(1)) if self.cents else major
+        # Whole by now: written without an exponent (4.05E+3 is 4050).
+        return _shift(major, self.digits).quantize(Decimal(1)) if self.cents else major
 
     def plain(self, value: Any) -> str | None:
         """``value`` in major units without sign or separators (``890.00``): what an input shows."""
@@ -125,9 +126,20 @@ class Money:
         return f"{sign}{symbol}{text}" if symbol else f"{sign}{text} {self.code}"
 
 
+def _shift(amount: Decimal, places: int) -> Decimal:
+    """``amount`` times 10**``places``, exactly (``scaleb`` rounds to the context's precision)."""
+    sign, digits, exponent = amount.as_tuple()
+    return Decimal((sign, digits, exponent + places)) if isinstance(exponent, int) else amount
+
+
 def _decimals(amount: Decimal) -> int:
-    exponent = amount.normalize().as_tuple().exponent
-    return max(0, -exponent) if isinstance(exponent, int) else 0
+    """Decimals ``amount`` needs (``40.50``: 1), exactly (``normalize`` would round to the context's
+    precision: 40.000...0001 would read as 40)."""
+    _, digits, exponent = amount.as_tuple()
+    if not isinstance(exponent, int) or exponent >= 0:
+        return 0
+    zeros = len(digits) - len("".join(map(str, digits)).rstrip("0"))
+    return max(0, -exponent - zeros)
 
 
 def _decimals_words(digits: int) -> str:

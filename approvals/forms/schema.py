@@ -181,6 +181,8 @@ def json_field(*, required: bool, **kwargs: Any) -> forms.JSONField:
 #: groups of three digits: "40,50" is refused, never read as 4,050).
 _MINOR_SUFFIX = re.compile(r"[\s_-]*(cents|minor|minor units)$", re.IGNORECASE)
 _AMOUNT = re.compile(r"([+-]?)(\d+|\d{1,3}(?:,\d{3})+)(?:\.(\d+))?")
+#: Digits of an amount's whole part (major units): a larger one is a typo, and past Decimal's precision.
+MAX_WHOLE_DIGITS = 15
 
 
 class MoneyField(forms.CharField):
@@ -233,6 +235,8 @@ class MoneyField(forms.CharField):
                 code="invalid",
                 params={"code": self.money.code, "example": self._example(Decimal(40))},
             )
+        if len(match.group(2).replace(",", "").lstrip("0")) > MAX_WHOLE_DIGITS:
+            raise forms.ValidationError("This amount is too large.", code="too_large")
         try:
             return Decimal(match.group(0).replace(",", ""))
         except InvalidOperation:  # pragma: no cover - the pattern only lets digits through

@@ -21,6 +21,21 @@ def test_title_template_substitutes_top_level_args_and_formats_money() -> None:
     assert Money(currency="CHF").format(12.5) == "12.50 CHF"
 
 
+def test_money_has_its_currencys_decimals_and_is_never_rounded() -> None:
+    assert Money(currency="JPY", cents=True).format(89_000) == "¥89,000"
+    assert Money(currency="KWD", cents=True).format(1_234_567) == "1,234.567 KWD"
+    assert Money(currency="USD", cents=True).format(12.5) == "$0.125"
+    assert Money(currency="USD", cents=True).format(10**30) == f"${10**28:,}.00"
+
+
+def test_a_schema_annotation_is_money_only_with_its_currency_and_unit() -> None:
+    assert Money.from_annotation({"currency": "usd", "unit": "minor"}) == Money(currency="USD", cents=True)
+    assert Money.from_annotation({"currency": "EUR", "unit": "major"}) == Money(currency="EUR")
+    assert Money.from_annotation({"currency": "USD"}) is None  # the unit is never guessed
+    assert Money.from_annotation({"currency": "dollars", "unit": "minor"}) is None
+    assert Money(currency="EUR", cents=True).annotation() == {"currency": "EUR", "unit": "minor"}
+
+
 def test_title_template_never_reaches_past_a_top_level_value() -> None:
     args: dict[str, Any] = {"order_id": "A-1", "nested": {"secret": "s3cr3t"}}
 

@@ -60,6 +60,8 @@ def test_an_amount_typed_in_dollars_is_answered_in_cents(typed: str, stored: int
         (money_schema(), "forty", "Enter an amount in USD, such as $40.00."),
         (money_schema(), "40,50", "Enter an amount in USD, such as $40.00."),  # never read as 4,050
         (money_schema(), "40.505", "USD amounts have at most 2 decimals: enter e.g. $40.50."),
+        (money_schema(), "40." + "0" * 60 + "1", "USD amounts have at most 2 decimals: enter e.g. $40.00."),
+        (money_schema(), "9" * 40, "This amount is too large."),
         (money_schema("JPY"), "40.5", "JPY amounts have no decimals: enter e.g. ¥40."),
         (money_schema(minimum=0), "-1", "Enter an amount of at least $0.00."),
         (money_schema(exclusiveMinimum=0), "0", "Enter an amount of more than $0.00."),
