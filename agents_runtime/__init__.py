@@ -16,6 +16,7 @@ from .errors import (
     InvalidResumeData,
     InvalidToolArgs,
     NotADecider,
+    NotTheRequester,
     RerunNotConfirmed,
     RiskyNotConfirmed,
     RunAlreadyDecided,
@@ -24,6 +25,7 @@ from .errors import (
     ToolCallNotSuspended,
 )
 from .events import Continuation, RunEvent
+from .external import ExternalAgent, ExternalCall, ExternalTool, InvalidExternalCall, ToolRules
 from .grants import Grant, GrantNotFound, GrantRequest, GrantScope, GrantUnavailable, InvalidGrant
 from .memory import InMemoryRunStore
 from .policy import Confirmation, DecisionRequest, Origin, Policy, Would, fingerprint
@@ -52,6 +54,9 @@ __all__ = [
     "DecisionRefused",
     "DecisionRequest",
     "DuplicateVote",
+    "ExternalAgent",
+    "ExternalCall",
+    "ExternalTool",
     "Grant",
     "GrantNotFound",
     "GrantRequest",
@@ -59,12 +64,14 @@ __all__ = [
     "GrantUnavailable",
     "InMemoryRunStore",
     "InvalidCondition",
+    "InvalidExternalCall",
     "InvalidGrant",
     "InvalidPagination",
     "InvalidResumeData",
     "InvalidToolArgs",
     "ListSuspendedRunsResult",
     "NotADecider",
+    "NotTheRequester",
     "Origin",
     "Policy",
     "Reply",
@@ -82,6 +89,7 @@ __all__ = [
     "Tool",
     "ToolCallNotSuspended",
     "ToolContext",
+    "ToolRules",
     "Would",
     "agent_run",
     "fingerprint",

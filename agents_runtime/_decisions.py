@@ -21,7 +21,7 @@ from .errors import (
 )
 from .policy import DecisionRequest, Would
 from .records import Decision, DecisionReceipt, DecisionRule, ParkedCall, StoredRun, Vote, decision_conflict
-from .tools import _validate, to_jsonable
+from .tools import Tool, _validate, to_jsonable
 from .untrusted import check_decision, checked_json, reason_problem
 from .vocabulary import DEFAULT_DECLINE_REASON, CallKind, DecisionAction
 
@@ -196,7 +196,7 @@ def validated_decision(
         raise InvalidResumeData(
             f"Tool call {call.tool_call_id!r} called suspend(): answer it with resume_stream, not approve"
         )
-    if action == DecisionAction.DECLINE:
+    if action in (DecisionAction.DECLINE, DecisionAction.CANCEL):
         return action, reason, None
     spec = ctx.find_tool(call.tool_name)
     if spec is not None:
@@ -212,7 +212,7 @@ def validated_edits(ctx: AgentContext, call: ParkedCall, edited_args: Any) -> di
         raise InvalidResumeData(
             f"Tool call {call.tool_call_id!r} called suspend(): it has no arguments to edit"
         )
-    spec = ctx.find_tool(call.tool_name)
+    spec = call_tool(ctx, call)
     if spec is None:
         raise InvalidToolArgs(
             f"Tool {call.tool_name!r} is not known to agent {ctx.agent_id!r}: "
@@ -220,6 +220,14 @@ def validated_edits(ctx: AgentContext, call: ParkedCall, edited_args: Any) -> di
             errors=[{"loc": (), "msg": "unknown tool"}],
         )
     return spec.validate_args(edited_args)
+
+
+def call_tool(ctx: AgentContext, call: ParkedCall) -> Tool | None:
+    """The tool a call names, as it applies to this call: a call that brought its own argument schema
+    and title (an external agent's request) is checked and shown by them."""
+    spec = ctx.find_tool(call.tool_name)
+    context = call.context or {}
+    return None if spec is None else spec.for_call(context.get("args_schema"), context.get("title"))
 
 
 def pick_call(run: StoredRun, tool_call_id: str | None) -> ParkedCall:
@@ -247,7 +255,7 @@ def add_result(results: DeferredToolResults, call: ParkedCall) -> None:
     assert decision is not None, "continuing a run with an undecided call"
     if decision.action == DecisionAction.APPROVE:
         results.approvals[call.tool_call_id] = ToolApproved(override_args=decision.edited_args)
-    elif decision.action == DecisionAction.DECLINE or (
+    elif decision.action in (DecisionAction.DECLINE, DecisionAction.CANCEL) or (
         decision.action == DecisionAction.EXPIRE and decision.resume_data != {"approved": True}
     ):
         results.approvals[call.tool_call_id] = ToolDenied(decision.reason or DEFAULT_DECLINE_REASON)

@@ -19,7 +19,7 @@ from pydantic_ai.conversation import Conversation
 from pydantic_ai.messages import AgentStreamEvent, ModelMessage, ModelResponse
 from pydantic_ai.tools import RunContext
 
-from . import _pydantic
+from . import _external, _pydantic
 from ._context import AgentContext
 from ._convert import (
     agent_run,
@@ -358,14 +358,26 @@ async def _heartbeat(ctx: AgentContext, run_id: str, version: int) -> None:
             return
 
 
-async def _continue_claimed(
-    ctx: AgentContext, run_id: str, version: int, emit: Emit, known: StoredRun | None
-) -> RunResult:
+async def _claimed_run(
+    ctx: AgentContext, run_id: str, version: int, known: StoredRun | None
+) -> StoredRun | None:
+    """The run as claimed at ``version``, with its snapshot (``known`` when it is that), or None."""
     run: StoredRun | None = known
     if run is None or run.version != version or run.snapshot is None:
         run = await ctx.call(ctx.store.get_run, run_id)
     if run is None or run.status != "running" or run.version != version or run.snapshot is None:
+        return None
+    return run
+
+
+async def _continue_claimed(
+    ctx: AgentContext, run_id: str, version: int, emit: Emit, known: StoredRun | None
+) -> RunResult:
+    run = await _claimed_run(ctx, run_id, version, known)
+    if run is None or run.snapshot is None:
         return lost_claim(ctx, run_id, emit)
+    if _external.is_external(run.snapshot):
+        return await _hand_over(ctx, run, version, emit)
     try:
         snapshot = _pydantic.Snapshot.from_json(run.snapshot)
     except Exception as exc:
@@ -430,6 +442,17 @@ async def _continue_claimed(
         deadline=snapshot.deadline,
         started_by=run.started_by,
     )
+
+
+async def _hand_over(ctx: AgentContext, run: StoredRun, version: int, emit: Emit) -> RunResult:
+    """A decided request's run (``agents_runtime.external``): nothing runs here; the run ends with the
+    decision, handed to the agent that asked, once (the claim's ``finish``)."""
+    ending = _external.handed_over(run)
+    if not await ctx.call(ctx.store.finish, run.run_id, version=version, ending=ending):
+        return lost_claim(ctx, run.run_id, emit)
+    emit(Chunk("finish", run.run_id, finished(ending.detail, [], ending.transcript)))
+    await ctx.notify("run-completed", run.run_id)
+    return RunResult(run_id=run.run_id, status="success", text=ending.detail)
 
 
 # -- what a decision leads to ----------------------------------------------------------------------

@@ -135,3 +135,9 @@ class ArgumentsChanged(DecisionRefused):
     """The call's arguments are not the ones the decider saw."""
 
     rule = "arguments_changed"
+
+
+class NotTheRequester(DecisionRefused):
+    """A cancellation by anyone but the agent that asked, or anything else asked by that agent."""
+
+    rule = "not_the_requester"

@@ -32,6 +32,7 @@ from .errors import (
     ArgumentsChanged,
     DecisionRefused,
     DuplicateVote,
+    NotTheRequester,
     RerunNotConfirmed,
     RiskyNotConfirmed,
     SelfApprovalRefused,
@@ -55,6 +56,9 @@ class Origin(enum.StrEnum):
     MASTRA = "mastra"
     GRANT = "grant"
     DEADLINE = "deadline"
+    #: The agent that asked for the call, from another process (``agents_runtime.external``): it may
+    #: only withdraw its own request (``DecisionAction.CANCEL``).
+    REQUESTER = "requester"
 
 
 class Confirmation(enum.StrEnum):
@@ -129,9 +133,20 @@ def fingerprint(args: Mapping[str, Any] | None) -> str:
 
 
 def admit(request: DecisionRequest, run: StoredRun, call: ParkedCall, host: Policy | None) -> None:
-    """Rule 1: the host's, before anything about the call is told to the decider."""
+    """Rule 1: the host's, before anything about the call is told to the decider; then who may
+    withdraw a call: only the agent that asked (or the application's own code), and that is all it
+    may do."""
     if host is not None:
         host.admit(request, run, call)
+    cancels = request.action == DecisionAction.CANCEL
+    if cancels and request.origin not in (Origin.REQUESTER, Origin.CODE):
+        raise _refusal(
+            NotTheRequester, "Only the agent that asked may cancel its request", run, call, request.actor
+        )
+    if request.origin == Origin.REQUESTER and not cancels:
+        raise _refusal(
+            NotTheRequester, "The agent that asked may only cancel its request", run, call, request.actor
+        )
 
 
 def verdict(

@@ -94,6 +94,11 @@ class Runtime:
         for sub in agent.agents:
             self._register(sub)
 
+    def add_agent(self, agent: Agent) -> None:
+        """Serve ``agent`` from now on, beside those it was built with (an agent registered while the
+        host runs: an external agent); ``ValueError`` if another agent has its id."""
+        self._register(agent)
+
     @property
     def agents(self) -> list[Agent]:
         """Every registered agent, sub-agents included, in registration order."""

@@ -185,6 +185,11 @@ class Tool:
         grant is one person's approval; ``approvals=2`` asks for two at the time of the call)."""
         return self.grantable and self.approvals == 1
 
+    def for_call(self, args_schema: Any = None, title: Any = None) -> Tool:
+        """This tool as it applies to one call that brought its own argument schema and title (an
+        external agent's request: ``agents_runtime.external``); a tool defined here has its own."""
+        return self
+
     def approval(self, args: dict[str, Any]) -> tuple[bool, str]:
         """Whether a call with ``args`` needs approval, and why as the rule explains it ("" if not)."""
         return approval_reason(self.requires_approval, args)

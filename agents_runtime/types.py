@@ -67,6 +67,10 @@ class CallContext:
     previous_answers: tuple[PreviousAnswer, ...] = ()
     #: Grants whose conditions failed on this call when it parked (so it waits for a person).
     grant_failures: tuple[GrantFailure, ...] = ()
+    #: An external agent's request (``agents_runtime.external``): the title it gave, and the JSON
+    #: Schema its arguments (and a reviewer's edits) are checked and shown by.
+    title: str | None = None
+    args_schema: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, data: Any) -> CallContext | None:
@@ -81,6 +85,7 @@ class CallContext:
         results = data.get("key_results")
         answers = data.get("previous_answers")
         failures = data.get("grant_failures")
+        schema = data.get("args_schema")
         return cls(
             user_message=text("user_message"),
             agent_said=text("agent_said"),
@@ -109,6 +114,8 @@ class CallContext:
                 for f in (failures if isinstance(failures, list) else [])
                 if isinstance(f, dict) and type(f.get("grant_id")) is int
             ),
+            title=text("title"),
+            args_schema=schema if isinstance(schema, dict) else None,
         )
 
 

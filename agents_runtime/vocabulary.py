@@ -41,6 +41,11 @@ class DecisionAction(StrEnum):
     #: Not decisions either: a standing grant made ("approve and allow") or revoked.
     ALLOW = "allow"
     REVOKE = "revoke"
+    #: The agent that asked withdrew its request before anyone decided it (an approval request from
+    #: another process: ``agents_runtime.external``). Decided like the others, never a reviewer's word.
+    CANCEL = "cancel"
+    #: Not a decision: the agent that asked reports what came of running the approved call itself.
+    EXECUTE = "execute"
 
     @property
     def label(self) -> str:
@@ -106,6 +111,8 @@ class Verdict(StrEnum):
     ANSWERED = "answered"
     #: The call stopped waiting before anyone decided it (its run ended or is gone).
     EXPIRED = "expired"
+    #: The agent that asked withdrew the call.
+    CANCELLED = "cancelled"
 
     @property
     def label(self) -> str:
@@ -117,6 +124,8 @@ class Verdict(StrEnum):
             return cls.APPROVED_WITH_EDITS if edited else cls.APPROVED
         if action == DecisionAction.EXPIRE:
             return cls.EXPIRED
+        if action == DecisionAction.CANCEL:
+            return cls.CANCELLED
         return cls.DECLINED if action == DecisionAction.DECLINE else cls.ANSWERED
 
 
@@ -126,6 +135,7 @@ _VERDICT_LABELS = {
     Verdict.DECLINED: "Declined",
     Verdict.ANSWERED: "Answered",
     Verdict.EXPIRED: "Expired",
+    Verdict.CANCELLED: "Cancelled",
 }
 _CALL_KIND_LABELS = {CallKind.APPROVAL: "Needs approval", CallKind.INPUT: "Waiting for input"}
 _ACTION_LABELS = {
@@ -137,6 +147,8 @@ _ACTION_LABELS = {
     DecisionAction.EXTEND: ("Deadline extended", "extended the deadline of"),
     DecisionAction.ALLOW: ("Standing grant made", "allowed from now on"),
     DecisionAction.REVOKE: ("Standing grant revoked", "revoked the standing grant of"),
+    DecisionAction.CANCEL: ("Cancelled", "cancelled"),
+    DecisionAction.EXECUTE: ("Executed", "reported running"),
 }
 _OUTCOME_LABELS = {
     Outcome.COMPLETED: ("Completed", "Completed"),
