@@ -42,7 +42,7 @@ def suspension(
 ) -> Suspension:
     """The run of one request, parked on its call (checked by ``ExternalAgent.check`` before)."""
     parked_at = ctx.clock()
-    context = {
+    context: dict[str, Any] = {
         "user_message": None,
         "agent_said": None,
         "key_results": [],

@@ -145,7 +145,7 @@ class ExternalTool(Tool):
             call_title=title if isinstance(title, str) and title else None,
         )
 
-    @property  # type: ignore[override]
+    @property
     def parameters_json_schema(self) -> dict[str, Any]:
         return dict(self.args_schema) if self.args_schema is not None else {"type": "object"}
 

@@ -7,12 +7,19 @@ commands ask this module for it and for its agents. The only module that imports
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Mapping
 from datetime import datetime
 from importlib import import_module
+from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import DatabaseError
 
-from agents_runtime import Agent, AgentRun, Continuation, Runtime, agent_run
+from agents_runtime import Agent, AgentRun, Continuation, ExternalAgent, Runtime, ToolRules, agent_run
+from approvals.models import ExternalAgent as ExternalAgentRow
 from approvals.store import DjangoRunStore
 from approvals.store.queue import QueuePage, QueuePosition, QueueQuery
 
@@ -21,6 +28,7 @@ __all__ = [
     "QueuePosition",
     "QueueQuery",
     "UnknownAgent",
+    "aget",
     "all_agents",
     "get",
     "install",
@@ -28,8 +36,12 @@ __all__ = [
     "name_of",
     "queue_page",
     "runtime",
+    "serve_external",
+    "sync_external",
     "unstarted_continuations",
 ]
+
+logger = logging.getLogger(__name__)
 
 _installed: Runtime | None = None
 
@@ -70,10 +82,97 @@ def all_agents() -> list[Agent]:
 
 
 def get(agent_id: str) -> Agent:
+    """The agent ``agent_id``; an external agent registered since this process last looked is
+    served first (from synchronous code: async code uses ``aget``)."""
     try:
         return runtime().get_agent(agent_id)
     except KeyError:
-        raise UnknownAgent(agent_id) from None
+        pass
+    if _on_event_loop() or not _sync_one(agent_id):
+        raise UnknownAgent(agent_id)
+    return runtime().get_agent(agent_id)
+
+
+async def aget(agent_id: str) -> Agent:
+    """``get`` from async code."""
+    try:
+        return runtime().get_agent(agent_id)
+    except KeyError:
+        if not await sync_to_async(_sync_one)(agent_id):
+            raise UnknownAgent(agent_id) from None
+    return runtime().get_agent(agent_id)
+
+
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+# -- external agents: registered in the database, served by the runtime -----------------------------
+
+
+def tool_rules(tools: Any) -> dict[str, ToolRules]:
+    """An external agent's tools' rules from their JSON form (``ValueError`` naming the tool)."""
+    if not isinstance(tools, Mapping):
+        raise ValueError("the tools' rules are a JSON object of tool names")
+    rules = {}
+    for name, data in tools.items():
+        try:
+            rules[str(name)] = ToolRules.from_json(data)
+        except ValueError as exc:
+            raise ValueError(f"tool {name!r}: {exc}") from None
+    return rules
+
+
+def serve_external(row: ExternalAgentRow) -> ExternalAgent:
+    """Serve the registered external agent ``row`` (again: its name and rules as they are now);
+    ``ValueError`` when an agent of the runtime's own has its id."""
+    served = runtime()
+    rules = tool_rules(row.tools)
+    try:
+        existing = served.get_agent(row.agent_id)
+    except KeyError:
+        agent = ExternalAgent(
+            row.agent_id, name=row.name or None, description=row.description or None, tools=rules
+        )
+        served.add_agent(agent)
+        return agent
+    if not isinstance(existing, ExternalAgent):
+        raise ValueError(f"The runtime already has an agent {row.agent_id!r} of its own")
+    existing.update(name=row.name or None, description=row.description or None, tools=rules)
+    return existing
+
+
+def sync_external() -> int:
+    """Serve every registered external agent (at start-up, by the sweep, after a registration); how
+    many. Nothing when the table is not there yet (before ``migrate``)."""
+    try:
+        rows = list(ExternalAgentRow.objects.all())
+    except DatabaseError:
+        return 0
+    served = 0
+    for row in rows:
+        try:
+            serve_external(row)
+            served += 1
+        except ValueError as exc:
+            logger.warning("External agent %r is not served: %s", row.agent_id, exc)
+    return served
+
+
+def _sync_one(agent_id: str) -> bool:
+    row = ExternalAgentRow.objects.filter(agent_id=agent_id).first() if len(agent_id) <= 64 else None
+    if row is None:
+        return False
+    try:
+        serve_external(row)
+    except ValueError as exc:
+        logger.warning("External agent %r is not served: %s", agent_id, exc)
+        return False
+    return True
 
 
 def name_of(agent_id: str) -> str:

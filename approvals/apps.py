@@ -29,6 +29,16 @@ def compose(runtime: Runtime) -> Runtime:
     return agents.install(runtime)
 
 
+def _serve_external_agents(sender: Any, **kwargs: Any) -> None:
+    """``request_started``, once per process: serve the external agents registered so far."""
+    from django.core.signals import request_started
+
+    from approvals import agents
+
+    request_started.disconnect(dispatch_uid="countersign-external-agents")
+    agents.sync_external()
+
+
 class ApprovalsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "approvals"
@@ -36,7 +46,7 @@ class ApprovalsConfig(AppConfig):
 
     def ready(self) -> None:
         from django.contrib.auth.signals import user_logged_out
-        from django.core.signals import got_request_exception, request_finished
+        from django.core.signals import got_request_exception, request_finished, request_started
         from django.db.models.signals import post_migrate
 
         from approvals import agents, checks, live, policy, tasks
@@ -45,6 +55,9 @@ class ApprovalsConfig(AppConfig):
         checks.register_checks()
 
         compose(agents.load(settings.AGENTS_RUNTIME))
+        # External agents are registered in the database: served from this process's first request
+        # (not here: no query while the apps load).
+        request_started.connect(_serve_external_agents, dispatch_uid="countersign-external-agents")
         # With TASKS_BACKEND=database the worker process expires calls past their deadline.
         tasks.start_for_worker()
         user_logged_out.connect(live.close_sockets_on_logout, dispatch_uid="countersign-close-live-sockets")

@@ -474,14 +474,15 @@ class DeskPolicy:
             self._person(request, run, call)
         elif request.origin == Origin.GRANT:
             self._grant_maker(request, run, call)
-        elif request.origin == Origin.DEADLINE:
+        elif request.origin in (Origin.DEADLINE, Origin.REQUESTER):
             # A deadline that passes while a decision is held waits for it: the held decision (taken
             # by the sweep when its window ends) decides the call, not the default; undone, the next
-            # sweep expires the call.
+            # sweep expires the call. So does the requester's cancel (it loses to the held decision).
             taken = _claim_and_hold(run.run_id, call.tool_call_id, not_of="", claims=False)
             if taken.held_by is not None:
                 raise CallHeld(run_id=run.run_id, tool_call_id=call.tool_call_id, held_by=taken.held_by)
-        # Origin.CODE (the application's own code) decides as it is.
+        # Origin.CODE (the application's own code) decides as it is; the requester (an external
+        # agent, whose token the API checked) may only cancel (the runtime's rule).
 
     def _person(self, request: DecisionRequest, run: StoredRun, call: ParkedCall) -> None:
         access = request.principal

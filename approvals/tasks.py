@@ -77,7 +77,7 @@ async def continue_run(agent_id: str, run_id: str, version: int) -> dict[str, An
 
 
 async def _continue(continuation: Continuation) -> RunResult:
-    agent = agents.get(continuation.agent_id)
+    agent = await agents.aget(continuation.agent_id)
     stream = agent.continue_run(
         continuation.run_id, version=continuation.version, claimed=continuation.claimed
     )
@@ -358,6 +358,8 @@ class Sweeper:
         # while one was held is met by it, not by the default (their rows say "dashboard").
         if taken := await _on_db_thread(executor, services.commit_held):
             logger.info("Took %d decision(s) held for undo", taken)
+        # External agents registered meanwhile (in another process): their calls' deadlines too.
+        await _on_db_thread(executor, sync_to_async(agents.sync_external))
         # Its audit rows say where they came from: the deadline, not a page.
         with using_channel("deadline"):
             return await _on_db_thread(executor, agents.runtime().expire_due)

@@ -10,6 +10,7 @@ browser does send on its own: such a request is checked for CSRF here as a dashb
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -20,7 +21,7 @@ from django.middleware.csrf import CsrfViewMiddleware
 from approvals import agents
 from approvals.api.errors import ApiError
 from approvals.policy import Access, AgentAccess
-from approvals.services.tokens import InvalidToken, authenticate
+from approvals.services.tokens import InvalidToken, authenticated
 
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="countersign"'}
 
@@ -52,11 +53,26 @@ def _session_user(request: HttpRequest) -> Any:
 
 
 def _user(request: HttpRequest) -> Any:
+    token = _token(request)
+    if token is None:
+        return request.user
+    if token.external_agent is not None:
+        raise ApiError(
+            403,
+            "This token is an external agent's: it may only create and read that agent's approval "
+            "requests (/api/v1/approval-requests)",
+            "external_agent_token",
+        )
+    return token.user
+
+
+def _token(request: HttpRequest) -> Any:
+    """The request's Bearer token (None: a signed-in session, its CSRF token checked); 401 without."""
     header = request.headers.get("Authorization", "")
     if not header:
         user = _session_user(request)
         if user is not None:
-            return user
+            return None
     scheme, _, raw = header.partition(" ")
     if scheme.lower() != "bearer" or not raw.strip():
         raise ApiError(
@@ -66,10 +82,9 @@ def _user(request: HttpRequest) -> Any:
             headers=_CHALLENGE,
         )
     try:
-        user = authenticate(raw.strip())
+        return authenticated(raw.strip())
     except InvalidToken as exc:
         raise ApiError(401, f"Invalid API token ({exc})", "invalid_token", headers=_CHALLENGE) from None
-    return user
 
 
 def _access(request: HttpRequest, agent_id: str) -> AgentAccess:
@@ -110,3 +125,44 @@ async def require(access: AgentAccess, permission: str, *, to: str) -> None:
     if access.access.holds(permission):
         return  # (resolved with the request's rights: no query, so no trip to the thread)
     await sync_to_async(_require)(access, permission, to)
+
+
+@dataclass(frozen=True)
+class Requester:
+    """Who asks for approval requests: an external agent's token (it acts for that agent alone), or
+    a person (token or session) with their rights."""
+
+    username: str
+    #: An external agent's token: its agent's id. None: a person's.
+    agent_id: str | None
+    access: Access | None
+
+    def may_ask_for(self, agent_id: str) -> AgentAccess | None:
+        """Whether this requester may create, read, cancel and report on ``agent_id``'s requests:
+        its own agent's token, or a person who may start that agent's runs (403 otherwise; None
+        for an agent's token, which has no desk rights)."""
+        if self.access is None:
+            if agent_id != self.agent_id:
+                raise ApiError(403, "This token may only ask for its own agent's requests", "forbidden")
+            return None
+        try:
+            agent = self.access.for_agent(agent_id)
+            agent.require_start()
+        except agents.UnknownAgent:
+            raise ApiError(404, f"No agent {agent_id!r}", "agent_not_found") from None
+        except PermissionDenied as exc:
+            raise ApiError(403, str(exc), "forbidden") from None
+        return agent
+
+
+def _requester(request: HttpRequest) -> Requester:
+    token = _token(request)
+    if token is not None and token.external_agent is not None:
+        return Requester(token.user.get_username(), token.external_agent.agent_id, None)
+    user = request.user if token is None else token.user
+    return Requester(user.get_username(), None, Access.of(user))
+
+
+async def requester(request: HttpRequest) -> Requester:
+    """Who asks (``Requester``): 401 without a valid token or signed-in session."""
+    return await sync_to_async(_requester)(request)

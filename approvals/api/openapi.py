@@ -41,9 +41,22 @@ class Operation:
     body: type[BaseModel] | None = None
     errors: tuple[int, ...] = (401, 403, 404)
     tags: tuple[str, ...] = field(default=("v1",))
+    #: The success statuses, each answering ``ok`` (a new request is 201; its retry 200).
+    ok_statuses: tuple[int, ...] = (200,)
+    #: Header parameters (OpenAPI parameter objects).
+    headers: tuple[dict[str, Any], ...] = ()
 
 
 _RUN = "/api/v1/agents/{agentId}/runs/{runId}"
+_REQUESTS = "/api/v1/approval-requests"
+_IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": "A retry with the same key and body answers the same request (200); another body "
+    "under the key is a 422.",
+    "schema": {"type": "string", "pattern": "^[\\x21-\\x7e]{1,255}$"},
+}
 _DECISION_ERRORS = (400, 401, 403, 404, 409, 429)
 
 OPERATIONS: tuple[Operation, ...] = (
@@ -92,6 +105,48 @@ OPERATIONS: tuple[Operation, ...] = (
         query=s.AuditQuery,
         errors=(400, 401, 403),
     ),
+    Operation(
+        "post",
+        _REQUESTS,
+        "createApprovalRequest",
+        "Ask for a person's decision on a call an external agent would make (its own token, or a reviewer's)",
+        s.ApprovalRequestOut,
+        body=s.ApprovalRequestBody,
+        errors=(400, 401, 403, 404, 422),
+        ok_statuses=(201, 200),
+        headers=(_IDEMPOTENCY_KEY,),
+        tags=("approval-requests",),
+    ),
+    Operation(
+        "get",
+        _REQUESTS + "/{requestId}",
+        "getApprovalRequest",
+        "An approval request and where it stands; with wait, once decided or after that many seconds",
+        s.ApprovalRequestOut,
+        query=s.WaitQuery,
+        errors=(400, 401, 403, 404),
+        tags=("approval-requests",),
+    ),
+    Operation(
+        "post",
+        _REQUESTS + "/{requestId}/cancel",
+        "cancelApprovalRequest",
+        "Withdraw a pending approval request (409 once decided)",
+        s.ApprovalRequestOut,
+        body=s.CancelBody,
+        errors=(400, 401, 403, 404, 409),
+        tags=("approval-requests",),
+    ),
+    Operation(
+        "post",
+        _REQUESTS + "/{requestId}/result",
+        "reportApprovalRequestResult",
+        "Report what running the approved call did (once; 409 unless approved and not reported)",
+        s.ApprovalRequestOut,
+        body=s.ResultBody,
+        errors=(400, 401, 403, 404, 409),
+        tags=("approval-requests",),
+    ),
 )
 
 _REASONS = {
@@ -100,7 +155,10 @@ _REASONS = {
     403: "The user may not see this agent, lacks the permission, or may not approve this call (they"
     " started its run and the tool separates duties, or they already approved it)",
     404: "Unknown agent, or no such suspended run / parked call",
-    409: "Already decided (by whom, when), or a rerun not confirmed",
+    409: "Already decided (by whom, when), or a rerun not confirmed; a request decided already, or not "
+    "approved, or its result reported already",
+    422: "The request cannot be taken as it is (its arguments against its schema, a deadline in the "
+    "past, an Idempotency-Key used for another request): `issues` says why",
     429: "Too many decisions with this token: see Retry-After",
 }
 
@@ -141,11 +199,14 @@ def document() -> dict[str, Any]:
             "operationId": op.operation_id,
             "summary": op.summary,
             "tags": list(op.tags),
-            "parameters": _path_parameters(op.path),
+            "parameters": _path_parameters(op.path) + list(op.headers),
             "responses": {
-                "200": {
-                    "description": "OK",
-                    "content": {"application/json": {"schema": refs[(op.ok, "serialization")]}},
+                **{
+                    str(status): {
+                        "description": "Created" if status == 201 else "OK",
+                        "content": {"application/json": {"schema": refs[(op.ok, "serialization")]}},
+                    }
+                    for status in op.ok_statuses
                 },
                 **{
                     str(code): {

@@ -65,6 +65,8 @@ def check(agent: Agent, call: AgentRunToolCall | None, action: Action, body: Dec
     if call is None or action == "decline":
         return
     tool = agent.find_tool(call.tool_name)
+    if tool is not None and call.context is not None:
+        tool = tool.for_call(call.context.args_schema, call.context.title)
     if call.requires_approval:
         if action == "resume" and not _approval_answer(body.resume_data):
             raise ApiError(

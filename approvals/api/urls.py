@@ -36,6 +36,14 @@ urlpatterns = [
     path(f"{RUN}/calls/<str:tool_call_id>/decline", v1.decline, name="v1_decline"),
     path(f"{RUN}/calls/<str:tool_call_id>/resume", v1.resume, name="v1_resume"),
     path("v1/audit", v1.audit_log, name="v1_audit"),
+    path("v1/approval-requests", v1.approval_requests, name="v1_requests"),
+    path("v1/approval-requests/<str:request_id>", v1.approval_request, name="v1_request"),
+    path(
+        "v1/approval-requests/<str:request_id>/cancel", v1.approval_request_cancel, name="v1_request_cancel"
+    ),
+    path(
+        "v1/approval-requests/<str:request_id>/result", v1.approval_request_result, name="v1_request_result"
+    ),
     path("openapi.json", openapi.document_view, name="openapi"),
     path("docs/", openapi.docs_page, name="docs"),
     path("docs", RedirectView.as_view(pattern_name="api:docs")),

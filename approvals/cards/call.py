@@ -95,8 +95,14 @@ class WhyView:
         )
 
 
-def find_tool(agent: Agent | None, tool_name: str) -> Tool | None:
-    return agent.find_tool(tool_name) if agent is not None else None
+def find_tool(agent: Agent | None, tool_name: str, call: AgentRunToolCall | None = None) -> Tool | None:
+    """The tool a call names; given the call, as it applies to it (an external agent's request brings
+    its own argument schema and title: ``Tool.for_call``)."""
+    tool = agent.find_tool(tool_name) if agent is not None else None
+    context = call.context if call is not None else None
+    if tool is None or context is None:
+        return tool
+    return tool.for_call(context.args_schema, context.title)
 
 
 def _first_paragraph(text: str | None) -> str:
@@ -422,7 +428,7 @@ def call_view(
     ``folded`` (an inbox row) builds only the row's summary unless something must be shown at once (a
     form's errors, a notice): the body comes from ``body_url`` when the reviewer opens the row."""
     call_dom = dom_ids.call_block_id(run.run_id, call.tool_call_id)
-    tool = find_tool(agent, call.tool_name)
+    tool = find_tool(agent, call.tool_name, call)
     summary = _summary(call, tool, agent)
     forms_given = notice or any(
         f is not None for f in (resume_form, decline_form, edited_args_form, args_form, grant_form)

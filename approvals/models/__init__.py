@@ -13,12 +13,14 @@ from .notifications import (
     NotificationMode,
     NotificationPreference,
 )
+from .requests import ApprovalRequest, ExternalAgent
 from .runs import ChosenRunId, ParkedCallRecord, RunRecord, ThreadMessage
 from .tokens import ApiToken
 from .webhooks import WebhookDelivery, WebhookEndpoint
 
 __all__ = [
     "ApiToken",
+    "ApprovalRequest",
     "AuditEntry",
     "Batch",
     "BatchItem",
@@ -26,6 +28,7 @@ __all__ = [
     "CallReminder",
     "ChosenRunId",
     "EndedRun",
+    "ExternalAgent",
     "FollowedAgent",
     "GrantRecord",
     "HealthCount",

@@ -32,6 +32,11 @@ class ApiToken(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    #: An external agent's token: it may only create and read that agent's approval requests (its
+    #: ``user`` is the agent's own account). None: a person's token, with the person's rights.
+    external_agent = models.ForeignKey(
+        "approvals.ExternalAgent", null=True, blank=True, on_delete=models.CASCADE, related_name="tokens"
+    )
 
     objects: ClassVar[ApiTokenQuerySet] = ApiTokenQuerySet.as_manager()  # type: ignore[assignment]
 

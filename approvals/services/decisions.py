@@ -43,6 +43,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents_runtime import (
+    Agent,
     AgentRun,
     AgentRunToolCall,
     ApprovalTally,
@@ -98,6 +99,7 @@ CHANNELS: dict[Origin, Channel] = {
     Origin.MASTRA: "api",
     Origin.GRANT: "grant",
     Origin.DEADLINE: "deadline",
+    Origin.REQUESTER: "api",
 }
 
 
@@ -136,6 +138,23 @@ async def adecide(
         attempt = Attempt(error=RunNotFound(request.run_id), edited_args=request.edited_args)
     agent_id = access.agent.id if isinstance(access, AgentAccess) else ""
     return await sync_to_async(_recorded)(who, agent_id, attempt, request)
+
+
+async def acancel(agent: Agent, run_id: str, tool_call_id: str, *, actor: str, reason: str | None) -> None:
+    """The requester withdraws its request (an external agent's, ``services.requests``): a decision
+    through the runtime's door like the others, taken or refused whole (``RunAlreadyDecided`` when
+    someone decided first); its run ends at once, nothing runs."""
+    request = DecisionRequest(
+        run_id,
+        tool_call_id,
+        DecisionAction.CANCEL,
+        actor=actor,
+        origin=Origin.REQUESTER,
+        reason=(reason or "").strip() or None,
+    )
+    with using_channel(CHANNELS[Origin.REQUESTER]):
+        decided = await agent.decide(request)
+    await decided.stream.result()
 
 
 async def _attempt(access: AgentAccess, request: DecisionRequest) -> Attempt:

@@ -36,7 +36,11 @@ def _digest(salt: str, secret: str) -> str:
     return hashlib.sha256(f"{salt}:{secret}".encode()).hexdigest()
 
 
-def create_token(user: Any, *, name: str, expires_at: datetime | None = None) -> NewToken:
+def create_token(
+    user: Any, *, name: str, expires_at: datetime | None = None, external_agent: Any = None
+) -> NewToken:
+    """A new token of ``user``; with ``external_agent``, that agent's (its account's), which may only
+    create and read the agent's approval requests."""
     name = name.strip()
     if not name:
         raise ValueError("A token needs a name")
@@ -52,6 +56,7 @@ def create_token(user: Any, *, name: str, expires_at: datetime | None = None) ->
         salt=salt,
         digest=_digest(salt, secret),
         expires_at=expires_at,
+        external_agent=external_agent,
     )
     return NewToken(token, f"{PREFIX}{key_id}_{secret}")
 
@@ -66,12 +71,17 @@ def revoke_token(user: Any, key_id: str) -> bool:
 
 def authenticate(raw: str) -> Any:
     """The user a token acts as; ``InvalidToken`` otherwise. Records when it was last used."""
+    return authenticated(raw).user
+
+
+def authenticated(raw: str) -> ApiToken:
+    """The token ``raw`` is, with its user (and external agent); ``InvalidToken`` otherwise."""
     if not raw.startswith(PREFIX):
         raise InvalidToken("malformed token")
     key_id, sep, secret = raw.removeprefix(PREFIX).partition("_")
     if not sep or not key_id or not secret:
         raise InvalidToken("malformed token")
-    token = ApiToken.objects.select_related("user").filter(key_id=key_id).first()
+    token = ApiToken.objects.select_related("user", "external_agent").filter(key_id=key_id).first()
     if token is None or not hmac.compare_digest(token.digest, _digest(token.salt, secret)):
         raise InvalidToken("unknown token")
     if not token.is_active:
@@ -81,4 +91,4 @@ def authenticate(raw: str) -> Any:
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_PRECISION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    return token.user
+    return token

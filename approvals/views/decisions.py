@@ -120,7 +120,11 @@ def _bound_edits(request: HttpRequest, card: CallCard, target: Access | AgentAcc
     tool's parameters, or the JSON editor's text; None for a plain approval."""
     if call_views.ARGS_FORM_MARK in request.POST:
         waiting = card.waiting()
-        tool = call_views.find_tool(waiting.agent, waiting.call.tool_name) if waiting is not None else None
+        tool = (
+            call_views.find_tool(waiting.agent, waiting.call.tool_name, waiting.call)
+            if waiting is not None
+            else None
+        )
         return call_views.args_form_for(
             tool, run_id=card.run_id, tool_call_id=card.tool_call_id, data=request.POST
         )

@@ -216,6 +216,7 @@ def test_the_openapi_document_covers_every_api_route_and_is_valid(client: Client
         r.replace("{agent_id}", "{agentId}")
         .replace("{run_id}", "{runId}")
         .replace("{tool_call_id}", "{toolCallId}")
+        .replace("{request_id}", "{requestId}")
         for r in routes
     }
     assert camel == documented

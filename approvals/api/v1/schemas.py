@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, model_validator
 from pydantic.alias_generators import to_camel
 
 from agents_runtime.untrusted import MAX_REASON_LENGTH, text_problem
@@ -18,6 +18,10 @@ from agents_runtime.vocabulary import DecisionAction, Outcome
 
 #: Beyond any real audit log; keeps the offset a database integer.
 MAX_PAGE = 1_000_000
+#: A request's deadline: at most a year away.
+MAX_DEADLINE_SECONDS = 366 * 24 * 3600
+#: What a report of running a call may say.
+MAX_OUTPUT_CHARS = 4000
 
 
 def _storable(value: str) -> str:
@@ -79,6 +83,56 @@ class DeclineBody(Wire):
 class ResumeBody(Wire):
     resume_data: JsonValue = Field(description="The answer, valid against the call's resume schema.")
     confirm_rerun: bool = False
+
+
+class DeadlineIn(Wire):
+    """When nobody answered by then, the deadline decides: give ``at`` or ``inSeconds``."""
+
+    at: AwareDatetime | None = Field(None, description="The moment (with its offset).")
+    in_seconds: int | None = Field(None, ge=1, le=MAX_DEADLINE_SECONDS, description="Seconds from now.")
+    default: Literal["decline", "approve"] = Field(
+        "decline", description="What the deadline decides: approve lets the agent run the call."
+    )
+
+    @model_validator(mode="after")
+    def _one_moment(self) -> DeadlineIn:
+        if (self.at is None) == (self.in_seconds is None):
+            raise ValueError("give either at or inSeconds")
+        return self
+
+
+class ApprovalRequestBody(Wire):
+    """A call an agent running elsewhere would make, for a person to decide."""
+
+    agent: StoredText = Field(
+        min_length=1, max_length=64, description="The external agent's id (as registered)."
+    )
+    tool: StoredText = Field(min_length=1, max_length=128, description="The tool it would call.")
+    args: dict[str, JsonValue] = Field(description="The arguments it would call it with.")
+    args_schema: dict[str, JsonValue] | None = Field(
+        None,
+        description="A JSON Schema of the arguments: they must be valid against it, a reviewer's edits "
+        "are checked against it, and the card shows them by it.",
+    )
+    title: StoredText | None = Field(None, max_length=200, description="What the card calls it.")
+    thread_id: StoredText | None = Field(None, max_length=255)
+    resource_id: StoredText | None = Field(None, max_length=255)
+    deadline: DeadlineIn | None = None
+
+
+class CancelBody(Wire):
+    reason: StoredText = Field("", max_length=MAX_REASON_LENGTH)
+
+
+class ResultBody(Wire):
+    ok: bool = Field(description="Whether running the call went without error.")
+    output: StoredText = Field("", max_length=MAX_OUTPUT_CHARS, description="A short output or error.")
+
+
+class WaitQuery(Wire):
+    wait: float = Field(
+        0, ge=0, le=60, description="Seconds to wait for a decision (long poll) before answering."
+    )
 
 
 # -- answers -------------------------------------------------------------------------------------
@@ -185,6 +239,45 @@ class DecisionOut(Wire):
     run: RunOut | None = Field(None, description="The run as it waits now (suspended_again, vote_recorded).")
     audit_entry_id: int | None = None
     approvals: str | None = Field(None, description='vote_recorded: e.g. "1 of 2 approvals".')
+
+
+class DeadlineOut(Wire):
+    at: datetime
+    default: Literal["decline", "approve"]
+
+
+class ResultOut(Wire):
+    ok: bool
+    output: str
+    reported_at: datetime
+
+
+class ApprovalRequestOut(Wire):
+    """An approval request and where it stands."""
+
+    id: str
+    status: Literal["pending", "approved", "declined", "expired", "cancelled"] = Field(
+        description="approved: run the call with approvedArgs (a deadline whose default is approve "
+        "approves too, decidedBy null); declined, expired, cancelled: do not run it."
+    )
+    agent: str
+    tool: str
+    args: dict[str, JsonValue]
+    title: str | None
+    thread_id: str | None
+    resource_id: str | None
+    url: str = Field(description="The request's page at the desk.")
+    created_at: datetime
+    deadline: DeadlineOut | None
+    approved_args: dict[str, JsonValue] | None = Field(
+        description="The arguments to run the call with (a reviewer may have edited them); null "
+        "unless approved."
+    )
+    edited: bool
+    reason: str | None
+    decided_by: str | None
+    decided_at: datetime | None
+    result: ResultOut | None = Field(description="What the agent reported running the call did.")
 
 
 class Issue(BaseModel):

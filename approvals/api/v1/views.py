@@ -8,6 +8,7 @@ gone as far as it goes (or is handed to a background worker: ``continuing``), no
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, date, datetime, time
 from typing import Any
 
@@ -20,14 +21,16 @@ from pydantic import BaseModel, ValidationError
 from agents_runtime import AgentRun, Origin, RunNotFound
 from approvals import queries
 from approvals.api import deciding, params, precheck
-from approvals.api.auth import agent_access, require, user_access
+from approvals.api.auth import Requester, agent_access, requester, require, user_access
 from approvals.api.errors import ApiError, invalid_body, invalid_query
 from approvals.api.ratelimit import limit_decisions
 from approvals.api.streams import not_found, outcome_error
 from approvals.api.v1 import schemas as s
 from approvals.api.views import api_view
+from approvals.models import ApprovalRequest
 from approvals.models.audit import AuditEntry
 from approvals.policy import AUDIT_PERMISSION, DECIDE_PERMISSION, Access
+from approvals.services import requests
 from approvals.services.decisions import DecisionOutcome
 
 
@@ -272,3 +275,128 @@ async def decline(request: HttpRequest, agent_id: str, run_id: str, tool_call_id
 @api_view("POST")
 async def resume(request: HttpRequest, agent_id: str, run_id: str, tool_call_id: str) -> HttpResponseBase:
     return await _decide(request, agent_id, run_id, tool_call_id, "resume")
+
+
+# -- approval requests from any process (``services.requests``) ---------------------------------------
+
+#: ``Idempotency-Key``: printable ASCII, as HTTP headers are.
+_KEY = re.compile(r"[\x21-\x7e]{1,255}")
+
+
+def _refused(exc: requests.RequestRefused) -> ApiError:
+    return ApiError(exc.status, exc.message, exc.code, issues=exc.issues)
+
+
+def _request_out(state: requests.RequestState, request: HttpRequest) -> s.ApprovalRequestOut:
+    row = state.request
+    reported = row.result_reported_at
+    return s.ApprovalRequestOut(
+        id=row.run_id,
+        status=state.status,  # type: ignore[arg-type]  # (one of the five)
+        agent=row.agent_id,
+        tool=row.tool_name,
+        args=row.args,
+        title=row.title or None,
+        thread_id=row.thread_id,
+        resource_id=row.resource_id,
+        url=request.build_absolute_uri(reverse("approvals:run", args=[row.run_id])),
+        created_at=row.created_at,
+        deadline=None
+        if row.deadline_at is None
+        else s.DeadlineOut(at=row.deadline_at, default=row.deadline_default),  # type: ignore[arg-type]
+        approved_args=state.approved_args,
+        edited=state.edited,
+        reason=state.reason,
+        decided_by=state.decided_by,
+        decided_at=state.decided_at,
+        result=None
+        if reported is None
+        else s.ResultOut(ok=bool(row.result_ok), output=row.result_output, reported_at=reported),
+    )
+
+
+def _idempotency_key(request: HttpRequest) -> str | None:
+    key = request.headers.get("Idempotency-Key")
+    if key is None:
+        return None
+    if not _KEY.fullmatch(key):
+        raise ApiError(
+            400,
+            "Invalid Idempotency-Key",
+            "invalid_header",
+            issues=[{"field": "Idempotency-Key", "message": "1 to 255 printable ASCII characters"}],
+        )
+    return key
+
+
+@api_view("POST")
+async def approval_requests(request: HttpRequest) -> HttpResponseBase:
+    who = await requester(request)
+    body = _body(s.ApprovalRequestBody, request)
+    key = _idempotency_key(request)
+    await sync_to_async(who.may_ask_for)(body.agent)
+    deadline = body.deadline
+    asked = requests.Asked(
+        agent_id=body.agent,
+        tool_name=body.tool,
+        args=body.args,
+        args_schema=body.args_schema,
+        title=body.title,
+        thread_id=body.thread_id,
+        resource_id=body.resource_id,
+        deadline_at=None if deadline is None or deadline.at is None else params.utc(deadline.at),
+        deadline_in=None if deadline is None else deadline.in_seconds,
+        deadline_default="decline" if deadline is None else deadline.default,
+    )
+    try:
+        row, made = await requests.create(asked, started_by=who.username, idempotency_key=key)
+    except requests.RequestRefused as exc:
+        raise _refused(exc) from None
+    state = await sync_to_async(requests.state_of)(row)
+    return _json(_request_out(state, request), status=201 if made else 200)
+
+
+def _own_request(who: Requester, request_id: str) -> ApprovalRequest:
+    """The request, if this requester may ask for its agent; 404 otherwise (a request of an agent
+    they may not ask for is as unknown as one that never existed)."""
+    row = ApprovalRequest.objects.filter(run_id=request_id).first()
+    if row is not None:
+        try:
+            who.may_ask_for(row.agent_id)
+        except ApiError:
+            row = None
+    if row is None:
+        raise ApiError(404, f"No approval request {request_id!r}", "not_found")
+    return row
+
+
+@api_view("GET")
+async def approval_request(request: HttpRequest, request_id: str) -> HttpResponseBase:
+    who = await requester(request)
+    query = _query(s.WaitQuery, request.GET)
+    row = await sync_to_async(_own_request)(who, request_id)
+    return _json(_request_out(await requests.wait(row, query.wait), request))
+
+
+@api_view("POST")
+async def approval_request_cancel(request: HttpRequest, request_id: str) -> HttpResponseBase:
+    who = await requester(request)
+    body = _body(s.CancelBody, request)
+    row = await sync_to_async(_own_request)(who, request_id)
+    try:
+        state = await requests.cancel(row, actor=who.username, reason=body.reason)
+    except requests.RequestRefused as exc:
+        raise _refused(exc) from None
+    return _json(_request_out(state, request))
+
+
+@api_view("POST")
+async def approval_request_result(request: HttpRequest, request_id: str) -> HttpResponseBase:
+    who = await requester(request)
+    body = _body(s.ResultBody, request)
+    row = await sync_to_async(_own_request)(who, request_id)
+    try:
+        state = await sync_to_async(requests.report)(row, ok=body.ok, output=body.output, actor=who.username)
+    except requests.RequestRefused as exc:
+        raise _refused(exc) from None
+    return _json(_request_out(state, request))

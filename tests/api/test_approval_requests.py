@@ -1,0 +1,267 @@
+"""Approval requests from any process (``/api/v1/approval-requests``): an external agent asks, a
+reviewer decides at the desk through the one door, the agent reads the decision (long-polling), runs
+the call itself and reports what it did."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import User
+from django.test import AsyncClient
+
+from agents_runtime import Runtime
+from approvals.models import ApprovalRequest, AuditEntry, EndedRun, RunRecord
+from approvals.services import requests as service
+from approvals.services.tokens import create_token
+from tests.api.test_v1 import conforms
+from tests.support.api import Api
+from tests.support.users import make_user
+
+REQUESTS = "/api/v1/approval-requests"
+SCHEMA = {
+    "type": "object",
+    "properties": {"to": {"type": "string"}, "amount": {"type": "integer", "maximum": 100}},
+    "required": ["to", "amount"],
+    "additionalProperties": False,
+}
+
+
+def body(**changes: Any) -> dict[str, Any]:
+    asked: dict[str, Any] = {
+        "agent": "payer",
+        "tool": "pay",
+        "args": {"to": "ann", "amount": 40},
+        "argsSchema": SCHEMA,
+        "title": "Pay ann 40",
+        "threadId": "t-1",
+    }
+    asked.update(changes)
+    return {k: v for k, v in asked.items() if v is not None}
+
+
+@pytest.fixture
+def payer_token(mastra: Runtime) -> str:
+    service.register("payer", name="Payments (elsewhere)")
+    return service.agent_token("payer", name="payer's token").plaintext
+
+
+@pytest.fixture
+def payer(payer_token: str) -> Api:
+    return Api(payer_token)
+
+
+async def ask(api: Api, **changes: Any) -> dict[str, Any]:
+    response = await api.post(REQUESTS, body(**changes))
+    assert response.status_code == 201, response.content
+    return conforms(response, "createApprovalRequest")
+
+
+def approve_path(request_id: str) -> str:
+    return f"/api/v1/agents/payer/runs/{request_id}/calls/request/approve"
+
+
+async def test_asked_decided_with_edits_read_run_and_reported(
+    payer: Api, reviewer: User, reviewer_token: str
+) -> None:
+    asked = await ask(payer)
+    assert asked["status"] == "pending" and asked["agent"] == "payer" and asked["tool"] == "pay"
+    assert asked["url"].endswith(f"/runs/{asked['id']}/") and asked["approvedArgs"] is None
+
+    # The card waits in the reviewer's queue, titled and shown by the request's schema.
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(reviewer)
+    queue = (await client.get("/queue/")).content.decode()
+    assert "Pay ann 40" in queue
+    card = (await client.get(f"/runs/{asked['id']}/")).content.decode()
+    assert "Pay ann 40" in card
+
+    # An edit the schema refuses changes nothing; one it takes is what the agent runs.
+    reviewer_api = Api(reviewer_token)
+    refused = await reviewer_api.post(approve_path(asked["id"]), {"editedArgs": {"to": "ann", "amount": 500}})
+    assert refused.status_code == 400, refused.content
+    approved = await reviewer_api.post(approve_path(asked["id"]), {"editedArgs": {"to": "ann", "amount": 30}})
+    assert approved.status_code == 200, approved.content
+
+    read = conforms(await payer.get(f"{REQUESTS}/{asked['id']}"), "getApprovalRequest")
+    assert (read["status"], read["approvedArgs"], read["edited"]) == (
+        "approved",
+        {"to": "ann", "amount": 30},
+        True,
+    )
+    assert read["decidedBy"] == "rita" and read["decidedAt"] and read["result"] is None
+
+    reported = await payer.post(f"{REQUESTS}/{asked['id']}/result", {"ok": True, "output": "paid 30"})
+    assert reported.status_code == 200, reported.content
+    assert conforms(reported, "reportApprovalRequestResult")["result"]["ok"] is True
+    again = await payer.post(f"{REQUESTS}/{asked['id']}/result", {"ok": False})
+    assert again.status_code == 409 and json.loads(again.content)["code"] == "result_already_reported"
+
+    # The run ended with the decision handed over; its record reads shown, decided, executed.
+    assert not await RunRecord.objects.filter(run_id=asked["id"]).aexists()
+    ended = await EndedRun.objects.aget(run_id=asked["id"])
+    assert ended.status == "completed" and "Approved with edits" in ended.detail
+    rows = [
+        r
+        async for r in AuditEntry.objects.filter(run_id=asked["id"])
+        .order_by("id")
+        .values_list("action", "outcome", "username")
+    ]
+    assert rows == [("approve", "completed", "rita"), ("execute", "recorded", "external:payer")]
+    record = (await client.get(f"/runs/{asked['id']}/")).content.decode()
+    assert "Executed" in record and "paid 30" in record
+
+
+async def test_declined_with_a_reason(payer: Api, reviewer_token: str) -> None:
+    asked = await ask(payer)
+    path = f"/api/v1/agents/payer/runs/{asked['id']}/calls/request/decline"
+    assert (await Api(reviewer_token).post(path, {"reason": "not this month"})).status_code == 200
+    read = json.loads((await payer.get(f"{REQUESTS}/{asked['id']}")).content)
+    assert (read["status"], read["reason"], read["approvedArgs"]) == ("declined", "not this month", None)
+    refused = await payer.post(f"{REQUESTS}/{asked['id']}/result", {"ok": True})
+    assert refused.status_code == 409 and json.loads(refused.content)["code"] == "not_approved"
+
+
+@pytest.mark.parametrize(("default", "status"), [("decline", "expired"), ("approve", "approved")])
+async def test_a_deadline_decides_with_its_default(
+    payer: Api, mastra: Runtime, default: str, status: str
+) -> None:
+    asked = await ask(payer, deadline={"inSeconds": 60, "default": default})
+    assert asked["deadline"]["default"] == default
+    assert await mastra.expire_due(datetime.now(UTC) + timedelta(minutes=2)) == 1
+    read = json.loads((await payer.get(f"{REQUESTS}/{asked['id']}")).content)
+    assert read["status"] == status
+    assert read["approvedArgs"] == ({"to": "ann", "amount": 40} if status == "approved" else None)
+
+
+async def test_an_idempotency_key_makes_one_request(payer_token: str) -> None:
+    keyed = Api(payer_token, **{"Idempotency-Key": "k-1"})
+    first = await keyed.post(REQUESTS, body())
+    second = await keyed.post(REQUESTS, body())
+    assert (first.status_code, second.status_code) == (201, 200)
+    assert json.loads(first.content)["id"] == json.loads(second.content)["id"]
+    other = await keyed.post(REQUESTS, body(title="Pay ann 41"))
+    assert other.status_code == 422 and json.loads(other.content)["code"] == "idempotency_key_reused"
+    # Two at once: one request.
+    racing = Api(payer_token, **{"Idempotency-Key": "k-2"})
+    answers = await asyncio.gather(racing.post(REQUESTS, body()), racing.post(REQUESTS, body()))
+    assert sorted(a.status_code for a in answers) == [200, 201]
+    assert len({json.loads(a.content)["id"] for a in answers}) == 1
+    assert await ApprovalRequest.objects.acount() == 2
+    assert await RunRecord.objects.filter(agent_id="payer").acount() == 2
+
+
+async def test_cancel_and_a_decision_have_one_winner(payer: Api, reviewer_token: str) -> None:
+    asked = await ask(payer)
+    cancelled = await payer.post(f"{REQUESTS}/{asked['id']}/cancel", {"reason": "not needed"})
+    assert cancelled.status_code == 200 and json.loads(cancelled.content)["status"] == "cancelled"
+    late = await Api(reviewer_token).post(approve_path(asked["id"]), {})
+    assert late.status_code in (404, 409), late.content
+    # The other way round, and both at once.
+    decided = await ask(payer)
+    assert (await Api(reviewer_token).post(approve_path(decided["id"]), {})).status_code == 200
+    too_late = await payer.post(f"{REQUESTS}/{decided['id']}/cancel", {})
+    assert too_late.status_code == 409 and json.loads(too_late.content)["code"] == "already_decided"
+    for _ in range(3):
+        raced = await ask(payer)
+        answers = await asyncio.gather(
+            payer.post(f"{REQUESTS}/{raced['id']}/cancel", {}),
+            Api(reviewer_token).post(approve_path(raced["id"]), {}),
+        )
+        read = json.loads((await payer.get(f"{REQUESTS}/{raced['id']}")).content)
+        cancel_won = answers[0].status_code == 200
+        assert read["status"] == ("cancelled" if cancel_won else "approved"), [a.content for a in answers]
+        assert answers[1].status_code == (409 if cancel_won else 200) or (
+            cancel_won and answers[1].status_code == 404
+        )
+        winners = AuditEntry.objects.filter(run_id=raced["id"], action__in=["approve", "cancel"]).exclude(
+            outcome="lost_race"
+        )
+        assert await winners.acount() == 1
+
+
+async def test_tokens_are_scoped(payer_token: str, reviewer_token: str, mastra: Runtime) -> None:
+    payer = Api(payer_token)
+    # An agent's token reaches nothing else of the API ...
+    for path in ("/api/v1/agents", "/api/agents", "/api/v1/audit", "/api/agents/approver/suspended-runs"):
+        response = await payer.get(path)
+        assert response.status_code == 403 and json.loads(response.content)["code"] == "external_agent_token"
+    # ... nor another agent's requests.
+    await sync_to_async(service.register)("other")
+    theirs = await ask(
+        Api(await sync_to_async(lambda: service.agent_token("other", name="t").plaintext)()), agent="other"
+    )
+    assert (await payer.get(f"{REQUESTS}/{theirs['id']}")).status_code == 404
+    assert (await payer.post(f"{REQUESTS}/{theirs['id']}/cancel", {})).status_code == 404
+    assert (await payer.post(REQUESTS, body(agent="other"))).status_code == 403
+    # A person's token without the right to start the agent's runs cannot ask; a reviewer's can.
+    nobody = await sync_to_async(make_user)("nora")
+    token = await sync_to_async(lambda: create_token(nobody, name="t").plaintext)()
+    assert (await Api(token).post(REQUESTS, body())).status_code in (403, 404)
+    assert (await Api(reviewer_token).post(REQUESTS, body())).status_code == 201
+    # Not an external agent: nothing to ask through.
+    assert (await Api(reviewer_token).post(REQUESTS, body(agent="approver"))).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("changes", "status"),
+    [
+        ({"args": {"to": "ann", "amount": 1000}}, 422),
+        ({"args": {"blob": "x" * 100_000}, "argsSchema": None}, 422),
+        ({"args": {"to": "a\u0000b", "amount": 1}}, 422),
+        ({"argsSchema": {"type": "nope"}}, 422),
+        ({"argsSchema": {"$ref": "#"}}, 422),
+        ({"tool": "bad name"}, 422),
+        ({"title": "t\u0000"}, 400),
+        ({"deadline": {"at": "2001-01-01T00:00:00Z"}}, 422),
+        ({"deadline": {"inSeconds": 5, "at": "2031-01-01T00:00:00Z"}}, 400),
+        ({"args": "not an object"}, 400),
+    ],
+)
+async def test_hostile_requests_get_json_refusals_and_change_nothing(
+    payer: Api, changes: dict[str, Any], status: int
+) -> None:
+    response = await payer.post(REQUESTS, body(**changes))
+    assert response.status_code == status, response.content
+    assert response["Content-Type"] == "application/json" and json.loads(response.content)["error"]
+    assert not await ApprovalRequest.objects.aexists() and not await RunRecord.objects.aexists()
+
+
+async def test_a_deep_schema_is_refused(payer: Api) -> None:
+    deep: Any = {"type": "object"}
+    for _ in range(40):
+        deep = {"type": "object", "properties": {"a": deep}}
+    response = await payer.post(REQUESTS, body(argsSchema=deep, args={}))
+    assert response.status_code in (400, 422), response.content
+    assert not await ApprovalRequest.objects.aexists()
+
+
+async def test_a_long_poll_is_woken_by_a_decision(payer: Api, reviewer_token: str) -> None:
+    asked = await ask(payer)
+    started = asyncio.get_running_loop().time()
+    waiting = asyncio.ensure_future(payer.get(f"{REQUESTS}/{asked['id']}", {"wait": "30"}))
+    await asyncio.sleep(0.5)
+    assert not waiting.done()
+    assert (await Api(reviewer_token).post(approve_path(asked["id"]), {})).status_code == 200
+    read = json.loads((await asyncio.wait_for(waiting, 20)).content)
+    assert read["status"] == "approved"
+    assert asyncio.get_running_loop().time() - started < 5  # (woken, not by the 10 s recheck)
+    # A wait with nothing to wait for answers at once; one past the limit is refused.
+    assert (await payer.get(f"{REQUESTS}/{asked['id']}", {"wait": "61"})).status_code == 400
+
+
+async def test_a_standing_grant_approves_a_request(payer: Api, mastra: Runtime) -> None:
+    agent = mastra.get_agent("payer")
+    await agent.add_grant(
+        agent.grant_request(
+            "pay", scope="everyone", created_by="rita", expires_at=datetime.now(UTC) + timedelta(hours=1)
+        )
+    )
+    await sync_to_async(make_user)("rita", "Reviewers")
+    response = await payer.post(REQUESTS, body())
+    assert response.status_code == 201
+    assert json.loads(response.content)["status"] == "approved"
