@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import get_user_model
@@ -24,9 +25,17 @@ from django.http import HttpRequest
 from agents_runtime import GrantNotFound
 from agents_runtime.untrusted import reveal_invisible
 from approvals import agents
-from approvals.models import ApiToken, AuditEntry, GrantRecord, WebhookDelivery, WebhookEndpoint
+from approvals.models import (
+    ApiToken,
+    AuditEntry,
+    ExternalAgent,
+    GrantRecord,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 from approvals.policy import Access, may_use_admin, visible_agent_ids
 from approvals.services import grants as grant_services
+from approvals.services import requests as request_services
 
 
 def visible(name: str, description: str = "") -> Any:
@@ -311,6 +320,7 @@ class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
     list_display = [
         visible("name"),
         visible("user"),
+        "external_agent",
         "key_id",
         "created_at",
         "expires_at",
@@ -319,7 +329,16 @@ class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
     ]
     search_fields = ["name", "key_id", "user__username"]
     # (Never the salt and digest: they are not for anyone's eyes.)
-    readonly_fields = ["name", "user", "key_id", "created_at", "expires_at", "last_used_at", "revoked_at"]
+    readonly_fields = [
+        "name",
+        "user",
+        "external_agent",
+        "key_id",
+        "created_at",
+        "expires_at",
+        "last_used_at",
+        "revoked_at",
+    ]
     fields = tuple(readonly_fields)
 
     def get_queryset(self, request: HttpRequest) -> Any:
@@ -333,3 +352,40 @@ class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+
+class ExternalAgentForm(forms.ModelForm):  # type: ignore[type-arg]
+    class Meta:
+        model = ExternalAgent
+        fields = ["agent_id", "name", "description", "tools"]
+
+    def clean_tools(self) -> Any:
+        tools = self.cleaned_data["tools"]
+        try:
+            agents.tool_rules(tools)
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from None
+        return tools
+
+
+@admin.register(ExternalAgent)
+class ExternalAgentAdmin(SeenAgentsOnly, admin.ModelAdmin[ExternalAgent]):
+    """Agents that run elsewhere and ask over ``/api/v1/approval-requests``: registered here (or with
+    ``manage.py external_agent``), served at once. Their tokens are made with the command (a secret is
+    shown once)."""
+
+    form = ExternalAgentForm
+    list_display = ["agent_id", visible("name"), "created_at"]
+    search_fields = ["agent_id", "name"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return ["agent_id"] if obj is not None else []
+
+    def save_model(self, request: HttpRequest, obj: ExternalAgent, form: Any, change: bool) -> None:
+        try:
+            saved = request_services.register(
+                obj.agent_id, name=obj.name, description=obj.description, tools=obj.tools
+            )
+        except ValueError as exc:
+            raise PermissionDenied(str(exc)) from None
+        obj.pk, obj.user_id = saved.pk, saved.user_id

@@ -33,9 +33,11 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents_runtime import (
+    DecisionRefused,
     ExternalAgent,
     ExternalCall,
     InvalidExternalCall,
+    InvalidResumeData,
     RunAlreadyDecided,
     RunNotFound,
     ToolCallNotSuspended,
@@ -53,6 +55,8 @@ from approvals.services.tokens import NewToken, create_token
 
 #: What a report of running the call keeps of its output.
 MAX_OUTPUT_CHARS = 4000
+#: The farthest a request's deadline may be.
+MAX_DEADLINE = timedelta(days=366)
 #: The longest a read waits for a decision.
 MAX_WAIT_SECONDS = 60
 #: A waiting read looks at the database again at least this often (a missed event costs no more).
@@ -126,6 +130,7 @@ class Asked:
     deadline_at: datetime | None = None
     deadline_in: int | None = None
     deadline_default: str = "decline"
+    deadline_given: bool = False
 
     def digest(self) -> str:
         """What tells a retry from another request under the same key: the body, canonically."""
@@ -133,10 +138,24 @@ class Asked:
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _deadline(asked: Asked, now: datetime) -> Deadline | None:
-    if asked.deadline_at is None and asked.deadline_in is None:
+def _deadline(asked: Asked, now: datetime, given: bool) -> Deadline | None:
+    if not given:
         return None
+    if (asked.deadline_at is None) == (asked.deadline_in is None):
+        raise RequestRefused(
+            422,
+            "A deadline is at a moment or in some seconds",
+            "invalid_request",
+            [_issue("deadline", "give either at or inSeconds")],
+        )
     after = timedelta(seconds=asked.deadline_in) if asked.deadline_in is not None else asked.deadline_at - now  # type: ignore[operator]
+    if after > MAX_DEADLINE:
+        raise RequestRefused(
+            422,
+            "The deadline is too far away",
+            "invalid_request",
+            [_issue("deadline", "at most a year away")],
+        )
     if after <= timedelta(0):
         raise RequestRefused(
             422, "The deadline has passed already", "invalid_request", [_issue("deadline", "in the past")]
@@ -209,7 +228,7 @@ async def create(
 ) -> tuple[ApprovalRequest, bool]:
     """The request asked (True) or, under a key already used with the same body, as asked before (False)."""
     agent = await sync_to_async(_external)(asked.agent_id)
-    deadline = _deadline(asked, timezone.now())
+    deadline = _deadline(asked, timezone.now(), asked.deadline_given)
     call = ExternalCall(
         tool_name=asked.tool_name,
         args=asked.args,
@@ -319,7 +338,9 @@ async def cancel(row: ApprovalRequest, *, actor: str, reason: str | None) -> Req
     agent = await sync_to_async(_external)(row.agent_id)
     try:
         await decisions.acancel(agent, row.run_id, row.tool_call_id, actor=actor, reason=reason)
-    except (RunAlreadyDecided, RunNotFound, ToolCallNotSuspended):
+    except InvalidResumeData as exc:
+        raise RequestRefused(400, str(exc), "invalid_body", [_issue("reason", str(exc))]) from None
+    except (RunAlreadyDecided, RunNotFound, ToolCallNotSuspended, DecisionRefused):
         state = await sync_to_async(state_of)(row)
         raise RequestRefused(
             409, f"The request was {state.status} already: nothing was cancelled", "already_decided"

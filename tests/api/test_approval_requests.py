@@ -218,7 +218,8 @@ async def test_tokens_are_scoped(payer_token: str, reviewer_token: str, mastra: 
         ({"tool": "bad name"}, 422),
         ({"title": "t\u0000"}, 400),
         ({"deadline": {"at": "2001-01-01T00:00:00Z"}}, 422),
-        ({"deadline": {"inSeconds": 5, "at": "2031-01-01T00:00:00Z"}}, 400),
+        ({"deadline": {"inSeconds": 5, "at": "2031-01-01T00:00:00Z"}}, 422),
+        ({"deadline": {"at": "9999-12-31T23:59:59-23:59"}}, 422),
         ({"args": "not an object"}, 400),
     ],
 )

@@ -44,11 +44,17 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from approvals import agents
 from approvals.services.tokens import create_token
+from approvals.services import requests
 user = get_user_model().objects.create_user("fuzz", password=None)
 user.groups.add(Group.objects.get(name="Reviewers"), Group.objects.get(name="Admins"))
 waiting = async_to_sync(agents.get("approver").generate)("Please delete /tmp/a.txt")
 async_to_sync(agents.get("asker").generate)("Pick a colour for bike")
-print(waiting.run_id, create_token(user, name="fuzz").plaintext)
+requests.register("payer", name="Payments (elsewhere)")
+asked = requests.Asked(agent_id="payer", tool_name="pay", args={"to": "ann"})
+request, _ = async_to_sync(requests.create)(asked, started_by="fuzz", idempotency_key=None)
+# Decided (withdrawn): a read of it that waits answers at once.
+async_to_sync(requests.cancel)(request, actor="fuzz", reason="seeded")
+print(waiting.run_id, create_token(user, name="fuzz").plaintext, request.run_id)
 """
 
 #: JSON Schema cannot say these (rules across parameters): schema-valid yet refused, deliberately.
@@ -110,8 +116,9 @@ def _database_url(tmp: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str]]:
-    """The server's address, the run it has waiting for approval, and an admin reviewer's token."""
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str, str]]:
+    """The server's address, the run it has waiting for approval, an admin reviewer's token, and an
+    approval request of the external agent ``payer``."""
     tmp = tmp_path_factory.mktemp("api-fuzz")
     database_url = _database_url(tmp)
     env = {
@@ -129,10 +136,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
     # `manage.py migrate` (a copy of what it made once: tests/support/templates.py), then the set-up's shell.
     templates.migrated(env["DATABASE_URL"], env)
     made = templates.run(env, "shell", "--command", _SETUP, timeout=120)
-    run_id, token = made.strip().splitlines()[-1].split()
+    run_id, token, request_id = made.strip().splitlines()[-1].split()
     process, port = _start_daphne(env, tmp / "daphne.log")
     try:
-        yield f"http://127.0.0.1:{port}", run_id, token
+        yield f"http://127.0.0.1:{port}", run_id, token, request_id
     finally:
         _stop(process)
         if not database_url.startswith("sqlite"):
@@ -158,7 +165,7 @@ def _make_hostile(case: Any, value: Any, pick: int) -> None:
         places += [case.body]
     if not (isinstance(value, str) and untrusted.problems(value.replace("\x00", ""))):
         places += [part for part in (case.path_parameters, case.query) if isinstance(part, dict)]
-    names = [(where, name) for where in places for name in where if name != "agentId"]
+    names = [(where, name) for where in places for name in where if name not in ("agentId", "agent")]
     if names:
         where, name = names[pick % len(names)]
         where[name] = value if where is case.body or not isinstance(value, int) else str(value)
@@ -175,20 +182,20 @@ def _json_refusal(response: Any, shown: Any) -> None:
         assert json.loads(response.text)["error"], shown
 
 
-def test_the_api_keeps_to_its_document(served: tuple[str, str, str], tmp_path: Path) -> None:
-    base, waiting_run, token = served
+def test_the_api_keeps_to_its_document(served: tuple[str, str, str, str], tmp_path: Path) -> None:
+    base, waiting_run, token, request_id = served
     auth = {"Authorization": f"Bearer {token}"}
     schema = schemathesis.openapi.from_url(f"{base}/api/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == 16
+    assert len(operations) == 20
     # Starting runs is what the stream and generate routes do: they go last, so the others see the
     # seeded runs.
     operations.sort(key=lambda op: op.path.endswith(("/stream", "/generate")))
 
     def unchanged() -> None:
         # Generated run and call ids never name a real waiting call: every decision was refused,
-        # and a refused one leaves no trace.
-        audit = requests.get(f"{base}/api/v1/audit", headers=auth, timeout=30).json()
+        # and a refused one leaves no trace. (Approval requests are asked and withdrawn for real.)
+        audit = requests.get(f"{base}/api/v1/audit?agent=approver", headers=auth, timeout=30).json()
         assert audit["total"] == 0, audit
         listed = requests.get(
             f"{base}/api/agents/approver/suspended-runs?order=oldest&perPage=1&page=0",
@@ -219,6 +226,10 @@ def test_the_api_keeps_to_its_document(served: tuple[str, str, str], tmp_path: P
                 # the unknown agent's 404; half of those carry a hostile value somewhere.
                 if "agentId" in (case.path_parameters or {}):
                     case.path_parameters["agentId"] = "approver"
+                if "requestId" in (case.path_parameters or {}):
+                    case.path_parameters["requestId"] = request_id
+                if isinstance(case.body, dict) and "agent" in case.body:
+                    case.body["agent"] = "payer"
                 if hostile is not None:
                     _make_hostile(case, hostile, pick)
                     made_hostile = True
@@ -246,8 +257,8 @@ def test_the_api_keeps_to_its_document(served: tuple[str, str, str], tmp_path: P
         fuzz()
 
 
-def test_raw_junk_and_unknown_paths_get_json_refusals(served: tuple[str, str, str]) -> None:
-    base, waiting_run, token = served
+def test_raw_junk_and_unknown_paths_get_json_refusals(served: tuple[str, str, str, str]) -> None:
+    base, waiting_run, token, request_id = served
     auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     posts = [
         "/api/agents/approver/approve-tool-call",
@@ -257,6 +268,9 @@ def test_raw_junk_and_unknown_paths_get_json_refusals(served: tuple[str, str, st
         f"/api/v1/agents/approver/runs/{waiting_run}/calls/c/approve",
         f"/api/v1/agents/approver/runs/{waiting_run}/calls/c/decline",
         f"/api/v1/agents/approver/runs/{waiting_run}/calls/c/resume",
+        "/api/v1/approval-requests",
+        f"/api/v1/approval-requests/{request_id}/cancel",
+        f"/api/v1/approval-requests/{request_id}/result",
     ]
     for path in posts:
         for body in RAW_BODIES:
@@ -273,5 +287,5 @@ def test_raw_junk_and_unknown_paths_get_json_refusals(served: tuple[str, str, st
         assert response.status_code == 404, path
 
     no_route()
-    audit = requests.get(f"{base}/api/v1/audit", headers=auth, timeout=30).json()
+    audit = requests.get(f"{base}/api/v1/audit?agent=approver", headers=auth, timeout=30).json()
     assert audit["total"] == 0, audit

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
 from agents_runtime.untrusted import MAX_REASON_LENGTH, text_problem
@@ -86,19 +86,14 @@ class ResumeBody(Wire):
 
 
 class DeadlineIn(Wire):
-    """When nobody answered by then, the deadline decides: give ``at`` or ``inSeconds``."""
+    """When nobody answered by then, the deadline decides: give ``at`` or ``inSeconds`` (one of them:
+    both, or neither, is a 422)."""
 
     at: AwareDatetime | None = Field(None, description="The moment (with its offset).")
     in_seconds: int | None = Field(None, ge=1, le=MAX_DEADLINE_SECONDS, description="Seconds from now.")
     default: Literal["decline", "approve"] = Field(
         "decline", description="What the deadline decides: approve lets the agent run the call."
     )
-
-    @model_validator(mode="after")
-    def _one_moment(self) -> DeadlineIn:
-        if (self.at is None) == (self.in_seconds is None):
-            raise ValueError("give either at or inSeconds")
-        return self
 
 
 class ApprovalRequestBody(Wire):

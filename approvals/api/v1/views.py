@@ -347,6 +347,7 @@ async def approval_requests(request: HttpRequest) -> HttpResponseBase:
         deadline_at=None if deadline is None or deadline.at is None else params.utc(deadline.at),
         deadline_in=None if deadline is None else deadline.in_seconds,
         deadline_default="decline" if deadline is None else deadline.default,
+        deadline_given=deadline is not None,
     )
     try:
         row, made = await requests.create(asked, started_by=who.username, idempotency_key=key)

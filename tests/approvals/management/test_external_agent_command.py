@@ -1,0 +1,82 @@
+"""``manage.py external_agent``, and the admin's page for external agents: registered, served at once,
+with tokens that may only ask for the agent's requests."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.core.management import CommandError, call_command
+from django.test import Client
+
+from agents_runtime import ExternalAgent
+from approvals import agents as served
+from tests.support.runtime_fixtures import DashboardAgents
+
+
+def run(*args: str) -> str:
+    out = io.StringIO()
+    call_command(*args, stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+def test_register_serve_and_ask_with_its_token(agents: DashboardAgents, client: Client) -> None:
+    run(
+        "external_agent",
+        "register",
+        "deployer",
+        "--name",
+        "CI deployer",
+        "--tools",
+        '{"deploy": {"approvals": 2}}',
+    )
+    agent = served.get("deployer")
+    assert isinstance(agent, ExternalAgent) and agent.name == "CI deployer"
+    tool = agent.find_tool("deploy")
+    assert tool is not None and tool.approvals == 2
+    assert Group.objects.filter(name="agent:deployer").exists()
+    token = run("external_agent", "token", "deployer", "--name", "ci").strip()
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    asked = client.post(
+        "/api/v1/approval-requests",
+        json.dumps({"agent": "deployer", "tool": "deploy", "args": {"env": "prod"}}),
+        content_type="application/json",
+        **auth,
+    )
+    assert asked.status_code == 201, asked.content
+    assert client.get("/api/v1/agents", **auth).status_code == 403
+    assert "deployer" in run("external_agent", "list")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("register", "Bad Id"),
+        ("register", "helpdesk"),  # the runtime's own agent
+        ("register", "x", "--tools", "{not json"),
+        ("register", "x", "--tools", '{"t": {"approvals": "two"}}'),
+        ("token", "nobody", "--name", "t"),
+    ],
+)
+def test_refusals(agents: DashboardAgents, args: tuple[str, ...]) -> None:
+    with pytest.raises(CommandError):
+        run("external_agent", *args)
+
+
+def test_a_superuser_registers_one_in_the_admin(agents: DashboardAgents, client: Client) -> None:
+    admin = User.objects.create_superuser("root", password="pw-for-tests-only")
+    client.force_login(admin)
+    response = client.post(
+        "/admin/approvals/externalagent/add/",
+        {"agent_id": "mailer", "name": "Mailer", "description": "", "tools": '{"send": {"confirm": true}}'},
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    agent = served.get("mailer")
+    assert isinstance(agent, ExternalAgent) and agent.find_tool("send").confirm  # type: ignore[union-attr]
+    refused = client.post(
+        "/admin/approvals/externalagent/add/",
+        {"agent_id": "mailer2", "name": "", "description": "", "tools": '{"send": {"nope": 1}}'},
+    )
+    assert refused.status_code == 200 and "unknown rules" in refused.content.decode()
