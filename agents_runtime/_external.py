@@ -23,10 +23,6 @@ SNAPSHOT = {"external": 1}
 TOOL_CALL_ID = "request"
 
 
-def is_external(snapshot: Any) -> bool:
-    return isinstance(snapshot, dict) and snapshot.get("external") == 1
-
-
 def suspension(
     ctx: AgentContext,
     run_id: str,

@@ -376,7 +376,7 @@ async def _continue_claimed(
     run = await _claimed_run(ctx, run_id, version, known)
     if run is None or run.snapshot is None:
         return lost_claim(ctx, run_id, emit)
-    if _external.is_external(run.snapshot):
+    if run.snapshot == _external.SNAPSHOT:  # (a request's run: ``_external``)
         return await _hand_over(ctx, run, version, emit)
     try:
         snapshot = _pydantic.Snapshot.from_json(run.snapshot)

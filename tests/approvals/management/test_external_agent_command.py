@@ -38,15 +38,15 @@ def test_register_serve_and_ask_with_its_token(agents: DashboardAgents, client: 
     assert tool is not None and tool.approvals == 2
     assert Group.objects.filter(name="agent:deployer").exists()
     token = run("external_agent", "token", "deployer", "--name", "ci").strip()
-    auth = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    auth = {"Authorization": f"Bearer {token}"}
     asked = client.post(
         "/api/v1/approval-requests",
         json.dumps({"agent": "deployer", "tool": "deploy", "args": {"env": "prod"}}),
         content_type="application/json",
-        **auth,
+        headers=auth,
     )
     assert asked.status_code == 201, asked.content
-    assert client.get("/api/v1/agents", **auth).status_code == 403
+    assert client.get("/api/v1/agents", headers=auth).status_code == 403
     assert "deployer" in run("external_agent", "list")
 
 
