@@ -19,6 +19,14 @@ from approvals.models import ApprovalRequest, AuditEntry, EndedRun, RunRecord
 from approvals.services import requests as service
 from approvals.services.tokens import create_token
 from tests.api.test_v1 import conforms
+from tests.api.test_webhooks import (  # noqa: F401 - the receiver's fixtures
+    Receiver,
+    endpoint,
+    fast_retries,
+    receiver,
+    settled,
+    wait_for,
+)
 from tests.support.api import Api
 from tests.support.users import make_user
 
@@ -266,3 +274,23 @@ async def test_a_standing_grant_approves_a_request(payer: Api, mastra: Runtime) 
     response = await payer.post(REQUESTS, body())
     assert response.status_code == 201
     assert json.loads(response.content)["status"] == "approved"
+
+
+async def test_webhooks_fire_as_for_any_run(
+    payer: Api,
+    reviewer_token: str,
+    receiver: Receiver,  # noqa: F811
+    fast_retries: None,  # noqa: F811
+) -> None:
+    await sync_to_async(endpoint)(receiver.url)
+    asked = await ask(payer)
+    path = f"/api/v1/agents/payer/runs/{asked['id']}/calls/request/decline"
+    assert (await Api(reviewer_token).post(path, {"reason": "no"})).status_code == 200
+    await sync_to_async(wait_for)(lambda: len(receiver.events()) >= 3)
+    await sync_to_async(wait_for)(settled)
+    got = sorted(receiver.events(), key=lambda r: r["json"]["timestamp"])
+    assert [r["json"]["type"] for r in got] == ["call.suspended", "call.decided", "run.completed"]
+    assert all(
+        r["json"]["data"]["agentId"] == "payer" and r["json"]["data"]["runId"] == asked["id"] for r in got
+    )
+    assert got[1]["json"]["data"]["action"] == "decline"
