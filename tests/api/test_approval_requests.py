@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.test import AsyncClient
 
 from agents_runtime import Runtime
@@ -294,3 +294,23 @@ async def test_webhooks_fire_as_for_any_run(
         r["json"]["data"]["agentId"] == "payer" and r["json"]["data"]["runId"] == asked["id"] for r in got
     )
     assert got[1]["json"]["data"]["action"] == "decline"
+
+
+async def test_separation_of_duties_and_designations_apply(mastra: Runtime, reviewer_token: str) -> None:
+    # A reviewer may ask for an external agent's call; a tool that separates duties refuses their
+    # own approval, and only the agent's designated reviewers (and whole-desk ones) see it.
+    await sync_to_async(service.register)("payer", tools={"pay": {"separate_duties": True}})
+    asked = await ask(Api(reviewer_token))
+    own = await Api(reviewer_token).post(approve_path(asked["id"]), {})
+    assert own.status_code == 403 and "separation of duties" in json.loads(own.content)["error"], own.content
+    await Group.objects.aget_or_create(name="agent:approver")
+    dora = await sync_to_async(make_user)("dora", "Reviewers", "agent:payer")
+    nina = await sync_to_async(make_user)("nina", "Reviewers", "agent:approver")
+    for user, sees in ((dora, True), (nina, False)):
+        client = AsyncClient()
+        await sync_to_async(client.force_login)(user)
+        assert ("Pay ann 40" in (await client.get("/queue/")).content.decode()) is sees
+    token = await sync_to_async(lambda: create_token(dora, name="t").plaintext)()
+    assert (await Api(token).post(approve_path(asked["id"]), {})).status_code == 200
+    read = json.loads((await Api(reviewer_token).get(f"{REQUESTS}/{asked['id']}")).content)
+    assert (read["status"], read["decidedBy"]) == ("approved", "dora")
