@@ -27,7 +27,9 @@ from tests.api.test_webhooks import (  # noqa: F401 - the receiver's fixtures
     settled,
     wait_for,
 )
+from tests.support import server
 from tests.support.api import Api
+from tests.support.services import database_url
 from tests.support.users import make_user
 
 REQUESTS = "/api/v1/approval-requests"
@@ -314,3 +316,29 @@ async def test_separation_of_duties_and_designations_apply(mastra: Runtime, revi
     assert (await Api(token).post(approve_path(asked["id"]), {})).status_code == 200
     read = json.loads((await Api(reviewer_token).get(f"{REQUESTS}/{asked['id']}")).content)
     assert (read["status"], read["decidedBy"]) == ("approved", "dora")
+
+
+_DECIDE_ELSEWHERE = """
+from asgiref.sync import async_to_sync
+from approvals import agents
+approve = async_to_sync(agents.get("payer").approve_tool_call)
+stream = approve(run_id="{run_id}", tool_call_id="request", actor="rita")
+print(async_to_sync(stream.result)().status)
+"""
+
+
+async def test_a_long_poll_is_woken_by_a_decision_in_another_process(payer: Api, settings: Any) -> None:
+    asked = await ask(payer)
+    env = server.env_for(database_url(), redis_url=settings.REDIS_URL or None)
+    env["AGENTS_RUNTIME"] = "tests.support.mastra_agents:runtime"
+    waiting = asyncio.ensure_future(payer.get(f"{REQUESTS}/{asked['id']}", {"wait": "40"}))
+    await asyncio.sleep(0.5)
+    assert not waiting.done()
+    started = asyncio.get_running_loop().time()
+    done = await sync_to_async(server.manage)(
+        env, "shell", "--command", _DECIDE_ELSEWHERE.format(run_id=asked["id"])
+    )
+    assert done.strip().splitlines()[-1] == "success"
+    read = json.loads((await asyncio.wait_for(waiting, 20)).content)
+    assert read["status"] == "approved" and read["decidedBy"] == "rita"
+    assert asyncio.get_running_loop().time() - started < 8  # (woken by the event, not the 10 s recheck)
