@@ -381,6 +381,10 @@ class ExternalAgentAdmin(SeenAgentsOnly, admin.ModelAdmin[ExternalAgent]):
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return ["agent_id"] if obj is not None else []
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Its runs and audit rows name it, and a server process keeps serving it until it restarts.
+        return False
+
     def save_model(self, request: HttpRequest, obj: ExternalAgent, form: Any, change: bool) -> None:
         try:
             saved = request_services.register(

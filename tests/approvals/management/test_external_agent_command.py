@@ -80,3 +80,15 @@ def test_a_superuser_registers_one_in_the_admin(agents: DashboardAgents, client:
         {"agent_id": "mailer2", "name": "", "description": "", "tools": '{"send": {"nope": 1}}'},
     )
     assert refused.status_code == 200 and "unknown rules" in refused.content.decode()
+
+
+def test_an_admin_member_registers_one_in_the_admin(agents: DashboardAgents, client: Client) -> None:
+    from tests.support.users import make_user
+
+    client.force_login(make_user("ada", "Admins"))
+    response = client.post(
+        "/admin/approvals/externalagent/add/",
+        {"agent_id": "crm", "name": "", "description": "", "tools": "{}"},
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert isinstance(served.get("crm"), ExternalAgent)
