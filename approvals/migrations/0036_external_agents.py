@@ -9,7 +9,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("approvals", "0034_audit_search_indexes"),
+        ("approvals", "0035_delegated_listing_index"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

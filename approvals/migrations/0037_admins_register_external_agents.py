@@ -31,6 +31,6 @@ def revoke(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("approvals", "0035_external_agents")]
+    dependencies = [("approvals", "0036_external_agents")]
 
     operations = [migrations.RunPython(grant, revoke)]
