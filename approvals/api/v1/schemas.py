@@ -15,13 +15,12 @@ from pydantic.alias_generators import to_camel
 
 from agents_runtime.untrusted import MAX_REASON_LENGTH, text_problem
 from agents_runtime.vocabulary import DecisionAction, Outcome
+from approvals.services.requests import MAX_OUTPUT_CHARS
 
 #: Beyond any real audit log; keeps the offset a database integer.
 MAX_PAGE = 1_000_000
 #: A request's deadline: at most a year away.
 MAX_DEADLINE_SECONDS = 366 * 24 * 3600
-#: What a report of running a call may say.
-MAX_OUTPUT_CHARS = 4000
 
 
 def _storable(value: str) -> str:
