@@ -32,8 +32,8 @@ def test_migrate_creates_the_reviewers_and_admins_groups() -> None:
         return set(Group.objects.get(name=name).permissions.values_list("codename", flat=True))
 
     assert codenames("Reviewers") == {"decide_runs"}
-    # Admins also manage users and groups in the Django admin (migration 0010), webhooks (0015) and
-    # everyone's standing grants (0022).
+    # Admins also manage users and groups in the Django admin (migration 0010), webhooks (0015),
+    # everyone's standing grants (0022) and register external agents (0037).
     assert codenames("Admins") == {
         "decide_runs",
         "view_audit_log",
@@ -42,6 +42,7 @@ def test_migrate_creates_the_reviewers_and_admins_groups() -> None:
         "view_webhookdelivery",
         "view_grantrecord",
         "manage_grants",
+        *(f"{verb}_externalagent" for verb in ("view", "add", "change")),
     }
 
 
