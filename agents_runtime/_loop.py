@@ -41,6 +41,7 @@ from ._parking import (
     parked_calls,
     previous_answers,
     with_deadlines,
+    with_previews,
 )
 from ._pydantic import ClaimLost, RunDeps
 from .deadlines import Deadline
@@ -214,6 +215,7 @@ async def drive_once(
     if isinstance(output, DeferredToolRequests):
         shared = {**conversation_context(ctx, conversation.messages), "previous_answers": answered}
         calls = with_deadlines(ctx, await parked_calls(ctx, output, shared), deps.deadline)
+        calls = await with_previews(ctx, calls, run_id, thread_id, resource_id)
         suspension = Suspension(
             run_id=run_id,
             agent_id=ctx.agent_id,

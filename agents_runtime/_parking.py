@@ -25,8 +25,9 @@ from pydantic_ai.messages import (
 from . import _pydantic
 from ._context import AgentContext
 from .deadlines import Deadline
+from .previews import run_preview
 from .records import Delegation, ParkedCall, StoredRun
-from .tools import to_jsonable
+from .tools import ToolContext, to_jsonable
 from .untrusted import clean_call
 from .vocabulary import CallKind, DecisionAction
 
@@ -108,6 +109,37 @@ def with_deadlines(
             call = replace(call, deadline=deadline, expires_at=deadline.expires_at(parked_at))
         stamped.append(call)
     return stamped
+
+
+async def with_previews(
+    ctx: AgentContext,
+    calls: Sequence[ParkedCall],
+    run_id: str,
+    thread_id: str | None,
+    resource_id: str | None,
+) -> list[ParkedCall]:
+    """The calls a run parks, each approval with its tool's preview (``previews``) in its context.
+
+    Each preview is bounded in time and its failure is recorded as the preview's error: neither keeps
+    the run from parking."""
+    previewed = []
+    for call in calls:
+        spec = ctx.tools.get(call.tool_name)
+        if call.kind == CallKind.APPROVAL and call.delegation is None and spec is not None and spec.preview:
+            tool_ctx = ToolContext(
+                run_id=run_id,
+                tool_call_id=call.tool_call_id,
+                agent_id=ctx.agent_id,
+                thread_id=thread_id,
+                resource_id=resource_id,
+            )
+            preview = await run_preview(spec.preview, call.args or {}, tool_ctx, seconds=spec.preview_timeout)
+            if preview is not None:
+                call = clean_call(
+                    replace(call, context={**(call.context or {}), "preview": preview.to_json()})
+                )
+        previewed.append(call)
+    return previewed
 
 
 def _short(text: str) -> str:

@@ -12,7 +12,8 @@ The rules, in the order they are checked:
    reviewers, the groups a call was escalated to, Admins; for a grant, its maker's rights) and what
    else the host adds (a colleague's claim on the call);
 2. a call interrupted after its tool started runs again only when confirmed (``Confirmation.RERUN``);
-3. the arguments the decider saw are still the call's (``DecisionRequest.seen``, a ``fingerprint``);
+3. what the decider saw is still the call's: its arguments, its preview, its tool's version
+   (``DecisionRequest.seen``, a ``fingerprint``);
 4. a risky call (its tool asks for "I checked this", or the arguments hold a value the tool marks
    risky) is approved only with ``Confirmation.RISKY``; by a standing grant only if the grant was made
    for risky calls; by a deadline's default never. Code calling the runtime itself is trusted;
@@ -85,7 +86,7 @@ class DecisionRequest:
     reason: str | None = None
     resume_data: Any = None
     edited_args: dict[str, Any] | None = None
-    #: ``fingerprint`` of the arguments as the decider saw them (None: not checked).
+    #: ``fingerprint`` of the call as the decider saw it (``shown``; None: not checked).
     seen: str | None = None
     confirmations: frozenset[Confirmation] = frozenset()
     #: The host's identity of the decider (the desk's rights of the user), opaque to the runtime.
@@ -125,11 +126,27 @@ class Policy(Protocol):
     def admit(self, request: DecisionRequest, run: StoredRun, call: ParkedCall) -> None: ...
 
 
-def fingerprint(args: Mapping[str, Any] | None) -> str:
-    """A short, stable digest of a call's arguments as shown (canonical JSON, so key order and
-    ``1`` versus ``1.0`` are told apart as JSON tells them)."""
-    text = json.dumps(args, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
+def fingerprint(
+    args: Mapping[str, Any] | None, preview: Mapping[str, Any] | None = None, version: str = ""
+) -> str:
+    """A short, stable digest of what a decider is shown of a call: its arguments (canonical JSON, so
+    key order and ``1`` versus ``1.0`` are told apart as JSON tells them), its preview (JSON form)
+    and its tool's version. Without a preview or a version, the digest of the arguments alone."""
+    seen: Any = (
+        args if preview is None and not version else {"args": args, "preview": preview, "version": version}
+    )
+    text = json.dumps(seen, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def shown(call: ParkedCall, tool: Tool | None) -> str:
+    """The ``fingerprint`` of a stored call as a card shows it now (what ``DecisionRequest.seen`` is
+    checked against)."""
+    context = call.context if isinstance(call.context, Mapping) else {}
+    preview = context.get("preview")
+    return fingerprint(
+        call.args, preview if isinstance(preview, Mapping) else None, tool.version if tool else ""
+    )
 
 
 def admit(request: DecisionRequest, run: StoredRun, call: ParkedCall, host: Policy | None) -> None:
@@ -154,7 +171,7 @@ def verdict(
 ) -> Decision | Vote:
     """Rules 2-5 on ``decision`` (the request, its data checked): itself, a vote, or a refusal."""
     _rerun(request, run, call)
-    _seen(request, run, call)
+    _seen(request, run, call, tool)
     if _approves(decision) and _risky(request, run, call, tool, decision):
         # The record says the grant approved a risky call, and that it was made to.
         decision = replace(decision, reason=RISKY_BY_GRANT)
@@ -187,14 +204,14 @@ def _rerun(request: DecisionRequest, run: StoredRun, call: ParkedCall) -> None:
         raise RerunNotConfirmed(run_id=run.run_id, tool_call_id=call.tool_call_id, started_at=started)
 
 
-def _seen(request: DecisionRequest, run: StoredRun, call: ParkedCall) -> None:
+def _seen(request: DecisionRequest, run: StoredRun, call: ParkedCall, tool: Tool | None) -> None:
     # (An answer to a ``suspend()`` decides on the question, which never changes.)
-    if request.seen is None or call.kind != CallKind.APPROVAL or request.seen == fingerprint(call.args):
+    if request.seen is None or call.kind != CallKind.APPROVAL or request.seen == shown(call, tool):
         return
     raise _refusal(
         ArgumentsChanged,
-        "The call's arguments are not the ones you saw (the card is stale): nothing was decided. "
-        "Look at the call again.",
+        "The call changed since you saw it (its arguments, its preview or its tool's version: the "
+        "card is stale): nothing was decided. Look at the call again.",
         run,
         call,
         request.actor,

@@ -16,6 +16,7 @@ import pydantic
 from .deadlines import Deadline, DeadlineOptions, deadline_from
 from .errors import InvalidResumeData, InvalidToolArgs
 from .presentation import ApprovalRule, FieldHint, Money, approval_reason, money_fields, title_for
+from .previews import PREVIEW_TIMEOUT, PreviewSpec
 from .schema_check import schema_problems
 
 #: ``requires_approval``: a bool, a callable of the arguments (True, or a reason string, asks for
@@ -163,6 +164,13 @@ class Tool:
     #: Whether reviewers may let its calls through ahead of time with a standing grant
     #: (``grants``); False for what must always be looked at (a production deploy).
     grantable: bool = True
+    #: What a call would do, told before anyone decides (``previews``): run when a call parks,
+    #: within ``preview_timeout`` seconds.
+    preview: PreviewSpec | None = None
+    preview_timeout: float = PREVIEW_TIMEOUT
+    #: The tool's version: a decision is bound to it (``policy.fingerprint``), so a card shown before
+    #: an upgrade decides nothing after it.
+    version: str = ""
 
     def __post_init__(self) -> None:
         if type(self.approvals) is not int or self.approvals < 1:
@@ -293,6 +301,9 @@ def _annotated_hints(parameters: tuple[inspect.Parameter, ...]) -> dict[str, Fie
 @dataclass(frozen=True)
 class _Presentation:
     title: TitleSpec = None
+    preview: PreviewSpec | None = None
+    preview_timeout: float = PREVIEW_TIMEOUT
+    version: str = ""
     fields: Mapping[str, FieldHint] | None = None
     risky: Mapping[str, Any] | None = None
     key_results: tuple[str, ...] | list[str] = ()
@@ -352,6 +363,9 @@ def _build(
         approvals=approvals,
         separate_duties=separate_duties,
         grantable=grantable,
+        preview=presentation.preview,
+        preview_timeout=presentation.preview_timeout,
+        version=presentation.version,
     )
 
 
@@ -376,6 +390,9 @@ def tool(
     approvals: int = 1,
     separate_duties: bool = False,
     grantable: bool = True,
+    preview: PreviewSpec | None = None,
+    preview_timeout: float = PREVIEW_TIMEOUT,
+    version: str = "",
     **deadline: Unpack[DeadlineOptions],
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
@@ -396,6 +413,9 @@ def tool(
     approvals: int = 1,
     separate_duties: bool = False,
     grantable: bool = True,
+    preview: PreviewSpec | None = None,
+    preview_timeout: float = PREVIEW_TIMEOUT,
+    version: str = "",
     **deadline: Unpack[DeadlineOptions],
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function a tool.
@@ -417,6 +437,10 @@ def tool(
     (two distinct reviewers approve; any decline declines) and ``separate_duties=True`` (whoever
     started the run may not approve). ``grantable=False``: reviewers may not let its calls through
     ahead of time with a standing grant (``grants``); every call waits for a person.
+
+    ``preview``: a function of the arguments (and the call's ``ToolContext``) saying what the call
+    would do (``previews.Preview``), run when a call parks, within ``preview_timeout`` seconds.
+    ``version``: a decision taken on a card shown before the tool's version changed is refused.
     """
     checked_deadline = deadline_from(deadline)
 
@@ -427,7 +451,9 @@ def tool(
             requires_approval=requires_approval,
             suspend_schema=suspend_schema,
             resume_schema=resume_schema,
-            presentation=_Presentation(title, fields, risky, tuple(key_results), confirm),
+            presentation=_Presentation(
+                title, preview, preview_timeout, version, fields, risky, tuple(key_results), confirm
+            ),
             deadline=checked_deadline,
             approvals=approvals,
             separate_duties=separate_duties,

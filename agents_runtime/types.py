@@ -71,6 +71,9 @@ class CallContext:
     #: Schema its arguments (and a reviewer's edits) are checked and shown by.
     title: str | None = None
     args_schema: dict[str, Any] | None = None
+    #: What the call would do, as its tool (or the agent that asked) told when it parked
+    #: (``previews``); its JSON form, as stored and fingerprinted.
+    preview: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, data: Any) -> CallContext | None:
@@ -116,6 +119,7 @@ class CallContext:
             ),
             title=text("title"),
             args_schema=schema if isinstance(schema, dict) else None,
+            preview=data["preview"] if isinstance(data.get("preview"), dict) else None,
         )
 
 

@@ -19,6 +19,7 @@ from django.urls import reverse
 
 from agents_runtime import Agent, AgentRun, AgentRunToolCall, GrantScope, Tool, fingerprint
 from agents_runtime.presentation import with_money
+from agents_runtime.previews import Preview
 from agents_runtime.untrusted import clean_text, reveal_invisible
 from agents_runtime.vocabulary import CallKind
 from approvals import dom_ids
@@ -260,13 +261,19 @@ class CallView:
     grant_fields: list[FieldView] = field(default_factory=list)
     grant_errors: tuple[str, ...] = ()
     grant_open: bool = False
+    #: What the call would do (its tool's preview), if it told; and the tool's version, which a
+    #: decision is bound to with the arguments and the preview.
+    preview: Preview | None = None
+    tool_version: str = ""
 
     @property
     def seen(self) -> str:
-        """The fingerprint of the arguments this card shows (an approval's): a decision posts it
-        back, and the door refuses it if the call's arguments are no longer these
+        """The fingerprint of what this card shows (an approval's arguments, preview and tool
+        version): a decision posts it back, and the door refuses it if the call is no longer this
         (``agents_runtime.policy``)."""
-        return fingerprint(self.call.args) if self.call.requires_approval else ""
+        if not self.call.requires_approval:
+            return ""
+        return fingerprint(self.call.args, stored_preview(self.call), self.tool_version)
 
     @property
     def is_approval(self) -> bool:
@@ -501,6 +508,17 @@ def call_title(
     return reveal_invisible(clean_text(title))
 
 
+def stored_preview(call: AgentRunToolCall) -> dict[str, Any] | None:
+    """The call's preview as stored (what a decision's fingerprint covers)."""
+    return call.context.preview if call.context is not None else None
+
+
+def preview_of(call: AgentRunToolCall) -> Preview | None:
+    """The call's preview as shown (texts are the tool's or an external agent's: escaped, and their
+    invisible characters revealed, by whoever shows them)."""
+    return Preview.from_json(stored_preview(call))
+
+
 def _summary(call: AgentRunToolCall, tool: Tool | None, agent: Agent | None) -> dict[str, Any]:
     """What a folded row shows: the title, the arguments' chips, the question, the sub-agent."""
     shown_args = call.args if call.requires_approval else call.suspend_payload
@@ -525,6 +543,8 @@ def _summary(call: AgentRunToolCall, tool: Tool | None, agent: Agent | None) -> 
         ),
         "question": question,
         "via_agent": via,
+        "preview": preview_of(call) if call.requires_approval else None,
+        "tool_version": tool.version if tool is not None else "",
     }
 
 

@@ -356,7 +356,7 @@ def test_a_decision_on_arguments_the_call_no_longer_has_is_refused(
 
     refused = client.post(url, {"agent": "ops", "seen": stale}, **HX)
 
-    assert "not the ones you saw" in refused.content.decode()
+    assert "changed since you saw it" in refused.content.decode()
     assert log.calls == [] and waiting(runtime, "ops") == [run.run_id]
     shown = fingerprint(run.tool_calls[0].args)
     assert f'name="seen" value="{shown}"' in client.get(f"/runs/{run.run_id}/").content.decode()
