@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from agents_runtime import ToolContext, tool
 from agents_runtime.presentation import ApprovalRule, Money
+from agents_runtime.previews import Change, Preview
 
 REFUND_APPROVAL_LIMIT_CENTS = 5_000
 
@@ -17,6 +18,14 @@ ORDERS = {
     "A-1043": {"customer": "lee@example.com", "total_cents": 2_450, "status": "delivered"},
     "A-1044": {"customer": "sam@example.com", "total_cents": 89_000, "status": "shipped"},
 }
+#: The store's payout balance the demo's refunds come out of (never changed: the demo is harmless).
+STORE_BALANCE_CENTS = 1_250_000
+#: What runs where, as the demo's deploys find it.
+DEPLOYED = {"staging": "v2.4.0", "production": "v2.4.0"}
+
+
+def _dollars(cents: int) -> str:
+    return f"${cents / 100:,.2f}"
 
 
 @tool(key_results=("status", "total_cents"), fields={"total_cents": Money(cents=True, currency="USD")})
@@ -28,6 +37,23 @@ def lookup_order(order_id: str) -> dict[str, object]:
     return {"order_id": order_id, "found": True, **order}
 
 
+def refund_preview(args: dict[str, Any]) -> Preview:
+    """What a refund would do: the money leaving the store's balance, and what is left to refund."""
+    order_id, amount = args["order_id"], args["amount_cents"]
+    order = ORDERS.get(order_id)
+    if order is None:
+        return Preview(sentence=f"Order {order_id} does not exist: the refund would fail.")
+    total = int(str(order["total_cents"]))
+    changes = [
+        Change("Store balance", _dollars(STORE_BALANCE_CENTS), _dollars(STORE_BALANCE_CENTS - amount)),
+        Change(f"Refundable on {order_id}", _dollars(total), _dollars(total - amount)),
+    ]
+    sentence = f"{_dollars(amount)} goes back to {order['customer']} for order {order_id}."
+    if amount > total:
+        sentence += f" That is more than the order's total ({_dollars(total)})."
+    return Preview(sentence=sentence, changes=tuple(changes))
+
+
 @tool(
     requires_approval=ApprovalRule(
         lambda args: args["amount_cents"] > REFUND_APPROVAL_LIMIT_CENTS,
@@ -35,6 +61,7 @@ def lookup_order(order_id: str) -> dict[str, object]:
     ),
     title="Refund {amount_cents|money} · {order_id}",
     fields={"amount_cents": Money(cents=True, currency="USD")},
+    preview=refund_preview,
 )
 def issue_refund(ctx: ToolContext, order_id: str, amount_cents: int, reason: str) -> str:
     """Refund part or all of an order. Refunds over $50.00 need a human's approval.
@@ -57,10 +84,22 @@ def send_customer_email(to: str, subject: str, body: str) -> str:
     return f"Email to {to} queued: {subject!r}"
 
 
+def deploy_preview(args: dict[str, Any]) -> Preview:
+    """What a deploy would do: the version running on the environment, before and after."""
+    environment, version = args["environment"], args["version"]
+    running = DEPLOYED.get(environment, "nothing")
+    return Preview(
+        sentence=f"{args['service']} on {environment} goes from {running} to {version}.",
+        changes=(Change(f"{args['service']} on {environment}", running, version),),
+        diff=f"- image: {args['service']}:{running}\n+ image: {args['service']}:{version}",
+    )
+
+
 @tool(
     requires_approval=ApprovalRule(because="Every deploy is approved by a human"),
     title="Deploy {service} {version} to {environment}",
     risky={"environment": ["production"]},
+    preview=deploy_preview,
 )
 def deploy_service(service: str, version: str, environment: Literal["staging", "production"]) -> str:
     """Deploy a version of a service to an environment."""
