@@ -13,6 +13,7 @@ from typing import Any
 
 from ._context import AgentContext
 from .deadlines import Deadline
+from .previews import Preview
 from .records import ParkedCall, RunEnding, StoredRun, Suspension
 from .untrusted import clean_call, clean_text
 from .vocabulary import DEFAULT_DECLINE_REASON, CallKind, DecisionAction
@@ -31,6 +32,7 @@ def suspension(
     args: dict[str, Any],
     args_schema: dict[str, Any] | None,
     title: str | None,
+    preview: dict[str, Any] | None,
     thread_id: str | None,
     resource_id: str | None,
     deadline: Deadline | None,
@@ -47,6 +49,9 @@ def suspension(
         "title": title,
         "args_schema": args_schema,
     }
+    shown = Preview.from_json(preview)
+    if shown is not None:
+        context["preview"] = shown.to_json()
     call = ParkedCall(
         tool_call_id=TOOL_CALL_ID,
         tool_name=tool_name,

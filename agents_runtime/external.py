@@ -26,6 +26,7 @@ from .agent import Agent
 from .deadlines import Deadline
 from .errors import AgentsRuntimeError, InvalidResumeData, InvalidToolArgs
 from .presentation import title_for
+from .previews import preview_problems
 from .schema_check import schema_problems
 from .stream import RunStream
 from .tools import Tool, _validate, to_jsonable
@@ -180,6 +181,8 @@ class ExternalCall:
     title: str | None = None
     thread_id: str | None = None
     resource_id: str | None = None
+    #: What the call would do, as the agent that asked tells it (``previews``: the JSON form).
+    preview: dict[str, Any] | None = None
     #: When nobody answers in time, what the deadline decides (``on_expiry``: decline or approve).
     deadline: Deadline | None = None
     #: Who asked (the host's name for the agent's identity): separation of duties refuses them.
@@ -211,6 +214,8 @@ def _problems(call: ExternalCall) -> list[dict[str, Any]]:
         problem = text_problem(text) if isinstance(text, str) else "It is not text."
         if problem or not text or len(text) > limit:
             add(name, problem or f"1 to {limit} characters")
+    if call.preview is not None:
+        found += preview_problems(call.preview)
     if call.deadline is not None and call.deadline.on_expiry == "escalate":
         add("deadline", "a request's deadline declines or approves")
     return found
@@ -281,6 +286,7 @@ class ExternalAgent(Agent):
             args=call.args,
             args_schema=call.args_schema,
             title=call.title,
+            preview=call.preview,
             thread_id=call.thread_id,
             resource_id=call.resource_id,
             deadline=call.deadline,

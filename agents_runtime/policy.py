@@ -39,6 +39,7 @@ from .errors import (
     SelfApprovalRefused,
 )
 from .records import Decision, ParkedCall, StoredRun, Vote
+from .types import AgentRunToolCall
 from .vocabulary import CallKind, DecisionAction
 
 if TYPE_CHECKING:
@@ -139,14 +140,13 @@ def fingerprint(
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def shown(call: ParkedCall, tool: Tool | None) -> str:
-    """The ``fingerprint`` of a stored call as a card shows it now (what ``DecisionRequest.seen`` is
-    checked against)."""
-    context = call.context if isinstance(call.context, Mapping) else {}
-    preview = context.get("preview")
-    return fingerprint(
-        call.args, preview if isinstance(preview, Mapping) else None, tool.version if tool else ""
-    )
+def shown(call: ParkedCall | AgentRunToolCall, version: str = "") -> str:
+    """The ``fingerprint`` of a call as a decider is shown it now (stored or listed), its tool at
+    ``version``: what ``DecisionRequest.seen`` is checked against, and what a card or the API hands
+    out to be posted back."""
+    context = call.context
+    preview = context.get("preview") if isinstance(context, Mapping) else getattr(context, "preview", None)
+    return fingerprint(call.args, preview if isinstance(preview, Mapping) else None, version)
 
 
 def admit(request: DecisionRequest, run: StoredRun, call: ParkedCall, host: Policy | None) -> None:
@@ -206,7 +206,11 @@ def _rerun(request: DecisionRequest, run: StoredRun, call: ParkedCall) -> None:
 
 def _seen(request: DecisionRequest, run: StoredRun, call: ParkedCall, tool: Tool | None) -> None:
     # (An answer to a ``suspend()`` decides on the question, which never changes.)
-    if request.seen is None or call.kind != CallKind.APPROVAL or request.seen == shown(call, tool):
+    if (
+        request.seen is None
+        or call.kind != CallKind.APPROVAL
+        or request.seen == shown(call, tool.version if tool else "")
+    ):
         return
     raise _refusal(
         ArgumentsChanged,

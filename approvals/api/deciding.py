@@ -33,5 +33,6 @@ def decision_call(
         edited_args=body.edited_args if action == "approve" else None,
         resume_data=body.resume_data if action == "resume" else None,
         confirmations=frozenset(c for c, given in confirmations.items() if given),
+        seen=getattr(body, "seen", None),
     )
     return partial(decisions.adecide, access, request)

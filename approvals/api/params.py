@@ -206,6 +206,8 @@ class Decision:
     confirm_rerun: bool = False
     #: "I checked this" (the v1 API's ``confirm``; Mastra's routes carry none).
     confirm_risky: bool = False
+    #: The call's fingerprint as the decider saw it (the v1 API's ``fingerprint``; None: not checked).
+    seen: str | None = None
 
 
 def decision_body(body: dict[str, Any], action: Action) -> Decision:

@@ -17,7 +17,8 @@ from typing import Any
 
 from django.urls import reverse
 
-from agents_runtime import Agent, AgentRun, AgentRunToolCall, GrantScope, Tool, fingerprint
+from agents_runtime import Agent, AgentRun, AgentRunToolCall, GrantScope, Tool
+from agents_runtime.policy import shown
 from agents_runtime.presentation import with_money
 from agents_runtime.previews import Preview
 from agents_runtime.untrusted import clean_text, reveal_invisible
@@ -273,7 +274,7 @@ class CallView:
         (``agents_runtime.policy``)."""
         if not self.call.requires_approval:
             return ""
-        return fingerprint(self.call.args, stored_preview(self.call), self.tool_version)
+        return shown(self.call, self.tool_version)
 
     @property
     def is_approval(self) -> bool:
@@ -508,15 +509,10 @@ def call_title(
     return reveal_invisible(clean_text(title))
 
 
-def stored_preview(call: AgentRunToolCall) -> dict[str, Any] | None:
-    """The call's preview as stored (what a decision's fingerprint covers)."""
-    return call.context.preview if call.context is not None else None
-
-
 def preview_of(call: AgentRunToolCall) -> Preview | None:
     """The call's preview as shown (texts are the tool's or an external agent's: escaped, and their
     invisible characters revealed, by whoever shows them)."""
-    return Preview.from_json(stored_preview(call))
+    return Preview.from_json(call.context.preview if call.context is not None else None)
 
 
 def _summary(call: AgentRunToolCall, tool: Tool | None, agent: Agent | None) -> dict[str, Any]:

@@ -57,6 +57,8 @@ class ApprovalRequest(models.Model):
     tool_name = models.CharField(max_length=128)
     args = models.JSONField()
     title = models.CharField(max_length=200, blank=True)
+    #: What the call would do, as the agent that asked told it (``agents_runtime.previews``).
+    preview = models.JSONField(null=True, blank=True)
     thread_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     resource_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     deadline_at = models.DateTimeField(null=True, blank=True)

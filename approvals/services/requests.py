@@ -125,6 +125,7 @@ class Asked:
     args: dict[str, Any]
     args_schema: dict[str, Any] | None = None
     title: str | None = None
+    preview: dict[str, Any] | None = None
     thread_id: str | None = None
     resource_id: str | None = None
     deadline_at: datetime | None = None
@@ -197,6 +198,7 @@ def _reserve(
                 tool_name=call.tool_name,
                 args=call.args,
                 title=call.title or "",
+                preview=call.preview,
                 thread_id=call.thread_id,
                 resource_id=call.resource_id,
                 deadline_at=None if deadline is None else now + deadline.expires_after,
@@ -234,6 +236,7 @@ async def create(
         args=asked.args,
         args_schema=asked.args_schema,
         title=asked.title,
+        preview=asked.preview,
         thread_id=asked.thread_id,
         resource_id=asked.resource_id,
         deadline=deadline,

@@ -135,7 +135,7 @@ async def test_a_decision_is_bound_to_the_preview_and_the_tool_version_it_was_sh
     runtime_for(agent)
     run_id, call = await parked(agent, store)
     args_only = fingerprint(call.args)
-    as_shown = shown(call, agent.find_tool("refund"))
+    as_shown = shown(call, "1")
     assert as_shown != args_only
 
     def approve(seen: str) -> DecisionRequest:
@@ -151,7 +151,7 @@ async def test_a_decision_is_bound_to_the_preview_and_the_tool_version_it_was_sh
         await upgraded.decide(approve(as_shown))
     assert log.count == 0
 
-    decided = await upgraded.decide(approve(shown(call, upgraded.find_tool("refund"))))
+    decided = await upgraded.decide(approve(shown(call, "2")))
     assert (await decided.stream.result()).status == "success"
     assert log.count == 1
 

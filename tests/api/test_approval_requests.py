@@ -14,7 +14,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Group, User
 from django.test import AsyncClient
 
-from agents_runtime import Runtime
+from agents_runtime import Runtime, fingerprint
 from approvals.models import ApprovalRequest, AuditEntry, EndedRun, RunRecord
 from approvals.services import requests as service
 from approvals.services.tokens import create_token
@@ -342,3 +342,57 @@ async def test_a_long_poll_is_woken_by_a_decision_in_another_process(payer: Api,
     read = json.loads((await asyncio.wait_for(waiting, 20)).content)
     assert read["status"] == "approved" and read["decidedBy"] == "rita"
     assert asyncio.get_running_loop().time() - started < 8  # (woken by the event, not the 10 s recheck)
+
+
+# -- effect previews (issue 38) ------------------------------------------------------------------------
+
+PREVIEW: dict[str, Any] = {
+    "sentence": "$40.00 leaves account A-1044",
+    "changes": [{"label": "Balance", "before": "$100.00", "after": "$60.00"}],
+    "items": ["invoice 7"],
+}
+
+
+async def test_an_external_agents_preview_is_on_the_card_and_read_back(payer: Api, reviewer: User) -> None:
+    asked = await ask(payer, preview=PREVIEW)
+
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(reviewer)
+    card = (await client.get(f"/runs/{asked['id']}/")).content.decode()
+    assert '<p class="preview-sentence">$40.00 leaves account A-1044</p>' in card
+    assert '<td class="preview-before">$100.00</td><td class="preview-after">$60.00</td>' in card
+    assert asked["preview"] == PREVIEW
+    read = conforms(await payer.get(f"{REQUESTS}/{asked['id']}"), "getApprovalRequest")
+    assert read["preview"] == PREVIEW
+
+
+async def test_a_preview_past_its_bounds_is_refused_and_nothing_is_asked(payer: Api) -> None:
+    before = await ApprovalRequest.objects.acount()
+
+    refused = await payer.post(REQUESTS, body(preview={"sentence": "x" * 501, "changes": "no"}))
+
+    assert refused.status_code == 422, refused.content
+    issues = {i["field"] for i in refused.json()["issues"]}
+    assert issues == {"preview.sentence", "preview.changes"}
+    assert await ApprovalRequest.objects.acount() == before
+
+
+async def test_a_v1_approval_on_a_stale_fingerprint_is_refused(payer: Api, reviewer_token: str) -> None:
+    asked = await ask(payer, preview=PREVIEW)
+    reviewer = Api(reviewer_token)
+    run = conforms(await reviewer.get(f"/api/v1/agents/payer/runs/{asked['id']}"), "getRun")
+    (call,) = run["toolCalls"]
+    assert call["preview"] == {**PREVIEW, "diff": None, "error": None}
+    # What a client saw before the preview was there: the arguments alone.
+    stale = fingerprint(asked["args"])
+    assert call["fingerprint"] != stale
+
+    refused = await reviewer.post(approve_path(asked["id"]), {"fingerprint": stale})
+
+    assert refused.status_code == 403, refused.content
+    assert refused.json()["code"] == "approval_refused"
+    assert refused.json()["error"].startswith("The call changed since you saw it")
+    assert (await payer.get(f"{REQUESTS}/{asked['id']}")).json()["status"] == "pending"
+    approved = await reviewer.post(approve_path(asked["id"]), {"fingerprint": call["fingerprint"]})
+    assert approved.status_code == 200, approved.content
+    assert (await payer.get(f"{REQUESTS}/{asked['id']}")).json()["status"] == "approved"

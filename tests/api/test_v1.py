@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import get_resolver
 
-from agents_runtime import Runtime
+from agents_runtime import Runtime, fingerprint
 from approvals.api.openapi import OPERATIONS, document
 from tests.support.api import Api, audit_rows, start
 from tests.support.users import make_user
@@ -80,6 +80,9 @@ async def test_one_run_with_its_parked_calls_and_conversation(mastra: Runtime, r
             "resumeSchema": None,
             "toolStartedAt": None,
             "approvedBy": [],
+            "preview": None,
+            # What a decider is shown (no preview, no version: the arguments), to approve on.
+            "fingerprint": fingerprint({"path": "/tmp/a.txt"}),
         }
     ]
     assert [(m["role"], m["kind"]) for m in body["messages"]] == [

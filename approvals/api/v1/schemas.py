@@ -65,6 +65,12 @@ class ApproveBody(Wire):
     confirm_rerun: bool = Field(
         False, description="Needed when the call's tool started in a continuation that died."
     )
+    fingerprint: str | None = Field(
+        None,
+        max_length=64,
+        description="The call's fingerprint as you saw it (from GET): the approval is refused with 403 "
+        "and nothing is decided if the call changed since (its arguments, preview or tool version).",
+    )
     confirm: bool = Field(
         False,
         description="“I checked this”: needed to approve a call marked risky (its tool asks for a "
@@ -109,6 +115,11 @@ class ApprovalRequestBody(Wire):
         "are checked against it, and the card shows them by it.",
     )
     title: StoredText | None = Field(None, max_length=200, description="What the card calls it.")
+    preview: dict[str, JsonValue] | None = Field(
+        None,
+        description="What the call would do, shown on the card: any of sentence (text), changes (a "
+        "list of {label, before, after}), diff (a text diff), items (a list of texts).",
+    )
     thread_id: StoredText | None = Field(None, max_length=255)
     resource_id: StoredText | None = Field(None, max_length=255)
     deadline: DeadlineIn | None = None
@@ -154,6 +165,14 @@ class ToolCallOut(Wire):
     tool_started_at: datetime | None = None
     approved_by: list[str] = Field(
         default_factory=list, description="A call that needs several approvals: who approved so far."
+    )
+    preview: dict[str, JsonValue] | None = Field(
+        None, description="What the call would do, as its tool told."
+    )
+    fingerprint: str | None = Field(
+        None,
+        description="What a decider is shown of an approval call (its arguments, preview, tool version): "
+        "send it with approve, and the approval is refused (403) if the call changed since.",
     )
 
 
@@ -258,6 +277,7 @@ class ApprovalRequestOut(Wire):
     tool: str
     args: dict[str, JsonValue]
     title: str | None
+    preview: dict[str, JsonValue] | None = Field(description="What the call would do, as sent.")
     thread_id: str | None
     resource_id: str | None
     url: str = Field(description="The request's page at the desk.")

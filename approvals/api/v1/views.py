@@ -18,7 +18,8 @@ from django.http import HttpRequest, HttpResponseBase, JsonResponse, QueryDict
 from django.urls import reverse
 from pydantic import BaseModel, ValidationError
 
-from agents_runtime import AgentRun, Origin, RunNotFound
+from agents_runtime import Agent, AgentRun, AgentRunToolCall, Origin, RunNotFound
+from agents_runtime.policy import shown
 from approvals import queries
 from approvals.api import deciding, params, precheck
 from approvals.api.auth import Requester, agent_access, requester, require, user_access
@@ -84,7 +85,14 @@ async def agent_list(request: HttpRequest) -> HttpResponseBase:
     return _json(s.AgentList(agents=agents))
 
 
-def run_out(agent_id: str, run: AgentRun, messages: list[dict[str, Any]]) -> s.RunOut:
+def _version(agent: Agent | None, call: AgentRunToolCall) -> str:
+    tool = agent.find_tool(call.tool_name) if agent is not None else None
+    return tool.version if tool is not None else ""
+
+
+def run_out(
+    agent_id: str, run: AgentRun, messages: list[dict[str, Any]], agent: Agent | None = None
+) -> s.RunOut:
     return s.RunOut(
         run_id=run.run_id,
         agent_id=agent_id,
@@ -102,6 +110,8 @@ def run_out(agent_id: str, run: AgentRun, messages: list[dict[str, Any]]) -> s.R
                 resume_schema=c.resume_schema,
                 tool_started_at=c.tool_started_at,
                 approved_by=list(c.approved_by),
+                preview=c.context.preview if c.context is not None else None,
+                fingerprint=shown(c, _version(agent, c)) if c.requires_approval else None,
             )
             for c in run.tool_calls
         ],
@@ -161,7 +171,7 @@ async def run_detail(request: HttpRequest, agent_id: str, run_id: str) -> HttpRe
         if past is None:
             raise not_found(run_id) from None
         return _json(past)
-    return _json(run_out(agent_id, run, messages))
+    return _json(run_out(agent_id, run, messages, access.agent))
 
 
 def _audit_page(access: Access, query: s.AuditQuery) -> s.AuditPage:
@@ -202,7 +212,7 @@ async def audit_log(request: HttpRequest) -> HttpResponseBase:
     return _json(page)
 
 
-def _decision_out(outcome: DecisionOutcome, agent_id: str) -> s.DecisionOut:
+def _decision_out(outcome: DecisionOutcome, agent_id: str, agent: Agent | None = None) -> s.DecisionOut:
     return s.DecisionOut(
         outcome=outcome.status,
         message=outcome.message,
@@ -214,7 +224,7 @@ def _decision_out(outcome: DecisionOutcome, agent_id: str) -> s.DecisionOut:
         decided_at=outcome.decided_at,
         text=outcome.text,
         error=outcome.error,
-        run=run_out(agent_id, outcome.run, []) if outcome.run is not None else None,
+        run=run_out(agent_id, outcome.run, [], agent) if outcome.run is not None else None,
         audit_entry_id=outcome.audit_entry_id,
         approvals=str(outcome.approvals) if outcome.approvals is not None else None,
     )
@@ -241,6 +251,7 @@ async def _decide(
         resume_data=getattr(body, "resume_data", None),
         confirm_rerun=getattr(body, "confirm_rerun", False),
         confirm_risky=getattr(body, "confirm", False),
+        seen=getattr(body, "fingerprint", None),
     )
     try:
         run: AgentRun | None = await access.agent.get_suspended_run(run_id)
@@ -259,7 +270,7 @@ async def _decide(
     error = outcome_error(outcome, calls)
     if error is not None:
         raise error
-    return _json(_decision_out(outcome, agent_id))
+    return _json(_decision_out(outcome, agent_id, access.agent))
 
 
 @api_view("POST")
@@ -297,6 +308,7 @@ def _request_out(state: requests.RequestState, request: HttpRequest) -> s.Approv
         tool=row.tool_name,
         args=row.args,
         title=row.title or None,
+        preview=row.preview,
         thread_id=row.thread_id,
         resource_id=row.resource_id,
         url=request.build_absolute_uri(reverse("approvals:run", args=[row.run_id])),
@@ -342,6 +354,7 @@ async def approval_requests(request: HttpRequest) -> HttpResponseBase:
         args=body.args,
         args_schema=body.args_schema,
         title=body.title,
+        preview=body.preview,
         thread_id=body.thread_id,
         resource_id=body.resource_id,
         deadline_at=None if deadline is None or deadline.at is None else params.utc(deadline.at),
