@@ -73,6 +73,16 @@ class Preview:
     def __bool__(self) -> bool:
         return bool(self.sentence or self.changes or self.diff or self.items or self.error)
 
+    def summary(self) -> str:
+        """One line of it (a notification's): the sentence, else the changes, else the items."""
+        if self.sentence:
+            return self.sentence
+        if self.changes:
+            return "; ".join(f"{c.label}: {c.before} → {c.after}" for c in self.changes)
+        if self.items:
+            return f"{len(self.items)} item(s): " + ", ".join(self.items)
+        return f"No preview: {self.error}" if self.error else ""
+
     def to_json(self) -> dict[str, Any]:
         return {
             "sentence": self.sentence or None,

@@ -216,6 +216,8 @@ class AuditEntry(models.Model):
     tool_name = models.CharField(max_length=255, blank=True)
     #: The arguments as the reviewer saw them on the card (approval calls).
     args = OrderedJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    #: What the call would do, as its card showed it (``agents_runtime.previews``; approval calls).
+    preview = OrderedJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     #: What a ``suspend()``-ed tool showed the reviewer (input calls).
     suspend_payload = OrderedJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     action = models.CharField(max_length=16, choices=choices(DecisionAction))

@@ -112,6 +112,8 @@ class NotificationCall(models.Model):
     tool_name = models.CharField(max_length=255)
     #: The call's arguments (model output: escaped wherever a message shows them).
     args = models.JSONField(null=True, blank=True)
+    #: What the call would do, in one line (its preview's ``summary``; the tool's text, escaped too).
+    preview = models.TextField(blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     escalated_to = models.CharField(max_length=150, blank=True)
 

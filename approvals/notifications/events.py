@@ -26,6 +26,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents_runtime import AgentRunToolCall, RunEvent, RunNotFound
+from agents_runtime.previews import Preview
 from approvals import agents
 from approvals.models import (
     Notification,
@@ -70,12 +71,20 @@ def _preference(user: Any) -> NotificationPreference:
     return preference
 
 
+def _preview_line(call: AgentRunToolCall | ParkedCallRecord) -> str:
+    context = call.context
+    stored = context.get("preview") if isinstance(context, dict) else getattr(context, "preview", None)
+    preview = Preview.from_json(stored)
+    return preview.summary() if preview is not None else ""
+
+
 def call_fields(call: AgentRunToolCall | ParkedCallRecord) -> dict[str, Any]:
     """What a message keeps of a waiting call (the runtime's view of it, or the store's row)."""
     return {
         "tool_call_id": call.tool_call_id,
         "tool_name": call.tool_name,
         "args": call.args if call.args is not None else call.suspend_payload,
+        "preview": _preview_line(call),
         "expires_at": call.expires_at,
         "escalated_to": call.escalated_to or "",
     }

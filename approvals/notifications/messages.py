@@ -30,6 +30,8 @@ _SUBJECT_CHARS = 150
 class CallLine:
     tool_name: str
     summary: str
+    #: What the call would do (its preview, in one line).
+    preview: str
     agent: str
     url: str
     due: str
@@ -62,6 +64,7 @@ def _line(call: NotificationCall) -> CallLine:
     return CallLine(
         tool_name=reveal_invisible(call.tool_name),
         summary=reveal_invisible(_summary(call.args)),
+        preview=reveal_invisible(call.preview),
         agent=agents.name_of(call.agent_id),
         url=options.base_url() + reverse("approvals:run", args=[call.run_id]),
         due=_when(call.expires_at),
@@ -122,7 +125,8 @@ def chat_body(title: str, lines: list[CallLine], more: int, inbox_url: str) -> d
         label = slack_escape(line.tool_name)
         detail = slack_escape(line.summary)
         due = f" (due {line.due})" if line.due else ""
-        items.append(f"• <{line.url}|{label}>{' ' + detail if detail else ''}{due}")
+        would = f"\n   _Would:_ {slack_escape(line.preview)}" if line.preview else ""
+        items.append(f"• <{line.url}|{label}>{' ' + detail if detail else ''}{due}{would}")
     if more:
         items.append(f"…and {more} more: <{inbox_url}|open the inbox>")
     blocks: list[dict[str, Any]] = [

@@ -47,6 +47,7 @@ def remind_due(now: datetime | None = None) -> int:
             "tool_name",
             "args",
             "suspend_payload",
+            "context",
             "expires_at",
             "escalated_to",
         )[:200]

@@ -46,7 +46,7 @@ def ending_outcome(ending: RunEnding | None) -> tuple[str, str]:
 
 #: Columns of the decision row: the record's fields, the user it links to, its bulk decision and when
 #: the call was parked.
-COLUMNS = ("user_id", *RECORD_FIELDS, "batch_id", "grant_id", "parked_at")
+COLUMNS = ("user_id", *RECORD_FIELDS, "preview", "batch_id", "grant_id", "parked_at")
 
 
 def vote_detail(vote: Vote) -> str:
@@ -125,6 +125,7 @@ def call_row_values(
         "tool_call_id": call.tool_call_id,
         "tool_name": call.tool_name,
         "args": call.args if call.kind == CallKind.APPROVAL else None,
+        "preview": (call.context or {}).get("preview") if call.kind == CallKind.APPROVAL else None,
         "suspend_payload": call.suspend_payload if call.kind == CallKind.INPUT else None,
         "action": action,
         "reason": clean_text(reason or ""),

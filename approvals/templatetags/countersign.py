@@ -10,6 +10,7 @@ from django import template
 from django.utils import timezone
 
 from agents_runtime import vocabulary
+from agents_runtime.previews import Preview
 from agents_runtime.untrusted import reveal_invisible
 from agents_runtime.vocabulary import DecisionAction, Verdict
 from approvals import dom_ids, times
@@ -39,6 +40,12 @@ def as_json(value: object) -> str:
 # argument view shows them: what a page displays of ids, reasons, names and addresses. The rule itself,
 # registered as it is (text already escaped, as ``join`` leaves it, stays safe).
 register.filter("visible", reveal_invisible, is_safe=True)
+
+
+@register.filter
+def as_preview(stored: object) -> Preview | None:
+    """A stored preview (its JSON form: an audit row's) as ``partials/preview.html`` shows it."""
+    return Preview.from_json(stored)
 
 
 @register.simple_tag

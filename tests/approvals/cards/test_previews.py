@@ -17,6 +17,7 @@ from agents_runtime import Agent, Call, Runtime, scripted_model, tool
 from agents_runtime.previews import Change, Preview
 from approvals import agents as served
 from approvals.apps import compose
+from approvals.models import AuditEntry
 from approvals.store import DjangoRunStore
 from demo import agents as demo_agents
 from demo import tools as demo_tools
@@ -39,6 +40,10 @@ def wire(to: str) -> str:
     return to
 
 
+def wirer() -> Agent:
+    return Agent("wirer", model=scripted_model(Call("wire", {"to": "x"})), tools=[wire])
+
+
 def support_agent(refund: Any = demo_tools.issue_refund) -> Agent:
     return Agent(
         "support",
@@ -57,9 +62,7 @@ def install(*agents: Agent) -> Runtime:
 @pytest.fixture
 def desk(transactional_db: None) -> Iterator[Runtime]:
     previous = served.runtime()
-    yield install(
-        support_agent(), Agent("wirer", model=scripted_model(Call("wire", {"to": "x"})), tools=[wire])
-    )
+    yield install(support_agent(), wirer())
     served.install(previous)
 
 
@@ -126,3 +129,19 @@ def test_a_decision_on_a_card_shown_before_the_tool_was_upgraded_is_refused_with
 
     approved = reviewer_client.post(url, {"agent": "support", "seen": fresh}, **HX)
     assert "Refunded $890.00 on A-1044" in approved.content.decode()
+
+
+def test_the_audit_row_keeps_the_preview_the_card_showed(
+    desk: Runtime, reviewer_client: Client, admin_member_client: Client
+) -> None:
+    run = start(desk, "support", "Please refund $890.00 on order A-1044")
+    (shown,) = set(SEEN.findall(inbox(reviewer_client, "/agents/support/")))
+    url = f"/runs/{run.run_id}/calls/{run.tool_calls[0].tool_call_id}/approve"
+    reviewer_client.post(url, {"agent": "support", "seen": shown}, **HX)
+
+    entry = AuditEntry.objects.get(run_id=run.run_id, action="approve")
+    assert entry.preview["sentence"] == "$890.00 goes back to sam@example.com for order A-1044."
+    page = admin_member_client.get("/audit/").content.decode()
+    block = preview_block(page)
+    assert "What it would do, as shown" in block
+    assert "Store balance $12,500.00 $11,610.00" in text_of(block)
