@@ -28,7 +28,8 @@ from .events import Continuation, RunEvent
 from .external import ExternalAgent, ExternalCall, ExternalTool, InvalidExternalCall, ToolRules
 from .grants import Grant, GrantNotFound, GrantRequest, GrantScope, GrantUnavailable, InvalidGrant
 from .memory import InMemoryRunStore
-from .policy import Confirmation, DecisionRequest, Origin, Policy, Would, fingerprint
+from .policy import Confirmation, DecisionRequest, Origin, Policy, Would, fingerprint, shown
+from .previews import Change, Preview
 from .runtime import Runtime
 from .scripted import Call, Reply, ScriptContext, scripted_model
 from .store import RunStore
@@ -45,6 +46,7 @@ __all__ = [
     "ArgumentsChanged",
     "Call",
     "CallClaimed",
+    "Change",
     "Chunk",
     "Condition",
     "ConditionVerdict",
@@ -74,6 +76,7 @@ __all__ = [
     "NotTheRequester",
     "Origin",
     "Policy",
+    "Preview",
     "Reply",
     "RerunNotConfirmed",
     "RiskyNotConfirmed",
@@ -94,5 +97,6 @@ __all__ = [
     "agent_run",
     "fingerprint",
     "scripted_model",
+    "shown",
     "tool",
 ]

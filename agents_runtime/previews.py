@@ -18,12 +18,9 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .untrusted import clean_text, text_problem
-
-if TYPE_CHECKING:
-    from .tools import ToolContext
 
 logger = logging.getLogger("agents_runtime")
 
@@ -173,9 +170,10 @@ def _takes_context(fn: PreviewSpec) -> bool:
 
 
 async def run_preview(
-    fn: PreviewSpec, args: dict[str, Any], ctx: ToolContext, *, seconds: float = PREVIEW_TIMEOUT
+    fn: PreviewSpec, args: dict[str, Any], ctx: Any, *, seconds: float = PREVIEW_TIMEOUT
 ) -> Preview | None:
-    """``fn``'s preview of a call with ``args``; its failure or timeout as the preview's ``error``."""
+    """``fn``'s preview of a call with ``args``; its failure or timeout as the preview's ``error``.
+    ``ctx`` is the call's ``tools.ToolContext`` (not imported here: ``tools`` imports this module)."""
     call_args: tuple[Any, ...] = (dict(args), ctx) if _takes_context(fn) else (dict(args),)
     try:
         async with asyncio.timeout(seconds):

@@ -7,9 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agents_runtime import ToolContext, tool
+from agents_runtime import Change, Preview, ToolContext, tool
 from agents_runtime.presentation import ApprovalRule, Money
-from agents_runtime.previews import Change, Preview
 
 REFUND_APPROVAL_LIMIT_CENTS = 5_000
 

@@ -17,10 +17,8 @@ from typing import Any
 
 from django.urls import reverse
 
-from agents_runtime import Agent, AgentRun, AgentRunToolCall, GrantScope, Tool
-from agents_runtime.policy import shown
+from agents_runtime import Agent, AgentRun, AgentRunToolCall, GrantScope, Preview, Tool, shown
 from agents_runtime.presentation import with_money
-from agents_runtime.previews import Preview
 from agents_runtime.untrusted import clean_text, reveal_invisible
 from agents_runtime.vocabulary import CallKind
 from approvals import dom_ids

@@ -25,8 +25,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from agents_runtime import AgentRunToolCall, RunEvent, RunNotFound
-from agents_runtime.previews import Preview
+from agents_runtime import AgentRunToolCall, Preview, RunEvent, RunNotFound
 from approvals import agents
 from approvals.models import (
     Notification,

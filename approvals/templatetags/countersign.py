@@ -9,8 +9,7 @@ from typing import Any
 from django import template
 from django.utils import timezone
 
-from agents_runtime import vocabulary
-from agents_runtime.previews import Preview
+from agents_runtime import Preview, vocabulary
 from agents_runtime.untrusted import reveal_invisible
 from agents_runtime.vocabulary import DecisionAction, Verdict
 from approvals import dom_ids, times

@@ -18,8 +18,7 @@ from django.http import HttpRequest, HttpResponseBase, JsonResponse, QueryDict
 from django.urls import reverse
 from pydantic import BaseModel, ValidationError
 
-from agents_runtime import Agent, AgentRun, AgentRunToolCall, Origin, RunNotFound
-from agents_runtime.policy import shown
+from agents_runtime import Agent, AgentRun, AgentRunToolCall, Origin, RunNotFound, shown
 from approvals import queries
 from approvals.api import deciding, params, precheck
 from approvals.api.auth import Requester, agent_access, requester, require, user_access
