@@ -455,10 +455,16 @@ class CallHeld(RunAlreadyDecided):
         self.held_by = held_by
 
 
+def may_grant(access: Access, agent_id: str) -> bool:
+    """Whether the user may make a standing grant for ``agent_id``'s calls ("approve and allow"): only
+    one who decides all of them. One who sees the agent only for calls escalated to them would grant
+    calls that never were. The card offers a grant on this answer; ``grant_refusal`` refuses on it."""
+    return agent_id in access.agent_ids and access.holds_decide
+
+
 def grant_refusal(access: AgentAccess) -> str:
-    """Why this user may not make a standing grant for the agent ("" when they may): one who sees
-    the agent only for calls escalated to them would grant calls that never were."""
-    if access.escalated_only or not access.access.holds_decide:
+    """Why this user may not make a standing grant for the agent ("" when they may: ``may_grant``)."""
+    if not may_grant(access.access, access.agent.id):
         return (
             "Nothing was decided: you see this agent only for the calls escalated to you, and a "
             "standing grant would let other calls through. Approve this call on its own."

@@ -428,8 +428,11 @@ def call_view(
     claim: Any = None,
     grant_form: GrantForm | None = None,
     held_by: str = "",
+    may_grant: bool = False,
 ) -> CallView:
     """A parked call; the forms given are shown with their data and errors, the others empty.
+    ``may_grant``: the viewer may make a standing grant here (``policy.may_grant``), so the card offers
+    "approve and allow" where the call takes one.
 
     ``folded`` (an inbox row) builds only the row's summary unless something must be shown at once (a
     form's errors, a notice): the body comes from ``body_url`` when the reviewer opens the row."""
@@ -456,7 +459,7 @@ def call_view(
     edits = _edit_fields(call, tool, auto_id, text, edited_args_form, args_form)
     resume_fields, resume_errors, broken = _resume_fields(call, auto_id, resume_form)
     notice = notice or broken
-    grant_fields, grant_errors = _grant_fields(run, call, tool, auto_id, grant_form)
+    grant_fields, grant_errors = _grant_fields(run, call, tool, auto_id, grant_form, may_grant=may_grant)
     grant_open = bool(grant_errors or any(f.errors for f in grant_fields))
     return CallView(
         call=call,
@@ -590,11 +593,17 @@ def _resume_fields(
 
 
 def _grant_fields(
-    run: AgentRun, call: AgentRunToolCall, tool: Tool | None, auto_id: str, grant_form: GrantForm | None
+    run: AgentRun,
+    call: AgentRunToolCall,
+    tool: Tool | None,
+    auto_id: str,
+    grant_form: GrantForm | None,
+    *,
+    may_grant: bool,
 ) -> tuple[list[FieldView], tuple[str, ...]]:
     if grant_form is not None:
         return bound_fields(grant_form), tuple(str(e) for e in grant_form.non_field_errors())
-    if offers_grants(run, call, tool):
+    if may_grant and offers_grants(run, call, tool):
         return bound_fields(GrantForm(scopes=grant_scopes(run), auto_id=auto_id)), ()
     return [], ()
 

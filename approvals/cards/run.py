@@ -35,6 +35,7 @@ from approvals.cards.text import compact_json, is_long, pretty_json
 from approvals.forms.decisions import DeclineForm, EditedArgsForm, GrantForm
 from approvals.forms.schema import ResumeForm
 from approvals.models import HeldDecision
+from approvals.policy import Access, may_grant
 from approvals.services.decisions import DecisionOutcome, held_outcome
 
 __all__ = [
@@ -117,11 +118,14 @@ def run_card(
     expanded: bool = False,
     claims: Mapping[tuple[str, str], Any] | None = None,
     held: Mapping[tuple[str, str], str] | None = None,
+    access: Access | None = None,
 ) -> RunCard:
     """``agent``: the run's agent, whose tools say how their calls read (titles, money, risky
     values); ``expanded``: every call starts open (the run page), not as a one-line row; ``claims``:
     who is on which call (``queries.call_claims``, loaded once for the page); ``held``: who holds a
-    decision on which call for its undo window (someone else: the viewer's own show as outcomes)."""
+    decision on which call for its undo window (someone else: the viewer's own show as outcomes);
+    ``access``: the viewer's rights, which say whether the card offers a standing grant (none without)."""
+    grants = access is not None and may_grant(access, run.agent_id)
     args_forms = args_forms or {}
     resume_forms = resume_forms or {}
     decline_forms = decline_forms or {}
@@ -153,6 +157,7 @@ def run_card(
                 folded=not expanded and outcome is None,
                 claim=(claims or {}).get((run.run_id, call.tool_call_id)),
                 held_by=(held or {}).get((run.run_id, call.tool_call_id), ""),
+                may_grant=grants,
             )
             for call in run.tool_calls
         ],
@@ -184,6 +189,7 @@ def seen_card(
             agent_name=shown.get("agent_name", ""),
             next_url=shown.get("next_url", ""),
             folded=folded,
+            access=shown.get("access"),
         )
     others = {key: h.username for key, h in held.items() if h.username != viewer}
     return run_card(run, held=others, **shown)
@@ -196,12 +202,15 @@ def outcome_card(
     agent_name: str = "",
     next_url: str = "",
     folded: bool = False,
+    access: Access | None = None,
 ) -> RunCard:
     """The card that replaces a decided one: the outcome, and the run again if it still waits.
     ``folded``: a run that waits no more shows its outcome as one line (the queue, where the next
-    call matters more than what the run did)."""
+    call matters more than what the run did); ``access``: the viewer's, as for ``run_card``."""
     if outcome.run is not None:
-        return run_card(outcome.run, agent=agent, agent_name=agent_name, next_url=next_url, outcome=outcome)
+        return run_card(
+            outcome.run, agent=agent, agent_name=agent_name, next_url=next_url, outcome=outcome, access=access
+        )
     return RunCard(
         run_id=outcome.run_id,
         agent_id=outcome.agent_id,

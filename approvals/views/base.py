@@ -165,6 +165,7 @@ def _card_again(card: CallCard, form: Any, notice: str, expanded: bool) -> HttpR
             claims=queries.call_claims([card.run_id]),
             held={key: h.username for key, h in queries.call_holds([card.run_id]).items()},
             expanded=expanded,
+            access=access,
             **shown,  # type: ignore[arg-type]
         ),
         "can_decide": access.for_agent(agent.id).can_decide,

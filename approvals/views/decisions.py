@@ -203,7 +203,9 @@ def _decided(request: HtmxHttpRequest, outcome: DecisionOutcome) -> HttpResponse
         agent_name = (agent.name or agent.id) if agent is not None else outcome.agent_id
         # The queue's list asks for the outcome folded (hx-headers: every form in it sends this).
         folded = request.headers.get("CS-List") == "queue"
-        card = cards.outcome_card(outcome, agent=agent, agent_name=agent_name, next_url=back, folded=folded)
+        card = cards.outcome_card(
+            outcome, agent=agent, agent_name=agent_name, next_url=back, folded=folded, access=access
+        )
         response = render(request, RUN_CARD, {"card": card, "can_decide": access.can_decide})
         patch_vary_headers(response, ["HX-Request"])
         return response

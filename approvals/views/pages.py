@@ -91,7 +91,7 @@ def inbox(request: HtmxHttpRequest, agent_id: str) -> HttpResponse:
     next_url = request.get_full_path()
     name = agent.name or agent.id
     context["page"] = page
-    context["cards"] = _cards(request, page.runs, {agent.id: agent}, next_url=next_url)
+    context["cards"] = _cards(request, page.runs, {agent.id: agent}, next_url=next_url, access=access.access)
     if sub_agent and not access.escalated_only:
         shown = {**form.filters(), "page": 1, "per_page": DELEGATED_SHOWN}
         inner = queries.inbox_page(agent, **shown, delegated=True)
@@ -129,7 +129,7 @@ def queue(request: HtmxHttpRequest) -> HttpResponse:
     page = queries.queue_page(access, **form.filters())
     context["page"] = page
     context["cards"] = _cards(
-        request, page.runs, page.agents_by_id, next_url=request.get_full_path(), folded=True
+        request, page.runs, page.agents_by_id, next_url=request.get_full_path(), folded=True, access=access
     )
     following = page.next_after
     context["pager"] = {
@@ -146,6 +146,7 @@ def _cards(
     agents_by_id: dict[str, Agent],
     *,
     next_url: str,
+    access: Access,
     folded: bool = False,
 ) -> list[cards.RunCard]:
     """The cards of a list of waiting runs (inbox, queue), their claims and held decisions read once
@@ -168,6 +169,7 @@ def _cards(
                 agent_name=name,
                 next_url=next_url,
                 claims=claims,
+                access=access,
             )
         )
     return shown
@@ -234,6 +236,7 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
         next_url=back,
         expanded=True,
         claims=queries.call_claims([run_id]),
+        access=access,
     )
     context["conversation"] = cards.conversation(queries.run_conversation(agent, run_id))
     return render_page(request, "approvals/run.html", "run-state", context)
@@ -277,6 +280,7 @@ def call_body(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpR
             expanded=True,
             claims=queries.call_claims([run_id]),
             held={key: h.username for key, h in queries.call_holds([run_id]).items()},
+            access=access,
         )
         cv = next(cv for cv in card.calls if cv.call.tool_call_id == tool_call_id)
         context = {"card": card, "cv": cv, "can_decide": access.for_agent(agent.id).can_decide}

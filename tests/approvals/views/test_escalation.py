@@ -112,6 +112,31 @@ def test_a_member_of_an_escalation_group_starts_no_runs_and_makes_no_grants(
     assert agents.executed["refund"].calls == []
 
 
+def test_the_card_offers_no_grant_to_an_escalation_group_member_who_may_not_make_one(
+    agents: DashboardAgents, client_for: Callable[[User], Client], reviewer_client: Client
+) -> None:
+    """The card asks the policy (``policy.may_grant``) what the door would refuse: every page and
+    answer that shows the escalated call's buttons offers its plain approval, not "approve and allow"."""
+    escalated, _ = escalated_and_not(agents)
+    client = client_for(manager())
+    body_url = reverse("approvals:call", args=[escalated.run_id, call_of(escalated)])
+    shown = {
+        "run page": client.get(reverse("approvals:run", args=[escalated.run_id])).content.decode(),
+        "row body": client.get(body_url, **HX).content.decode(),
+        # Arguments that are not JSON: the card again, with the error (the card as it waits now).
+        "card again": client.post(
+            approve_url(escalated), {"agent": "helpdesk", "edited_args": "{not json"}, **HX
+        ).content.decode(),
+    }
+    for where, page in shown.items():
+        assert f'action="{approve_url(escalated)}"' in page, where
+        assert "Approve and allow" not in page, where
+        assert 'name="grant-scope"' not in page, where
+    # A reviewer who decides all of the agent's calls is offered it on the same call.
+    offered = reviewer_client.get(reverse("approvals:run", args=[escalated.run_id]))
+    assert "Approve and allow" in offered.content.decode()
+
+
 def test_the_v1_api_gives_an_escalation_group_member_the_escalated_call_and_nothing_else(
     agents: DashboardAgents,
 ) -> None:
