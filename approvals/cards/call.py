@@ -166,11 +166,6 @@ class DeadlineView:
         return remaining_text(self.remaining_seconds)
 
     @property
-    def passes_as(self) -> str:
-        """What the deadline does when it passes (``on_expiry``); an escalated call's second one declines."""
-        return "decline" if self.escalated_to or self.on_expiry not in _THEN else self.on_expiry
-
-    @property
     def then_text(self) -> str:
         if self.escalated_to or self.on_expiry not in _THEN:
             # An escalated call's second deadline declines it.

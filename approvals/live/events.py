@@ -18,8 +18,9 @@ from django.db import connections, router, transaction
 from django.utils import timezone
 
 from agents_runtime import RunEvent
+from agents_runtime.vocabulary import DecisionAction
 from approvals.live.groups import agent_group, session_group, uses_outbox
-from approvals.models import LiveEvent
+from approvals.models import AuditEntry, LiveEvent
 
 
 async def deliver(event: dict[str, Any]) -> None:
@@ -34,8 +35,14 @@ async def deliver(event: dict[str, Any]) -> None:
 
 
 async def publish(event: RunEvent) -> None:
-    """The runtime listener: the store change is committed when this runs."""
+    """The runtime listener: the store change is committed when this runs.
+
+    An expiry carries what the deadline did (``expired_as``: "approve" or "decline", from the call's
+    audit row, written in the same step): an open card says it, not what the tool asked for."""
     payload = dataclasses.asdict(event)
+    if event.type == "call-decided" and event.action == DecisionAction.EXPIRE and event.tool_call_id:
+        expired_as = database_sync_to_async(AuditEntry.objects.expired_as)
+        payload["expired_as"] = await expired_as(event.run_id, event.tool_call_id)
     if uses_outbox():
         row = (LiveEvent.Kind.EVENT, event.agent_id, event.run_id, payload)
         await database_sync_to_async(write_outbox)([row])

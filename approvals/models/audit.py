@@ -102,6 +102,11 @@ def json_fragment(text: str) -> str:
     return json.dumps(text)[1:-1]
 
 
+def expiry_verdict(resume_data: Any) -> str:
+    """What an expiry's recorded decision did ("approve" or "decline"): its ``{"approved": ...}``."""
+    return "approve" if resume_data == {"approved": True} else "decline"
+
+
 class AuditEntryQuerySet(models.QuerySet["AuditEntry"]):
     def for_run(self, run_id: str) -> AuditEntryQuerySet:
         return self.filter(run_id=run_id)
@@ -112,6 +117,14 @@ class AuditEntryQuerySet(models.QuerySet["AuditEntry"]):
     def winning(self) -> AuditEntryQuerySet:
         """Decisions that took effect (not lost races, not refused ones)."""
         return self.exclude(outcome__in=NO_EFFECT_OUTCOMES)
+
+    def expired_as(self, run_id: str, tool_call_id: str) -> str | None:
+        """What the call's deadline did when it passed, "approve" or "decline" (None: no expiry of
+        the call is on record), as its row records it: not what the tool asked for (``on_expiry``),
+        which the rules may have overruled (a risky value, a tool that may have run, an input call)."""
+        expiry = self.for_call(run_id, tool_call_id).winning().filter(action=DecisionAction.EXPIRE)
+        rows = expiry.order_by("-id").values_list("resume_data", flat=True)[:1]
+        return next((expiry_verdict(data) for data in rows), None)
 
     def settle(self, run_id: str, outcome: str, detail: str, *, tool_call_ids: Iterable[str] = ()) -> int:
         """Give the run's ``continuing`` decisions (or only those of ``tool_call_ids``) how the run
@@ -292,7 +305,7 @@ class AuditEntry(models.Model):
         """ "Deadline passed: declined" for a call nobody answered in time ("" for any other row)."""
         if self.action != DecisionAction.EXPIRE:
             return ""
-        return deadline_passed_line("approve" if self.resume_data == {"approved": True} else "decline")
+        return deadline_passed_line(expiry_verdict(self.resume_data))
 
 
 # -- where the decisions of the current request or command come from ------------------------------------

@@ -134,6 +134,8 @@ def live_words() -> str:
         "deadline_passed": {
             then: vocabulary.deadline_passed_line(then) for then in ("decline", "approve", "escalate")
         },
+        # An expiry whose record could not be read: what is known, and no more.
+        "deadline_passed_unknown": "Deadline passed",
         "extended": vocabulary.extended_line("{actor}"),
         "claimed": vocabulary.claimed_line("{actor}"),
         "released": vocabulary.released_line("{actor}"),

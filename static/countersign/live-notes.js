@@ -11,7 +11,7 @@
 // The words come from the server (body[data-live-words], agents_runtime/vocabulary.py): none is
 // spelled here.
 //
-// Markup: .run-card[data-run-id] > ... .call[data-call-id][data-on-expiry]; the line is p.live-note
+// Markup: .run-card[data-run-id] > ... .call[data-call-id]; the line is p.live-note
 // (p.live-note.decided-note once the call is decided); body[data-username] is the reviewer.
 (() => {
   "use strict";
@@ -53,10 +53,9 @@
     // This page's own decision is on its way: its answer says what happened.
     if (card.querySelector(".htmx-request") || call.querySelector(".decided-note")) return;
     if (event.action === "expire") {
-      say(call, WORDS.deadline_passed[call.getAttribute("data-on-expiry")] || WORDS.deadline_passed.decline, {
-        ago: false,
-        decided: true,
-      });
+      // What the deadline did, as the server recorded it (the rules may overrule what the tool asked
+      // for: a risky value, an answer nobody gave); never guessed from the card.
+      say(call, WORDS.deadline_passed[event.expired_as] || WORDS.deadline_passed_unknown, { ago: false, decided: true });
     } else {
       const verdict = event.action === "approve" && event.edited ? "approve_edited" : event.action;
       const actor = event.actor || WORDS.someone;

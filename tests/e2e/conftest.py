@@ -85,6 +85,8 @@ class RunRequest(NamedTuple):
     resource: str | None = None
     #: The run's deadline in seconds (``run_agent --expires-after``).
     expires_after: float | None = None
+    #: What its calls become when nobody answers in time (``run_agent --on-expiry``).
+    on_expiry: str | None = None
 
 
 def unique(prefix: str) -> str:
@@ -121,6 +123,8 @@ class Server:
                 args += ["--resource", run.resource]
             if run.expires_after is not None:
                 args += ["--expires-after", str(run.expires_after)]
+            if run.on_expiry is not None:
+                args += ["--on-expiry", run.on_expiry]
             printed = dict(
                 line.split(": ", 1)
                 for line in self.manage(*args).splitlines()

@@ -114,3 +114,21 @@ def test_an_open_card_whose_deadline_passes_says_what_the_deadline_did_and_stays
     page.wait_for_timeout(1000)
     expect(note).to_have_text("Deadline passed: declined")
     expect(page.locator(f"#run-{run_id}").get_by_role("button", name=APPROVE)).to_be_disabled()
+
+
+def test_the_line_says_what_the_deadline_did_not_what_the_tool_asked_for(
+    pages: Pages, server: Server
+) -> None:
+    """A call whose tool asks to be approved when nobody answers, but that nobody can approve (an answer
+    nobody gave: the rules decline it): the line says "declined", as the record does."""
+    thread = unique("deadline-overruled")
+    (run_id,) = server.start_runs(
+        RunRequest("ops", "deploy billing-api to production", thread, expires_after=10, on_expiry="approve")
+    )
+    page = pages.open()
+    visit(page, f"/agents/ops/?thread={thread}")
+    card(page, run_id)
+    page.mouse.move(5, 5)
+
+    note = page.locator(f"#run-{run_id} .decided-note")
+    expect(note).to_have_text("Deadline passed: declined", timeout=30_000)
