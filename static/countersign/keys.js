@@ -22,7 +22,9 @@
 
   const listOf = () => document.getElementById("run-list");
   if (!listOf()) return;
-  const CALL = ".run-card:not(.is-gone) .call[id]";
+  // (A call decided elsewhere while on the screen, its line said by live-notes.js, is passed over:
+  // nothing is left to do on it.)
+  const CALL = ".run-card:not(.is-gone) .call[id]:not(:has(> .decided-note))";
   const help = document.getElementById("keys-help");
   const ticked = new Set(); // values of the bulk checkboxes the reviewer ticked
   let currentId = null;
@@ -38,8 +40,9 @@
   let openedByKeys = null; // the row the keys opened, folded again when they move on (untouched)
   let arriving = null; // the call the keys moved to while its body was on its way (see htmx:afterSettle)
 
-  // The current call's row is open, so the keys act on what the reviewer can read.
-  function select(call) {
+  // The current call's row is open, so the keys act on what the reviewer can read. ``from``: where
+  // j/k moved from (cs:keys-moved tells live-notes.js, which lets the cards passed go).
+  function select(call, from = null) {
     if (pending?.id !== call.id) pending = null;
     for (const old of document.querySelectorAll(".call.is-current")) old.classList.remove("is-current");
     const previous = openedByKeys && document.getElementById(openedByKeys);
@@ -58,6 +61,8 @@
     call.classList.add("is-current");
     call.setAttribute("tabindex", "-1");
     call.focus({ preventScroll: true });
+    // (Once focus has left them: the cards passed may go, and what was below them moves up.)
+    if (from) document.dispatchEvent(new CustomEvent("cs:keys-moved", { detail: { from, to: call } }));
     call.scrollIntoView({ block: "nearest" });
   }
 
@@ -81,7 +86,7 @@
     if (all.length === 0) return;
     if (!here) next ??= step > 0 ? all[0] : all[all.length - 1];
     // At either end the ring stays, brought back into view (a live refetch may have moved the page).
-    if (next ?? here) select(next ?? here);
+    if (next ?? here) select(next ?? here, here ?? (inList ? anchor : null));
   }
 
   // The list's "Next" that keys may follow (data-keys-follow): clicked, and once its page is in,

@@ -6,7 +6,7 @@
 // A card open when its call was decided elsewhere (a row open, or focus in it) stays where it is
 // with its line (data-kept: live-refetch.js puts it back after each refetch, and carries the lines
 // of the cards it refetches), until the reviewer moves on: the list loaded some other way (filters,
-// another page, the page itself).
+// another page, the page itself), j/k moving past it (keys.js's cs:keys-moved), or its row closed.
 //
 // The words come from the server (body[data-live-words], agents_runtime/vocabulary.py): none is
 // spelled here.
@@ -83,6 +83,55 @@
     claim.setAttribute("data-claimed-by", event.actor);
     claim.replaceChildren(fill(WORDS.claimed, { actor: event.actor }));
   }
+
+  // --- Moving on: a kept card goes ------------------------------------------------------------
+
+  const decidedAll = (card) => Array.from(card.querySelectorAll(".call[id]")).every((c) => c.querySelector(":scope > .decided-note"));
+
+  // Gone from the page once every call on it is decided (the list no longer has the run: a refetch
+  // would not bring it back); a card with calls still waiting only stops being kept.
+  function dismiss(card) {
+    card.removeAttribute("data-kept");
+    if (!decidedAll(card)) return;
+    if (card.contains(document.activeElement)) {
+      // Focus stays in the list, before where the card was: j goes on to the call after it.
+      const list = card.closest("[id]:not(.run-card)") ?? document.body;
+      const before = Array.from(list.querySelectorAll(".call[id]")).filter(
+        (c) => !card.contains(c) && c.compareDocumentPosition(card) & Node.DOCUMENT_POSITION_FOLLOWING,
+      ).pop();
+      const target = before ?? list;
+      if (!target.hasAttribute("tabindex")) target.setAttribute("tabindex", "-1");
+      target.focus({ preventScroll: true });
+    }
+    card.remove();
+  }
+
+  const between = (el, a, b) => {
+    const after = (x, y) => Boolean(y.compareDocumentPosition(x) & Node.DOCUMENT_POSITION_FOLLOWING);
+    return (after(el, a) && after(b, el)) || (after(el, b) && after(a, el));
+  };
+
+  // j/k moved from one call to another: the kept cards it left or passed go.
+  document.addEventListener("cs:keys-moved", (e) => {
+    const { from, to } = e.detail;
+    const left = from.closest(".run-card");
+    const passed = Array.from(document.querySelectorAll(".run-card[data-kept]")).filter(
+      (card) => !card.contains(to) && (card === left || between(card, from, to)),
+    );
+    passed.forEach(dismiss); // (read first: a card gone has no place in the page to compare)
+  });
+
+  // The reviewer closed the row of a call decided elsewhere. (toggle does not bubble: captured.)
+  document.addEventListener(
+    "toggle",
+    (e) => {
+      const row = e.target;
+      if (!(row instanceof HTMLDetailsElement) || row.open || !row.matches(".call-row")) return;
+      const card = row.closest(".run-card[data-kept]");
+      if (card && row.parentElement.querySelector(":scope > .decided-note")) dismiss(card);
+    },
+    true,
+  );
 
   document.addEventListener("cs:live-event", (e) => {
     const event = e.detail;

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from playwright.sync_api import expect
+from playwright.sync_api import Page, expect
 
 from tests.e2e.conftest import REVIEWER, Pages, RunRequest, Server, unique
 from tests.e2e.test_reviewer_safety import card, visit
@@ -132,3 +132,56 @@ def test_the_line_says_what_the_deadline_did_not_what_the_tool_asked_for(
 
     note = page.locator(f"#run-{run_id} .decided-note")
     expect(note).to_have_text("Deadline passed: declined", timeout=30_000)
+
+
+def _kept_after_a_colleague_declines(pages: Pages, server: Server, thread: str) -> tuple[Page, str, str]:
+    """The reviewer's queue with two calls, the first one's row open (clicked) when a colleague
+    declines it: the card stays with its line. The page, and the two runs."""
+    (first, second) = server.start_runs(
+        RunRequest("support", "Refund $81.00 on A-1042, it broke.", thread),
+        RunRequest("support", "Refund $82.00 on A-1043, it broke.", thread),
+    )
+    page = pages.open()
+    visit(page, f"/queue/?thread={thread}")
+    page.locator(f"#run-{first} details.call-row > summary").click()
+    expect(page.locator(f"#run-{first} details.call-row[open]")).to_have_count(1)
+    page.mouse.move(5, 5)
+
+    other = pages.open(REVIEWER)
+    visit(other, f"/runs/{first}/")
+    declining(card(other, first)).get_by_role("button", name=DECLINE).click()
+    expect(card(other, first).locator(".outcome")).to_be_visible()
+
+    expect(page.locator(f"#run-{first} .decided-note")).to_contain_text(f"Declined by {REVIEWER.username}")
+    # The list refetched without the run: the card stays, kept.
+    page.wait_for_load_state("networkidle")
+    page.wait_for_timeout(1000)
+    expect(page.locator(f"#run-{first}[data-kept]")).to_be_visible()
+    return page, first, second
+
+
+def test_a_kept_card_goes_when_the_reviewer_moves_on_past_it_with_j(pages: Pages, server: Server) -> None:
+    page, first, second = _kept_after_a_colleague_declines(pages, server, unique("kept-j"))
+
+    page.keyboard.press("j")
+
+    expect(page.locator(f"#run-{first}")).to_have_count(0)
+    current = page.locator(".call.is-current")
+    expect(current).to_have_count(1)
+    expect(current).to_have_attribute("id", re.compile(f"^call-{second}-"))
+    # And it stays gone: the next refetch does not bring it back.
+    page.wait_for_timeout(1000)
+    expect(page.locator(f"#run-{first}")).to_have_count(0)
+    expect(page.locator(f"#run-{second}")).to_be_visible()
+
+
+def test_a_kept_card_goes_when_the_reviewer_closes_its_row(pages: Pages, server: Server) -> None:
+    page, first, second = _kept_after_a_colleague_declines(pages, server, unique("kept-close"))
+
+    page.locator(f"#run-{first} details.call-row > summary").click()
+
+    expect(page.locator(f"#run-{first}")).to_have_count(0)
+    expect(page.locator(f"#run-{second}")).to_be_visible()
+    # The keys go on from where the card was: j brings the next call.
+    page.keyboard.press("j")
+    expect(page.locator(".call.is-current")).to_have_attribute("id", re.compile(f"^call-{second}-"))
