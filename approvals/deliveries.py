@@ -12,7 +12,9 @@ Each attempt is a ``django.tasks`` task. With a backend that defers (the databas
 ``db_worker``) a retry is a task due later; the Immediate backend would run the task inside the
 request that made the event, so there each delivery goes on in a thread of its own instead, and a
 delivery whose thread died with its process (a restart) is picked up by ``schedule_orphans`` (the
-server's background sweep, ``approvals.tasks``).
+server's background sweep, ``approvals.tasks``). A wait longer than ``LONG_WAIT`` (a daily digest, a
+late retry) is no thread at all: the row waits in the database, and the sweep hands it to a sender
+once it is due (a thread asleep for a day per reviewer would be lost with a restart anyway).
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ logger = logging.getLogger(__name__)
 #: How long past its time a delivery waits for the thread that should send it before it counts as
 #: orphaned (that thread's process is gone).
 ORPHAN_GRACE = timedelta(seconds=30)
+
+#: With the Immediate backend, an attempt due later than this is left to the sweep (see above).
+LONG_WAIT = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -117,7 +122,8 @@ class Outbox[M: models.Model]:
         def run() -> None:
             wait: float | None = delay
             try:
-                while wait is not None:
+                # (A long wait is the sweep's: the row says when it is due.)
+                while wait is not None and wait <= LONG_WAIT.total_seconds():
                     time.sleep(wait)
                     wait = self.attempt(pk)
             except Exception:
@@ -133,6 +139,8 @@ class Outbox[M: models.Model]:
     def schedule(self, pk: int, delay: float) -> None:
         """Attempt the row ``delay`` seconds from now, without waiting for it."""
         backend = self.task.get_backend()
+        if isinstance(backend, ImmediateBackend) and delay > LONG_WAIT.total_seconds():
+            return  # due later: the sweep's (schedule_orphans), from the row's next_attempt_at
         if isinstance(backend, ImmediateBackend) or not backend.supports_defer:
             self._in_thread(pk, delay)
             return

@@ -1,5 +1,6 @@
 """Middleware of the dashboard: htmx after a session ended, signed-in pages kept private, times
-shown in the viewer's time zone, and requests the database could not serve.
+shown in the viewer's time zone, the address the site is reached at (``approvals.site``), and
+requests the database could not serve.
 
 htmx requests of a session that has ended go to the login page, not into the page that sent them.
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
-from asgiref.sync import async_to_sync, iscoroutinefunction
+from asgiref.sync import async_to_sync, iscoroutinefunction, sync_to_async
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
@@ -30,7 +31,7 @@ from django.utils.deprecation import MiddlewareMixin
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.http import HttpResponseClientRedirect
 
-from approvals import times
+from approvals import site, times
 from approvals.api import errors as api_errors
 from approvals.server import pool
 
@@ -171,6 +172,44 @@ def _activate(request: HttpRequest) -> None:
         timezone.activate(zone)
     else:
         timezone.deactivate()
+
+
+@sync_and_async_middleware
+def served_address(get_response: Handler | AsyncHandler) -> Handler | AsyncHandler:
+    """Note the address a page was served at to a signed-in user (``approvals.site``): where links in
+    messages point when ``COUNTERSIGN_BASE_URL`` is not set. Once per process and address: a page
+    at the address noted already costs a comparison."""
+    if iscoroutinefunction(get_response):
+
+        async def async_middleware(request: HttpRequest) -> HttpResponseBase:
+            response: HttpResponseBase = await get_response(request)
+            origin = _page_origin(request, response)
+            auser = getattr(request, "auser", None)
+            if origin is not None and auser is not None and (await auser()).is_authenticated:
+                await sync_to_async(site.note)(origin)
+            return response
+
+        return async_middleware
+
+    def middleware(request: HttpRequest) -> HttpResponseBase:
+        response: HttpResponseBase = get_response(request)  # type: ignore[assignment]
+        origin = _page_origin(request, response)
+        user = getattr(request, "user", None)
+        if origin is not None and user is not None and user.is_authenticated:
+            site.note(origin)
+        return response
+
+    return middleware
+
+
+def _page_origin(request: HttpRequest, response: HttpResponseBase) -> str | None:
+    """The origin of a dashboard page served whole, when it is not the one noted (None otherwise)."""
+    if request.method != "GET" or response.status_code != 200 or request.path.startswith("/api/"):
+        return None
+    if not response.get("Content-Type", "").startswith("text/html"):
+        return None
+    origin = site.origin_of(request)
+    return origin if origin != site.noted() else None
 
 
 #: When a client should try again after the database failed its request.

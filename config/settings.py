@@ -78,6 +78,8 @@ MIDDLEWARE = [
     "approvals.middleware.private_pages",
     # Times in the viewer's zone (approvals/times.py).
     "approvals.middleware.viewer_time_zone",
+    # The address pages are served at: links in messages without COUNTERSIGN_BASE_URL (approvals/site.py).
+    "approvals.middleware.served_address",
     "approvals.server.loop_middleware.ContentSecurityPolicyMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into its 429 page.
     "axes.middleware.AxesMiddleware",
@@ -246,7 +248,9 @@ API_DECISION_RATE_LIMIT = _env("API_DECISION_RATE_LIMIT", "120/60")
 API_STREAM_MAX_SECONDS = float(_env("API_STREAM_MAX_SECONDS", "600"))
 
 # Webhooks out (approvals/webhooks): each POST's timeout, the waits between attempts, and how long
-# after its event a delivery is given up. Links in their bodies start with COUNTERSIGN_BASE_URL.
+# after its event a delivery is given up. Links in their bodies (and in notifications) start with
+# COUNTERSIGN_BASE_URL; unset, with the address a signed-in browser last loaded a page from (as
+# `make run PORT=9000` serves it), else http://localhost:8000 (approvals/site.py).
 WEBHOOK_TIMEOUT_SECONDS = float(_env("WEBHOOK_TIMEOUT_SECONDS", "10"))
 WEBHOOK_RETRY_SECONDS = [
     float(s) for s in _env_list("WEBHOOK_RETRY_SECONDS", "5,300,1800,7200,18000,36000,36000")

@@ -12,6 +12,7 @@ from .notifications import (
     NotificationCall,
     NotificationMode,
     NotificationPreference,
+    ServedAddress,
 )
 from .requests import ApprovalRequest, ExternalAgent
 from .runs import ChosenRunId, ParkedCallRecord, RunRecord, ThreadMessage
@@ -41,6 +42,7 @@ __all__ = [
     "NotificationPreference",
     "ParkedCallRecord",
     "RunRecord",
+    "ServedAddress",
     "ThreadMessage",
     "WebhookDelivery",
     "WebhookEndpoint",

@@ -19,17 +19,21 @@ from django.utils import timezone
 
 class NotificationMode(models.TextChoices):
     EACH = "each", "Each call (bursts collapse into one message)"
-    DIGEST = "digest", "A digest every few minutes"
+    DIGEST = "digest", "A digest of what waited (daily, unless you choose how often below)"
     OFF = "off", "Off"
 
 
+#: Who never chose gets one message a day listing what waited for them, not one per call.
+DEFAULT_DIGEST_MINUTES = 24 * 60
+
+
 class NotificationPreference(models.Model):
-    """How one user hears of calls that wait for them (no row: the defaults)."""
+    """How one user hears of calls that wait for them (no row: the defaults, a daily digest)."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_preference"
     )
-    mode = models.CharField(max_length=8, choices=NotificationMode.choices, default=NotificationMode.EACH)
+    mode = models.CharField(max_length=8, choices=NotificationMode.choices, default=NotificationMode.DIGEST)
     email = models.BooleanField(default=True, help_text="To the address of your account.")
     chat_url = models.URLField(
         "Chat webhook URL",
@@ -38,7 +42,7 @@ class NotificationPreference(models.Model):
         help_text="A Slack-compatible incoming webhook; empty: no chat messages.",
     )
     digest_minutes = models.PositiveIntegerField(
-        default=15, validators=[MinValueValidator(1), MaxValueValidator(24 * 60)]
+        default=DEFAULT_DIGEST_MINUTES, validators=[MinValueValidator(1), MaxValueValidator(24 * 60)]
     )
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -110,6 +114,9 @@ class NotificationCall(models.Model):
     run_id = models.CharField(max_length=255)
     tool_call_id = models.CharField(max_length=255)
     tool_name = models.CharField(max_length=255)
+    #: The call's title as its card reads it ("Refund $890.00 · A-1044", ``cards.call.call_title``),
+    #: made when it joined: the line a message lists it by (model output: escaped where shown).
+    title = models.CharField(max_length=300, blank=True)
     #: The call's arguments (model output: escaped wherever a message shows them).
     args = models.JSONField(null=True, blank=True)
     #: What the call would do, in one line (its preview's ``summary``; the tool's text, escaped too).
@@ -145,3 +152,17 @@ class CallReminder(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}/{self.tool_call_id} at {self.expires_at}"
+
+
+class ServedAddress(models.Model):
+    """The address the site was last reached at by a signed-in person's browser (one row): where links
+    in messages point when ``COUNTERSIGN_BASE_URL`` is not set (``approvals.site``). In the database,
+    so a message sent by another process, or after a restart, has it."""
+
+    url = models.CharField(max_length=300)
+    seen_at = models.DateTimeField(default=timezone.now)
+
+    objects: ClassVar[models.Manager[ServedAddress]]
+
+    def __str__(self) -> str:
+        return self.url

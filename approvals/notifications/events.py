@@ -26,7 +26,9 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents_runtime import AgentRunToolCall, Preview, RunEvent, RunNotFound
+from agents_runtime.vocabulary import CallKind
 from approvals import agents
+from approvals.cards.call import call_title, find_tool
 from approvals.models import (
     Notification,
     NotificationCall,
@@ -54,10 +56,12 @@ async def on_run_event(event: RunEvent) -> None:
     if run.parent_run_id:
         return  # a sub-agent's inner run: its calls are told once, on the supervisor's run
     if event.type == "run-suspended":
-        calls = [call_fields(c) for c in run.tool_calls]
+        calls = [call_fields(c, event.agent_id) for c in run.tool_calls]
         await database_sync_to_async(notify)(Kind.PARKED, event.agent_id, event.run_id, calls)
         return
-    escalated = [call_fields(c) for c in run.tool_calls if c.tool_call_id == event.tool_call_id]
+    escalated = [
+        call_fields(c, event.agent_id) for c in run.tool_calls if c.tool_call_id == event.tool_call_id
+    ]
     if escalated and escalated[0]["escalated_to"]:
         await database_sync_to_async(notify)(Kind.ESCALATED, event.agent_id, event.run_id, escalated)
 
@@ -77,11 +81,24 @@ def _preview_line(call: AgentRunToolCall | ParkedCallRecord) -> str:
     return preview.summary() if preview is not None else ""
 
 
-def call_fields(call: AgentRunToolCall | ParkedCallRecord) -> dict[str, Any]:
-    """What a message keeps of a waiting call (the runtime's view of it, or the store's row)."""
+def call_fields(call: AgentRunToolCall | ParkedCallRecord, agent_id: str) -> dict[str, Any]:
+    """What a message keeps of a waiting call of ``agent_id`` (the runtime's view of it, or the
+    store's row): its title as its card reads, among the rest."""
+    if isinstance(call, AgentRunToolCall):
+        approval = call.requires_approval
+    else:
+        approval = call.kind == CallKind.APPROVAL
+    try:
+        tool = find_tool(agents.get(agent_id), call.tool_name)
+    except agents.UnknownAgent:
+        tool = None  # (an agent no longer served: its calls read by the tool's name)
+    title = call_title(
+        tool, call.tool_name, args=call.args, suspend_payload=call.suspend_payload, approval=approval
+    )
     return {
         "tool_call_id": call.tool_call_id,
         "tool_name": call.tool_name,
+        "title": title[: NotificationCall._meta.get_field("title").max_length],
         "args": call.args if call.args is not None else call.suspend_payload,
         "preview": _preview_line(call),
         "expires_at": call.expires_at,

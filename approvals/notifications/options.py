@@ -39,11 +39,6 @@ def timeout_seconds() -> float:
     return float(_setting("NOTIFY_TIMEOUT_SECONDS", 10))
 
 
-def base_url() -> str:
-    """Where links in messages point: the site's public address."""
-    return str(_setting("COUNTERSIGN_BASE_URL", "") or "http://localhost:8000").rstrip("/")
-
-
 def chat_hosts() -> list[str]:
     """Hosts a chat webhook URL may name (empty: any)."""
     return [str(h).lower() for h in _setting("NOTIFY_CHAT_HOSTS", [])]

@@ -45,6 +45,7 @@ def remind_due(now: datetime | None = None) -> int:
             "run__suspended_at",
             "tool_call_id",
             "tool_name",
+            "kind",
             "args",
             "suspend_payload",
             "context",
@@ -65,7 +66,8 @@ def remind_due(now: datetime | None = None) -> int:
             continue  # another sweeper has it
         if call.expires_at - call.run.suspended_at <= before:
             continue
-        notify(Notification.Kind.REMINDER, call.run.agent_id, call.run.run_id, [call_fields(call)])
+        fields = call_fields(call, call.run.agent_id)
+        notify(Notification.Kind.REMINDER, call.run.agent_id, call.run.run_id, [fields])
         count += 1
     return count
 

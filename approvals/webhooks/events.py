@@ -17,13 +17,12 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
-from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
 from agents_runtime import RunEvent, RunNotFound
-from approvals import agents
+from approvals import agents, site
 from approvals.models import AuditEntry, WebhookDelivery, WebhookEndpoint
 
 logger = logging.getLogger(__name__)
@@ -44,7 +43,7 @@ async def on_run_event(event: RunEvent) -> None:
 
 
 def _links(agent_id: str, run_id: str) -> dict[str, str]:
-    base = str(getattr(settings, "COUNTERSIGN_BASE_URL", "") or "").rstrip("/")
+    base = site.base_url()
     return {
         "dashboard": base + reverse("approvals:run", args=[run_id]),
         "api": base + reverse("api:v1_run", args=[agent_id, run_id]),

@@ -4,6 +4,7 @@ nothing, reminders before a deadline, escalations, and nothing for whoever may n
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -26,6 +27,11 @@ from tests.support.runtime_fixtures import XSS, DashboardAgents
 from tests.support.users import PASSWORD, ensure_groups, make_user
 
 BASE = "https://countersign.example"
+
+
+def refund(note: str) -> str:
+    """The title of the helpdesk's refund call (the card's: ``cards.call.call_title``) with this note."""
+    return f"Refund · A-1 · 500 · {note}"
 
 
 @pytest.fixture
@@ -55,8 +61,10 @@ def person(username: str, *groups: str, **preference: Any) -> User:
     user = make_user(username, *groups)
     user.email = f"{username}@example.com"
     user.save()
-    if preference:
-        NotificationPreference.objects.create(user=user, **preference)
+    # Each call, as chosen on the Notifications page (who never chose gets a daily digest instead:
+    # ``person(..., chosen=False)``).
+    if preference.pop("chosen", True):
+        NotificationPreference.objects.create(user=user, **{"mode": "each", **preference})
     return user
 
 
@@ -91,7 +99,7 @@ def test_each_call_makes_one_message_to_each_decider_and_nobody_else(
 
     assert sorted(str(m["To"]) for m in mail.messages) == ["dora@example.com"] * 2 + ["rita@example.com"] * 2
     one, two = mail.to("rita@example.com")
-    assert one["Subject"] == "[Countersign] refund waits for a decision on Help desk"
+    assert one["Subject"] == f"[Countersign] {refund('first')} waits for a decision on Help desk"
     assert str(one["From"]) == "countersign@localhost"
     for message, run in ((one, first), (two, second)):
         text, html = parts(message)
@@ -99,6 +107,10 @@ def test_each_call_makes_one_message_to_each_decider_and_nobody_else(
         assert link in text and f'href="{link}"' in html
         assert run.tool_calls[0].tool_call_id not in text  # (ids stay in the link)
     assert "first" in parts(one)[0] and "second" in parts(two)[0]
+    # Each call by its title, not its arguments' JSON.
+    assert f"- {refund('first')} on Help desk" in parts(one)[0]
+    assert f">{refund('first')}</a> on Help desk" in parts(one)[1]
+    assert '"order_id"' not in parts(one)[0] and "order_id" not in parts(one)[1]
     assert Notification.objects.filter(status="sent", call_count=1).count() == 4
     assert not Notification.objects.exclude(recipient__username__in=["rita", "dora"]).exists()
 
@@ -171,8 +183,64 @@ def test_a_digest_collects_every_agent_over_the_users_window(agents: DashboardAg
     call_command("send_notifications", stdout=out)
     assert out.getvalue() == "1 due notifications attempted\n"
     [message] = mail.messages
-    assert message["Subject"] == "[Countersign] 3 calls wait on Boss, Help desk"
+    assert message["Subject"] == "[Countersign] Digest: 3 calls waited for you on Boss, Help desk"
     assert parts(message)[0].count(BASE + "/runs/") == 3
+
+
+def test_who_never_chose_gets_one_daily_digest_of_what_waited_and_who_chose_each_call_keeps_it(
+    agents: DashboardAgents, mail: MailSink
+) -> None:
+    person("rita", "Reviewers", chosen=False)
+    person("rob", "Reviewers")  # chose "each call"
+    began = timezone.now()
+    first = agents.start("helpdesk", "refund a")
+    time.sleep(0.5)  # past the collapse window: rob's first message goes, rita's digest does not
+    second = agents.start("boss", "wipe it")
+    wait_for(lambda: len(mail.to("rob@example.com")) == 2)
+
+    assert mail.to("rita@example.com") == []
+    [digest] = Notification.objects.filter(recipient__username="rita")
+    assert (digest.agent_id, digest.call_count, digest.status) == ("", 2, "pending")
+    assert abs((digest.next_attempt_at - began).total_seconds() - 24 * 3600) < 60
+    # The first is decided meanwhile: the digest still lists it, as decided since.
+    async_to_sync(agents.agent("helpdesk").approve_tool_call)(
+        run_id=first.run_id, tool_call_id=first.tool_calls[0].tool_call_id, actor="rob"
+    )
+    assert end_windows() == 1
+
+    [message] = mail.to("rita@example.com")
+    assert message["Subject"] == "[Countersign] Digest: 2 calls waited for you on Boss, Help desk"
+    text = parts(message)[0]
+    assert f"- {refund('a')} on Help desk (decided since)" in text
+    assert f"{BASE}/runs/{first.run_id}/" in text and f"{BASE}/runs/{second.run_id}/" in text
+    # The next call opens the next day's digest.
+    agents.start("helpdesk", "refund c")
+    assert Notification.objects.filter(recipient__username="rita", status="pending").count() == 1
+
+
+def test_a_digest_due_while_the_server_was_down_goes_out_from_the_sweep(
+    agents: DashboardAgents, mail: MailSink
+) -> None:
+    """Its state is its row (no thread sleeps for a day): a server started after its time sends it."""
+    from approvals.tasks import Sweeper
+
+    person("rita", "Reviewers", chosen=False)
+    agents.start("helpdesk", "refund while away")
+    [digest] = Notification.objects.all()
+    # No thread waits a day to send it (one per reviewer, gone with a restart anyway).
+    assert f"countersign-notification-{digest.pk}" not in {t.name for t in threading.enumerate()}
+    Notification.objects.update(next_attempt_at=timezone.now() - timedelta(minutes=5))  # due long ago
+    time.sleep(0.5)
+    assert mail.messages == []  # nothing in this process was waiting to send it
+
+    sweeper = Sweeper(interval=0.05)  # a server starting: its first sweep looks for orphans
+    sweeper.start()
+    try:
+        wait_for(lambda: len(mail.messages) == 1)
+    finally:
+        sweeper.stop()
+    digest.refresh_from_db()
+    assert digest.status == "sent"
 
 
 def test_off_sends_nothing(agents: DashboardAgents, mail: MailSink) -> None:
@@ -240,18 +308,18 @@ def test_chat_gets_escaped_json_and_a_500_is_retried(
 ) -> None:
     person("rita", "Reviewers", email=False, chat_url=chat.url)
     chat.plan = [500]
-    run = agents.start("helpdesk", f"refund {XSS} & <!channel>")
+    run = agents.start("helpdesk", f"refund & <!channel> {XSS}")
     wait_for(settled)
 
     assert chat.answers == [500, 200] and mail.messages == []
     sent = Notification.objects.get()
     assert (sent.channel, sent.status, sent.attempts, sent.last_error) == ("chat", "sent", 2, "")
     [body] = chat.received
-    assert body["text"] == "refund waits for a decision on Help desk"
     listed = body["blocks"][1]["text"]["text"]
-    assert listed.startswith(f"• <{BASE}/runs/{run.run_id}/|refund> ")
+    assert listed.startswith(f"• <{BASE}/runs/{run.run_id}/|Refund · A-1 · 500 · ")
     assert "&lt;script&gt;" in listed and "&amp; &lt;!channel&gt;" in listed
     assert "<script>" not in listed and "<!channel>" not in listed
+    assert "&lt;script&gt;" in body["text"] and "<!channel>" not in body["text"]
 
 
 def test_html_mail_escapes_model_output(agents: DashboardAgents, mail: MailSink) -> None:
@@ -259,7 +327,7 @@ def test_html_mail_escapes_model_output(agents: DashboardAgents, mail: MailSink)
     agents.start("helpdesk", f"refund {XSS}")
     wait_for(lambda: len(mail.messages) == 1)
     text, html = parts(mail.messages[0])
-    assert XSS in text  # plain text is not markup
+    assert "<script>alert(1)</script>" in text  # plain text is not markup
     assert "<script>" not in html and "<img" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 
@@ -316,7 +384,7 @@ def test_a_reminder_goes_out_once_before_the_deadline(
 
     reminder = mail.messages[-1]
     assert str(reminder["Subject"]).startswith(
-        "[Countersign] Deadline soon: refund on Help desk must be decided by"
+        f"[Countersign] Deadline soon: {refund('by tonight')} on Help desk must be decided by"
     )
     assert f"{BASE}/runs/{run.run_id}/" in parts(reminder)[0]
     assert Notification.objects.filter(kind="reminder").count() == 1
@@ -340,9 +408,10 @@ def test_the_sweep_sends_the_reminder_before_the_call_expires(
     finally:
         sweeper.stop()
     assert run.tool_calls[0].expires_at is not None and reminded_at < run.tool_calls[0].expires_at
-    assert [str(m["Subject"]).split(":")[0] for m in mail.messages] == [
-        "[Countersign] refund waits for a decision on Help desk",
+    # (Each goes on a thread of its own: on a loaded machine either may arrive first.)
+    assert sorted(str(m["Subject"]).split(":")[0] for m in mail.messages) == [
         "[Countersign] Deadline soon",
+        f"[Countersign] {refund('tight')} waits for a decision on Help desk",
     ]
 
 
@@ -364,10 +433,11 @@ def test_an_escalation_tells_everyone_who_can_act_on_it(agents: DashboardAgents,
 
     escalated = mail.to("leo@example.com")
     assert len(escalated) == 1
-    assert escalated[0]["Subject"] == "[Countersign] Escalated to leads: refund on Help desk waits for you"
+    expected = f"[Countersign] Escalated to leads: {refund('escalate me')} on Help desk waits for you"
+    assert escalated[0]["Subject"] == expected
     assert f"{BASE}/runs/{run.run_id}/" in parts(escalated[0])[0]
     assert [str(m["Subject"]).split(":")[0] for m in mail.to("rita@example.com")] == [
-        "[Countersign] refund waits for a decision on Help desk",
+        f"[Countersign] {refund('escalate me')} waits for a decision on Help desk",
         "[Countersign] Escalated to leads",
     ]
     told = sorted(str(m["To"]) for m in mail.messages)

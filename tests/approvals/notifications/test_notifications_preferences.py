@@ -46,7 +46,9 @@ def test_the_page_shows_the_defaults_under_a_strict_csp(
     assert response.status_code == 200
     page = response.content.decode()
     assert 'name="csrfmiddlewaretoken"' in page and "rita@example.com" in page
-    assert re.search(r'<input[^>]*name="mode"[^>]*value="each"[^>]*checked', page)
+    # Who never chose gets a daily digest, and the page says so.
+    assert re.search(r'<input[^>]*name="mode"[^>]*value="digest"[^>]*checked', page)
+    assert re.search(r'<input[^>]*name="digest_minutes"[^>]*value="1440"', page)
     assert "SMTPDataError: &lt;b&gt;554&lt;/b&gt;" in page and "<b>554" not in page
     assert f'href="{URL}"' in page  # the account area's link
     csp = response["Content-Security-Policy"]
