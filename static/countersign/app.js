@@ -71,6 +71,27 @@
     if (event.target.matches && event.target.matches(LAZY)) loadBody(event.target);
   });
 
+  // On a phone the menu folds behind its button (base.html); the link that opens it without
+  // JavaScript (the :target rule of app.css) gives way to the button, which says whether it is open.
+  var menuButton = document.querySelector(".menu-toggle");
+  var menu = document.getElementById("site-menu");
+  if (menuButton && menu) {
+    var setMenu = function (open) {
+      menu.classList.toggle("is-open", open);
+      menuButton.setAttribute("aria-expanded", String(open));
+    };
+    document.querySelectorAll(".menu-link").forEach(function (link) { link.hidden = true; });
+    menuButton.hidden = false;
+    menuButton.addEventListener("click", function () {
+      setMenu(menuButton.getAttribute("aria-expanded") !== "true");
+    });
+    menu.addEventListener("keydown", function (event) {
+      if (event.key !== "Escape" || !menu.classList.contains("is-open")) return;
+      setMenu(false);
+      menuButton.focus();
+    });
+  }
+
   // On a phone the filters start folded behind their button, unless they have something to say.
   if (window.matchMedia("(max-width: 40rem)").matches) {
     document.querySelectorAll("details.filter-panel").forEach(function (panel) {

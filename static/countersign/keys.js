@@ -378,5 +378,9 @@
     document.addEventListener(type, () => (byKeys = false), { passive: true });
   }
 
-  for (const button of document.querySelectorAll(".keys-open")) button.hidden = false;
+  // Offered where there is a keyboard to use them: not on a touch screen (the keys still work if one
+  // is plugged in: ? lists them).
+  if (!window.matchMedia("(hover: none) and (pointer: coarse)").matches) {
+    for (const button of document.querySelectorAll(".keys-open")) button.hidden = false;
+  }
 })();

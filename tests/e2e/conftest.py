@@ -307,15 +307,19 @@ class Pages:
         width: int = 1280,
         height: int = 1000,
         timezone_id: str | None = None,
+        touch: bool = False,
     ) -> Page:
         """A new page in a context of its own, logged in as ``login`` (None: anonymous); the browser's
-        time zone is ``timezone_id`` (None: the machine's)."""
+        time zone is ``timezone_id`` (None: the machine's); ``touch``: a phone's touch screen (no
+        hover, a coarse pointer)."""
         context = self.browser.new_context(
             base_url=self.server.base_url,
             storage_state=self.login_states(login) if login else None,  # type: ignore[arg-type]
             java_script_enabled=javascript,
             viewport={"width": width, "height": height},
             timezone_id=timezone_id,
+            has_touch=touch,
+            is_mobile=touch,
         )
         context.set_default_timeout(TIMEOUT_MS)
         context.add_init_script(script=CSP_REPORTER)
