@@ -140,9 +140,10 @@ async def test_events_are_signed_and_carry_the_run(
         "toolCallId": run["toolCallId"],
         "toolName": "deleteFile",
         "kind": "approval",
+        # (COUNTERSIGN_BASE_URL unset and no page loaded by anyone: approvals.site's default address.)
         "links": {
-            "dashboard": f"/runs/{run['runId']}/",
-            "api": f"/api/v1/agents/approver/runs/{run['runId']}",
+            "dashboard": f"http://localhost:8000/runs/{run['runId']}/",
+            "api": f"http://localhost:8000/api/v1/agents/approver/runs/{run['runId']}",
         },
     }
     assert decided["action"] == "approve" and decided["decidedBy"] == "rita" and decided["channel"] == "api"

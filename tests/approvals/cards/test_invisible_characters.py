@@ -90,7 +90,7 @@ def test_ids_reasons_and_addresses_are_shown_marked_on_every_page_and_kept_exact
         assert _raw_in_text(page) == []
 
 
-def test_a_notification_shows_the_calls_arguments_marked_in_every_part(reviewer: Any) -> None:
+def test_a_notification_shows_the_calls_title_marked_in_every_part(reviewer: Any) -> None:
     notification = Notification.objects.create(
         recipient=reviewer, channel="email", kind="waiting", agent_id="helpdesk", call_count=1
     )
@@ -99,6 +99,8 @@ def test_a_notification_shows_the_calls_arguments_marked_in_every_part(reviewer:
         run_id="run-1",
         tool_call_id="call-1",
         tool_name="refund",
+        # (The title is made from the arguments as the call joins: ``notifications.events.call_fields``.)
+        title=f"Refund DE12{RLO}3456 · zero{ZWSP}width",
         args={"iban": f"DE12{RLO}3456", "note": f"zero{ZWSP}width"},
     )
 
