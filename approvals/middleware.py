@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
-from asgiref.sync import async_to_sync, iscoroutinefunction, sync_to_async
+from asgiref.sync import async_to_sync, iscoroutinefunction
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
@@ -176,9 +176,9 @@ def _activate(request: HttpRequest) -> None:
 
 @sync_and_async_middleware
 def served_address(get_response: Handler | AsyncHandler) -> Handler | AsyncHandler:
-    """Note the address a page was served at to a signed-in user (``approvals.site``): where links in
-    messages point when ``COUNTERSIGN_BASE_URL`` is not set. Once per process and address: a page
-    at the address noted already costs a comparison."""
+    """Tell ``approvals.site`` the address a page was served at to a signed-in user: where links in
+    messages point when ``COUNTERSIGN_BASE_URL`` is not set. No I/O (the sweep writes it down); a
+    page at the address seen already costs a comparison."""
     if iscoroutinefunction(get_response):
 
         async def async_middleware(request: HttpRequest) -> HttpResponseBase:
@@ -186,7 +186,7 @@ def served_address(get_response: Handler | AsyncHandler) -> Handler | AsyncHandl
             origin = _page_origin(request, response)
             auser = getattr(request, "auser", None)
             if origin is not None and auser is not None and (await auser()).is_authenticated:
-                await sync_to_async(site.note)(origin)
+                site.seen(origin)
             return response
 
         return async_middleware
@@ -196,7 +196,7 @@ def served_address(get_response: Handler | AsyncHandler) -> Handler | AsyncHandl
         origin = _page_origin(request, response)
         user = getattr(request, "user", None)
         if origin is not None and user is not None and user.is_authenticated:
-            site.note(origin)
+            site.seen(origin)
         return response
 
     return middleware

@@ -2,9 +2,10 @@
 webhook bodies).
 
 ``COUNTERSIGN_BASE_URL`` when it is set (production: the public address). Otherwise the address a
-signed-in person's browser last loaded a page from (``note``, called by the middleware
-``served_address``), so that ``make run PORT=9000`` links to port 9000; it is kept in the database
-(``ServedAddress``), where a message sent by another process, or after a restart, reads it. Before
+signed-in person's browser last loaded a page from: the middleware ``served_address`` tells ``seen``
+(no I/O on the request), and the server's background sweep (``approvals.tasks``) keeps it in the
+database (``save``: a write only when it changed), where a message built by another process (a
+``db_worker``), or after a restart, reads it. So ``make run PORT=9000`` links to port 9000. Before
 anyone has signed in: ``http://localhost:8000``, ``make run``'s default.
 
 Only what cannot be forged from outside counts: the Host of a page served to a signed-in user,
@@ -19,7 +20,6 @@ import threading
 
 from django.conf import settings
 from django.core.exceptions import DisallowedHost
-from django.db import DatabaseError
 from django.http import HttpRequest
 from django.utils import timezone
 
@@ -30,9 +30,10 @@ logger = logging.getLogger(__name__)
 #: Before anyone signed in, and with nothing set: ``make run``'s address.
 DEFAULT = "http://localhost:8000"
 
-#: What this process last wrote (a page's address changes rarely: one write per change, not per page).
-_noted: str | None = None
 _lock = threading.Lock()
+#: The address this process last served a signed-in page at, and the one it last wrote.
+_seen: str | None = None
+_saved: str | None = None
 
 
 def base_url() -> str:
@@ -40,6 +41,8 @@ def base_url() -> str:
     configured = str(getattr(settings, "COUNTERSIGN_BASE_URL", "") or "").rstrip("/")
     if configured:
         return configured
+    if _seen is not None:
+        return _seen
     served = ServedAddress.objects.order_by("-seen_at").values_list("url", flat=True).first()
     return served or DEFAULT
 
@@ -52,27 +55,32 @@ def origin_of(request: HttpRequest) -> str | None:
         return None
 
 
-def note(origin: str) -> None:
-    """Remember ``origin`` as the site's address, unless this process wrote it last already."""
-    global _noted
-    with _lock:
-        if origin == _noted:
-            return
-        try:
-            ServedAddress.objects.update_or_create(pk=1, defaults={"url": origin, "seen_at": timezone.now()})
-        except DatabaseError:
-            logger.warning("Could not record the address %s the site is reached at", origin, exc_info=True)
-            return
-        _noted = origin
+def seen(origin: str) -> None:
+    """A signed-in page was served at ``origin`` (the middleware: no I/O)."""
+    global _seen
+    _seen = origin
 
 
 def noted() -> str | None:
-    """What this process last wrote (the middleware skips the user check when a page says the same)."""
-    return _noted
+    """The address this process last served a signed-in page at (None: none yet)."""
+    return _seen
+
+
+def save() -> bool:
+    """Keep the address seen in the database if it changed since this process last wrote it (the
+    sweep, each round); whether it wrote."""
+    global _saved
+    with _lock:
+        origin = _seen
+        if origin is None or origin == _saved:
+            return False
+        ServedAddress.objects.update_or_create(pk=1, defaults={"url": origin, "seen_at": timezone.now()})
+        _saved = origin
+        return True
 
 
 def forget() -> None:
-    """This process writes again on the next page (tests: their database starts empty)."""
-    global _noted
+    """As a process that has served nothing yet (tests: their database starts empty)."""
+    global _seen, _saved
     with _lock:
-        _noted = None
+        _seen = _saved = None

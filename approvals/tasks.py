@@ -22,7 +22,8 @@ watch for runs whose continuation died (``stopped_runs``): the worker may be wha
 
 The same thread also hands webhook deliveries and notifications orphaned by a restart to a sender,
 every ``ORPHAN_SWEEP_SECONDS`` (``webhooks.sending.schedule_orphans``, ``notifications``), and
-records the reminders of deadlines near, each sweep (``notifications.remind_due``). With them it
+records the reminders of deadlines near, each sweep (``notifications.remind_due``), and writes down
+the address pages are served at when it changed (``site.save``: links in messages). With them it
 queues again the continuations a queue lost (``Sweeper.requeue_unstarted``).
 
 The sweep is a daemon thread with its own event loop; the runtime's store calls run on one database
@@ -65,7 +66,7 @@ from django.tasks.backends.immediate import ImmediateBackend
 from django.utils import timezone
 
 from agents_runtime import AgentRunToolCall, Continuation, RunResult
-from approvals import agents, live, notifications, services
+from approvals import agents, live, notifications, services, site
 from approvals.health import rollup as health_rollup
 from approvals.models.audit import using_channel
 from approvals.webhooks import sending
@@ -422,6 +423,11 @@ class Sweeper:
             executor.submit(notifications.remind_due).result()
         except Exception:
             logger.exception("Recording deadline reminders failed; trying again")
+        try:
+            # (Nothing to do, and no query, unless a page was served at a new address.)
+            executor.submit(site.save).result()
+        except Exception:
+            logger.exception("Keeping the address the site is reached at failed; trying again")
         if time.monotonic() >= due.orphans:
             due.orphans = time.monotonic() + ORPHAN_SWEEP_SECONDS
             try:

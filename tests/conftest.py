@@ -59,6 +59,17 @@ def _no_expiry_sweep() -> Iterator[None]:
     yield
 
 
+@pytest.fixture(autouse=True)
+def _no_address_served() -> Iterator[None]:
+    """Each test starts as a process that has served no page (``approvals.site``): the address a
+    test's pages were served at (testserver) is no other test's link address."""
+    from approvals import site
+
+    site.forget()
+    yield
+    site.forget()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _decisions_at_once() -> Iterator[None]:
     """Browser decisions are taken at once in tests (production holds them 5 s for Undo): the suite's

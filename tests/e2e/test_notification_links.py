@@ -4,6 +4,8 @@ page from it; the message is built by another process (``manage.py``), as a work
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.e2e.conftest import ADMIN, Pages, Server
@@ -30,7 +32,12 @@ def test_links_go_to_the_port_the_server_is_reached_at(pages: Pages, server: Ser
     page = pages.open(ADMIN)
     page.goto("/agents/", wait_until="networkidle")
 
-    text = server.manage("shell", "--command", BUILD.format(username=ADMIN.username))
+    # The server's sweep (each second) writes the address down; the message is built elsewhere.
+    for _ in range(10):
+        text = server.manage("shell", "--command", BUILD.format(username=ADMIN.username))
+        if f"Open: {server.base_url}/runs/r-links/" in text:
+            break
+        time.sleep(0.5)
 
     assert f"Open: {server.base_url}/runs/r-links/" in text, text
     assert "- Refund $12.00 · A-1 on " in text
