@@ -55,7 +55,8 @@
     if (event.action === "expire") {
       // What the deadline did, as the server recorded it (the rules may overrule what the tool asked
       // for: a risky value, an answer nobody gave); never guessed from the card.
-      say(call, WORDS.deadline_passed[event.expired_as] || WORDS.deadline_passed_unknown, { ago: false, decided: true });
+      const line = WORDS.deadline_passed[event.expired_as] || WORDS.deadline_passed_unknown;
+      say(call, line, { ago: false, decided: true });
     } else {
       const verdict = event.action === "approve" && event.edited ? "approve_edited" : event.action;
       const actor = event.actor || WORDS.someone;
@@ -86,7 +87,8 @@
 
   // --- Moving on: a kept card goes ------------------------------------------------------------
 
-  const decidedAll = (card) => Array.from(card.querySelectorAll(".call[id]")).every((c) => c.querySelector(":scope > .decided-note"));
+  const decidedAll = (card) =>
+    Array.from(card.querySelectorAll(".call[id]")).every((c) => c.querySelector(":scope > .decided-note"));
 
   // Gone from the page once every call on it is decided (the list no longer has the run: a refetch
   // would not bring it back); a card with calls still waiting only stops being kept.
