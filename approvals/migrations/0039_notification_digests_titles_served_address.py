@@ -9,7 +9,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("approvals", "0034_audit_search_indexes"),
+        ("approvals", "0038_previews"),
     ]
 
     operations = [
