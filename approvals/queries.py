@@ -457,3 +457,11 @@ def queue_suggestions(access: Access, *, waiting: bool = True) -> QueueSuggestio
         threads=names("thread_id"),
         resources=names("resource_id"),
     )
+
+
+def decided_run_id(agent_id: str, thread_id: str, tool_call_id: str) -> str | None:
+    """The run of the agent's call ``tool_call_id`` on the thread that a decision was recorded on
+    (the newest), for an answer that came after it (AG-UI's resume names a call, not its run)."""
+    rows = AuditEntry.objects.filter(agent_id=agent_id, thread_id=thread_id, tool_call_id=tool_call_id)
+    run_id: str | None = rows.order_by("-id").values_list("run_id", flat=True).first()
+    return run_id

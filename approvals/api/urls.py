@@ -1,10 +1,11 @@
 """``/api/``: Mastra's human-in-the-loop routes, as ``@mastra/client-js`` calls them; the native API
-under ``/api/v1/``; its OpenAPI document and a page listing its operations."""
+under ``/api/v1/``; every agent as an AG-UI agent (``ag-ui/agents/<id>``); its OpenAPI document and a
+page listing its operations."""
 
 from django.urls import path, re_path
 from django.views.generic import RedirectView
 
-from approvals.api import errors, openapi, views
+from approvals.api import ag_ui, errors, openapi, views
 from approvals.api.v1 import views as v1
 
 app_name = "api"
@@ -44,6 +45,7 @@ urlpatterns = [
     path(
         "v1/approval-requests/<str:request_id>/result", v1.approval_request_result, name="v1_request_result"
     ),
+    path("ag-ui/agents/<str:agent_id>", ag_ui.agent_run, name="ag_ui"),
     path("openapi.json", openapi.document_view, name="openapi"),
     path("docs/", openapi.docs_page, name="docs"),
     path("docs", RedirectView.as_view(pattern_name="api:docs")),

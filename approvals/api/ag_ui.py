@@ -1,0 +1,718 @@
+"""AG-UI (``POST /api/ag-ui/agents/<agent_id>``): every agent of the runtime, as an AG-UI agent.
+
+An AG-UI run is a run of our runtime, its chunks translated to AG-UI events (the ``ag-ui-protocol``
+package's types, its encoder's server-sent events): ``RUN_STARTED``, text messages, tool calls
+(start, arguments, end, result), then ``RUN_FINISHED`` or ``RUN_ERROR``. The thread is the runtime's
+thread (its memory); the run that starts a runtime run gives it its id, and the user's name is its
+resource. The prompt is the text of the last message, which must be the user's: the runtime's
+memory holds the conversation, so the history the client sends is not replayed.
+
+A run that parks ends with the interrupt outcome, one interrupt per waiting call, as pydantic-ai's
+AG-UI adapter words an approval (``int-<toolCallId>``, its ``responseSchema``: ``approved``,
+``editedArgs``, ``reason``); a ``suspend()``-ed call's interrupt asks for the tool's resume schema.
+The same calls wait in the desk's queue. Each interrupt's ``metadata.countersign`` says which run it
+is, whether this user may decide it (the rules' answer now, ``Agent.would_decide``) and where the
+desk shows it.
+
+Resuming (``resume`` entries on the thread) is a decision on each call through the one door, as
+this user, on the channel "api": approve (with edits), decline (``approved: false`` or
+``cancelled``), or resume with data. Entries are checked first (pydantic-ai's payload model, the
+tool's validators): one the run would refuse ends the AG-UI run with ``RUN_ERROR`` and changes
+nothing. A decision that takes effect streams the continuation. One the desk refuses this person
+(separation of duties, not a decider, a colleague's claim, a risky call to confirm) or records as
+one vote of several is said in a ``CUSTOM`` event (``countersign.decision_refused`` /
+``countersign.vote_recorded``) and the call waits for a reviewer: this stream stays open on the
+run's live group, and the reviewer's decision at the desk streams its continuation here (after a
+``countersign.decided`` event naming them). A stream that waits longer than
+``API_STREAM_MAX_SECONDS`` ends with the interrupts again; resuming again picks the wait up. A call
+someone else decided first is ``RUN_ERROR`` ``already_decided``: one decision, once.
+
+A request without ``resume`` on a thread whose run waits starts nothing: it ends at once with the
+interrupts the thread owes (a chat that reloaded learns what it waits for).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ag_ui.core import (
+    PROTOCOL_VERSION,
+    BaseEvent,
+    CustomEvent,
+    EventType,
+    Interrupt,
+    ResumeEntry,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunFinishedSuccessOutcome,
+    RunStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
+from ag_ui.encoder import EventEncoder
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
+from django.urls import reverse
+from pydantic import ValidationError
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.tools import ToolApproved, ToolDenied
+
+# pydantic-ai's mapping of deferred tools to AG-UI interrupts and back (the interrupt's id and
+# response schema, the resume payload's validation), so a client of its adapter works here as is.
+from pydantic_ai.ui.ag_ui._interrupt import (
+    approval_to_interrupt,
+    interrupt_id_to_tool_call_id,
+    resume_entry_to_approval,
+)
+
+from agents_runtime import AgentRun, AgentRunToolCall, Chunk, DecisionRequest, Origin, RunNotFound
+from agents_runtime.vocabulary import DEFAULT_DECLINE_REASON, DecisionAction, Outcome
+from approvals import live, queries
+from approvals.api import deciding, params, precheck
+from approvals.api.auth import agent_access
+from approvals.api.errors import ApiError, invalid_body, issue
+from approvals.api.relay import POLL_SECONDS, RunFollower, continues_elsewhere
+from approvals.api.serialize import SSE_HEADERS
+from approvals.api.views import api_view
+from approvals.policy import AgentAccess
+from approvals.services import runs
+from approvals.services.decisions import DecisionOutcome, recorded_outcome
+
+logger = logging.getLogger(__name__)
+
+Events = AsyncIterator[BaseEvent]
+
+#: The ``metadata`` key of what Countersign adds to an interrupt (``ag-ui`` is the protocol's own).
+META = "countersign"
+#: What a cancelled interrupt tells the model (pydantic-ai's words).
+CANCELLED = "Cancelled by user."
+
+
+# -- the request --------------------------------------------------------------------------------------
+
+
+def _run_input(request: HttpRequest) -> RunAgentInput:
+    body = params.json_body(request)
+    try:
+        run_input = RunAgentInput.model_validate(body)
+    except ValidationError as exc:
+        raise invalid_body(
+            [issue(".".join(str(p) for p in e["loc"]) or "body", e["msg"]) for e in exc.errors()]
+        ) from None
+    issues = []
+    for name, value in (("threadId", run_input.thread_id), ("runId", run_input.run_id)):
+        problem = params.id_problem(value) or ("" if value else "Must not be empty")
+        if problem:
+            issues.append(issue(name, problem))
+    if issues:
+        raise invalid_body(issues)
+    return run_input
+
+
+def _prompt(run_input: RunAgentInput) -> str:
+    """The text of the last message, which must be the user's."""
+    last = run_input.messages[-1] if run_input.messages else None
+    text = ""
+    if last is not None and last.role == "user":
+        content = last.content
+        if isinstance(content, str):
+            text = content
+        else:
+            text = "\n".join(part.text for part in content if part.type == "text")
+    if not text.strip():
+        raise invalid_body([issue("messages", "The last message must be the user's, with text")])
+    return text
+
+
+@api_view("POST")
+async def agent_run(request: HttpRequest, agent_id: str) -> HttpResponseBase:
+    """Run the agent (or resume its interrupts) as an AG-UI agent: server-sent AG-UI events."""
+    access = await agent_access(request, agent_id)
+    run_input = _run_input(request)
+    waiting = await _waiting_run(access, run_input.thread_id)
+    if run_input.resume:
+        events = await _resume(access, run_input, waiting)
+    elif waiting is not None:
+        events = _owed(access, run_input, waiting)
+    else:
+        events = await _start(access, run_input)
+    return _sse(events)
+
+
+def _sse(events: Events) -> StreamingHttpResponse:
+    encoder = EventEncoder()
+
+    async def body() -> AsyncIterator[bytes]:
+        async for event in events:
+            yield encoder.encode(event).encode()
+
+    return StreamingHttpResponse(body(), content_type=encoder.get_content_type(), headers=SSE_HEADERS)
+
+
+async def _waiting_run(access: AgentAccess, thread_id: str) -> AgentRun | None:
+    """The thread's newest run of this agent that waits on calls this user may see."""
+    listed = await access.agent.list_suspended_runs(thread_id=thread_id, escalated_to=access.escalation_scope)
+    return next((run for run in listed.runs if access.sees(run) and run.parent_run_id is None), None)
+
+
+# -- the translation ----------------------------------------------------------------------------------
+
+
+@dataclass
+class AguiEvents:
+    """One AG-UI run's events from the runtime's chunks of one run (``run_id``), keeping the open
+    text message, the arguments seen, and the interrupts of a run that parks."""
+
+    access: AgentAccess
+    run_input: RunAgentInput
+    run_id: str
+    #: The calls the client saw already (a continuation announces its parked calls again).
+    announced: set[str] = field(default_factory=set)
+    args: dict[str, Any] = field(default_factory=dict)
+    message_id: str | None = None
+    waiting: list[dict[str, Any]] = field(default_factory=list)
+    #: The run parked: ``finish`` (async: it asks the rules about each call) ends the AG-UI run.
+    parked: bool = False
+    #: ``RUN_FINISHED`` or ``RUN_ERROR`` went out: nothing more may.
+    ended: bool = False
+
+    def started(self) -> RunStartedEvent:
+        return RunStartedEvent(
+            thread_id=self.run_input.thread_id,
+            run_id=self.run_input.run_id,
+            protocol_version=PROTOCOL_VERSION,
+        )
+
+    def _close_text(self) -> Iterator[BaseEvent]:
+        if self.message_id is not None:
+            yield TextMessageEndEvent(message_id=self.message_id)
+            self.message_id = None
+
+    def events(self, chunk: Chunk) -> Iterator[BaseEvent]:
+        if self.ended or self.parked:
+            return
+        p = chunk.payload
+        if chunk.type == "text-delta":
+            text = str(p.get("text") or "")
+            if text:
+                if self.message_id is None:
+                    self.message_id = str(uuid.uuid4())
+                    yield TextMessageStartEvent(message_id=self.message_id, role="assistant")
+                yield TextMessageContentEvent(message_id=self.message_id, delta=text)
+        elif chunk.type == "tool-call":
+            yield from self._tool_call(p)
+        elif chunk.type == "tool-result":
+            yield from self._close_text()
+            yield ToolCallResultEvent(
+                message_id=str(uuid.uuid4()),
+                tool_call_id=str(p["tool_call_id"]),
+                content=_text(p.get("result")),
+                role="tool",
+            )
+        elif chunk.type in ("tool-call-approval", "tool-call-suspended"):
+            yield from self._close_text()
+            self.waiting.append({**p, "requires_approval": chunk.type == "tool-call-approval"})
+        elif chunk.type == "error":
+            yield from self.error(str(p.get("error") or "The run failed"), "run_failed")
+        elif chunk.type == "finish" and chunk.run_id == self.run_id:
+            yield from self._close_text()
+            status = p.get("status")
+            if status == "success":
+                yield from self.success(p.get("text"))
+            elif status == "suspended":
+                self.parked = True
+            else:
+                yield from self.error(str(p.get("error") or "The run failed"), "run_failed")
+
+    def _tool_call(self, p: dict[str, Any]) -> Iterator[BaseEvent]:
+        call_id = str(p["tool_call_id"])
+        self.args[call_id] = p.get("args") or {}
+        if call_id in self.announced:
+            return
+        self.announced.add(call_id)
+        parent = self.message_id
+        yield from self._close_text()
+        yield ToolCallStartEvent(
+            tool_call_id=call_id, tool_call_name=str(p["tool_name"]), parent_message_id=parent
+        )
+        yield ToolCallArgsEvent(tool_call_id=call_id, delta=json.dumps(self.args[call_id], default=str))
+        yield ToolCallEndEvent(tool_call_id=call_id)
+
+    def success(self, result: Any = None) -> Iterator[BaseEvent]:
+        yield from self._close_text()
+        self.ended = True
+        yield RunFinishedEvent(
+            thread_id=self.run_input.thread_id,
+            run_id=self.run_input.run_id,
+            result=result,
+            outcome=RunFinishedSuccessOutcome(),
+        )
+
+    def error(self, message: str, code: str) -> Iterator[BaseEvent]:
+        yield from self._close_text()
+        self.ended = True
+        yield RunErrorEvent(message=message, code=code)
+
+    def custom(self, name: str, **value: Any) -> CustomEvent:
+        return CustomEvent(name=f"{META}.{name}", value={"runId": self.run_id, **value})
+
+    async def finish(self) -> BaseEvent:
+        """The parked run's ``RUN_FINISHED``: an interrupt for each call it waits on."""
+        self.ended = True
+        if not self.waiting:
+            # (Its parking chunks did not come this way: the run says what it waits on.)
+            self.waiting = _waiting_of(await self.access.agent.get_suspended_run(self.run_id))
+        interrupts = [await self._interrupt(call) for call in self.waiting]
+        return RunFinishedEvent(
+            thread_id=self.run_input.thread_id,
+            run_id=self.run_input.run_id,
+            outcome=RunFinishedInterruptOutcome(interrupts=interrupts),
+        )
+
+    async def _interrupt(self, call: dict[str, Any]) -> Interrupt:
+        call_id, tool = str(call["tool_call_id"]), str(call["tool_name"])
+        meta: dict[str, Any] = {
+            "runId": self.run_id,
+            "toolName": tool,
+            "kind": "approval" if call["requires_approval"] else "suspend",
+            "dashboard": reverse("approvals:run", args=[self.run_id]),
+            **await self._may_decide(call_id, call["requires_approval"]),
+        }
+        if call["requires_approval"]:
+            args = call.get("args") or {}
+            part = ToolCallPart(tool_name=tool, args=args, tool_call_id=call_id)
+            interrupt = approval_to_interrupt(part, {call_id: {META: meta}})
+            schema = dict(interrupt.response_schema or {})
+            # Beyond pydantic-ai's payload: what a reviewer confirms at the desk (Mastra's routes
+            # carry neither; the v1 API's ``confirm`` and ``confirmRerun``).
+            schema["properties"] = {
+                **schema.get("properties", {}),
+                "confirmRisky": {"type": "boolean"},
+                "confirmRerun": {"type": "boolean"},
+            }
+            return interrupt.model_copy(update={"response_schema": schema})
+        suspended = call.get("suspend_payload")
+        meta["suspendPayload"] = suspended
+        meta["args"] = self.args.get(call_id)
+        question = (
+            suspended.get("question") or suspended.get("message") if isinstance(suspended, dict) else None
+        )
+        return Interrupt(
+            id=f"int-{call_id}",
+            reason="input_required",
+            tool_call_id=call_id,
+            message=str(question) if question else f"{tool} asks for input",
+            response_schema=dict(call.get("resume_schema") or {"type": "object"}),
+            metadata={META: meta},
+        )
+
+    async def _may_decide(self, call_id: str, approval: bool) -> dict[str, Any]:
+        """The rules' answer now to "may this user decide the call?" (a hint: they run again when
+        the answer comes). A suspended call is asked as a decline: its data is not known yet."""
+        who = self.access.access
+        request = DecisionRequest(
+            self.run_id,
+            call_id,
+            DecisionAction.APPROVE if approval else DecisionAction.DECLINE,
+            actor=who.username,
+            origin=Origin.API,
+            principal=who,
+        )
+        if not who.can_decide:
+            return {"mayDecide": False, "waitsFor": "reviewer", "refusal": "not_a_decider"}
+        would = await self.access.agent.would_decide(request)
+        if would.effect in ("decides", "vote"):
+            return {
+                "mayDecide": True,
+                **({"approvalsRequired": would.required} if would.effect == "vote" else {}),
+            }
+        return {"mayDecide": False, "waitsFor": "reviewer", "refusal": would.rule or would.effect}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _waiting_of(run: AgentRun) -> list[dict[str, Any]]:
+    """A waiting run's calls as its parking chunks say them."""
+    return [
+        {
+            "tool_call_id": c.tool_call_id,
+            "tool_name": c.tool_name,
+            "args": c.args,
+            "requires_approval": c.requires_approval,
+            "suspend_payload": c.suspend_payload,
+            "resume_schema": c.resume_schema,
+        }
+        for c in run.tool_calls
+    ]
+
+
+async def _translated(events: AguiEvents, chunks: AsyncIterator[Chunk]) -> Events:
+    async for chunk in chunks:
+        for event in events.events(chunk):
+            yield event
+        if events.parked:
+            yield await events.finish()
+        if events.ended:
+            return
+
+
+async def _closing(events: AguiEvents) -> Events:
+    """The end of an AG-UI run whose chunks said no end: the run's interrupts if it waits, else done."""
+    if events.ended:
+        return
+    try:
+        run = await events.access.agent.get_suspended_run(events.run_id)
+    except RunNotFound:
+        for event in events.success():
+            yield event
+        return
+    events.waiting = _waiting_of(run)
+    yield await events.finish()
+
+
+# -- starting, and what a thread owes ----------------------------------------------------------------
+
+
+async def _start(access: AgentAccess, run_input: RunAgentInput) -> Events:
+    prompt = _prompt(run_input)
+    try:
+        stream = await runs.run_stream(
+            access,
+            prompt=prompt,
+            thread_id=run_input.thread_id,
+            resource_id=access.access.username,
+            run_id=run_input.run_id,
+        )
+    except PermissionDenied as exc:
+        raise ApiError(403, str(exc), "permission_denied") from None
+    except runs.RunIdInUse as exc:
+        raise ApiError(400, str(exc), "run_id_in_use", issues=[issue("runId", str(exc))]) from None
+    events = AguiEvents(access, run_input, stream.run_id)
+
+    async def started() -> Events:
+        yield events.started()
+        async for event in _translated(events, aiter(stream)):
+            yield event
+        await stream.result()
+        async for event in _closing(events):
+            yield event
+
+    return started()
+
+
+async def _owed(access: AgentAccess, run_input: RunAgentInput, run: AgentRun) -> Events:
+    events = AguiEvents(access, run_input, run.run_id, waiting=_waiting_of(run))
+    yield events.started()
+    yield await events.finish()
+
+
+# -- resuming: decisions through the one door --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One resume entry as a decision on a waiting call."""
+
+    entry: ResumeEntry
+    call: AgentRunToolCall
+    action: params.Action
+    body: params.Decision
+
+
+def _not_waiting(entry: ResumeEntry) -> str:
+    return f"Interrupt {entry.interrupt_id!r} waits on nothing on this thread (it was decided, or never was)"
+
+
+def _answer(access: AgentAccess, run: AgentRun, entry: ResumeEntry) -> Answer:
+    """The decision ``entry`` asks for; ``ApiError`` (400) for one the run would refuse."""
+    try:
+        call_id = interrupt_id_to_tool_call_id(entry.interrupt_id)
+    except UserError:
+        call_id = ""
+    call = next((c for c in run.tool_calls if c.tool_call_id == call_id), None)
+    if call is None:
+        raise ApiError(409, _not_waiting(entry), "not_waiting")
+    payload = entry.payload if isinstance(entry.payload, dict) else {}
+    action: params.Action
+    risky, rerun = payload.get("confirmRisky") is True, payload.get("confirmRerun") is True
+    if entry.status == "cancelled":
+        action, body = "decline", params.Decision(run.run_id, call_id, reason=CANCELLED)
+    elif call.requires_approval:
+        try:
+            verdict = resume_entry_to_approval(entry)
+        except UserError as exc:
+            raise ApiError(400, "Invalid resume payload", "invalid_resume", detail=str(exc)) from None
+        if isinstance(verdict, ToolApproved):
+            edited = verdict.override_args if isinstance(verdict.override_args, dict) else None
+            action, body = (
+                "approve",
+                params.Decision(
+                    run.run_id, call_id, edited_args=edited, confirm_rerun=rerun, confirm_risky=risky
+                ),
+            )
+        else:
+            assert isinstance(verdict, ToolDenied)
+            reason = payload.get("reason") if isinstance(payload.get("reason"), str) else ""
+            action, body = (
+                "decline",
+                params.Decision(run.run_id, call_id, reason=reason or DEFAULT_DECLINE_REASON),
+            )
+    else:
+        action = "resume"
+        body = params.Decision(run.run_id, call_id, resume_data=entry.payload, confirm_rerun=rerun)
+    precheck.check(access.agent, call, action, body)
+    return Answer(entry, call, action, body)
+
+
+async def _resume(access: AgentAccess, run_input: RunAgentInput, run: AgentRun | None) -> Events:
+    events = AguiEvents(access, run_input, run.run_id if run is not None else "")
+    try:
+        if run is None:
+            raise ApiError(409, "Nothing on this thread waits for an answer", "not_waiting")
+        answers = [_answer(access, run, entry) for entry in run_input.resume or []]
+    except ApiError as error:
+        if error.code == "not_waiting" and run_input.resume:
+            return _late(access, run_input)
+        return _refused_input(events, error)
+    events.announced = {c.tool_call_id for c in run.tool_calls}
+    events.args = {c.tool_call_id: c.args for c in run.tool_calls if c.args is not None}
+    return _decided(events, answers)
+
+
+async def _refused_input(events: AguiEvents, error: ApiError) -> Events:
+    """A resume the run would refuse: said as the protocol says it (``RUN_ERROR``), nothing decided."""
+    yield events.started()
+    detail = error.extra.get("detail") or "; ".join(
+        f"{i['field']}: {i['message']}" for i in error.issues or []
+    )
+    for event in events.error(f"{error.error}: {detail}" if detail else error.error, error.code):
+        yield event
+
+
+async def _late(access: AgentAccess, run_input: RunAgentInput) -> Events:
+    """An answer to a call that no longer waits: through the door all the same (as the decider's
+    attempt, on the record), which says who decided it first; or that nothing did."""
+    entry = (run_input.resume or [])[0]
+    try:
+        call_id = interrupt_id_to_tool_call_id(entry.interrupt_id)
+    except UserError:
+        call_id = entry.interrupt_id
+    run_id = await sync_to_async(queries.decided_run_id)(access.agent.id, run_input.thread_id, call_id)
+    events = AguiEvents(access, run_input, run_id or "")
+    yield events.started()
+    if run_id is not None:
+        action, body = _intended(entry, run_id, call_id)
+        try:
+            outcome = await deciding.decision_call(access, action, run_id, call_id, body, origin=Origin.API)()
+        except PermissionDenied:
+            outcome = None
+        if outcome is not None and outcome.status == Outcome.LOST_RACE:
+            for event in events.error(outcome.message, "already_decided"):
+                yield event
+            return
+    for event in events.error(_not_waiting(entry), "not_waiting"):
+        yield event
+
+
+def _intended(entry: ResumeEntry, run_id: str, call_id: str) -> tuple[params.Action, params.Decision]:
+    """What a late answer meant, for the record of its attempt (its call is not there to check it)."""
+    payload = entry.payload if isinstance(entry.payload, dict) else {}
+    if entry.status == "cancelled" or payload.get("approved") is False:
+        return "decline", params.Decision(run_id, call_id, reason=CANCELLED)
+    if payload.get("approved") is True:
+        return "approve", params.Decision(run_id, call_id)
+    return "resume", params.Decision(run_id, call_id, resume_data=entry.payload)
+
+
+async def _decided(events: AguiEvents, answers: list[Answer]) -> Events:
+    yield events.started()
+    follower = RunFollower(events.run_id)
+    # Joined before deciding: a reviewer who decides once this person is refused is heard.
+    await follower.__aenter__()
+    try:
+        left: list[AgentRunToolCall] = []
+        for answer in answers:
+            decide = deciding.decision_call(
+                events.access,
+                answer.action,
+                events.run_id,
+                answer.call.tool_call_id,
+                answer.body,
+                origin=Origin.API,
+            )
+            outcome, chunks = await _decision(decide, follower)
+            async for event in _translated(events, chunks):
+                yield event
+            if outcome is not None and not events.ended:
+                said = _said(events, answer, outcome)
+                if any(event.type == EventType.CUSTOM for event in said):
+                    left.append(answer.call)
+                for event in said:
+                    yield event
+            if events.ended:
+                return
+        if left:
+            async for event in _reviewer(events, follower, left):
+                yield event
+        async for event in _closing(events):
+            yield event
+    finally:
+        await follower.leave()
+
+
+def _said(events: AguiEvents, answer: Answer, outcome: DecisionOutcome | PermissionDenied) -> list[BaseEvent]:
+    """What the chat is told of a decision that did not continue the run: a ``CUSTOM`` event when
+    the call now waits for someone else, ``RUN_ERROR`` when nothing waits for this answer, nothing
+    when it was taken and the run waits on its other calls (``_closing`` says which)."""
+    where = {"interruptId": answer.entry.interrupt_id, "toolCallId": answer.call.tool_call_id}
+    if isinstance(outcome, PermissionDenied):
+        message = f"{outcome} The call waits for a reviewer at the desk."
+        return [
+            events.custom(
+                "decision_refused", **where, code="not_a_decider", message=message, waitsFor="reviewer"
+            )
+        ]
+    status = outcome.status
+    if status == Outcome.VOTE_RECORDED:
+        tally = outcome.approvals
+        vote = events.custom(
+            "vote_recorded",
+            **where,
+            message=outcome.message,
+            approvedBy=list(tally.approved_by) if tally else [],
+            required=tally.required if tally else None,
+            waitsFor="reviewer",
+        )
+        return [vote]
+    if status in (Outcome.REFUSED, Outcome.UNCONFIRMED):
+        code = outcome.refusal or str(status)
+        return [
+            events.custom(
+                "decision_refused", **where, code=code, message=outcome.message, waitsFor="reviewer"
+            )
+        ]
+    codes = {
+        Outcome.LOST_RACE: "already_decided",
+        Outcome.NOT_FOUND: "not_waiting",
+        Outcome.INVALID: "invalid_resume",
+    }
+    if status in codes:
+        return list(events.error(outcome.message, codes[status]))
+    return []
+
+
+async def _decision(
+    decide: Callable[[], Awaitable[DecisionOutcome]], follower: RunFollower
+) -> tuple[DecisionOutcome | PermissionDenied | None, AsyncIterator[Chunk]]:
+    """The decision, and the chunks of the continuation it started. The outcome is ``None`` while the
+    continuation runs in this request (its chunks say how the run went), else the decision's (or
+    the door's refusal of a user who decides nothing)."""
+    if continues_elsewhere():
+        try:
+            outcome = await decide()
+        except PermissionDenied as exc:
+            return exc, _none()
+        return outcome, follower.chunks() if outcome.status == Outcome.CONTINUING else _none()
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[Chunk | None] = asyncio.Queue()
+
+    def listener(chunk: Chunk) -> None:
+        # Called from the continuation, on whichever thread or loop runs it.
+        loop.call_soon_threadsafe(queue.put_nowait, chunk)
+
+    with live.tapping(listener):
+        # The task copies this context, so the continuation it starts reports to ``listener``. Not
+        # cancelled with the request: a decision on record goes on if the client hangs up.
+        task = asyncio.ensure_future(decide())
+    task.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, None))
+    first = await queue.get()
+    if first is None:
+        try:
+            return task.result(), _none()
+        except PermissionDenied as exc:
+            return exc, _none()
+
+    async def rest() -> AsyncIterator[Chunk]:
+        item: Chunk | None = first
+        while item is not None:
+            yield item
+            item = await queue.get()
+
+    return None, rest()
+
+
+async def _none() -> AsyncIterator[Chunk]:
+    return
+    yield
+
+
+async def _reviewer(events: AguiEvents, follower: RunFollower, left: list[AgentRunToolCall]) -> Events:
+    """Once someone else decides the calls left to a reviewer: who did (``countersign.decided``),
+    then the continuation to its end. Nothing after ``API_STREAM_MAX_SECONDS``, nor once the run
+    neither waits on those calls nor runs and its output did not come."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + float(getattr(settings, "API_STREAM_MAX_SECONDS", 600))
+    told, quiet = False, 0
+    while loop.time() < deadline and quiet < 2:
+        try:
+            chunk = await asyncio.wait_for(follower.queue.get(), POLL_SECONDS)
+        except TimeoutError:
+            quiet = 0 if await _still_going(events, left) else quiet + 1
+            continue
+        if not told:
+            told = True
+            decided = await _who_decided(events, left)
+            if decided is not None:
+                yield decided
+        for event in events.events(chunk):
+            yield event
+        if events.parked:
+            yield await events.finish()
+        if events.ended:
+            return
+
+
+async def _still_going(events: AguiEvents, left: list[AgentRunToolCall]) -> bool:
+    """Whether the run still waits on one of ``left``, or a continuation works on it."""
+    try:
+        run = await events.access.agent.get_suspended_run(events.run_id)
+    except RunNotFound:
+        running = await sync_to_async(queries.run_continuing)(events.run_id)
+        return running is not None
+    ids = {c.tool_call_id for c in run.tool_calls}
+    return any(c.tool_call_id in ids for c in left)
+
+
+async def _who_decided(events: AguiEvents, left: list[AgentRunToolCall]) -> BaseEvent | None:
+    visible = list(events.access.access.agent_ids)
+    for call in left:
+        outcome = await sync_to_async(recorded_outcome)(
+            events.run_id, call.tool_call_id, visible=visible, notice=""
+        )
+        if outcome is not None:
+            return events.custom(
+                "decided",
+                interruptId=f"int-{call.tool_call_id}",
+                toolCallId=call.tool_call_id,
+                action=str(outcome.action),
+                decidedBy=outcome.decided_by,
+            )
+    return None
