@@ -71,7 +71,7 @@ from django.urls import reverse
 from pydantic import ValidationError
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ToolCallPart
-from pydantic_ai.tools import ToolApproved, ToolDenied
+from pydantic_ai.tools import ToolApproved
 
 # pydantic-ai's mapping of deferred tools to AG-UI interrupts and back (the interrupt's id and
 # response schema, the resume payload's validation), so a client of its adapter works here as is.
@@ -81,7 +81,7 @@ from pydantic_ai.ui.ag_ui._interrupt import (
     resume_entry_to_approval,
 )
 
-from agents_runtime import AgentRun, AgentRunToolCall, Chunk, DecisionRequest, Origin, RunNotFound
+from agents_runtime import AgentRun, Chunk, DecisionRequest, Origin, RunNotFound
 from agents_runtime.vocabulary import DEFAULT_DECLINE_REASON, DecisionAction, Outcome
 from approvals import live, queries
 from approvals.api import deciding, params, precheck
@@ -374,20 +374,6 @@ async def _translated(events: AguiEvents, chunks: AsyncIterator[Chunk]) -> Event
             return
 
 
-async def _closing(events: AguiEvents) -> Events:
-    """The end of an AG-UI run whose chunks said no end: the run's interrupts if it waits, else done."""
-    if events.ended:
-        return
-    try:
-        run = await events.access.agent.get_suspended_run(events.run_id)
-    except RunNotFound:
-        for event in events.success():
-            yield event
-        return
-    events.waiting = _waiting_of(run)
-    yield await events.finish()
-
-
 # -- starting, and what a thread owes ----------------------------------------------------------------
 
 
@@ -412,7 +398,7 @@ async def _start(access: AgentAccess, run_input: RunAgentInput) -> Events:
         async for event in _translated(events, aiter(stream)):
             yield event
         await stream.result()
-        async for event in _closing(events):
+        async for event in _closing(events, []):
             yield event
 
     return started()
@@ -429,30 +415,31 @@ async def _owed(access: AgentAccess, run_input: RunAgentInput, run: AgentRun) ->
 
 @dataclass(frozen=True)
 class Answer:
-    """One resume entry as a decision on a waiting call."""
+    """One resume entry as a decision on a call."""
 
     entry: ResumeEntry
-    call: AgentRunToolCall
+    tool_call_id: str
     action: params.Action
     body: params.Decision
 
 
-def _not_waiting(entry: ResumeEntry) -> str:
-    return f"Interrupt {entry.interrupt_id!r} waits on nothing on this thread (it was decided, or never was)"
-
-
-def _answer(access: AgentAccess, run: AgentRun, entry: ResumeEntry) -> Answer:
-    """The decision ``entry`` asks for; ``ApiError`` (400) for one the run would refuse."""
+def _call_id(entry: ResumeEntry) -> str:
     try:
-        call_id = interrupt_id_to_tool_call_id(entry.interrupt_id)
+        return interrupt_id_to_tool_call_id(entry.interrupt_id)
     except UserError:
-        call_id = ""
+        return entry.interrupt_id
+
+
+def _answer(access: AgentAccess, run: AgentRun, entry: ResumeEntry) -> Answer | None:
+    """The decision ``entry`` asks for on its waiting call (None: the run does not wait on it);
+    ``ApiError`` (400) for one the run would refuse."""
+    call_id = _call_id(entry)
     call = next((c for c in run.tool_calls if c.tool_call_id == call_id), None)
     if call is None:
-        raise ApiError(409, _not_waiting(entry), "not_waiting")
+        return None
     payload = entry.payload if isinstance(entry.payload, dict) else {}
-    action: params.Action
     risky, rerun = payload.get("confirmRisky") is True, payload.get("confirmRerun") is True
+    action: params.Action
     if entry.status == "cancelled":
         action, body = "decline", params.Decision(run.run_id, call_id, reason=CANCELLED)
     elif call.requires_approval:
@@ -462,84 +449,65 @@ def _answer(access: AgentAccess, run: AgentRun, entry: ResumeEntry) -> Answer:
             raise ApiError(400, "Invalid resume payload", "invalid_resume", detail=str(exc)) from None
         if isinstance(verdict, ToolApproved):
             edited = verdict.override_args if isinstance(verdict.override_args, dict) else None
-            action, body = (
-                "approve",
-                params.Decision(
-                    run.run_id, call_id, edited_args=edited, confirm_rerun=rerun, confirm_risky=risky
-                ),
+            action = "approve"
+            body = params.Decision(
+                run.run_id, call_id, edited_args=edited, confirm_rerun=rerun, confirm_risky=risky
             )
         else:
-            assert isinstance(verdict, ToolDenied)
             reason = payload.get("reason") if isinstance(payload.get("reason"), str) else ""
-            action, body = (
-                "decline",
-                params.Decision(run.run_id, call_id, reason=reason or DEFAULT_DECLINE_REASON),
-            )
+            action = "decline"
+            body = params.Decision(run.run_id, call_id, reason=reason or DEFAULT_DECLINE_REASON)
     else:
         action = "resume"
         body = params.Decision(run.run_id, call_id, resume_data=entry.payload, confirm_rerun=rerun)
     precheck.check(access.agent, call, action, body)
-    return Answer(entry, call, action, body)
+    return Answer(entry, call_id, action, body)
+
+
+def _late(run_id: str, entry: ResumeEntry) -> Answer:
+    """An answer to a call that no longer waits, as it was meant: the door says who decided it
+    first (and keeps this attempt on the record)."""
+    call_id = _call_id(entry)
+    payload = entry.payload if isinstance(entry.payload, dict) else {}
+    if entry.status == "cancelled" or payload.get("approved") is False:
+        return Answer(entry, call_id, "decline", params.Decision(run_id, call_id, reason=CANCELLED))
+    if payload.get("approved") is True:
+        return Answer(entry, call_id, "approve", params.Decision(run_id, call_id))
+    return Answer(entry, call_id, "resume", params.Decision(run_id, call_id, resume_data=entry.payload))
 
 
 async def _resume(access: AgentAccess, run_input: RunAgentInput, run: AgentRun | None) -> Events:
+    entries = run_input.resume or []
     events = AguiEvents(access, run_input, run.run_id if run is not None else "")
     try:
-        if run is None:
-            raise ApiError(409, "Nothing on this thread waits for an answer", "not_waiting")
-        answers = [_answer(access, run, entry) for entry in run_input.resume or []]
+        answers = [_answer(access, run, entry) for entry in entries] if run is not None else [None]
     except ApiError as error:
-        if error.code == "not_waiting" and run_input.resume:
-            return _late(access, run_input)
         return _refused_input(events, error)
-    events.announced = {c.tool_call_id for c in run.tool_calls}
-    events.args = {c.tool_call_id: c.args for c in run.tool_calls if c.args is not None}
-    return _decided(events, answers)
+    if run is not None and all(answer is not None for answer in answers):
+        events.announced = {c.tool_call_id for c in run.tool_calls}
+        events.args = {c.tool_call_id: c.args for c in run.tool_calls if c.args is not None}
+        return _decided(events, [a for a in answers if a is not None])
+    # An answer to a call this thread no longer waits on: to the run a decision on it was recorded on.
+    entry = next(e for e, a in zip(entries, answers, strict=False) if a is None) if run else entries[0]
+    decided = await sync_to_async(queries.decided_run_id)(
+        access.agent.id, run_input.thread_id, _call_id(entry)
+    )
+    if decided is None:
+        return _refused_input(events, ApiError(409, _not_waiting(entry), "not_waiting"))
+    return _decided(AguiEvents(access, run_input, decided), [_late(decided, entry)])
+
+
+def _not_waiting(entry: ResumeEntry) -> str:
+    return f"Interrupt {entry.interrupt_id!r} waits on nothing on this thread (it was decided, or never was)"
 
 
 async def _refused_input(events: AguiEvents, error: ApiError) -> Events:
     """A resume the run would refuse: said as the protocol says it (``RUN_ERROR``), nothing decided."""
     yield events.started()
-    detail = error.extra.get("detail") or "; ".join(
-        f"{i['field']}: {i['message']}" for i in error.issues or []
-    )
-    for event in events.error(f"{error.error}: {detail}" if detail else error.error, error.code):
+    issues = "; ".join(f"{i['field']}: {i['message']}" for i in error.issues or [])
+    said = " ".join(str(part) for part in (error.error, error.extra.get("detail"), issues) if part)
+    for event in events.error(said, error.code):
         yield event
-
-
-async def _late(access: AgentAccess, run_input: RunAgentInput) -> Events:
-    """An answer to a call that no longer waits: through the door all the same (as the decider's
-    attempt, on the record), which says who decided it first; or that nothing did."""
-    entry = (run_input.resume or [])[0]
-    try:
-        call_id = interrupt_id_to_tool_call_id(entry.interrupt_id)
-    except UserError:
-        call_id = entry.interrupt_id
-    run_id = await sync_to_async(queries.decided_run_id)(access.agent.id, run_input.thread_id, call_id)
-    events = AguiEvents(access, run_input, run_id or "")
-    yield events.started()
-    if run_id is not None:
-        action, body = _intended(entry, run_id, call_id)
-        try:
-            outcome = await deciding.decision_call(access, action, run_id, call_id, body, origin=Origin.API)()
-        except PermissionDenied:
-            outcome = None
-        if outcome is not None and outcome.status == Outcome.LOST_RACE:
-            for event in events.error(outcome.message, "already_decided"):
-                yield event
-            return
-    for event in events.error(_not_waiting(entry), "not_waiting"):
-        yield event
-
-
-def _intended(entry: ResumeEntry, run_id: str, call_id: str) -> tuple[params.Action, params.Decision]:
-    """What a late answer meant, for the record of its attempt (its call is not there to check it)."""
-    payload = entry.payload if isinstance(entry.payload, dict) else {}
-    if entry.status == "cancelled" or payload.get("approved") is False:
-        return "decline", params.Decision(run_id, call_id, reason=CANCELLED)
-    if payload.get("approved") is True:
-        return "approve", params.Decision(run_id, call_id)
-    return "resume", params.Decision(run_id, call_id, resume_data=entry.payload)
 
 
 async def _decided(events: AguiEvents, answers: list[Answer]) -> Events:
@@ -548,13 +516,14 @@ async def _decided(events: AguiEvents, answers: list[Answer]) -> Events:
     # Joined before deciding: a reviewer who decides once this person is refused is heard.
     await follower.__aenter__()
     try:
-        left: list[AgentRunToolCall] = []
+        left: list[str] = []
+        tell = True
         for answer in answers:
             decide = deciding.decision_call(
                 events.access,
                 answer.action,
                 events.run_id,
-                answer.call.tool_call_id,
+                answer.tool_call_id,
                 answer.body,
                 origin=Origin.API,
             )
@@ -564,15 +533,17 @@ async def _decided(events: AguiEvents, answers: list[Answer]) -> Events:
             if outcome is not None and not events.ended:
                 said = _said(events, answer, outcome)
                 if any(event.type == EventType.CUSTOM for event in said):
-                    left.append(answer.call)
+                    left.append(answer.tool_call_id)
+                    # (Told who decided already: a lost race names the winner.)
+                    tell = tell and not any(getattr(e, "name", "").endswith("already_decided") for e in said)
                 for event in said:
                     yield event
             if events.ended:
                 return
         if left:
-            async for event in _reviewer(events, follower, left):
+            async for event in _reviewer(events, follower, left, tell=tell):
                 yield event
-        async for event in _closing(events):
+        async for event in _closing(events, [a.tool_call_id for a in answers]):
             yield event
     finally:
         await follower.leave()
@@ -580,9 +551,9 @@ async def _decided(events: AguiEvents, answers: list[Answer]) -> Events:
 
 def _said(events: AguiEvents, answer: Answer, outcome: DecisionOutcome | PermissionDenied) -> list[BaseEvent]:
     """What the chat is told of a decision that did not continue the run: a ``CUSTOM`` event when
-    the call now waits for someone else, ``RUN_ERROR`` when nothing waits for this answer, nothing
-    when it was taken and the run waits on its other calls (``_closing`` says which)."""
-    where = {"interruptId": answer.entry.interrupt_id, "toolCallId": answer.call.tool_call_id}
+    the call is (or was) someone else's to decide, ``RUN_ERROR`` when the door refused the answer
+    itself, nothing when it was taken and the run waits on its other calls (``_closing``)."""
+    where = {"interruptId": answer.entry.interrupt_id, "toolCallId": answer.tool_call_id}
     if isinstance(outcome, PermissionDenied):
         message = f"{outcome} The call waits for a reviewer at the desk."
         return [
@@ -590,32 +561,24 @@ def _said(events: AguiEvents, answer: Answer, outcome: DecisionOutcome | Permiss
                 "decision_refused", **where, code="not_a_decider", message=message, waitsFor="reviewer"
             )
         ]
-    status = outcome.status
+    status, message = outcome.status, outcome.message
     if status == Outcome.VOTE_RECORDED:
         tally = outcome.approvals
-        vote = events.custom(
-            "vote_recorded",
-            **where,
-            message=outcome.message,
-            approvedBy=list(tally.approved_by) if tally else [],
-            required=tally.required if tally else None,
-            waitsFor="reviewer",
-        )
+        voters = list(tally.approved_by) if tally else []
+        required = tally.required if tally else None
+        vote = events.custom("vote_recorded", **where, message=message, approvedBy=voters, required=required)
         return [vote]
     if status in (Outcome.REFUSED, Outcome.UNCONFIRMED):
         code = outcome.refusal or str(status)
+        return [events.custom("decision_refused", **where, code=code, message=message, waitsFor="reviewer")]
+    if status == Outcome.LOST_RACE:
+        # One decision, once: the winner's continuation (if it still runs) comes here too.
+        at = outcome.winner_at.isoformat() if outcome.winner_at else None
         return [
-            events.custom(
-                "decision_refused", **where, code=code, message=outcome.message, waitsFor="reviewer"
-            )
+            events.custom("already_decided", **where, message=message, decidedBy=outcome.winner, decidedAt=at)
         ]
-    codes = {
-        Outcome.LOST_RACE: "already_decided",
-        Outcome.NOT_FOUND: "not_waiting",
-        Outcome.INVALID: "invalid_resume",
-    }
-    if status in codes:
-        return list(events.error(outcome.message, codes[status]))
+    if status in (Outcome.NOT_FOUND, Outcome.INVALID):
+        return list(events.error(message, "not_waiting" if status == Outcome.NOT_FOUND else "invalid_resume"))
     return []
 
 
@@ -664,18 +627,20 @@ async def _none() -> AsyncIterator[Chunk]:
     yield
 
 
-async def _reviewer(events: AguiEvents, follower: RunFollower, left: list[AgentRunToolCall]) -> Events:
-    """Once someone else decides the calls left to a reviewer: who did (``countersign.decided``),
-    then the continuation to its end. Nothing after ``API_STREAM_MAX_SECONDS``, nor once the run
-    neither waits on those calls nor runs and its output did not come."""
+async def _reviewer(events: AguiEvents, follower: RunFollower, left: list[str], *, tell: bool) -> Events:
+    """Once someone else decides the calls ``left`` to them: who did (``countersign.decided``), then
+    the continuation to its end. Nothing after ``API_STREAM_MAX_SECONDS``; nothing more once the
+    run neither waits on those calls nor runs, and its output is in."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + float(getattr(settings, "API_STREAM_MAX_SECONDS", 600))
-    told, quiet = False, 0
-    while loop.time() < deadline and quiet < 2:
+    told, over = not tell, False
+    while loop.time() < deadline and not events.ended:
         try:
-            chunk = await asyncio.wait_for(follower.queue.get(), POLL_SECONDS)
+            chunk = await asyncio.wait_for(follower.queue.get(), POLL_SECONDS / 4 if over else POLL_SECONDS)
         except TimeoutError:
-            quiet = 0 if await _still_going(events, left) else quiet + 1
+            if over:
+                return  # (what the run's end sent is in: ``_closing`` says the rest)
+            over = not await _still_going(events, left)
             continue
         if not told:
             told = True
@@ -686,33 +651,52 @@ async def _reviewer(events: AguiEvents, follower: RunFollower, left: list[AgentR
             yield event
         if events.parked:
             yield await events.finish()
-        if events.ended:
-            return
 
 
-async def _still_going(events: AguiEvents, left: list[AgentRunToolCall]) -> bool:
+async def _still_going(events: AguiEvents, left: list[str]) -> bool:
     """Whether the run still waits on one of ``left``, or a continuation works on it."""
     try:
         run = await events.access.agent.get_suspended_run(events.run_id)
     except RunNotFound:
         running = await sync_to_async(queries.run_continuing)(events.run_id)
         return running is not None
-    ids = {c.tool_call_id for c in run.tool_calls}
-    return any(c.tool_call_id in ids for c in left)
+    return any(c.tool_call_id in left for c in run.tool_calls)
 
 
-async def _who_decided(events: AguiEvents, left: list[AgentRunToolCall]) -> BaseEvent | None:
+async def _recorded(events: AguiEvents, call_ids: list[str]) -> DecisionOutcome | None:
+    """The decision that took effect on one of the calls, as the audit log has it."""
     visible = list(events.access.access.agent_ids)
-    for call in left:
-        outcome = await sync_to_async(recorded_outcome)(
-            events.run_id, call.tool_call_id, visible=visible, notice=""
-        )
+    for call_id in call_ids:
+        outcome = await sync_to_async(recorded_outcome)(events.run_id, call_id, visible=visible, notice="")
         if outcome is not None:
-            return events.custom(
-                "decided",
-                interruptId=f"int-{call.tool_call_id}",
-                toolCallId=call.tool_call_id,
-                action=str(outcome.action),
-                decidedBy=outcome.decided_by,
-            )
+            return outcome
     return None
+
+
+async def _who_decided(events: AguiEvents, left: list[str]) -> BaseEvent | None:
+    outcome = await _recorded(events, left)
+    if outcome is None:
+        return None
+    return events.custom(
+        "decided",
+        interruptId=f"int-{outcome.tool_call_id}",
+        toolCallId=outcome.tool_call_id,
+        action=str(outcome.action),
+        decidedBy=outcome.decided_by,
+    )
+
+
+async def _closing(events: AguiEvents, answered: list[str]) -> Events:
+    """The end of an AG-UI run whose chunks said no end: the run's interrupts if it waits, else its
+    answer as the audit log has it."""
+    if events.ended:
+        return
+    try:
+        run = await events.access.agent.get_suspended_run(events.run_id)
+    except RunNotFound:
+        outcome = await _recorded(events, answered)
+        for event in events.success(outcome.text if outcome is not None else None):
+            yield event
+        return
+    events.waiting = _waiting_of(run)
+    yield await events.finish()

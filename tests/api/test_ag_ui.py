@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Iterator
@@ -9,14 +10,19 @@ from typing import Any
 
 import pytest
 from ag_ui.core import EventType
+from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
+from django.test import AsyncClient, Client
+from django.urls import reverse
 
 from agents_runtime import Runtime
 from approvals import agents as served
 from approvals.apps import compose
 from approvals.models import AuditEntry
+from approvals.services.tokens import create_token
 from tests.support import ag_ui_agents
 from tests.support.api import Api, read
+from tests.support.users import make_user
 
 URL = "/api/ag-ui/agents/concierge"
 
@@ -130,3 +136,209 @@ async def test_a_parked_approval_ends_with_its_interrupt_and_the_chat_user_appro
     assert EventType.TOOL_CALL_START not in types(done)  # (the client has the call from the first run)
     assert {start["toolCallId"]: 1} == ag_ui_agents.EXECUTED
     assert await audit() == [("rita", "approve", "completed", "api")]
+
+
+async def waiting_calls(runtime: Runtime, run_id: str) -> list[str]:
+    run = await runtime.get_agent("concierge").get_suspended_run(run_id)
+    return [c.tool_call_id for c in run.tool_calls]
+
+
+async def test_a_suspend_call_interrupts_with_its_resume_schema_and_refused_data_changes_nothing(
+    concierge: Runtime, reviewer: User, reviewer_token: str
+) -> None:
+    api = Api(reviewer_token)
+    [interrupt] = interrupts(await chat(api, run_input("t3", "please paint the door")))
+    assert interrupt["reason"] == "input_required"
+    assert interrupt["message"] == "Which colour for the door?"
+    assert interrupt["responseSchema"]["required"] == ["colour"]
+    meta = interrupt["metadata"]["countersign"]
+    assert (
+        meta["kind"] == "suspend"
+        and meta["suspendPayload"]["item"] == "door"
+        and meta["args"] == {"item": "door"}
+    )
+
+    refused = await chat(api, resume("t3", interrupt, {"colour": ["red"]}))
+    assert types(refused) == [EventType.RUN_STARTED, EventType.RUN_ERROR]
+    assert refused[-1]["code"] == "invalid_decision" and "colour" in refused[-1]["message"]
+    bad_approval = await chat(api, resume("t3", interrupt, {"approved": "yes"}))
+    assert bad_approval[-1]["type"] == "RUN_ERROR"
+    assert await waiting_calls(concierge, meta["runId"]) == [interrupt["toolCallId"]]
+    assert await audit() == []
+
+    done = await chat(api, resume("t3", interrupt, {"colour": "teal"}))
+    assert done[-1]["outcome"] == {"type": "success"}
+    assert '"colour": "teal"' in done[-1]["result"]
+    assert await audit() == [("rita", "resume", "completed", "api")]
+
+
+async def test_an_approval_payload_that_breaks_pydantic_ais_schema_is_a_run_error(
+    concierge: Runtime, reviewer: User, reviewer_token: str
+) -> None:
+    api = Api(reviewer_token)
+    [interrupt] = interrupts(await chat(api, run_input("t4", "refund #B2 300")))
+    refused = await chat(api, resume("t4", interrupt, {"approved": 1}))
+    assert types(refused) == [EventType.RUN_STARTED, EventType.RUN_ERROR]
+    assert refused[-1]["code"] == "invalid_resume" and "approved" in refused[-1]["message"]
+    assert await audit() == []
+
+    declined = await chat(api, resume("t4", interrupt, {"approved": False, "reason": "Not this order"}))
+    assert declined[-1]["outcome"] == {"type": "success"} and "Not this order" in declined[-1]["result"]
+    assert ag_ui_agents.EXECUTED == {}
+    assert await audit() == [("rita", "decline", "completed", "api")]
+
+
+async def test_a_thread_that_waits_answers_a_new_message_with_what_it_owes(
+    concierge: Runtime, reviewer: User, reviewer_token: str
+) -> None:
+    api = Api(reviewer_token)
+    [interrupt] = interrupts(await chat(api, run_input("t5", "refund #C3 100")))
+    again = await chat(api, run_input("t5", "hello?"))
+    assert types(again) == [EventType.RUN_STARTED, EventType.RUN_FINISHED]
+    assert interrupts(again) == [interrupt]
+    listed = await concierge.get_agent("concierge").list_suspended_runs(thread_id="t5")
+    assert listed.total == 1
+
+
+def refusal(events: list[dict[str, Any]]) -> dict[str, Any]:
+    [custom] = [e for e in events if e["type"] == "CUSTOM" and e["name"] == "countersign.decision_refused"]
+    value: dict[str, Any] = custom["value"]
+    return value
+
+
+async def test_a_chat_user_the_rules_refuse_is_told_and_the_call_waits_for_a_reviewer(
+    concierge: Runtime, reviewer: User, reviewer_token: str, settings: Any
+) -> None:
+    settings.API_STREAM_MAX_SECONDS = 1
+    api = Api(reviewer_token)
+    [interrupt] = interrupts(await chat(api, run_input("t6", "wire 5000")))
+    meta = interrupt["metadata"]["countersign"]
+    assert meta["mayDecide"] is False and meta["refusal"] == "separation_of_duties"
+
+    events = await chat(api, resume("t6", interrupt, {"approved": True}))
+    said = refusal(events)
+    assert said["code"] == "separation_of_duties" and said["waitsFor"] == "reviewer"
+    assert said["toolCallId"] == interrupt["toolCallId"] and said["runId"] == meta["runId"]
+    # Nobody decided within the stream's time: the run ends with the interrupt it still waits on.
+    assert interrupts(events)[0]["id"] == interrupt["id"]
+    assert await waiting_calls(concierge, meta["runId"]) == [interrupt["toolCallId"]]
+    assert ag_ui_agents.EXECUTED == {}
+    assert await audit() == [("rita", "approve", "refused", "api")]
+
+
+async def test_a_user_who_decides_nothing_is_refused_without_a_decision(
+    concierge: Runtime, reviewer: User, reviewer_token: str, settings: Any
+) -> None:
+    settings.API_STREAM_MAX_SECONDS = 1
+    [interrupt] = interrupts(await chat(Api(reviewer_token), run_input("t7", "refund #D4 100")))
+    auditor = await sync_to_async(make_user)("aude", "Auditors")
+    watcher = Api(await sync_to_async(lambda: create_token(auditor, name="chat").plaintext)())
+    owed = interrupts(await chat(watcher, run_input("t7", "what is going on?")))
+    assert owed[0]["metadata"]["countersign"]["mayDecide"] is False
+
+    events = await chat(watcher, resume("t7", interrupt, {"approved": True}))
+    assert refusal(events)["code"] == "not_a_decider"
+    assert await waiting_calls(concierge, interrupt["metadata"]["countersign"]["runId"]) == [
+        interrupt["toolCallId"]
+    ]
+    assert await audit() == []
+
+
+class Stream:
+    """A streamed answer read event by event (the request's work runs as it is read)."""
+
+    def __init__(self, response: Any) -> None:
+        assert response.status_code == 200, response.content
+        self.chunks = aiter(response.streaming_content)
+        self.pending = b""
+        self.events: list[dict[str, Any]] = []
+
+    async def next(self) -> dict[str, Any]:
+        while b"\n\n" not in self.pending:
+            self.pending += await asyncio.wait_for(anext(self.chunks), 30)
+        block, self.pending = self.pending.split(b"\n\n", 1)
+        event: dict[str, Any] = json.loads(block.removeprefix(b"data: "))
+        self.events.append(event)
+        return event
+
+    async def until(self, type_: str) -> dict[str, Any]:
+        while (event := await self.next())["type"] != type_:
+            pass
+        return event
+
+
+async def test_a_reviewers_decision_at_the_desk_continues_the_connected_chat(
+    concierge: Runtime, reviewer: User, reviewer_token: str
+) -> None:
+    api = Api(reviewer_token)
+    [interrupt] = interrupts(await chat(api, run_input("t8", "wire 2500")))
+    run_id = interrupt["metadata"]["countersign"]["runId"]
+    stream = Stream(await api.post(URL, resume("t8", interrupt, {"approved": True})))
+    assert (await stream.until("CUSTOM"))["name"] == "countersign.decision_refused"
+
+    victor = await sync_to_async(make_user)("victor", "Reviewers")
+    desk = Client()
+    await sync_to_async(desk.force_login)(victor)
+    page = reverse("approvals:approve", args=[run_id, interrupt["toolCallId"]])
+    answer = await sync_to_async(desk.post)(page, {"agent": "concierge"})
+    assert answer.status_code in (200, 302)
+
+    decided = await stream.until("CUSTOM")
+    assert decided["name"] == "countersign.decided"
+    assert decided["value"]["decidedBy"] == "victor" and decided["value"]["action"] == "approve"
+    finished = await stream.until("RUN_FINISHED")
+    assert finished["outcome"] == {"type": "success"} and '"wired": 2500' in finished["result"]
+    [result] = [e for e in stream.events if e["type"] == "TOOL_CALL_RESULT"]
+    assert json.loads(result["content"]) == {"wired": 2500, "to": "ACME"}
+    assert dict(ag_ui_agents.EXECUTED) == {interrupt["toolCallId"]: 1}
+    assert await audit() == [
+        ("rita", "approve", "refused", "api"),
+        ("victor", "approve", "completed", "dashboard"),
+    ]
+
+
+async def test_an_interrupt_answered_twice_is_decided_once(
+    concierge: Runtime, reviewer: User, reviewer_token: str
+) -> None:
+    api = Api(reviewer_token)
+    [interrupt] = interrupts(await chat(api, run_input("t9", "refund #E5 700")))
+    both = await asyncio.gather(
+        chat(api, resume("t9", interrupt, {"approved": True})),
+        chat(api, resume("t9", interrupt, {"approved": False, "reason": "changed my mind"})),
+    )
+    later = await chat(api, resume("t9", interrupt, {"approved": True}))
+    won = [e for e in both if not any(x["type"] == "CUSTOM" for x in e)]
+    lost = [e for e in [*both, later] if any(x["type"] == "CUSTOM" for x in e)]
+    assert len(won) == 1 and len(lost) == 2
+    for events in lost:
+        [told] = [x for x in events if x["type"] == "CUSTOM"]
+        assert told["name"] == "countersign.already_decided" and told["value"]["decidedBy"] == "rita"
+        assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
+    assert sum(ag_ui_agents.EXECUTED.values()) <= 1
+    rows = await audit()
+    assert sorted(outcome for _, _, outcome, _ in rows) == ["completed", "lost_race", "lost_race"]
+
+
+async def test_who_may_chat_over_ag_ui(concierge: Runtime, reviewer: User) -> None:
+    body = run_input("t10", "hello")
+    nobody = await Api(None).post(URL, body)
+    assert nobody.status_code == 401 and json.loads(nobody.content)["code"] == "unauthenticated"
+    # A signed-in browser's session needs its CSRF token, as the other API routes do.
+    browser = AsyncClient(enforce_csrf_checks=True)
+    await sync_to_async(browser.force_login)(reviewer)
+    forged = await browser.post(URL, body, content_type="application/json")
+    assert forged.status_code == 403 and json.loads(forged.content)["code"] == "csrf_failed"
+    await browser.get("/")  # (the dashboard sets the CSRF cookie)
+    token = browser.cookies["csrftoken"].value
+    used = run_input("t10", "hello")
+    allowed = await browser.post(URL, used, content_type="application/json", headers={"X-CSRFToken": token})
+    assert allowed.status_code == 200
+    assert sse(await read(allowed))[-1]["type"] == "RUN_FINISHED"
+    assert (await Api(None).post("/api/ag-ui/agents/nope", body)).status_code == 401
+    api = Api(await sync_to_async(lambda: create_token(reviewer, name="t").plaintext)())
+    assert (await api.post("/api/ag-ui/agents/nope", body)).status_code == 404
+    for bad in ({"threadId": "t"}, {**body, "messages": "hi"}, run_input("t10", None)):
+        refused = await api.post(URL, bad)
+        assert refused.status_code == 400 and json.loads(refused.content)["code"] == "invalid_body", bad
+    clash = await api.post(URL, {**run_input("t11", "hi"), "runId": used["runId"]})
+    assert clash.status_code == 400 and json.loads(clash.content)["code"] == "run_id_in_use"
