@@ -191,6 +191,8 @@ class AguiEvents:
     parked: bool = False
     #: ``RUN_FINISHED`` or ``RUN_ERROR`` went out: nothing more may.
     ended: bool = False
+    #: The chat was told who decided the calls it waited on.
+    told: bool = False
 
     def started(self) -> RunStartedEvent:
         return RunStartedEvent(
@@ -415,12 +417,19 @@ async def _owed(access: AgentAccess, run_input: RunAgentInput, run: AgentRun) ->
 
 @dataclass(frozen=True)
 class Answer:
-    """One resume entry as a decision on a call."""
+    """One resume entry as a decision on a call (``action`` None: the entry only waits for one)."""
 
     entry: ResumeEntry
     tool_call_id: str
-    action: params.Action
-    body: params.Decision
+    action: params.Action | None = None
+    body: params.Decision | None = None
+
+
+def _waits(entry: ResumeEntry) -> bool:
+    """An entry that decides nothing and waits for the desk (``metadata.countersign.wait``): how a
+    chat whose user may not decide the call (or that hung up) follows it until a reviewer does."""
+    meta = entry.metadata.get(META) if isinstance(entry.metadata, dict) else None
+    return isinstance(meta, dict) and meta.get("wait") is True
 
 
 def _call_id(entry: ResumeEntry) -> str:
@@ -437,6 +446,8 @@ def _answer(access: AgentAccess, run: AgentRun, entry: ResumeEntry) -> Answer | 
     call = next((c for c in run.tool_calls if c.tool_call_id == call_id), None)
     if call is None:
         return None
+    if _waits(entry):
+        return Answer(entry, call_id)
     payload = entry.payload if isinstance(entry.payload, dict) else {}
     risky, rerun = payload.get("confirmRisky") is True, payload.get("confirmRerun") is True
     action: params.Action
@@ -469,6 +480,8 @@ def _late(run_id: str, entry: ResumeEntry) -> Answer:
     first (and keeps this attempt on the record)."""
     call_id = _call_id(entry)
     payload = entry.payload if isinstance(entry.payload, dict) else {}
+    if _waits(entry):
+        return Answer(entry, call_id)
     if entry.status == "cancelled" or payload.get("approved") is False:
         return Answer(entry, call_id, "decline", params.Decision(run_id, call_id, reason=CANCELLED))
     if payload.get("approved") is True:
@@ -517,36 +530,44 @@ async def _decided(events: AguiEvents, answers: list[Answer]) -> Events:
     await follower.__aenter__()
     try:
         left: list[str] = []
-        tell = True
         for answer in answers:
-            decide = deciding.decision_call(
-                events.access,
-                answer.action,
-                events.run_id,
-                answer.tool_call_id,
-                answer.body,
-                origin=Origin.API,
-            )
-            outcome, chunks = await _decision(decide, follower)
-            async for event in _translated(events, chunks):
+            async for event in _answered(events, answer, follower, left):
                 yield event
-            if outcome is not None and not events.ended:
-                said = _said(events, answer, outcome)
-                if any(event.type == EventType.CUSTOM for event in said):
-                    left.append(answer.tool_call_id)
-                    # (Told who decided already: a lost race names the winner.)
-                    tell = tell and not any(getattr(e, "name", "").endswith("already_decided") for e in said)
-                for event in said:
-                    yield event
             if events.ended:
                 return
         if left:
-            async for event in _reviewer(events, follower, left, tell=tell):
+            async for event in _reviewer(events, follower, left):
                 yield event
         async for event in _closing(events, [a.tool_call_id for a in answers]):
             yield event
     finally:
         await follower.leave()
+
+
+async def _answered(events: AguiEvents, answer: Answer, follower: RunFollower, left: list[str]) -> Events:
+    """One answer through the door, and what came of it; a call that is now someone else's to
+    decide goes on ``left``."""
+    where = {"interruptId": answer.entry.interrupt_id, "toolCallId": answer.tool_call_id}
+    if answer.action is None or answer.body is None:
+        if await _still_going(events, [answer.tool_call_id]):
+            left.append(answer.tool_call_id)
+            yield events.custom("waiting", **where, waitsFor="reviewer")
+        return
+    decide = deciding.decision_call(
+        events.access, answer.action, events.run_id, answer.tool_call_id, answer.body, origin=Origin.API
+    )
+    outcome, chunks = await _decision(decide, follower)
+    async for event in _translated(events, chunks):
+        yield event
+    if outcome is None or events.ended:
+        return
+    said = _said(events, answer, outcome)
+    for event in said:
+        if event.type == EventType.CUSTOM:
+            left.append(answer.tool_call_id)
+            # (A lost race names who decided: no need to say it again.)
+            events.told = events.told or getattr(event, "name", "").endswith("already_decided")
+        yield event
 
 
 def _said(events: AguiEvents, answer: Answer, outcome: DecisionOutcome | PermissionDenied) -> list[BaseEvent]:
@@ -627,13 +648,13 @@ async def _none() -> AsyncIterator[Chunk]:
     yield
 
 
-async def _reviewer(events: AguiEvents, follower: RunFollower, left: list[str], *, tell: bool) -> Events:
+async def _reviewer(events: AguiEvents, follower: RunFollower, left: list[str]) -> Events:
     """Once someone else decides the calls ``left`` to them: who did (``countersign.decided``), then
     the continuation to its end. Nothing after ``API_STREAM_MAX_SECONDS``; nothing more once the
     run neither waits on those calls nor runs, and its output is in."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + float(getattr(settings, "API_STREAM_MAX_SECONDS", 600))
-    told, over = not tell, False
+    over = False
     while loop.time() < deadline and not events.ended:
         try:
             chunk = await asyncio.wait_for(follower.queue.get(), POLL_SECONDS / 4 if over else POLL_SECONDS)
@@ -642,8 +663,7 @@ async def _reviewer(events: AguiEvents, follower: RunFollower, left: list[str], 
                 return  # (what the run's end sent is in: ``_closing`` says the rest)
             over = not await _still_going(events, left)
             continue
-        if not told:
-            told = True
+        if not events.told:
             decided = await _who_decided(events, left)
             if decided is not None:
                 yield decided
@@ -677,6 +697,7 @@ async def _who_decided(events: AguiEvents, left: list[str]) -> BaseEvent | None:
     outcome = await _recorded(events, left)
     if outcome is None:
         return None
+    events.told = True
     return events.custom(
         "decided",
         interruptId=f"int-{outcome.tool_call_id}",
@@ -694,6 +715,8 @@ async def _closing(events: AguiEvents, answered: list[str]) -> Events:
     try:
         run = await events.access.agent.get_suspended_run(events.run_id)
     except RunNotFound:
+        if not events.told and (decided := await _who_decided(events, answered)) is not None:
+            yield decided
         outcome = await _recorded(events, answered)
         for event in events.success(outcome.text if outcome is not None else None):
             yield event

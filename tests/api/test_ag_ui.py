@@ -225,6 +225,32 @@ async def test_a_chat_user_the_rules_refuse_is_told_and_the_call_waits_for_a_rev
     assert ag_ui_agents.EXECUTED == {}
     assert await audit() == [("rita", "approve", "refused", "api")]
 
+    # Reconnecting to wait decides nothing (the entry's metadata says so) and waits again.
+    waits = resume("t6", interrupt)
+    waits["resume"][0]["metadata"] = {"countersign": {"wait": True}}
+    again = await chat(api, waits)
+    [waiting] = [e for e in again if e["type"] == "CUSTOM"]
+    assert waiting["name"] == "countersign.waiting" and waiting["value"]["waitsFor"] == "reviewer"
+    assert interrupts(again)[0]["id"] == interrupt["id"]
+    # A reviewer approves while no chat is connected: the next reconnect hears who, and the answer.
+    victor = await sync_to_async(make_user)("victor", "Reviewers")
+    other = Api(await sync_to_async(lambda: create_token(victor, name="desk").plaintext)())
+    page = f"/api/v1/agents/concierge/runs/{meta['runId']}/calls/{interrupt['toolCallId']}/approve"
+    assert (await other.post(page, {})).status_code == 200
+    back = await chat(api, waits)
+    decided = [e["value"] for e in back if e["type"] == "CUSTOM"]
+    assert decided == [
+        {
+            "runId": meta["runId"],
+            "interruptId": interrupt["id"],
+            "toolCallId": interrupt["toolCallId"],
+            "action": "approve",
+            "decidedBy": "victor",
+        }
+    ]
+    assert back[-1]["outcome"] == {"type": "success"} and '"wired": 5000' in back[-1]["result"]
+    assert await audit() == [("rita", "approve", "refused", "api"), ("victor", "approve", "completed", "api")]
+
 
 async def test_a_user_who_decides_nothing_is_refused_without_a_decision(
     concierge: Runtime, reviewer: User, reviewer_token: str, settings: Any
