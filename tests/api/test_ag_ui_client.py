@@ -13,6 +13,8 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -147,3 +149,81 @@ def test_the_ag_ui_client_chats_and_hands_a_risky_call_to_the_desk(
     assert lost["custom"][0]["name"] == "countersign.already_decided"
     assert lost["custom"][0]["value"]["decidedBy"] == "rita"
     assert all(r["outcome"] == "success" and r["error"] is None for r in race)
+
+
+def test_the_example_chat_hands_a_risky_call_to_the_desk(countersign: tuple[int, list[str]]) -> None:
+    """``examples/ag_ui_chat.py``: its user may not approve the wire (separation of duties), so the
+    chat waits; a reviewer approves at the desk and the chat prints how the run went on."""
+    port, tokens = countersign
+    env = {
+        **os.environ,
+        "COUNTERSIGN_URL": f"http://127.0.0.1:{port}",
+        "COUNTERSIGN_TOKEN": tokens[0],
+        "PYTHONPATH": str(ROOT),
+        "PYTHONUNBUFFERED": "1",
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "examples.ag_ui_chat",
+        "--agent",
+        "concierge",
+        "--answer",
+        "approve",
+        "wire 4200",
+    ]
+    chat = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    lines: list[str] = []
+    try:
+        assert chat.stdout is not None
+        for line in chat.stdout:
+            lines.append(line.rstrip("\n"))
+            if "waiting for a reviewer" in line:
+                break
+        dashboard = lines[-1].rsplit(" at ", 1)[-1]
+        run_id = dashboard.rstrip("/").rsplit("/", 1)[-1]
+        parked = _get(port, tokens[1], f"/api/v1/agents/concierge/runs/{run_id}")
+        [call] = parked["toolCalls"]
+        assert (
+            _post(
+                port, tokens[1], f"/api/v1/agents/concierge/runs/{run_id}/calls/{call['toolCallId']}/approve"
+            )
+            == 200
+        )
+        out, err = chat.communicate(timeout=60)
+    finally:
+        if chat.poll() is None:
+            chat.kill()
+    lines += out.splitlines()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "example-chat.log").write_text("\n".join(lines) + "\n" + err)
+    assert chat.returncode == 0, err[-3000:]
+    assert lines[0].startswith("-> wire") and '"amount_cents": 4200' in lines[0]
+    assert any(line.startswith("[paused] Approve wire(") for line in lines)
+    assert any("not yours to decide (separation_of_duties)" in line for line in lines)
+    assert any(line.startswith("[desk] decided by victor") for line in lines)
+    assert any(line.startswith('<- {"wired": 4200') for line in lines)
+    assert lines[-1].startswith("Result: ")
+
+
+def _get(port: int, token: str, path: str) -> Any:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", headers={"Authorization": f"Bearer {token}"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.loads(answer.read())
+
+
+def _post(port: int, token: str, path: str) -> int:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}",
+        data=b"{}",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        status: int = answer.status
+        answer.read()
+        return status
