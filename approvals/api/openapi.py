@@ -260,6 +260,8 @@ def document() -> dict[str, Any]:
                 "content": {"application/json": {"schema": {"$ref": REF.format(model=body)}}},
             }
         paths.setdefault(path, {})[method] = entry
+    paths[_AG_UI_PATH] = {"post": _ag_ui_operation(error)}
+    components["AgUiRunAgentInput"] = _AG_UI_INPUT
     components.update(mastra_doc.SCHEMAS)
     return {
         "openapi": "3.1.0",
@@ -281,6 +283,59 @@ def document() -> dict[str, Any]:
                 "bearer": {"type": "http", "scheme": "bearer"},
                 "session": {"type": "apiKey", "in": "cookie", "name": settings.SESSION_COOKIE_NAME},
                 "csrf": {"type": "apiKey", "in": "header", "name": "X-CSRFToken"},
+            },
+        },
+    }
+
+
+_AG_UI_PATH = "/api/ag-ui/agents/{agentId}"
+
+#: AG-UI's ``RunAgentInput`` as the endpoint reads it (``ag_ui.core`` validates the whole of it).
+_AG_UI_INPUT: dict[str, Any] = {
+    "type": "object",
+    "description": "AG-UI's RunAgentInput: the prompt is the last message (the user's); `resume` answers "
+    "the interrupts the thread's run waits on (`metadata.countersign.wait: true`: only wait for the desk)",
+    "required": ["threadId", "runId", "messages"],
+    "properties": {
+        "threadId": {"type": "string", "minLength": 1, "maxLength": MAX_ID_LENGTH},
+        "runId": {"type": "string", "minLength": 1, "maxLength": MAX_ID_LENGTH},
+        "messages": {"type": "array", "items": {"type": "object"}},
+        "resume": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["interruptId", "status"],
+                "properties": {
+                    "interruptId": {"type": "string"},
+                    "status": {"enum": ["resolved", "cancelled"]},
+                    "payload": {},
+                    "metadata": {"type": "object"},
+                },
+            },
+        },
+    },
+}
+
+
+def _ag_ui_operation(error: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "operationId": "agUiRunAgent",
+        "summary": "Run the agent as an AG-UI agent, or resume its interrupts: AG-UI events as they "
+        "happen (a run that waits for a human ends with the interrupt outcome)",
+        "tags": ["ag-ui"],
+        "parameters": _path_parameters(_AG_UI_PATH),
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": REF.format(model="AgUiRunAgentInput")}}},
+        },
+        "responses": {
+            "200": {
+                "description": "Server-sent AG-UI events, RUN_STARTED to RUN_FINISHED or RUN_ERROR",
+                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            },
+            **{
+                str(code): {"description": _REASONS[code], "content": {"application/json": {"schema": error}}}
+                for code in (400, 401, 403, 404)
             },
         },
     }
