@@ -24,11 +24,14 @@ one vote of several is said in a ``CUSTOM`` event (``countersign.decision_refuse
 ``countersign.vote_recorded``) and the call waits for a reviewer: this stream stays open on the
 run's live group, and the reviewer's decision at the desk streams its continuation here (after a
 ``countersign.decided`` event naming them). A stream that waits longer than
-``API_STREAM_MAX_SECONDS`` ends with the interrupts again; resuming again picks the wait up. A call
-someone else decided first is ``RUN_ERROR`` ``already_decided``: one decision, once.
+``API_STREAM_MAX_SECONDS`` ends with the interrupts again. An entry whose ``metadata`` is
+``{"countersign": {"wait": true}}`` decides nothing and only waits: how a chat whose user may not
+decide reconnects. One decision, once: an answer to a call someone else decided first is told so
+(``countersign.already_decided``, on the record as a lost race), then how the run went on.
 
 A request without ``resume`` on a thread whose run waits starts nothing: it ends at once with the
-interrupts the thread owes (a chat that reloaded learns what it waits for).
+interrupts the thread owes (a chat that reloaded learns what it waits for). Bad requests (no token,
+an unknown agent, a body that is no ``RunAgentInput``) are the API's JSON errors, before any event.
 """
 
 from __future__ import annotations
@@ -159,8 +162,17 @@ def _sse(events: Events) -> StreamingHttpResponse:
     encoder = EventEncoder()
 
     async def body() -> AsyncIterator[bytes]:
-        async for event in events:
-            yield encoder.encode(event).encode()
+        last = None
+        try:
+            async for event in events:
+                last = event.type
+                yield encoder.encode(event).encode()
+        except Exception:
+            # (A decision on record stays on record: the stream only says it broke.)
+            logger.exception("An AG-UI stream broke")
+            if last not in (EventType.RUN_FINISHED, EventType.RUN_ERROR):
+                broke = RunErrorEvent(message="The stream broke on the server", code="internal_error")
+                yield encoder.encode(broke).encode()
 
     return StreamingHttpResponse(body(), content_type=encoder.get_content_type(), headers=SSE_HEADERS)
 

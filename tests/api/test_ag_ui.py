@@ -368,3 +368,20 @@ async def test_who_may_chat_over_ag_ui(concierge: Runtime, reviewer: User) -> No
         assert refused.status_code == 400 and json.loads(refused.content)["code"] == "invalid_body", bad
     clash = await api.post(URL, {**run_input("t11", "hi"), "runId": used["runId"]})
     assert clash.status_code == 400 and json.loads(clash.content)["code"] == "run_id_in_use"
+
+
+async def test_a_stream_that_breaks_on_the_server_ends_with_a_run_error(
+    concierge: Runtime, reviewer: User, reviewer_token: str, monkeypatch: Any
+) -> None:
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the rules are out of reach")
+
+    monkeypatch.setattr(concierge.get_agent("concierge"), "would_decide", broken)
+    events = await chat(Api(reviewer_token), run_input("t12", "refund #F6 100"))
+    assert events[0]["type"] == "RUN_STARTED"
+    assert events[-1] == {
+        "type": "RUN_ERROR",
+        "message": "The stream broke on the server",
+        "code": "internal_error",
+    }
+    assert "rules are out of reach" not in json.dumps(events)
