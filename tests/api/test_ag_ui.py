@@ -385,3 +385,27 @@ async def test_a_stream_that_breaks_on_the_server_ends_with_a_run_error(
         "code": "internal_error",
     }
     assert "rules are out of reach" not in json.dumps(events)
+
+
+async def test_an_approval_that_is_one_vote_of_two_waits_for_the_second_reviewer(
+    concierge: Runtime, reviewer: User, reviewer_token: str
+) -> None:
+    api = Api(reviewer_token)
+    [interrupt] = interrupts(await chat(api, run_input("t13", "payout 900")))
+    assert interrupt["metadata"]["countersign"]["approvalsRequired"] == 2
+    stream = Stream(await api.post(URL, resume("t13", interrupt, {"approved": True})))
+    vote = await stream.until("CUSTOM")
+    assert vote["name"] == "countersign.vote_recorded"
+    assert vote["value"]["approvedBy"] == ["rita"] and vote["value"]["required"] == 2
+    assert ag_ui_agents.EXECUTED == {}
+
+    victor = await sync_to_async(make_user)("victor", "Reviewers")
+    other = Api(await sync_to_async(lambda: create_token(victor, name="desk").plaintext)())
+    page = f"/api/v1/agents/concierge/runs/{vote['value']['runId']}/calls/{interrupt['toolCallId']}/approve"
+    assert (await other.post(page, {})).status_code == 200
+    decided = await stream.until("CUSTOM")
+    assert decided["name"] == "countersign.decided" and decided["value"]["decidedBy"] == "victor"
+    finished = await stream.until("RUN_FINISHED")
+    assert finished["outcome"] == {"type": "success"} and '"paid_out": 900' in finished["result"]
+    assert dict(ag_ui_agents.EXECUTED) == {interrupt["toolCallId"]: 1}
+    assert [outcome for _, _, outcome, _ in await audit()] == ["vote_recorded", "completed"]

@@ -3,7 +3,8 @@
 ``concierge`` (scripted, no network) answers a greeting in text; asked for a refund it calls
 ``refund`` (needs approval), asked to wire money it calls ``wire`` (needs approval, and whoever
 started the run may not approve it: separation of duties), asked to paint something it calls
-``pick_colour``, which ``suspend()``s for a colour (its resume schema). After a tool's result it
+``pick_colour``, which ``suspend()``s for a colour (its resume schema); a payout needs two
+reviewers' approvals (``payout``). After a tool's result it
 says what came back. ``EXECUTED`` counts each tool's runs in this process, by call id.
 """
 
@@ -39,6 +40,13 @@ def wire(ctx: ToolContext, to: str, amount_cents: int) -> dict[str, Any]:
     return {"wired": amount_cents, "to": to}
 
 
+@tool(requires_approval=True, approvals=2)
+def payout(ctx: ToolContext, amount_cents: int) -> dict[str, Any]:
+    """Pay out: two reviewers approve it."""
+    EXECUTED[ctx.tool_call_id] += 1
+    return {"paid_out": amount_cents}
+
+
 @tool(resume_schema=Colour)
 def pick_colour(ctx: ToolContext, item: str) -> dict[str, str]:
     """Ask the person which colour to paint ``item``."""
@@ -62,6 +70,8 @@ def first(ctx: ScriptContext) -> Any:
         return Call("refund", args, say="I'll refund that once the desk approves.")
     if "wire" in prompt:
         return Call("wire", {"to": "ACME", "amount_cents": _number(prompt, 1000)})
+    if "payout" in prompt:
+        return Call("payout", {"amount_cents": _number(prompt, 100)})
     if "paint" in prompt:
         return Call("pick_colour", {"item": ctx.prompt.split()[-1]})
     return Reply(f"Hello! You said: {ctx.prompt}")
@@ -73,7 +83,7 @@ def second(ctx: ScriptContext) -> Any:
 
 def build() -> Runtime:
     model = scripted_model(first, second, name="scripted-concierge")
-    return Runtime(agents=[Agent("concierge", model=model, tools=[refund, wire, pick_colour])])
+    return Runtime(agents=[Agent("concierge", model=model, tools=[refund, wire, pick_colour, payout])])
 
 
 runtime = build()
