@@ -242,7 +242,7 @@ class AguiEvents:
         elif chunk.type in ("tool-call-approval", "tool-call-suspended"):
             yield from self._close_text()
             self.waiting.append({**p, "requires_approval": chunk.type == "tool-call-approval"})
-        elif chunk.type == "error":
+        elif chunk.type == "error" and chunk.run_id == self.run_id:
             yield from self.error(str(p.get("error") or "The run failed"), "run_failed")
         elif chunk.type == "finish" and chunk.run_id == self.run_id:
             yield from self._close_text()

@@ -299,7 +299,20 @@ _AG_UI_INPUT: dict[str, Any] = {
     "properties": {
         "threadId": {"type": "string", "minLength": 1, "maxLength": MAX_ID_LENGTH},
         "runId": {"type": "string", "minLength": 1, "maxLength": MAX_ID_LENGTH},
-        "messages": {"type": "array", "items": {"type": "object"}},
+        "messages": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["id", "role"],
+                "properties": {
+                    "id": {"type": "string"},
+                    "role": {
+                        "enum": ["user", "assistant", "system", "developer", "tool", "activity", "reasoning"]
+                    },
+                    "content": {},
+                },
+            },
+        },
         "resume": {
             "type": "array",
             "items": {
