@@ -4,7 +4,8 @@
 as its application would: a run that completes, an approval and a ``suspend()`` interrupt answered
 with ``buildResumeArray``, a call the chat's user may not approve handed to a reviewer who approves
 it at the desk while the chat's stream waits, and two chats answering one interrupt at once. Like
-the Mastra client test, it is skipped loudly without Node or the installed client.
+the Mastra client test, it is skipped loudly without Node or the installed client; when the suite
+runs on PostgreSQL and Redis, so does the server.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import shutil
 import subprocess
 import sys
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -55,15 +58,28 @@ def node() -> str:
     return found
 
 
+def _on_postgres() -> bool:
+    return urlsplit(os.environ.get("DATABASE_URL", "")).scheme in {"postgres", "postgresql", "pgsql"}
+
+
+def _database_url(tmp: Path) -> str:
+    if _on_postgres():
+        url = urlsplit(os.environ["DATABASE_URL"])
+        return urlunsplit(url._replace(path=f"/countersign_agui_client_{uuid.uuid4().hex[:12]}"))
+    return f"sqlite:///{tmp / 'agui.sqlite3'}"
+
+
 def serve(tmp: Path, **settings: str) -> Iterator[tuple[int, list[str]]]:
     """Countersign under Daphne serving ``concierge``; the tokens of rita and victor (reviewers)."""
     log = tmp / "daphne.log"
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings",
-        "DATABASE_URL": f"sqlite:///{tmp / 'agui.sqlite3'}",
+        # On PostgreSQL and Redis when the suite runs on them (a database of its own): the stream
+        # that waits for a reviewer then hears the decision through Redis.
+        "DATABASE_URL": _database_url(tmp),
         "AGENTS_RUNTIME": "tests.support.ag_ui_agents:runtime",
-        "REDIS_URL": "",
+        "REDIS_URL": os.environ.get("REDIS_URL", "") if _on_postgres() else "",
         "TASKS_BACKEND": "immediate",
         "DEBUG": "true",
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
@@ -78,6 +94,9 @@ def serve(tmp: Path, **settings: str) -> Iterator[tuple[int, list[str]]]:
         yield port, tokens
     finally:
         _stop(process)
+        if _on_postgres():
+            name = urlsplit(env["DATABASE_URL"]).path.lstrip("/")
+            templates._admin(env["DATABASE_URL"], f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(log, ARTIFACTS / f"{tmp.name}-daphne.log")
 
