@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -409,3 +412,48 @@ async def test_an_approval_that_is_one_vote_of_two_waits_for_the_second_reviewer
     assert finished["outcome"] == {"type": "success"} and '"paid_out": 900' in finished["result"]
     assert dict(ag_ui_agents.EXECUTED) == {interrupt["toolCallId"]: 1}
     assert [outcome for _, _, outcome, _ in await audit()] == ["vote_recorded", "completed"]
+
+
+@pytest.mark.slow
+async def test_with_a_db_worker_the_chat_hears_the_workers_continuation(
+    concierge: Runtime, reviewer: User, reviewer_token: str, settings: Any, artifacts_dir: Path
+) -> None:
+    """The chat user's approval is taken here; the continuation runs in a real ``db_worker`` process,
+    and its chunks reach the AG-UI stream through the run's live group."""
+    from tests.support import server
+    from tests.support.services import database_url
+
+    api = Api(reviewer_token)
+    [interrupt] = interrupts(await chat(api, run_input("t14", "refund #W1 250")))
+    settings.TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+    reading = asyncio.ensure_future(read(await api.post(URL, resume("t14", interrupt, {"approved": True}))))
+    for _ in range(300):  # (the decision is on record before the worker starts)
+        if await audit() == [("rita", "approve", "continuing", "api")]:
+            break
+        await asyncio.sleep(0.1)
+    env = server.env_for(database_url(), redis_url=os.environ.get("REDIS_URL"), tasks_backend="database")
+    env["AGENTS_RUNTIME"] = "tests.support.ag_ui_agents:runtime"
+    with (artifacts_dir / "ag_ui_db_worker.log").open("wb") as log:
+        worker = await asyncio.create_subprocess_exec(
+            sys.executable,
+            server.MANAGE,
+            "db_worker",
+            "--batch",
+            "--no-startup-delay",
+            "--no-reload",
+            cwd=server.ROOT,
+            env=env,
+            stdout=log,
+            stderr=log,
+        )
+        try:
+            sent = sse(await asyncio.wait_for(reading, timeout=60))
+            assert await asyncio.wait_for(worker.wait(), timeout=60) == 0
+        finally:
+            if worker.returncode is None:
+                worker.kill()
+                await worker.wait()
+    assert types(sent)[0] == EventType.RUN_STARTED and sent[-1]["type"] == "RUN_FINISHED"
+    [result] = [e for e in sent if e["type"] == "TOOL_CALL_RESULT"]
+    assert json.loads(result["content"]) == {"refunded": "W1", "amount_cents": 250}
+    assert sent[-1]["outcome"] == {"type": "success"} and "Result:" in sent[-1]["result"]
