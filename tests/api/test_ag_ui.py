@@ -457,3 +457,14 @@ async def test_with_a_db_worker_the_chat_hears_the_workers_continuation(
     [result] = [e for e in sent if e["type"] == "TOOL_CALL_RESULT"]
     assert json.loads(result["content"]) == {"refunded": "W1", "amount_cents": 250}
     assert sent[-1]["outcome"] == {"type": "success"} and "Result:" in sent[-1]["result"]
+
+
+async def test_a_cancelled_interrupt_declines_its_call_with_pydantic_ais_words(
+    concierge: Runtime, reviewer: User, reviewer_token: str
+) -> None:
+    api = Api(reviewer_token)
+    [interrupt] = interrupts(await chat(api, run_input("t15", "please paint the shed")))
+    done = await chat(api, resume("t15", interrupt, status="cancelled"))
+    assert done[-1]["outcome"] == {"type": "success"} and "Cancelled by user." in done[-1]["result"]
+    assert ag_ui_agents.EXECUTED == {}
+    assert await audit() == [("rita", "decline", "completed", "api")]
