@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from agents_runtime.vocabulary import NOT_DECISIONS, DecisionAction, Outcome
 from approvals.models.health import EVER, Series
@@ -83,6 +83,26 @@ class AuditRow(NamedTuple):
     username: str
     channel: str
     grant_id: int | None
+    #: Not None: approved with edited arguments.
+    edited_args: Any
+
+
+class EndedRow(NamedTuple):
+    """The columns of an ended run the calls made are counted from (``rollup.ENDED_COLUMNS``)."""
+
+    id: int
+    ended_at: datetime
+    agent_id: str
+    #: ``RunEnding.transcript``: a ``tool-call`` entry per call the model made (None once pruned).
+    transcript: Any
+
+
+#: ``Series.BUDGET`` labels: a call that interrupted someone (a final decision by a person or by its
+#: deadline, not a grant), one a person decided (seconds: how long it waited for them), one a person
+#: approved, one a person approved with edited arguments. ``wait:<bound>``: time to decision of the
+#: interruptions, by bucket.
+ASKED, PERSON, APPROVED, EDITED = "asked", "person", "approved", "edited"
+WAIT_PREFIX = "wait:"
 
 
 class Key(NamedTuple):
@@ -145,6 +165,8 @@ def count_rows(rows: Iterable[AuditRow]) -> Counts:
             waited = max(0.0, (row.created_at - row.parked_at).total_seconds())
             add(Series.PARKED, hour_of(row.parked_at), row, row.tool_name, "")
             add(Series.WAIT, hour, row, "", bound_label(wait_bound(waited)), waited)
+        if grant is None and klass in FINAL:
+            _count_budget(add, hour, row)
         if (
             grant is None
             and row.username
@@ -153,6 +175,36 @@ def count_rows(rows: Iterable[AuditRow]) -> Counts:
             and klass in _REVIEWER_CLASSES
         ):
             add(Series.REVIEWER, hour, row, "", row.username)
+    return counts
+
+
+def _count_budget(add: Any, hour: datetime, row: AuditRow) -> None:
+    """What an interruption (a final decision no grant took) adds to its agent and tool's budget."""
+    waited = None if row.parked_at is None else max(0.0, (row.created_at - row.parked_at).total_seconds())
+    add(Series.BUDGET, hour, row, row.tool_name, ASKED)
+    if waited is not None:
+        add(Series.BUDGET, hour, row, row.tool_name, WAIT_PREFIX + bound_label(wait_bound(waited)), waited)
+    if row.channel == "deadline" or row.action == DecisionAction.EXPIRE:
+        return
+    add(Series.BUDGET, hour, row, row.tool_name, PERSON, waited or 0.0)
+    if row.action == DecisionAction.APPROVE:
+        add(Series.BUDGET, hour, row, row.tool_name, APPROVED)
+        if row.edited_args is not None:
+            add(Series.BUDGET, hour, row, row.tool_name, EDITED)
+
+
+def count_ended(rows: Iterable[EndedRow]) -> Counts:
+    """The tool calls each ended run made (``Series.CALLS``), by agent, tool and the hour it ended;
+    a pruned run's transcript is gone and adds nothing."""
+    counts: Counts = {}
+    for row in rows:
+        if not isinstance(row.transcript, list):
+            continue
+        hour = hour_of(row.ended_at)
+        for entry in row.transcript:
+            if isinstance(entry, dict) and entry.get("kind") == "tool-call" and entry.get("tool_name"):
+                key = Key(Series.CALLS.value, hour, row.agent_id, str(entry["tool_name"]), "")
+                counts.setdefault(key, Tally()).count += 1
     return counts
 
 

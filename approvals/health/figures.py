@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,7 +24,18 @@ from django.utils import timezone
 
 from approvals import agents
 from approvals.health import rollup
-from approvals.health.counting import Counts, Key, final_labels, hour_of, label_bound
+from approvals.health.counting import (
+    APPROVED,
+    ASKED,
+    EDITED,
+    PERSON,
+    WAIT_PREFIX,
+    Counts,
+    Key,
+    final_labels,
+    hour_of,
+    label_bound,
+)
 from approvals.models.audit import AuditEntry
 from approvals.models.claims import CallClaim
 from approvals.models.grants import GrantRecord
@@ -146,6 +157,8 @@ class HealthFigures:
     behind: int
     #: Escalated, expired and claimed calls per agent (agents with none left out).
     attention: list[AttentionRow]
+    #: The interruption budget per agent and tool.
+    budget: list[BudgetRow]
 
 
 # -- pending calls (live) ----------------------------------------------------------------------------
@@ -317,6 +330,7 @@ def health_figures(agent_ids: Collection[str], *, now: datetime | None = None) -
         failing_grants=failing_grants(agent_ids, since=week_start),
         behind=tail.behind,
         attention=attention(agent_ids, now=now, day_start=day_start, week_start=week_start),
+        budget=budget(agent_ids, now=now, tail=tail.counts),
     )
 
 
@@ -466,6 +480,8 @@ class MetricFigures:
     waits: dict[str, tuple[dict[float, int], float]]
     grants: list[GrantRow]
     behind: int
+    #: Per agent and tool, the last 24 hours (``BudgetRow.day``) and the rest.
+    budget: list[BudgetRow]
 
 
 def metric_figures(*, now: datetime | None = None) -> MetricFigures:
@@ -484,4 +500,139 @@ def metric_figures(*, now: datetime | None = None) -> MetricFigures:
         buckets[label_bound(str(label))] = int(count)
         waits[str(agent_id)] = (buckets, total + seconds)
     grants = grants_used(None, since=EVER, tail=tail.counts)
-    return MetricFigures(pending(None, now=now), decisions, waits, grants, tail.behind)
+    budget_rows = budget(None, now=now, tail=tail.counts)
+    return MetricFigures(pending(None, now=now), decisions, waits, grants, tail.behind, budget_rows)
+
+
+# -- the interruption budget ---------------------------------------------------------------------------
+
+#: The budget's windows: the last 24 hours and 7 days, and the period before each (the trend).
+BUDGET_WINDOWS = ("day", "prev_day", "week", "prev_week")
+
+
+@dataclass
+class BudgetPeriod:
+    """One agent and tool over one window. ``calls``: tool calls made, counted from the transcripts
+    of runs that ended in the window; the rest from the interruptions decided in it."""
+
+    calls: int = 0
+    #: Final decisions no grant took: a person's, or the deadline's.
+    asked: int = 0
+    #: Of those, a person's; ``person_seconds``: how long those calls waited for them.
+    person: int = 0
+    person_seconds: float = 0.0
+    approved: int = 0
+    edited: int = 0
+    waits: dict[float, float] = field(default_factory=dict)
+
+    @property
+    def per_100(self) -> float | None:
+        """Interruptions per 100 calls made (None: no call made)."""
+        return None if not self.calls else 100 * self.asked / self.calls
+
+    @property
+    def approval_rate(self) -> float | None:
+        """Of the calls a person decided, the share approved (%)."""
+        return None if not self.person else 100 * self.approved / self.person
+
+    @property
+    def edit_rate(self) -> float | None:
+        """Of the calls a person approved, the share approved with edited arguments (%)."""
+        return None if not self.approved else 100 * self.edited / self.approved
+
+    @property
+    def median_wait(self) -> float | None:
+        """Median time to decision of the interruptions (its bucket's upper bound)."""
+        return quantile(self.waits, 0.5)
+
+
+def merged_period(a: BudgetPeriod, b: BudgetPeriod) -> BudgetPeriod:
+    waits = dict(a.waits)
+    for bound, n in b.waits.items():
+        waits[bound] = waits.get(bound, 0) + n
+    return BudgetPeriod(
+        calls=a.calls + b.calls,
+        asked=a.asked + b.asked,
+        person=a.person + b.person,
+        person_seconds=a.person_seconds + b.person_seconds,
+        approved=a.approved + b.approved,
+        edited=a.edited + b.edited,
+        waits=waits,
+    )
+
+
+@dataclass(frozen=True)
+class BudgetRow:
+    agent_id: str
+    tool_name: str
+    day: BudgetPeriod
+    prev_day: BudgetPeriod
+    week: BudgetPeriod
+    prev_week: BudgetPeriod
+
+
+def budget_windows(now: datetime) -> dict[str, tuple[datetime, datetime]]:
+    end = hour_of(now) + timedelta(hours=1)
+    day, week = end - timedelta(hours=DAY_HOURS), end - timedelta(hours=WEEK_HOURS)
+    return {
+        "day": (day, end),
+        "prev_day": (day - timedelta(hours=DAY_HOURS), day),
+        "week": (week, end),
+        "prev_week": (week - timedelta(hours=WEEK_HOURS), week),
+    }
+
+
+def _add_to_period(period: BudgetPeriod, series: str, label: str, count: float, seconds: float) -> None:
+    if series == Series.CALLS:
+        period.calls += int(count)
+    elif label == ASKED:
+        period.asked += int(count)
+    elif label == PERSON:
+        period.person += int(count)
+        period.person_seconds += seconds
+    elif label == APPROVED:
+        period.approved += int(count)
+    elif label == EDITED:
+        period.edited += int(count)
+    elif label.startswith(WAIT_PREFIX):
+        bound = label_bound(label.removeprefix(WAIT_PREFIX))
+        period.waits[bound] = period.waits.get(bound, 0) + count
+
+
+def budget(
+    agent_ids: Collection[str] | None, *, now: datetime, tail: Counts | None = None
+) -> list[BudgetRow]:
+    """Per agent and tool, each window's calls made and interruptions (``BudgetPeriod``): one
+    grouped read of the rollup's last 14 days, plus the rows not folded yet."""
+    tail = rollup.tail().counts if tail is None else tail
+    windows = budget_windows(now)
+    earliest = min(start for start, _ in windows.values())
+    rows = HealthCount.objects.filter(series__in=[Series.CALLS, Series.BUDGET], hour__gte=earliest)
+    rows = rows.exclude(hour=EVER)
+    if agent_ids is not None:
+        rows = rows.filter(agent_id__in=list(agent_ids))
+    sums: dict[str, Any] = {}
+    for name, (start, end) in windows.items():
+        within = Q(hour__gte=start, hour__lt=end)
+        sums[f"{name}_n"] = Sum("count", filter=within)
+        sums[f"{name}_s"] = Sum("seconds", filter=within)
+    periods: dict[tuple[str, str], dict[str, BudgetPeriod]] = defaultdict(
+        lambda: {name: BudgetPeriod() for name in BUDGET_WINDOWS}
+    )
+    grouped = rows.values("series", "agent_id", "tool_name", "label").annotate(**sums).order_by()
+    for r in grouped:
+        mine = periods[(r["agent_id"], r["tool_name"])]
+        for name in BUDGET_WINDOWS:
+            if r[f"{name}_n"]:
+                _add_to_period(mine[name], r["series"], r["label"], r[f"{name}_n"], r[f"{name}_s"] or 0.0)
+    agents = None if agent_ids is None else set(agent_ids)
+    for key, tally in tail.items():
+        if key.series not in (Series.CALLS, Series.BUDGET) or key.hour == EVER:
+            continue
+        if agents is not None and key.agent_id not in agents:
+            continue
+        for name, (start, end) in windows.items():
+            if start <= key.hour < end:
+                mine = periods[(key.agent_id, key.tool_name)]
+                _add_to_period(mine[name], key.series, key.label, tally.count, tally.seconds)
+    return [BudgetRow(a, t, **p) for (a, t), p in sorted(periods.items())]

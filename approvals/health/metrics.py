@@ -8,6 +8,7 @@ so they only grow, as Prometheus expects of a counter.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry
@@ -16,7 +17,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from approvals.health.counting import PROMETHEUS_BOUNDS
-from approvals.health.figures import MetricFigures, metric_figures
+from approvals.health.figures import BudgetPeriod, BudgetRow, MetricFigures, merged_period, metric_figures
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -72,12 +73,56 @@ def metric_families(figures: MetricFigures) -> Iterator[Metric]:
     for (agent_id, tool_name), count in sorted(per_tool.items()):
         grants.add_metric([agent_id, tool_name], count)
     yield grants
+    yield from budget_families(figures.budget)
     behind = GaugeMetricFamily(
         "countersign_health_rollup_behind_rows",
         "Audit rows not yet counted in these figures (the rollup catching up)",
     )
     behind.add_metric([], figures.behind)
     yield behind
+
+
+#: Agent and tool pairs ``/metrics`` gives budget series of, the busiest of the last 7 days: the
+#: others are summed under the tool ``_other`` (tool names come from model output: unbounded).
+BUDGET_SERIES_MAX = 100
+OTHER_TOOL = "_other"
+
+_BUDGET_GAUGES = (
+    ("calls", "countersign_tool_calls_24h", "Tool calls made in the last 24 hours (runs ended in them)"),
+    ("asked", "countersign_interruptions_24h", "Calls a person or a deadline decided, last 24 hours"),
+    ("per_100", "countersign_interruptions_per_100_calls_24h", "Interruptions per 100 calls, 24 h"),
+    ("approval_rate", "countersign_approval_rate_24h", "Percent of a person's decisions that approved, 24 h"),
+    ("edit_rate", "countersign_edit_rate_24h", "Percent of a person's approvals with edited arguments, 24 h"),
+    ("median_wait", "countersign_median_time_to_decision_24h_seconds", "Median wait of interruptions, 24 h"),
+    (
+        "person_seconds",
+        "countersign_reviewer_wait_24h_seconds",
+        "Time calls decided by a person waited for them, last 24 hours (an upper bound of time spent)",
+    ),
+)
+
+
+def bounded_budget(rows: list[BudgetRow]) -> list[tuple[str, str, BudgetPeriod]]:
+    """The last 24 hours per agent and tool, at most ``BUDGET_SERIES_MAX`` pairs plus ``_other``."""
+    busiest = sorted(rows, key=lambda r: (-(r.week.calls + r.week.asked), r.agent_id, r.tool_name))
+    kept = [(r.agent_id, r.tool_name, r.day) for r in busiest[:BUDGET_SERIES_MAX]]
+    if len(busiest) > BUDGET_SERIES_MAX:
+        other: dict[str, BudgetPeriod] = {}
+        for r in busiest[BUDGET_SERIES_MAX:]:
+            other[r.agent_id] = merged_period(other.get(r.agent_id, BudgetPeriod()), r.day)
+        kept += [(agent_id, OTHER_TOOL, period) for agent_id, period in sorted(other.items())]
+    return kept
+
+
+def budget_families(rows: list[BudgetRow]) -> Iterator[Metric]:
+    kept = bounded_budget(rows)
+    for attribute, name, documentation in _BUDGET_GAUGES:
+        gauge = GaugeMetricFamily(name, documentation, labels=["agent", "tool"])
+        for agent_id, tool_name, period in kept:
+            value = getattr(period, attribute)
+            if value is not None and not math.isinf(value):
+                gauge.add_metric([agent_id, tool_name], float(value))
+        yield gauge
 
 
 def _le(bound: float) -> str:

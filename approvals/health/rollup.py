@@ -12,6 +12,10 @@ past it would skip it for good. So the fold stops at the first row younger than 
 and readers add the rows past the watermark themselves (``tail``), so the figures are exact and
 live while the fold lags behind.
 
+Ended runs are folded the same way, by their own watermark (``ended_last_id``): the tool calls
+each one's transcript holds are the calls made (``counting.count_ended``), counted when the run
+ends.
+
 The expiry sweep folds in the background (``approvals.tasks``); the page and ``/metrics`` fold
 once (bounded) before they read, so the rollup keeps up without the sweep too.
 """
@@ -26,12 +30,15 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from approvals.health.counting import AuditRow, Counts, Key, count_rows
+from approvals.health.counting import AuditRow, Counts, EndedRow, Key, count_ended, count_rows, merge
 from approvals.models.audit import AuditEntry
+from approvals.models.ended import EndedRun
 from approvals.models.health import HealthCount, HealthWatermark
 
 #: The columns ``counting.AuditRow`` holds, in its order.
 AUDIT_COLUMNS = tuple(AuditRow._fields)
+#: The columns ``counting.EndedRow`` holds, in its order.
+ENDED_COLUMNS = tuple(EndedRow._fields)
 #: Audit rows one fold takes at most (about a third of a second on a small machine: the sweep that
 #: runs it expires calls too, so a fold must not hold it long).
 FOLD_BATCH = 1_000
@@ -46,8 +53,12 @@ _WATERMARK = 1
 def fold(*, limit: int = FOLD_BATCH, now: datetime | None = None) -> int:
     """Fold up to ``limit`` audit rows into the rollup: how many (0 when another fold holds it)."""
     settled = (now or timezone.now()) - FOLD_LAG
+    audit_mark, ended_mark = watermarks()
     # Nothing to fold (most reads): no transaction, no lock, no write.
-    if not AuditEntry.objects.filter(id__gt=watermark(), created_at__lte=settled).exists():
+    if (
+        not AuditEntry.objects.filter(id__gt=audit_mark, created_at__lte=settled).exists()
+        and not EndedRun.objects.filter(id__gt=ended_mark, ended_at__lte=settled).exists()
+    ):
         return 0
     HealthWatermark.objects.bulk_create([HealthWatermark(pk=_WATERMARK)], ignore_conflicts=True)
     with transaction.atomic():
@@ -63,13 +74,19 @@ def fold(*, limit: int = FOLD_BATCH, now: datetime | None = None) -> int:
             if row.created_at > settled:
                 break
             rows.append(row)
-        if not rows:
+        ended = []
+        for run in _ended_after(mark.ended_last_id, limit):
+            if run.ended_at > settled:
+                break
+            ended.append(run)
+        if not rows and not ended:
             return 0
-        _upsert(count_rows(rows))
-        mark.last_id = rows[-1].id
+        _upsert(merge(count_rows(rows), count_ended(ended)))
+        mark.last_id = rows[-1].id if rows else mark.last_id
+        mark.ended_last_id = ended[-1].id if ended else mark.ended_last_id
         mark.folded_at = timezone.now()
-        mark.save(update_fields=["last_id", "folded_at"])
-    return len(rows)
+        mark.save(update_fields=["last_id", "ended_last_id", "folded_at"])
+    return len(rows) + len(ended)
 
 
 def fold_all(*, batch: int = FOLD_BATCH) -> int:
@@ -90,22 +107,35 @@ class Tail:
 
 
 def watermark() -> int:
-    found = HealthWatermark.objects.filter(pk=_WATERMARK).values_list("last_id", flat=True).first()
-    return found or 0
+    return watermarks()[0]
+
+
+def watermarks() -> tuple[int, int]:
+    """The last audit row and the last ended run folded."""
+    found = HealthWatermark.objects.filter(pk=_WATERMARK).values_list("last_id", "ended_last_id").first()
+    return found or (0, 0)
 
 
 def tail(*, limit: int = TAIL_MAX) -> Tail:
-    after = watermark()
+    after, ended_after = watermarks()
     rows = list(_rows_after(after, limit + 1))
-    if len(rows) <= limit:
-        return Tail(count_rows(rows), 0)
-    behind = AuditEntry.objects.filter(id__gt=rows[limit - 1].id).count()
-    return Tail(count_rows(rows[:limit]), behind)
+    ended = list(_ended_after(ended_after, limit + 1))
+    behind = 0
+    if len(rows) > limit:
+        behind += AuditEntry.objects.filter(id__gt=rows[limit - 1].id).count()
+    if len(ended) > limit:
+        behind += EndedRun.objects.filter(id__gt=ended[limit - 1].id).count()
+    return Tail(merge(count_rows(rows[:limit]), count_ended(ended[:limit])), behind)
 
 
 def _rows_after(last_id: int, limit: int) -> Iterable[AuditRow]:
     found = AuditEntry.objects.filter(id__gt=last_id).order_by("id").values_list(*AUDIT_COLUMNS)[:limit]
     return (AuditRow(*values) for values in found)
+
+
+def _ended_after(last_id: int, limit: int) -> Iterable[EndedRow]:
+    found = EndedRun.objects.filter(id__gt=last_id).order_by("id").values_list(*ENDED_COLUMNS)[:limit]
+    return (EndedRow(*values) for values in found)
 
 
 def _upsert(counts: Counts) -> None:

@@ -27,6 +27,11 @@ class Series(models.TextChoices):
     REVIEWER = "reviewer", "reviewer"
     #: Decisions a standing grant took; label: the grant.
     GRANT = "grant", "grant"
+    #: Tool calls made, from the transcripts of ended runs, by the hour the run ended.
+    CALLS = "calls", "calls"
+    #: The interruption budget per agent and tool (``counting.BUDGET_LABELS``; ``wait:<bound>``:
+    #: time to decision of the calls a person or deadline decided, not a grant).
+    BUDGET = "budget", "budget"
 
 
 class HealthCount(models.Model):
@@ -55,9 +60,10 @@ class HealthCount(models.Model):
 
 
 class HealthWatermark(models.Model):
-    """One row: the id of the last audit row folded into ``HealthCount``."""
+    """One row: the id of the last audit row (and of the last ended run) folded into ``HealthCount``."""
 
     last_id = models.BigIntegerField(default=0)
+    ended_last_id = models.BigIntegerField(default=0)
     folded_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -271,7 +271,7 @@ def test_the_page_shows_charts_with_their_tables_and_no_inline_style(admin_membe
     html = response.content.decode()
     found = markup(html)
     svgs = [attrs for tag, attrs in found.tags if tag == "svg"]
-    assert len(svgs) == 3 and all(a["role"] == "img" and a["aria-labelledby"] for a in svgs)
+    assert len(svgs) == 4 and all(a["role"] == "img" and a["aria-labelledby"] for a in svgs)
     assert not [tag for tag, attrs in found.tags if "style" in attrs or tag == "style"]
     assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)" in html
     csp = response["Content-Security-Policy"]
@@ -339,7 +339,7 @@ def test_quantile_reads_the_bucket_bound() -> None:
 def test_a_grant_decision_is_named_as_the_audit_log_names_it() -> None:
     from approvals.health.counting import AuditRow, grant_of
 
-    row = AuditRow(1, NOW, NOW, "helpdesk", "refund", "approve", "continuing", "rita", "grant", 3)
+    row = AuditRow(1, NOW, NOW, "helpdesk", "refund", "approve", "continuing", "rita", "grant", 3, None)
     assert grant_of(row) == "grant #3 of rita"
     assert grant_of(row._replace(channel="dashboard", grant_id=None)) is None
 
