@@ -46,7 +46,7 @@ from ._parking import (
 from ._pydantic import ClaimLost, RunDeps
 from .deadlines import Deadline
 from .events import Continuation
-from .records import DecisionReceipt, ParkedCall, RunEnding, StoredRun, Suspension
+from .records import DecisionReceipt, ParkedCall, RunEnding, StoredRun, Suspension, tool_calls
 from .stream import Decided, Emit, RunStream
 from .types import ApprovalTally, Chunk, RunResult
 from .untrusted import clean_json, clean_text
@@ -238,8 +238,7 @@ async def drive_once(
     )
     transcript = run_transcript(conversation.messages[history_len:])
     if claimed_version is None:
-        if new_messages:
-            await ctx.call(ctx.store.append_thread_messages, ctx.agent_id, thread_id, new_messages)
+        await remember_unparked(ctx, thread_id, new_messages, transcript)
     elif not await ctx.call(
         ctx.store.finish,
         run_id,
@@ -251,6 +250,17 @@ async def drive_once(
     emit(Chunk("finish", run_id, finished(text, steps, transcript)))
     await ctx.notify("run-completed", run_id)
     return RunResult(run_id=run_id, status="success", text=text)
+
+
+async def remember_unparked(
+    ctx: AgentContext, thread_id: str | None, new_messages: list[Any], transcript: tuple[dict[str, Any], ...]
+) -> None:
+    """What the store keeps of a run that ended without ever parking (``finish`` never sees one):
+    its thread's new messages, and the tool calls it made."""
+    if thread_id is not None and new_messages:
+        await ctx.call(ctx.store.append_thread_messages, ctx.agent_id, thread_id, new_messages)
+    if calls := tool_calls(transcript):
+        await ctx.call(ctx.store.count_calls, ctx.agent_id, calls, at=ctx.clock())
 
 
 async def store_suspension(

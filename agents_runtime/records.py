@@ -240,6 +240,18 @@ class RunEnding:
     transcript: tuple[dict[str, Any], ...] = ()
 
 
+def tool_calls(transcript: Any) -> dict[str, int]:
+    """The tool calls a run's ``transcript`` holds, per tool (the calls it made, whether they ran
+    at once, waited for a person or were let through by a grant); a transcript that is not a list
+    (a pruned record) holds none."""
+    counts: dict[str, int] = {}
+    for entry in transcript if isinstance(transcript, list | tuple) else ():
+        if isinstance(entry, dict) and entry.get("kind") == "tool-call" and entry.get("tool_name"):
+            name = str(entry["tool_name"])
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
 @dataclass(frozen=True)
 class Vote:
     """An approval that is not yet the call's decision: its tool needs more (``tool(approvals=N)``)."""

@@ -177,6 +177,12 @@ class RunStore(Protocol):
         """Append an ended run's new messages (JSON) to the agent's thread memory."""
         ...
 
+    def count_calls(self, agent_id: str, calls: Mapping[str, int], *, at: datetime) -> None:
+        """Count the tool calls (per tool) of a run that ended ``at`` without ever parking, which
+        ``finish`` never sees: for stores that count the calls agents make. Stores that subclass the
+        protocol inherit this, which keeps nothing."""
+        return None
+
     def thread_messages(self, agent_id: str, thread_id: str, *, last_runs: int | None = None) -> list[Any]:
         """The agent's thread memory, oldest first (JSON messages): every ended run's messages, or
         only those of the latest ``last_runs`` runs, read without reading the older ones."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
+from agents_runtime.records import tool_calls
 from agents_runtime.vocabulary import NOT_DECISIONS, DecisionAction, Outcome
 from approvals.models.health import EVER, Series
 
@@ -198,13 +199,9 @@ def count_ended(rows: Iterable[EndedRow]) -> Counts:
     a pruned run's transcript is gone and adds nothing."""
     counts: Counts = {}
     for row in rows:
-        if not isinstance(row.transcript, list):
-            continue
         hour = hour_of(row.ended_at)
-        for entry in row.transcript:
-            if isinstance(entry, dict) and entry.get("kind") == "tool-call" and entry.get("tool_name"):
-                key = Key(Series.CALLS.value, hour, row.agent_id, str(entry["tool_name"]), "")
-                counts.setdefault(key, Tally()).count += 1
+        for tool, n in tool_calls(row.transcript).items():
+            counts.setdefault(Key(Series.CALLS.value, hour, row.agent_id, tool, ""), Tally()).count += n
     return counts
 
 

@@ -25,15 +25,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.db import connection, transaction
 from django.utils import timezone
 
-from approvals.health.counting import AuditRow, Counts, EndedRow, Key, count_ended, count_rows, merge
+from approvals.health.counting import AuditRow, Counts, EndedRow, count_ended, count_rows, merge
 from approvals.models.audit import AuditEntry
 from approvals.models.ended import EndedRun
-from approvals.models.health import HealthCount, HealthWatermark
+from approvals.models.health import HealthWatermark, add_counts
 
 #: The columns ``counting.AuditRow`` holds, in its order.
 AUDIT_COLUMNS = tuple(AuditRow._fields)
@@ -46,7 +45,6 @@ FOLD_BATCH = 1_000
 FOLD_LAG = timedelta(seconds=5)
 #: Rows past the watermark a read adds itself at most; beyond, the figures say they lag behind.
 TAIL_MAX = 5_000
-_UPSERT_CHUNK = 500
 _WATERMARK = 1
 
 
@@ -139,22 +137,4 @@ def _ended_after(last_id: int, limit: int) -> Iterable[EndedRow]:
 
 
 def _upsert(counts: Counts) -> None:
-    """Add ``counts`` to their rows (created when new) in statements of ``_UPSERT_CHUNK`` rows."""
-    table = HealthCount._meta.db_table
-    key = ", ".join(Key._fields)
-    hour_field = HealthCount._meta.get_field("hour")
-    items = list(counts.items())
-    with connection.cursor() as cursor:
-        for start in range(0, len(items), _UPSERT_CHUNK):
-            chunk = items[start : start + _UPSERT_CHUNK]
-            params: list[Any] = []
-            for k, tally in chunk:
-                hour = hour_field.get_db_prep_value(k.hour, connection)
-                params += [k.series, hour, k.agent_id, k.tool_name, k.label, tally.count, tally.seconds]
-            values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(chunk))
-            cursor.execute(
-                f"INSERT INTO {table} ({key}, count, seconds) VALUES {values}"
-                f" ON CONFLICT ({key}) DO UPDATE SET count = {table}.count + excluded.count,"
-                f" seconds = {table}.seconds + excluded.seconds",
-                params,
-            )
+    add_counts((*k, tally.count, tally.seconds) for k, tally in counts.items())

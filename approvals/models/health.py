@@ -1,16 +1,20 @@
 """The queue-health rollup: the audit log folded into hourly counts, so the health page and
 ``/metrics`` read a few hundred rows whatever the size of the log.
 
-``approvals.health.rollup`` is the only writer: it folds audit rows past ``HealthWatermark.last_id``
-into ``HealthCount`` in one transaction (the watermark moves in the same one, so a row is counted
-once). Pending calls are not here: they are read live from the parked calls (``approvals.health``).
+``approvals.health.rollup`` folds audit rows past ``HealthWatermark.last_id`` (and ended runs past
+``ended_last_id``) into ``HealthCount`` in one transaction (the watermark moves in the same one, so
+a row is counted once). The run store adds the calls of runs that ended without parking (never
+recorded otherwise). Both write with ``add_counts``, which only adds. Pending calls are not here:
+they are read live from the parked calls (``approvals.health``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import Any
 
-from django.db import models
+from django.db import connections, models
 
 #: The ``hour`` of the all-time rows (``/metrics``' counters): one row per key, whatever the age.
 EVER = datetime(1970, 1, 1, tzinfo=UTC)
@@ -71,3 +75,33 @@ class HealthWatermark(models.Model):
 
     def __str__(self) -> str:
         return f"folded up to audit row {self.last_id}"
+
+
+#: One ``HealthCount`` row's key and what to add to it.
+CountRow = tuple[str, datetime, str, str, str, int, float]
+_ADD_CHUNK = 500
+_KEY = ("series", "hour", "agent_id", "tool_name", "label")
+
+
+def add_counts(rows: Iterable[CountRow], *, using: str = "default") -> None:
+    """Add each ``(series, hour, agent, tool, label, count, seconds)`` to its row (created when
+    new), in upserts of ``_ADD_CHUNK`` rows."""
+    connection = connections[using]
+    table = HealthCount._meta.db_table
+    key = ", ".join(_KEY)
+    hour_field = HealthCount._meta.get_field("hour")
+    items = list(rows)
+    with connection.cursor() as cursor:
+        for start in range(0, len(items), _ADD_CHUNK):
+            chunk = items[start : start + _ADD_CHUNK]
+            params: list[Any] = []
+            for series, hour, agent_id, tool_name, label, count, seconds in chunk:
+                prepared = hour_field.get_db_prep_value(hour, connection)
+                params += [series, prepared, agent_id, tool_name, label, count, seconds]
+            values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(chunk))
+            cursor.execute(
+                f"INSERT INTO {table} ({key}, count, seconds) VALUES {values}"
+                f" ON CONFLICT ({key}) DO UPDATE SET count = {table}.count + excluded.count,"
+                f" seconds = {table}.seconds + excluded.seconds",
+                params,
+            )

@@ -41,6 +41,7 @@ from agents_runtime.store import RunStore
 from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import Outcome, suspended_again_detail
 from approvals.models import AuditEntry, EndedRun, RunRecord, ThreadMessage
+from approvals.models.health import Series, add_counts
 from approvals.models.runs import RunRecordQuerySet, RunStatus
 from approvals.server import prepared, threads
 from approvals.store import audit as decision_records
@@ -416,6 +417,14 @@ class DjangoRunStore(RunStore, GrantStore):
             ThreadMessage.objects.using(self.tables.using).create(
                 agent_id=agent_id, thread_id=thread_id, messages=list(messages)
             )
+
+    def count_calls(self, agent_id: str, calls: Mapping[str, int], *, at: datetime) -> None:
+        # Into the health rollup's hourly rows as the fold counts a parked run's transcript
+        # (``approvals.health.counting.count_ended``): one upsert.
+        hour = utc(at).replace(minute=0, second=0, microsecond=0)
+        rows = [(Series.CALLS.value, hour, agent_id, tool, "", n, 0.0) for tool, n in sorted(calls.items())]
+        with self.tables.connection_scope():
+            add_counts(rows, using=self.tables.using)
 
     def thread_messages(self, agent_id: str, thread_id: str, *, last_runs: int | None = None) -> list[Any]:
         with self.tables.connection_scope():

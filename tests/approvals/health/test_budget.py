@@ -199,3 +199,12 @@ def test_metrics_keep_the_busiest_pairs_and_sum_the_rest(monkeypatch: pytest.Mon
         ("helpdesk", metrics.OTHER_TOOL),
     ]
     assert [period.calls for _, _, period in kept] == [8, 1, 1]
+
+
+def test_a_run_that_never_parked_counts_its_calls(agents: DashboardAgents) -> None:
+    # Under the transfer tool's threshold: runs at once, no human asked, no run or audit row kept.
+    result = agents.start("helpdesk", "transfer 50", thread="t-1")
+    assert result.status == "success"
+    assert not EndedRun.objects.exists() and not AuditEntry.objects.exists()
+    transfer = row_of(budget(["helpdesk"], now=timezone.now()), "helpdesk", "transfer")
+    assert (transfer.day.calls, transfer.day.asked, transfer.day.per_100) == (1, 0, 0)
