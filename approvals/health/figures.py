@@ -620,7 +620,8 @@ def budget(
         lambda: {name: BudgetPeriod() for name in BUDGET_WINDOWS}
     )
     grouped = rows.values("series", "agent_id", "tool_name", "label").annotate(**sums).order_by()
-    for r in grouped:
+    for found in grouped:
+        r: dict[str, Any] = dict(found)
         mine = periods[(r["agent_id"], r["tool_name"])]
         for name in BUDGET_WINDOWS:
             if r[f"{name}_n"]:
