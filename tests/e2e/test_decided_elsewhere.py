@@ -74,7 +74,7 @@ def test_an_open_inbox_card_says_its_deadline_was_extended_and_then_that_it_pass
 ) -> None:
     thread = unique("deadline-lines")
     (run_id,) = server.start_runs(
-        RunRequest("support", "Refund $88.00 on A-1042, it broke.", thread, expires_after=14)
+        RunRequest("support", "Refund $88.00 on A-1042, it broke.", thread, expires_after=45)
     )
     page = pages.open()
     visit(page, f"/agents/support/?thread={thread}")
