@@ -2,6 +2,7 @@ from .audit import AuditEntry
 from .batches import Batch, BatchItem, FollowedAgent
 from .claims import CallClaim
 from .ended import EndedRun
+from .executions import RequestExecution
 from .grants import GrantRecord
 from .health import HealthCount, HealthWatermark
 from .holds import HeldDecision
@@ -41,6 +42,7 @@ __all__ = [
     "NotificationMode",
     "NotificationPreference",
     "ParkedCallRecord",
+    "RequestExecution",
     "RunRecord",
     "ServedAddress",
     "ThreadMessage",
