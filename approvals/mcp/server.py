@@ -89,10 +89,14 @@ async def serve_stdio(gateway: Gateway, *, session: str) -> None:
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-async def serve_http(gateway: Gateway, *, host: str, port: int, path: str = "/mcp") -> None:
+def http_server(gateway: Gateway, *, host: str, port: int, path: str = "/mcp") -> uvicorn.Server:
+    """The HTTP server of a started ``gateway`` (``serve()`` it): streamable HTTP at ``path``."""
+    app = build(gateway).streamable_http_app(streamable_http_path=path, host=host)
+    return uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
+
+
+async def serve_http(gateway: Gateway, *, host: str, port: int) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until stopped."""
     async with AsyncExitStack() as stack:
         await gateway.start(stack)
-        app = build(gateway).streamable_http_app(streamable_http_path=path, host=host)
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-        await uvicorn.Server(config).serve()
+        await http_server(gateway, host=host, port=port).serve()
