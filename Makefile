@@ -18,17 +18,21 @@ PORT ?= 8000
 HOST ?= 127.0.0.1
 # `make run DEBUG=false` runs the way production does: collected static files, no debug pages.
 DEBUG ?= true
+# The demo MCP gateway `make run` serves beside the desk (on this machine only): `make run MCP_PORT=9765`.
+MCP_PORT ?= 8765
 # Extra pytest arguments, e.g. `make test-fast ARGS="-k decline -x"`.
 ARGS ?=
 # Test processes running side by side (pytest-xdist); `make test WORKERS=0` runs every test in one.
 WORKERS ?= 3
 PARALLEL := $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadgroup)
 
-.PHONY: help install-run install-dev venv-check chromium api-client run-settings run test test-fast lint lock bench clean
+.PHONY: help install-run install-dev venv-check chromium api-client run-settings run mcp-demo test test-fast lint lock bench clean
 
 help:
 	@echo "make run        set up .venv (the app only), migrate, seed the demo, serve on http://$(HOST):$(PORT)/"
 	@echo "                (HOST=0.0.0.0 to show it on the network, PORT=9000, DEBUG=false)"
+	@echo "make mcp-demo   with make run up: an MCP client asks the demo gateway (http://127.0.0.1:$(MCP_PORT)/mcp)"
+	@echo "                for a call that waits at the desk"
 	@echo "make test       set up .venv with the development tools (and Chromium), lint, run every test"
 	@echo "                (in WORKERS=3 processes side by side; ARGS=\"tests/api -x\" for pytest)"
 	@echo "make test-fast  every test except the slow ones (multi-process, browser), no lint"
@@ -110,9 +114,14 @@ run: run-settings install-run
 	@hosts="$$($(PY) scripts/run-hosts '$(HOST)')" || exit 1; \
 	urls=""; for host in $$hosts; do urls="$$urls http://$$host:$(PORT)/"; done; \
 	$(PY) manage.py demo_setup --banner $$urls || exit 1; \
+	DEBUG='$(DEBUG)' $(PY) manage.py mcp_gateway --config demo/mcp_gateway.toml --host 127.0.0.1 --port '$(MCP_PORT)' & \
 	DEBUG='$(DEBUG)' ALLOWED_HOSTS="$${ALLOWED_HOSTS:-$$(echo $$hosts | tr ' ' ,)}" \
 		SECURE_COOKIES="$${SECURE_COOKIES:-false}" \
 		exec $(VENV)/bin/daphne -b '$(HOST)' -p '$(PORT)' config.asgi:application
+
+# The demo gateway's client: its calls wait in the queue of `make run`'s desk until decided there.
+mcp-demo: install-run
+	$(PY) demo/mcp_client.py http://127.0.0.1:$(MCP_PORT)/mcp
 
 test: install-dev chromium api-client
 	@$(MAKE) --no-print-directory lint

@@ -23,6 +23,8 @@ from approvals.mcp.gateway import Caller, Gateway
 
 SESSION_META = "countersign/session"
 CALL_META = "countersign/call"
+#: How long a stopping HTTP gateway lets calls in flight finish.
+STOP_SECONDS = 3
 #: The longest session name or call id a client may give.
 MAX_ID_LENGTH = 200
 
@@ -92,7 +94,12 @@ async def serve_stdio(gateway: Gateway, *, session: str) -> None:
 def http_server(gateway: Gateway, *, host: str, port: int, path: str = "/mcp") -> uvicorn.Server:
     """The HTTP server of a started ``gateway`` (``serve()`` it): streamable HTTP at ``path``."""
     app = build(gateway).streamable_http_app(streamable_http_path=path, host=host)
-    return uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
+    # Calls waiting for a decision do not hold a stop for long: they stay parked, and the same call
+    # asked again (after a restart) finds its request.
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=STOP_SECONDS
+    )
+    return uvicorn.Server(config)
 
 
 async def serve_http(gateway: Gateway, *, host: str, port: int) -> None:

@@ -64,6 +64,8 @@ def test_make_run_binds_host_and_allows_its_names() -> None:
     assert "demo_setup --banner $urls" in dry
     assert "ALLOWED_HOSTS=\"${ALLOWED_HOSTS:-$(echo $hosts | tr ' ' ,)}\"" in dry
     assert "daphne -b '192.168.1.5' -p '9001' config.asgi:application" in dry
+    # Beside it, the demo MCP gateway, on this machine only (docs/mcp-gateway.md).
+    assert "mcp_gateway --config demo/mcp_gateway.toml --host 127.0.0.1 --port '8765' &" in dry
     # Plain HTTP: cookies marked HTTPS-only would be dropped (DEBUG=false) and the login with them.
     assert 'SECURE_COOKIES="${SECURE_COOKIES:-false}"' in dry
 
