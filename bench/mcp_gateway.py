@@ -43,6 +43,7 @@ WARM_UP = 30
 CONFIG = """
 [gateway]
 agent = "bench-gateway"
+http_auth = "none"
 
 [upstreams.notes]
 {upstream}

@@ -7,6 +7,7 @@ name = "MCP gateway"
 deadline_seconds = 3600         # optional: a parked call's deadline ...
 deadline_default = "decline"    # ... and what it decides (decline or approve)
 progress_seconds = 10           # a waiting call's progress notifications, this often
+http_auth = "tokens"            # over HTTP: a person's API token as Bearer (or "none")
 
 [upstreams.notes]               # its tools are listed as notes.<tool>
 command = ["python", "demo/mcp_upstream.py"]   # or: url = "http://127.0.0.1:9000/mcp"
@@ -39,7 +40,15 @@ Mode = Literal["pass", "approve", "hide"]
 MODES: tuple[Mode, ...] = ("pass", "approve", "hide")
 #: An upstream's name, which prefixes its tools (``notes.add_note``).
 UPSTREAM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
-_GATEWAY_KEYS = {"agent", "name", "description", "deadline_seconds", "deadline_default", "progress_seconds"}
+_GATEWAY_KEYS = {
+    "agent",
+    "name",
+    "description",
+    "deadline_seconds",
+    "deadline_default",
+    "progress_seconds",
+    "http_auth",
+}
 _UPSTREAM_KEYS = {"command", "env", "cwd", "url", "headers", "default", "tools"}
 _TOOL_KEYS = {"mode", "when", "rules"}
 
@@ -82,6 +91,9 @@ class GatewayConfig:
     deadline_seconds: int | None = None
     deadline_default: str = "decline"
     progress_seconds: float = 10.0
+    #: Over HTTP, who may call: "tokens" (a person's API token as a Bearer token; its user is the
+    #: calls' end user) or "none" (anyone who reaches the port).
+    http_auth: str = "tokens"
 
 
 def load(path: str | Path) -> GatewayConfig:
@@ -114,6 +126,8 @@ def parse(data: Any) -> GatewayConfig:
         raise ConfigError("[gateway] deadline_seconds: a whole number of seconds, at most a year")
     if gateway.get("deadline_default", "decline") not in ("decline", "approve"):
         raise ConfigError("[gateway] deadline_default: decline or approve")
+    if gateway.get("http_auth", "tokens") not in ("tokens", "none"):
+        raise ConfigError("[gateway] http_auth: tokens or none")
     progress = gateway.get("progress_seconds", 10)
     if type(progress) not in (int, float) or not 0.05 <= progress <= 60:
         raise ConfigError("[gateway] progress_seconds: a number of seconds from 0.05 to 60")
@@ -125,6 +139,7 @@ def parse(data: Any) -> GatewayConfig:
         deadline_seconds=deadline,
         deadline_default=gateway.get("deadline_default", "decline"),
         progress_seconds=float(progress),
+        http_auth=gateway.get("http_auth", "tokens"),
     )
 
 

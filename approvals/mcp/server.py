@@ -5,7 +5,7 @@ What the transport and the request tell of a call becomes its ``Caller``: the se
 own (``_meta["countersign/session"]``) when it names one, else the transport's (the HTTP
 ``Mcp-Session-Id`` of a handshake-era client; on stdio, the gateway process's ``--session``); the call's
 id is ``_meta["countersign/call"]`` when given, else the JSON-RPC request's id; the identity is the
-authenticated principal of an HTTP request, when the app authenticates one.
+user of the API token an HTTP request brought (``http_auth = "tokens"``, the default).
 """
 
 from __future__ import annotations
@@ -15,11 +15,17 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import uvicorn
+from asgiref.sync import sync_to_async
+from django.conf import settings
 from mcp.server import Server, ServerRequestContext
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.stdio import stdio_server
 from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams
+from pydantic import AnyHttpUrl
 
 from approvals.mcp.gateway import Caller, Gateway
+from approvals.services import tokens
 
 SESSION_META = "countersign/session"
 CALL_META = "countersign/call"
@@ -91,9 +97,31 @@ async def serve_stdio(gateway: Gateway, *, session: str) -> None:
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
+class DeskTokens:
+    """The SDK's ``TokenVerifier`` on the desk's API tokens: a person's token (not an external
+    agent's, which only reaches its own requests) is the client, its user the calls' end user."""
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        try:
+            found = await sync_to_async(tokens.authenticated)(token)
+        except tokens.InvalidToken:
+            return None
+        if found.external_agent_id is not None:
+            return None
+        return AccessToken(token=token, client_id=found.user.get_username(), scopes=[])
+
+
 def http_server(gateway: Gateway, *, host: str, port: int, path: str = "/mcp") -> uvicorn.Server:
     """The HTTP server of a started ``gateway`` (``serve()`` it): streamable HTTP at ``path``."""
-    app = build(gateway).streamable_http_app(streamable_http_path=path, host=host)
+    auth: dict[str, Any] = {}
+    if gateway.config.http_auth == "tokens":
+        # Bearer tokens checked here; no OAuth routes (the desk issues tokens: manage.py api_token).
+        issuer = settings.COUNTERSIGN_BASE_URL or f"http://{host}:{port}"
+        auth = {
+            "token_verifier": DeskTokens(),
+            "auth": AuthSettings(issuer_url=AnyHttpUrl(issuer), resource_server_url=None),
+        }
+    app = build(gateway).streamable_http_app(streamable_http_path=path, host=host, **auth)
     # Calls waiting for a decision do not hold a stop for long: they stay parked, and the same call
     # asked again (after a restart) finds its request.
     config = uvicorn.Config(

@@ -17,6 +17,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -28,6 +30,8 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from django.test import AsyncClient
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult, RequestParamsMeta, TextContent
 
 from approvals import agents as served
@@ -40,6 +44,7 @@ from tests.support import server
 from tests.support.api import Api
 from tests.support.runtime_fixtures import DashboardAgents
 from tests.support.services import database_url
+from tests.support.users import make_user
 
 pytestmark = pytest.mark.slow
 
@@ -51,6 +56,7 @@ agent = "files-gateway"
 name = "Files (through MCP)"
 progress_seconds = 0.3
 deadline_seconds = 3600
+http_auth = "{http_auth}"
 
 [upstreams.files]
 {upstream}
@@ -144,7 +150,7 @@ async def connect(
     config = tmp_path / "gateway.toml"
     if request.param == "stdio":
         command = json.dumps([sys.executable, UPSTREAM, "--log", str(upstream.log)])
-        config.write_text(CONFIG.format(upstream=f"command = {command}"))
+        config.write_text(CONFIG.format(upstream=f"command = {command}", http_auth="none"))
         env = server.env_for(database_url(), redis_url=_redis_url())
 
         def over_stdio() -> AbstractAsyncContextManager[Client]:
@@ -159,16 +165,29 @@ async def connect(
     )
     try:
         await asyncio.to_thread(_wait_for_port, port, process)
-        config.write_text(CONFIG.format(upstream=f'url = "http://127.0.0.1:{port}/mcp"'))
+        http_auth = "tokens" if request.param == "http-tokens" else "none"
+        config.write_text(CONFIG.format(upstream=f'url = "http://127.0.0.1:{port}/mcp"', http_auth=http_auth))
         async with _http_gateway(config) as url:
 
-            def over_http() -> AbstractAsyncContextManager[Client]:
-                return Client(url)
+            def over_http(token: str | None = None) -> AbstractAsyncContextManager[Client]:
+                return Client(url) if token is None else _with_token(url, token)
+
+            over_http.url = url  # type: ignore[attr-defined]
 
             yield over_http
     finally:
         process.terminate()
         process.wait(timeout=15)
+
+
+@asynccontextmanager
+async def _with_token(url: str, token: str) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        yield client
 
 
 def _redis_url() -> str | None:
@@ -369,3 +388,30 @@ async def test_a_standing_grant_lets_later_calls_through(
     later = await ApprovalRequest.objects.filter(args={"path": "/tmp/b"}).aget()
     entry = await AuditEntry.objects.filter(run_id=later.run_id, action="approve").aget()
     assert (entry.channel, entry.outcome) == ("grant", "completed")
+
+
+@pytest.mark.parametrize("connect", ["http-tokens"], indirect=True)
+async def test_over_http_a_persons_api_token_is_the_client_and_its_user_the_end_user(
+    connect: Connect, upstream: Upstream, reviewer_api: Api
+) -> None:
+    url = connect.url  # type: ignore[attr-defined]
+
+    def unauthenticated() -> int:
+        ask = urllib.request.Request(url, data=b"{}", headers={"Content-Type": "application/json"})
+        try:
+            urllib.request.urlopen(ask, timeout=10)
+        except urllib.error.HTTPError as refused:
+            return refused.code
+        return 200
+
+    assert await asyncio.to_thread(unauthenticated) == 401
+    carl = await sync_to_async(make_user)("carl")
+    token = await sync_to_async(lambda: create_token(carl, name="mcp").plaintext)()
+    async with connect(token) as client:
+        assert text(await client.call_tool("files.echo", {"text": "hi"})) == "hi"
+        call = asyncio.create_task(client.call_tool("files.delete_file", {"path": "/srv/c"}))
+        row = await parked("files.delete_file")
+        assert row.resource_id == "carl"
+        assert (await decide(reviewer_api, row, "decline", {"reason": "no"})).status_code == 200
+        assert (await asyncio.wait_for(call, 30)).is_error
+    assert upstream.calls("delete_file") == []
