@@ -17,11 +17,13 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import anyio
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.utils import timezone
 from mcp_types import CallToolResult, TextContent, Tool
 
 from agents_runtime.conditions import InvalidCondition, check_against_schema
@@ -231,10 +233,10 @@ def _usable_schema(name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
 
 
 async def _answered(execution: RequestExecution) -> CallToolResult:
-    """The answer of a call someone else claimed: kept, or awaited while it runs."""
-    loop = asyncio.get_running_loop()
-    ends = loop.time() + UPSTREAM_TIMEOUT
-    while execution.finished_at is None and loop.time() < ends:
+    """The answer of a call someone else claimed: kept, or awaited while it may still be running
+    (a claimed call ends within ``UPSTREAM_TIMEOUT`` unless its process died)."""
+    ends = execution.started_at + timedelta(seconds=UPSTREAM_TIMEOUT + RECHECK_RUNNING)
+    while execution.finished_at is None and timezone.now() < ends:
         await asyncio.sleep(RECHECK_RUNNING)
         execution = await sync_to_async(executions.kept)(execution)
     if execution.finished_at is None or execution.result is None:
