@@ -40,6 +40,10 @@ logger = logging.getLogger(__name__)
 UPSTREAM_TIMEOUT = 300.0
 #: How often a second asker of a call already running looks whether it has answered.
 RECHECK_RUNNING = 0.2
+#: How often the gateway running an approved call says it still runs it; a claim not renewed for
+#: ``STALE_AFTER`` is a gateway that died during the call.
+HEARTBEAT_SECONDS = 2.0
+STALE_AFTER = timedelta(seconds=4 * HEARTBEAT_SECONDS)
 _KEY_LIMIT = 255
 
 Progress = Callable[[float, str], Awaitable[None]]
@@ -180,12 +184,10 @@ class Gateway:
             return await _answered(execution)
         # Claimed: the call runs and its answer is kept even if this client goes away meanwhile.
         with anyio.CancelScope(shield=True):
-            try:
-                with anyio.fail_after(UPSTREAM_TIMEOUT):
-                    result = await route.upstream.call(route.tool.name, args)
-            except Exception as exc:  # the upstream failed: the call's answer is that failure
-                logger.warning("Upstream call %s failed: %s", row.tool_name, exc)
-                result = tool_error(f"The upstream server failed: {exc or type(exc).__name__}")
+            async with anyio.create_task_group() as running:
+                running.start_soon(_keep_alive, execution)
+                result = await self._call_upstream(route, row, args)
+                running.cancel_scope.cancel()
             kept = result.model_dump(by_alias=True, mode="json", exclude_none=True)
             await sync_to_async(executions.finish)(
                 execution,
@@ -195,6 +197,21 @@ class Gateway:
                 actor=caller.identity or f"external:{self.config.agent}",
             )
         return result
+
+    @staticmethod
+    async def _call_upstream(route: Route, row: ApprovalRequest, args: dict[str, Any]) -> CallToolResult:
+        try:
+            with anyio.fail_after(UPSTREAM_TIMEOUT):
+                return await route.upstream.call(route.tool.name, args)
+        except Exception as exc:  # the upstream failed: the call's answer is that failure
+            logger.warning("Upstream call %s failed: %s", row.tool_name, exc)
+            return tool_error(f"The upstream server failed: {exc or type(exc).__name__}")
+
+
+async def _keep_alive(execution: RequestExecution) -> None:
+    while True:
+        await anyio.sleep(HEARTBEAT_SECONDS)
+        await sync_to_async(executions.alive)(execution)
 
 
 def needs_approval(policy: ToolPolicy, arguments: Mapping[str, Any]) -> bool:
@@ -233,10 +250,9 @@ def _usable_schema(name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
 
 
 async def _answered(execution: RequestExecution) -> CallToolResult:
-    """The answer of a call someone else claimed: kept, or awaited while it may still be running
-    (a claimed call ends within ``UPSTREAM_TIMEOUT`` unless its process died)."""
-    ends = execution.started_at + timedelta(seconds=UPSTREAM_TIMEOUT + RECHECK_RUNNING)
-    while execution.finished_at is None and timezone.now() < ends:
+    """The answer of a call someone else claimed: kept, or awaited while its claimer still runs it
+    (it renews ``alive_at`` every ``HEARTBEAT_SECONDS`` until the call ends)."""
+    while execution.finished_at is None and timezone.now() - execution.alive_at < STALE_AFTER:
         await asyncio.sleep(RECHECK_RUNNING)
         execution = await sync_to_async(executions.kept)(execution)
     if execution.finished_at is None or execution.result is None:

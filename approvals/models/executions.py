@@ -19,6 +19,8 @@ from .requests import ApprovalRequest
 class RequestExecution(models.Model):
     request = models.OneToOneField(ApprovalRequest, on_delete=models.CASCADE, related_name="execution")
     started_at = models.DateTimeField(default=timezone.now)
+    #: The claimer's last sign of life while the call runs: one that stops renewing it died.
+    alive_at = models.DateTimeField(default=timezone.now)
     #: When the call answered (None: running, or its process died while it ran).
     finished_at = models.DateTimeField(null=True, blank=True)
     #: What the call answered, as the host hands it to whoever asks again (its wire form).

@@ -48,6 +48,11 @@ def finish(execution: RequestExecution, *, result: dict[str, Any], ok: bool, out
         logger.warning("Request %s: the gateway's report was refused: %s", execution.request_id, exc.message)
 
 
+def alive(execution: RequestExecution) -> None:
+    """The claimer is still running the call (``kept(...).alive_at``, for whoever waits for it)."""
+    RequestExecution.objects.filter(pk=execution.pk).update(alive_at=timezone.now())
+
+
 def kept(execution: RequestExecution) -> RequestExecution:
     """The execution as it stands now."""
     return RequestExecution.objects.get(pk=execution.pk)
