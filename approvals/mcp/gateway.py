@@ -36,7 +36,7 @@ from approvals.services import executions, requests
 
 logger = logging.getLogger(__name__)
 
-#: The longest an upstream call may take once approved (it is not cancelled with its client).
+#: The longest an upstream call may take (an approved one runs on if its client goes).
 UPSTREAM_TIMEOUT = 300.0
 #: How often a second asker of a call already running looks whether it has answered.
 RECHECK_RUNNING = 0.2
@@ -128,7 +128,7 @@ class Gateway:
         if route is None:
             return tool_error(f"Unknown tool: {name}")
         if not needs_approval(route.policy, arguments):
-            return await route.upstream.call(route.tool.name, arguments)
+            return await _call_upstream(route, arguments)
         row, refusal = await self._ask(route, name, arguments, caller)
         if row is None:
             return tool_error(refusal)
@@ -164,10 +164,12 @@ class Gateway:
 
     async def _wait(self, row: ApprovalRequest, caller: Caller) -> requests.RequestState:
         """The request's state once decided, telling the client it waits every ``progress_seconds``."""
+        state = await requests.wait(row, 0)
+        if state.status != "pending":  # decided already: a grant, or asked again after the decision
+            return state
         where = _desk_link(row)
         await caller.progress(0, f"Waiting for a reviewer's decision on {row.tool_name}: {where}")
         loop, started, beat = asyncio.get_running_loop(), asyncio.get_running_loop().time(), 0
-        state = await requests.wait(row, 0)
         while state.status == "pending":
             state = await requests.wait(row, self.config.progress_seconds)
             if state.status == "pending":
@@ -186,7 +188,7 @@ class Gateway:
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as running:
                 running.start_soon(_keep_alive, execution)
-                result = await self._call_upstream(route, row, args)
+                result = await _call_upstream(route, args)
                 running.cancel_scope.cancel()
             kept = result.model_dump(by_alias=True, mode="json", exclude_none=True)
             await sync_to_async(executions.finish)(
@@ -198,14 +200,15 @@ class Gateway:
             )
         return result
 
-    @staticmethod
-    async def _call_upstream(route: Route, row: ApprovalRequest, args: dict[str, Any]) -> CallToolResult:
-        try:
-            with anyio.fail_after(UPSTREAM_TIMEOUT):
-                return await route.upstream.call(route.tool.name, args)
-        except Exception as exc:  # the upstream failed: the call's answer is that failure
-            logger.warning("Upstream call %s failed: %s", row.tool_name, exc)
-            return tool_error(f"The upstream server failed: {exc or type(exc).__name__}")
+
+async def _call_upstream(route: Route, args: dict[str, Any]) -> CallToolResult:
+    """The upstream's answer; a failure to get one (the server gone, too slow) is a tool error."""
+    try:
+        with anyio.fail_after(UPSTREAM_TIMEOUT):
+            return await route.upstream.call(route.tool.name, args)
+    except Exception as exc:
+        logger.warning("Upstream call %s failed: %s", route.listed.name, exc)
+        return tool_error(f"The upstream server failed: {exc or type(exc).__name__}")
 
 
 async def _keep_alive(execution: RequestExecution) -> None:
