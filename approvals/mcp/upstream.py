@@ -8,6 +8,8 @@ session carries many calls at once).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import sys
 from contextlib import AsyncExitStack
@@ -20,6 +22,8 @@ from mcp_types import CallToolResult, Tool
 
 from approvals.mcp.config import UpstreamConfig
 
+logger = logging.getLogger(__name__)
+
 #: Most pages of tools read from one upstream (a paginator that never ends cannot hang the start).
 MAX_TOOL_PAGES = 100
 
@@ -31,6 +35,8 @@ class Upstream:
         self.config = config
         self.name = config.name
         self._client: Client | None = None
+        self._stop = asyncio.Event()
+        self._held: asyncio.Task[None] | None = None
 
     def _target(self, stack: AsyncExitStack) -> Any:
         config = self.config
@@ -44,8 +50,37 @@ class Upstream:
         return StdioServerParameters(command=program, args=list(config.command[1:]), env=env, cwd=config.cwd)
 
     async def connect(self, stack: AsyncExitStack) -> None:
-        client = Client(self._target(stack), client_info=None)
-        self._client = await stack.enter_async_context(client)
+        """Connect, and stay connected until ``stack`` closes. The client lives in a task of its own:
+        the SDK's client cancels the task it was entered in when its connection fails, and an
+        upstream that goes away must not stop the gateway (its calls become tool errors)."""
+        ready, self._stop = asyncio.Event(), asyncio.Event()
+        self._held = asyncio.create_task(self._hold(ready), name=f"mcp-upstream-{self.name}")
+        waiting = asyncio.create_task(ready.wait())
+        await asyncio.wait([self._held, waiting], return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        if not ready.is_set():
+            self._held.result()  # (how it failed to connect)
+        stack.push_async_callback(self._release)
+
+    async def _hold(self, ready: asyncio.Event) -> None:
+        try:
+            async with AsyncExitStack() as own:
+                self._client = await own.enter_async_context(Client(self._target(own), client_info=None))
+                ready.set()
+                await self._stop.wait()
+        except Exception as exc:
+            if not ready.is_set():
+                raise
+            logger.warning("Upstream %r: its connection ended with an error: %s", self.name, exc)
+        except asyncio.CancelledError:
+            if not ready.is_set() or self._stop.is_set():
+                raise
+            logger.warning("Upstream %r: its connection ended", self.name)
+
+    async def _release(self) -> None:
+        self._stop.set()
+        if self._held is not None:
+            await asyncio.gather(self._held, return_exceptions=True)
 
     @property
     def client(self) -> Client:

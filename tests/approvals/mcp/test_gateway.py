@@ -173,6 +173,7 @@ async def connect(
                 return Client(url) if token is None else _with_token(url, token)
 
             over_http.url = url  # type: ignore[attr-defined]
+            over_http.upstream = process  # type: ignore[attr-defined]
 
             yield over_http
     finally:
@@ -415,3 +416,25 @@ async def test_over_http_a_persons_api_token_is_the_client_and_its_user_the_end_
         assert (await decide(reviewer_api, row, "decline", {"reason": "no"})).status_code == 200
         assert (await asyncio.wait_for(call, 30)).is_error
     assert upstream.calls("delete_file") == []
+
+
+@pytest.mark.parametrize("connect", ["http"], indirect=True)
+async def test_an_upstream_that_fails_is_a_tool_error_and_an_approved_call_reports_it(
+    connect: Connect, reviewer_api: Api
+) -> None:
+    async with connect() as client:
+        assert text(await client.call_tool("files.echo", {"text": "up"})) == "up"
+        upstream = connect.upstream  # type: ignore[attr-defined]
+        upstream.terminate()
+        await asyncio.to_thread(upstream.wait, 15)
+        down = await client.call_tool("files.echo", {"text": "down?"})
+        assert down.is_error and text(down).startswith("The upstream server failed")
+        call = asyncio.create_task(client.call_tool("files.delete_file", {"path": "/srv/z"}))
+        row = await parked("files.delete_file")
+        assert (await decide(reviewer_api, row, "approve")).status_code == 200
+        failed = await asyncio.wait_for(call, 60)
+    assert failed.is_error and text(failed).startswith("The upstream server failed")
+    await row.arefresh_from_db()
+    assert row.result_ok is False and row.result_output.startswith("The upstream server failed")
+    executed = await AuditEntry.objects.aget(run_id=row.run_id, action="execute")
+    assert executed.outcome_detail.startswith("Ran with an error")
