@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("approvals", "0037_admins_register_external_agents"),
+        ("approvals", "0040_interruption_budget"),
     ]
 
     operations = [
