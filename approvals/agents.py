@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from importlib import import_module
@@ -20,6 +21,7 @@ from django.db import DatabaseError
 
 from agents_runtime import Agent, AgentRun, Continuation, ExternalAgent, Runtime, ToolRules, agent_run
 from approvals.models import ExternalAgent as ExternalAgentRow
+from approvals.models.requests import AGENT_ID
 from approvals.store import DjangoRunStore
 from approvals.store.queue import QueuePage, QueuePosition, QueueQuery
 
@@ -164,7 +166,11 @@ def sync_external() -> int:
 
 
 def _sync_one(agent_id: str) -> bool:
-    row = ExternalAgentRow.objects.filter(agent_id=agent_id).first() if len(agent_id) <= 64 else None
+    # Only what could have been registered is looked up: an id from a URL or a form may hold what
+    # the database cannot even compare (PostgreSQL refuses a NUL in a query's text).
+    if re.fullmatch(AGENT_ID.regex, agent_id) is None:
+        return False
+    row = ExternalAgentRow.objects.filter(agent_id=agent_id).first()
     if row is None:
         return False
     try:
