@@ -330,6 +330,26 @@ _AG_UI_INPUT: dict[str, Any] = {
 }
 
 
+#: Each server-sent event (as OpenAPI 3.2 describes a stream: ``data`` is the event's text): one
+#: AG-UI event as JSON, named by its ``type``.
+_AG_UI_EVENT = {
+    "type": "object",
+    "required": ["data"],
+    "properties": {
+        "event": {"type": "string"},
+        "data": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "contentSchema": {
+                "type": "object",
+                "required": ["type"],
+                "properties": {"type": {"type": "string"}},
+            },
+        },
+    },
+}
+
+
 def _ag_ui_operation(error: dict[str, Any]) -> dict[str, Any]:
     return {
         "operationId": "agUiRunAgent",
@@ -344,7 +364,7 @@ def _ag_ui_operation(error: dict[str, Any]) -> dict[str, Any]:
         "responses": {
             "200": {
                 "description": "Server-sent AG-UI events, RUN_STARTED to RUN_FINISHED or RUN_ERROR",
-                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                "content": {"text/event-stream": {"schema": _AG_UI_EVENT}},
             },
             **{
                 str(code): {"description": _REASONS[code], "content": {"application/json": {"schema": error}}}
