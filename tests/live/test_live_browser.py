@@ -88,6 +88,9 @@ def test_run_started_in_another_process_appears_and_says_who_decided_it_elsewher
     other = log_in(
         browser, site.daphne.url, server.OTHER_USERNAME, server.OTHER_PASSWORD, next_path=f"/runs/{run_id}/"
     )
+    # Once the page is live and its first refetch is in: a click on a card being swapped is lost.
+    expect_live(other)
+    other.wait_for_load_state("networkidle")
     card(other, run_id).get_by_role("button", name="Approve").click()
     expect(card(other, run_id).locator(".outcome")).to_contain_text("Completed", timeout=WAIT)
 
