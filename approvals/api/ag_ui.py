@@ -86,11 +86,11 @@ from pydantic_ai.ui.ag_ui._interrupt import (
 
 from agents_runtime import AgentRun, Chunk, DecisionRequest, Origin, RunNotFound
 from agents_runtime.vocabulary import DEFAULT_DECLINE_REASON, DecisionAction, Outcome
-from approvals import live, queries
+from approvals import queries
 from approvals.api import deciding, params, precheck
 from approvals.api.auth import agent_access
 from approvals.api.errors import ApiError, invalid_body, issue
-from approvals.api.relay import POLL_SECONDS, RunFollower, continues_elsewhere
+from approvals.api.relay import POLL_SECONDS, RunFollower, continues_elsewhere, tapped
 from approvals.api.serialize import SSE_HEADERS
 from approvals.api.views import api_view
 from approvals.policy import AgentAccess
@@ -627,32 +627,19 @@ async def _decision(
         except PermissionDenied as exc:
             return exc, _none()
         return outcome, follower.chunks() if outcome.status == Outcome.CONTINUING else _none()
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[Chunk | None] = asyncio.Queue()
-
-    def listener(chunk: Chunk) -> None:
-        # Called from the continuation, on whichever thread or loop runs it.
-        loop.call_soon_threadsafe(queue.put_nowait, chunk)
-
-    with live.tapping(listener):
-        # The task copies this context, so the continuation it starts reports to ``listener``. Not
-        # cancelled with the request: a decision on record goes on if the client hangs up.
-        task = asyncio.ensure_future(decide())
-    task.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, None))
-    first = await queue.get()
+    task, first, rest = await tapped(decide)
     if first is None:
         try:
             return task.result(), _none()
         except PermissionDenied as exc:
             return exc, _none()
 
-    async def rest() -> AsyncIterator[Chunk]:
-        item: Chunk | None = first
-        while item is not None:
+    async def chunks() -> AsyncIterator[Chunk]:
+        yield first
+        async for item in rest:
             yield item
-            item = await queue.get()
 
-    return None, rest()
+    return None, chunks()
 
 
 async def _none() -> AsyncIterator[Chunk]:

@@ -13,7 +13,7 @@ backend reports the continuation over, and at the latest after ``API_STREAM_MAX_
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -88,3 +88,33 @@ class RunFollower:
     async def _over(self) -> bool:
         result = await sync_to_async(tasks.continuation_result)(self.run_id)
         return result is not None and result.status != "running"
+
+
+async def tapped[T](
+    decide: Callable[[], Awaitable[T]],
+) -> tuple[asyncio.Future[T], Chunk | None, AsyncIterator[Chunk]]:
+    """Run ``decide`` with its continuation's chunks tapped into this request: the decision's task,
+    the first chunk (None: the decision ended with no continuation here, its task says why) and the
+    chunks after it, in order, to the continuation's end.
+
+    The task copies this context, so the continuation it starts reports to the listener (and a
+    decision's audit row says "api"); it is not cancelled with the request: a decision on record
+    goes on if the client hangs up."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[Chunk | None] = asyncio.Queue()
+
+    def listener(chunk: Chunk) -> None:
+        # Called from the continuation, on whichever thread or loop runs it.
+        loop.call_soon_threadsafe(queue.put_nowait, chunk)
+
+    with live.tapping(listener):
+        task = asyncio.ensure_future(decide())
+    # Queued after every chunk the continuation sent (both go through the loop's queue in order).
+    task.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, None))
+    first = await queue.get()
+
+    async def rest() -> AsyncIterator[Chunk]:
+        while (item := await queue.get()) is not None:
+            yield item
+
+    return task, first, rest()

@@ -20,11 +20,10 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseBase, JsonResponse, StreamingHttpResponse
 from django.urls import reverse
 
-from agents_runtime import AgentRunToolCall, Chunk, RunStream
+from agents_runtime import AgentRunToolCall, RunStream
 from agents_runtime.vocabulary import Outcome
-from approvals import live
 from approvals.api.errors import ApiError
-from approvals.api.relay import RunFollower, continues_elsewhere
+from approvals.api.relay import RunFollower, continues_elsewhere, tapped
 from approvals.api.serialize import DONE, SSE_HEADERS, MastraEvents, frame, iso
 from approvals.services.decisions import DecisionOutcome
 
@@ -150,33 +149,20 @@ async def decision_events(
     ``events``: the translator of the continuation's chunks (it knows the parked calls)."""
     if continues_elsewhere():
         return await _followed_decision(decide, run_id, calls=calls, events=events)
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[Chunk | None] = asyncio.Queue()
-
-    def listener(chunk: Chunk) -> None:
-        # Called from the continuation, on whichever thread or loop runs it.
-        loop.call_soon_threadsafe(queue.put_nowait, chunk)
-
-    with live.tapping(listener):
-        # The task copies this context: the decision's audit row says "api", and the continuation
-        # it starts reports to ``listener``. Not cancelled with the request: a decision on record
-        # goes on even if the client hangs up.
-        task = asyncio.ensure_future(decide())
-    # Queued after every chunk the continuation sent (both go through the loop's queue in order).
-    task.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, None))
-
-    first = await queue.get()
+    task, first, rest = await tapped(decide)
     if first is None:
         outcome = _raise_refusal(task, calls)
         if outcome.status == Outcome.VOTE_RECORDED:
             return _vote_response(outcome)
 
     async def translated() -> Events:
-        item = first
-        while item is not None:
+        if first is None:
+            return
+        for event in events.events(first):
+            yield event
+        async for item in rest:
             for event in events.events(item):
                 yield event
-            item = await queue.get()
 
     return translated()
 
