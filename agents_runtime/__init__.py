@@ -28,7 +28,16 @@ from .events import Continuation, RunEvent
 from .external import ExternalAgent, ExternalCall, ExternalTool, InvalidExternalCall, ToolRules
 from .grants import Grant, GrantNotFound, GrantRequest, GrantScope, GrantUnavailable, InvalidGrant
 from .memory import InMemoryRunStore
-from .policy import Confirmation, DecisionRequest, Origin, Policy, Would, fingerprint, shown
+from .policy import (
+    Confirmation,
+    DecisionRequest,
+    Origin,
+    Policy,
+    Would,
+    fingerprint,
+    needs_confirmation,
+    shown,
+)
 from .previews import Change, Preview
 from .runtime import Runtime
 from .scripted import Call, Reply, ScriptContext, scripted_model
@@ -96,6 +105,7 @@ __all__ = [
     "Would",
     "agent_run",
     "fingerprint",
+    "needs_confirmation",
     "scripted_model",
     "shown",
     "tool",

@@ -222,6 +222,19 @@ def _seen(request: DecisionRequest, run: StoredRun, call: ParkedCall, tool: Tool
     )
 
 
+def needs_confirmation(tool: Tool | None, *arg_sets: Any) -> bool:
+    """Approving needs the reviewer's explicit "I checked this": the tool asks for it
+    (``confirm=True``), or one of the argument sets (the model's, the reviewer's edit) holds a value
+    the tool marks risky (``Tool.risky_values``)."""
+    if tool is None:
+        return False
+    return tool.confirm or any(
+        isinstance(args, Mapping)
+        and any(name in args and args[name] in values for name, values in tool.risky.items())
+        for args in arg_sets
+    )
+
+
 #: The reason recorded with a risky call's approval by a grant made for risky calls.
 RISKY_BY_GRANT = "A risky call, approved by a standing grant made for risky calls"
 
@@ -234,7 +247,7 @@ def _risky(
     if request.origin == Origin.CODE or tool is None:
         return False
     arg_sets = [call.args] if decision.edited_args is None else [call.args, decision.edited_args]
-    if not any(tool.needs_confirmation(args) for args in arg_sets):
+    if not needs_confirmation(tool, *arg_sets):
         return False
     if request.origin == Origin.GRANT:
         if request.grant is not None and request.grant.covers_risky:

@@ -214,10 +214,6 @@ class Tool:
             name: args[name] for name, values in self.risky.items() if name in args and args[name] in values
         }
 
-    def needs_confirmation(self, args: Mapping[str, Any] | None) -> bool:
-        """Approving needs the reviewer's explicit "I checked this": ``confirm=True`` or a risky value."""
-        return self.confirm or bool(self.risky_values(args))
-
     @functools.cached_property
     def money(self) -> dict[str, Money]:
         """Its money fields: ``Money`` hints and ``x-money`` annotations of its parameters' schema

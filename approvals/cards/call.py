@@ -17,7 +17,16 @@ from typing import Any
 
 from django.urls import reverse
 
-from agents_runtime import Agent, AgentRun, AgentRunToolCall, GrantScope, Preview, Tool, shown
+from agents_runtime import (
+    Agent,
+    AgentRun,
+    AgentRunToolCall,
+    GrantScope,
+    Preview,
+    Tool,
+    needs_confirmation,
+    shown,
+)
 from agents_runtime.presentation import with_money
 from agents_runtime.untrusted import clean_text, reveal_invisible
 from agents_runtime.vocabulary import CallKind
@@ -401,12 +410,6 @@ def grant_scopes(run: AgentRun) -> list[tuple[str, str]]:
     if run.resource_id:
         scopes.append((GrantScope.RESOURCE.value, "this end user"))
     return [*scopes, (GrantScope.EVERYONE.value, "everyone")]
-
-
-def needs_confirmation(tool: Tool | None, *arg_sets: Any) -> bool:
-    """Approving needs "I checked this": the tool asks for it, or one of the argument sets (the
-    model's, the reviewer's edit) holds a value the tool marks risky."""
-    return tool is not None and any(tool.needs_confirmation(args) for args in arg_sets)
 
 
 def call_view(

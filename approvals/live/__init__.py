@@ -19,9 +19,19 @@ it to its open pages itself (``Fanout``): per message, the layer carries one cop
 per page.
 """
 
-from approvals.live.events import announce, close_sockets_on_logout, deliver, end_session, publish
+from approvals.live.events import (
+    agent_group,
+    announce,
+    close_sockets_on_logout,
+    deliver,
+    end_session,
+    presence_group,
+    publish,
+    run_group,
+    session_group,
+    uses_outbox,
+)
 from approvals.live.fanout import Fanout, fanout
-from approvals.live.groups import agent_group, presence_group, run_group, session_group, uses_outbox
 from approvals.live.outbox import relay
 from approvals.live.output import RunOutput, tapping
 

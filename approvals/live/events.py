@@ -1,4 +1,5 @@
-"""Run events, the dashboard's own events and sign-outs, on their way to every server process.
+"""Run events, the dashboard's own events and sign-outs, on their way to every server process: the
+live groups they go to, and the delivery path this process's channel layer takes.
 
 With Redis the message goes to the channel layer at once; with the in-process layer it is written to
 the ``LiveEvent`` outbox, which ``approvals.live.outbox`` relays in every server process.
@@ -7,20 +8,52 @@ the ``LiveEvent`` outbox, which ``approvals.live.outbox`` relays in every server
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
 from django.db import connections, router, transaction
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from agents_runtime import RunEvent
 from agents_runtime.vocabulary import DecisionAction
-from approvals.live.groups import agent_group, session_group, uses_outbox
+from approvals.dom_ids import safe
 from approvals.models import AuditEntry, LiveEvent
+
+
+def agent_group(agent_id: str) -> str:
+    # Channels group names: ASCII letters, digits, "-", "_", "." and under 100 characters.
+    return f"agent.{safe(agent_id)}"[:99]
+
+
+def run_group(run_id: str) -> str:
+    return f"run.{safe(run_id)}"[:99]
+
+
+def presence_group(run_id: str) -> str:
+    """The open pages of one run's card (who else has it open: ``LiveConsumer``'s presence)."""
+    return f"presence.{safe(run_id)}"[:99]
+
+
+def session_group(session_key: str) -> str:
+    # A digest, never the key: group names travel through Redis and the outbox, and a key is a login.
+    return "session." + hashlib.sha256(session_key.encode()).hexdigest()[:40]
+
+
+def uses_outbox() -> bool:
+    """True when the channel layer cannot leave this process (Channels' in-memory layer, or ours)."""
+    return _in_process(str(settings.CHANNEL_LAYERS["default"]["BACKEND"]))
+
+
+@cache
+def _in_process(backend: str) -> bool:
+    return issubclass(import_string(backend), InMemoryChannelLayer)
 
 
 async def deliver(event: dict[str, Any]) -> None:

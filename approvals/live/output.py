@@ -15,8 +15,7 @@ from channels.layers import get_channel_layer
 
 from agents_runtime import Chunk
 from agents_runtime.untrusted import reveal_invisible
-from approvals.live.events import write_outbox
-from approvals.live.groups import run_group, uses_outbox
+from approvals.live.events import run_group, uses_outbox, write_outbox
 from approvals.models import LiveEvent
 
 logger = logging.getLogger(__name__)

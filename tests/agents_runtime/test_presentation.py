@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from agents_runtime import Agent, Call, InMemoryRunStore, Reply, Runtime, ToolContext, scripted_model, tool
+from agents_runtime import (
+    Agent,
+    Call,
+    InMemoryRunStore,
+    Reply,
+    Runtime,
+    ToolContext,
+    needs_confirmation,
+    scripted_model,
+    tool,
+)
 from agents_runtime.presentation import ApprovalRule, Money, default_title, format_title
 
 MONEY = {"amount_cents": Money(cents=True, currency="USD")}
@@ -94,9 +104,10 @@ def test_risky_values_need_confirmation_and_confirm_true_always_does() -> None:
     assert deploy.risky_values({"service": "api", "environment": "production"}) == {
         "environment": "production"
     }
-    assert deploy.needs_confirmation({"service": "api", "environment": "production"})
-    assert not deploy.needs_confirmation({"service": "api", "environment": "staging"})
-    assert wipe.needs_confirmation({"disk": "sda"})
+    assert needs_confirmation(deploy, {"service": "api", "environment": "production"})
+    assert not needs_confirmation(deploy, {"service": "api", "environment": "staging"})
+    assert needs_confirmation(deploy, {"environment": "staging"}, {"environment": "production"})
+    assert wipe.confirm and needs_confirmation(wipe, {"disk": "sda"})
 
 
 def test_approval_rule_says_why_and_a_rule_returning_text_asks_for_approval() -> None:
