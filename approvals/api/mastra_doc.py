@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents_runtime.untrusted import MAX_REASON_LENGTH
-from approvals.api.params import MAX_ID_LENGTH, MAX_NUMBER, RUN_ID
+from approvals.api.params import MAX_FINGERPRINT_LENGTH, MAX_ID_LENGTH, MAX_NUMBER, RUN_ID
 
 _AGENT = "/api/agents/{agentId}"
 _STRING = {"type": "string"}
@@ -115,6 +115,13 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "confirmRerun": {
                 "type": "boolean",
                 "description": "Beyond Mastra: the tool may have run already",
+            },
+            "fingerprint": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_FINGERPRINT_LENGTH,
+                "description": "Beyond Mastra: the call's fingerprint as you saw it (the v1 API's): "
+                "refused with 403 and nothing decided if the call changed since",
             },
         },
     },

@@ -196,6 +196,10 @@ def _id(body: dict[str, Any], key: str, issues: list[dict[str, str]], *, require
     return value
 
 
+#: The longest fingerprint taken (``agents_runtime.fingerprint`` gives 64 hex digits).
+MAX_FINGERPRINT_LENGTH = 64
+
+
 @dataclass(frozen=True)
 class Decision:
     run_id: str
@@ -229,6 +233,13 @@ def decision_body(body: dict[str, Any], action: Action) -> Decision:
         )
     if action == "resume" and body.get("resumeData") is None:
         issues.append(issue("resumeData", "resumeData is required"))
+    # Beyond Mastra: the call's fingerprint as the caller saw it (the v1 API's), so an approval on a
+    # call changed since is refused; Mastra's own client sends none and decides unbound, as before.
+    seen = body.get("fingerprint") if action == "approve" else None
+    if seen is not None and not (isinstance(seen, str) and 0 < len(seen) <= MAX_FINGERPRINT_LENGTH):
+        issues.append(
+            issue("fingerprint", f"Invalid input: a fingerprint is 1 to {MAX_FINGERPRINT_LENGTH} characters")
+        )
     if issues:
         raise invalid_body(issues)
     assert run_id is not None
@@ -239,6 +250,7 @@ def decision_body(body: dict[str, Any], action: Action) -> Decision:
         edited_args=edited,
         resume_data=body.get("resumeData"),
         confirm_rerun=confirm,
+        seen=seen,
     )
 
 

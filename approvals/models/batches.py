@@ -73,6 +73,10 @@ class BatchItem(models.Model):
     tool_name = models.CharField(max_length=255, blank=True)
     #: The arguments as the preview showed them (model output: escaped wherever shown).
     args = models.JSONField(null=True, blank=True)
+    #: The fingerprint of the call as the preview showed it (``agents_runtime.shown``): the batch's
+    #: decision is bound to it, so a call changed since (edited, re-previewed, its tool upgraded) is
+    #: skipped, not decided unseen. Empty for items never decidable.
+    fingerprint = models.CharField(max_length=64, blank=True)
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
     #: Why it was skipped, or what the decision led to.
     detail = models.TextField(blank=True)

@@ -25,7 +25,16 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from agents_runtime import Agent, AgentRun, AgentRunToolCall, DecisionRequest, Origin, RunNotFound, Would
+from agents_runtime import (
+    Agent,
+    AgentRun,
+    AgentRunToolCall,
+    DecisionRequest,
+    Origin,
+    RunNotFound,
+    Would,
+    shown,
+)
 from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import DecisionAction, Outcome, bulk_result_line
 from approvals import agents, live
@@ -62,6 +71,12 @@ def _decidable(run: AgentRun, call: AgentRunToolCall) -> _Found:
     if not call.requires_approval:
         return _Found(run.run_id, call.tool_call_id, call, INPUT_CALL)
     return _Found(run.run_id, call.tool_call_id, call)
+
+
+def _fingerprint(agent: Agent, call: AgentRunToolCall) -> str:
+    """What the preview shows of a call, as a decision is bound to it (arguments, preview, tool version)."""
+    tool = agent.find_tool(call.tool_name)
+    return shown(call, tool.version if tool is not None else "")
 
 
 def _selected(agent: Agent, selection: Iterable[tuple[str, str]]) -> Iterator[_Found]:
@@ -130,6 +145,7 @@ def batch_prepare(
                 tool_call_id=f.tool_call_id,
                 tool_name=f.call.tool_name if f.call else "",
                 args=f.call.args if f.call else None,
+                fingerprint=_fingerprint(agent, f.call) if f.call and not skip else "",
                 state=BatchItem.State.SKIPPED if skip else BatchItem.State.PENDING,
                 detail=skip,
             )
@@ -229,6 +245,7 @@ def _decide_item(access: AgentAccess, batch: Batch, item: BatchItem) -> tuple[st
         DecisionAction(batch.action),
         origin=Origin.BULK,
         reason=batch.reason if batch.action == DecisionAction.DECLINE else None,
+        seen=item.fingerprint or None,
     )
     token = DECIDING_BATCH.set(batch.pk)
     try:

@@ -17,7 +17,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from django.test import Client
 
-from agents_runtime import DecisionRequest, GrantRequest, GrantScope, Origin, Runtime
+from agents_runtime import DecisionRequest, GrantRequest, GrantScope, Origin, Runtime, fingerprint
 from agents_runtime.vocabulary import DecisionAction
 from approvals.models import AuditEntry
 from approvals.services.decisions import decide
@@ -621,3 +621,28 @@ async def test_a_grant_whose_condition_raises_does_not_hang_the_stream(
     run = await asyncio.wait_for(start(Api(reviewer_token), "approver", "Please delete /tmp/g.txt"), 30)
     assert run["events"][-2]["type"] == "tool-call-approval"
     assert (await listing(Api(reviewer_token)))["total"] == 1
+
+
+async def test_an_approval_carrying_a_stale_fingerprint_is_refused_and_runs_nothing(
+    mastra: Runtime, reviewer_token: str
+) -> None:
+    api = Api(reviewer_token)
+    run = await start(api, "approver", "Please delete /tmp/a.txt")
+    ids = {"runId": run["runId"], "toolCallId": run["toolCallId"]}
+    stale = fingerprint({"path": "/tmp/b.txt"})  # what the caller saw is not what waits
+
+    refused = await api.post(f"{A}/approve-tool-call", {**ids, "fingerprint": stale})
+
+    assert refused.status_code == 403, refused.content
+    assert "changed since you saw it" in json.loads(refused.content)["error"]
+    # Nothing ran; the refusal is on record, as every door's refusals are.
+    assert (await listing(api))["total"] == 1
+    assert await audit_rows() == [("rita", "approve", "refused", "api")]
+    malformed = await api.post(f"{A}/approve-tool-call", {**ids, "fingerprint": 7})
+    assert malformed.status_code == 400
+    assert json.loads(malformed.content)["issues"][0]["field"] == "fingerprint"
+    approved = await api.post(
+        f"{A}/approve-tool-call", {**ids, "fingerprint": fingerprint({"path": "/tmp/a.txt"})}
+    )
+    assert approved.status_code == 200
+    assert events(await read(approved))[0]["payload"]["result"] == {"deleted": "/tmp/a.txt"}

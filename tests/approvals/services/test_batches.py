@@ -13,7 +13,7 @@ from django.test import Client
 
 from agents_runtime import RunResult
 from approvals import tasks
-from approvals.models import AuditEntry, Batch, BatchItem, FollowedAgent
+from approvals.models import AuditEntry, Batch, BatchItem, FollowedAgent, ParkedCallRecord
 from approvals.views.audit import AUDIT_CSV_COLUMNS
 from tests.support.runtime_fixtures import DashboardAgents
 from tests.support.users import make_user
@@ -275,3 +275,23 @@ def test_following_an_agent_is_stored_per_user(
     assert 'data-follows="[&quot;helpdesk&quot;]"' in page
     reviewer_client.post("/agents/helpdesk/follow", {"follow": "no"})
     assert FollowedAgent.objects.count() == 0
+
+
+def test_a_call_changed_since_the_preview_is_skipped_not_decided_unseen(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    runs = [agents.start("helpdesk", f"refund parcel {n}") for n in range(2)]
+    batch = prepare(reviewer_client, [key(r) for r in runs])
+    # After the preview was shown, the second call's effect preview changes (as a re-check or a
+    # tool upgrade would): the batch's approval was given on what it said before.
+    call = ParkedCallRecord.objects.get(run__run_id=runs[1].run_id)
+    call.context = {**(call.context or {}), "preview": {"sentence": "Refunds $5,000.00 instead"}}
+    call.save(update_fields=["context"])
+
+    start(reviewer_client, batch, "approve")
+
+    assert agents.executed["refund"].count == 1
+    assert [r.run_id for r in agents.suspended("helpdesk")] == [runs[1].run_id]
+    stale = batch.items.get(run_id=runs[1].run_id)
+    assert stale.state == BatchItem.State.SKIPPED and "changed since you saw it" in stale.detail
+    assert batch.items.get(run_id=runs[0].run_id).state == BatchItem.State.DECIDED
