@@ -16,7 +16,18 @@ from urllib.parse import quote, unquote
 
 from django.urls import path, register_converter
 
-from approvals.views import audit, batches, claims, deadlines, decisions, grants, pages, profile, tokens
+from approvals.views import (
+    audit,
+    batches,
+    claims,
+    deadlines,
+    decisions,
+    grants,
+    pages,
+    profile,
+    suggestions,
+    tokens,
+)
 from approvals.views import health as health_views
 from approvals.views import notifications as notification_views
 
@@ -83,6 +94,8 @@ urlpatterns = [
     path("runs/<id:run_id>/calls/<call_id:tool_call_id>/undo", decisions.call_undo, name="undo"),
     path("grants/", grants.grants_page, name="grants"),
     path("grants/<int:grant_id>/revoke", grants.grant_revoke, name="grant_revoke"),
+    path("grants/suggestions/accept", suggestions.suggestion_accept, name="suggestion_accept"),
+    path("grants/suggestions/dismiss", suggestions.suggestion_dismiss, name="suggestion_dismiss"),
     path("audit/", audit.audit_log, name="audit"),
     path("audit/export.csv", audit.audit_export, name="audit_export"),
     path("health/", health_views.queue_health, name="health"),

@@ -17,6 +17,7 @@ from .notifications import (
 )
 from .requests import ApprovalRequest, ExternalAgent
 from .runs import ChosenRunId, ParkedCallRecord, RunRecord, ThreadMessage
+from .suggestions import GrantSuggestionRecord, SuggestionChoice
 from .tokens import ApiToken
 from .webhooks import WebhookDelivery, WebhookEndpoint
 
@@ -33,6 +34,7 @@ __all__ = [
     "ExternalAgent",
     "FollowedAgent",
     "GrantRecord",
+    "GrantSuggestionRecord",
     "HealthCount",
     "HealthWatermark",
     "HeldDecision",
@@ -45,6 +47,7 @@ __all__ = [
     "RequestExecution",
     "RunRecord",
     "ServedAddress",
+    "SuggestionChoice",
     "ThreadMessage",
     "WebhookDelivery",
     "WebhookEndpoint",

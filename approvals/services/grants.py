@@ -102,6 +102,30 @@ def approve_and_allow(
     return replace(outcome, grant_note=f"Allowed from now on: {describe(grant)}."), grant
 
 
+def allow(access: AgentAccess, tool_name: str, *, terms: GrantTerms, scope_value: str = "") -> Grant:
+    """A grant made without a call to approve (an accepted suggestion): the same checks as
+    "approve and allow" (``grant_refusal``, then the runtime's ``grant_request``), and its making
+    in the audit log. ``PermissionDenied`` for a user who may not grant, ``InvalidGrant`` for
+    terms that cannot be kept (nothing made)."""
+    refusal = grant_refusal(access)
+    if refusal:
+        raise PermissionDenied("You may not make standing grants for this agent's calls.")
+    scope = GrantScope(terms.scope)
+    request = access.agent.grant_request(
+        tool_name,
+        scope=scope,
+        created_by=access.access.username,
+        thread_id=scope_value if scope == GrantScope.THREAD else None,
+        resource_id=scope_value if scope == GrantScope.RESOURCE else None,
+        expires_at=None if terms.lasts is None else timezone.now() + terms.lasts,
+        max_uses=terms.max_uses,
+        condition=terms.condition,
+        covers_risky=terms.covers_risky,
+    )
+    grant: Grant = async_to_sync(access.agent.add_grant)(request)
+    return grant
+
+
 def _refused(
     access: AgentAccess, run: Any, tool_name: str, tool_call_id: str, message: str
 ) -> DecisionOutcome:

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 from agents_runtime import GrantNotFound
 from approvals import queries
 from approvals.services import grants as grant_services
+from approvals.services import suggestions as suggestion_services
 from approvals.views.base import access_of
 
 
@@ -25,6 +26,7 @@ def grants_page(request: HttpRequest) -> HttpResponse:
         "grants": [(row, grant_services.may_revoke(access, row)) for row in rows],
         "show": show,
         "now": timezone.now(),
+        "suggestions": suggestion_services.suggestions(access),
     }
     return render(request, "approvals/grants.html", context)
 
