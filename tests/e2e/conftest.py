@@ -234,7 +234,7 @@ def serving(tmp_path_factory: pytest.TempPathFactory, **settings: str) -> Iterat
     try:
         with ThreadPoolExecutor(max_workers=2) as pool:
             # Seeding and the second login go on while Daphne starts (each is its own process).
-            seeded = pool.submit(unstarted.manage, "demo_setup")
+            seeded = pool.submit(unstarted.manage, "demo_setup", "--no-history")
             reviewer = pool.submit(unstarted.manage, "shell", "--command", _CREATE_REVIEWER)
             process, port = _start_daphne(env, log)
             seeded.result()

@@ -1,4 +1,5 @@
-"""``manage.py demo_setup``: the demo login and some runs waiting for it (what ``make run`` calls)."""
+"""``manage.py demo_setup``: the demo login, a week's decided calls, and some runs waiting for it
+(what ``make run`` calls)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--no-seed", action="store_true", help="Only create the demo login.")
         parser.add_argument(
+            "--no-history",
+            action="store_true",
+            help="Seed the waiting runs only, not the decided calls before them.",
+        )
+        parser.add_argument(
             "--banner",
             nargs="+",
             metavar="URL",
@@ -30,7 +36,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         self._demo_login()
         if not options["no_seed"]:
-            self._seed()
+            self._seed(history=not options["no_history"])
         if options["banner"]:
             self._banner(options["banner"])
 
@@ -62,10 +68,10 @@ class Command(BaseCommand):
                 "  (an existing account keeps its password; `manage.py changepassword` resets it)"
             )
 
-    def _seed(self) -> None:
+    def _seed(self, *, history: bool) -> None:
         runtime = agents.runtime()
         try:
-            from demo.seed import seed_demo_runs
+            from demo.seed import seed_demo_history, seed_demo_runs
         except ImportError:
             self.stdout.write(self.style.WARNING("No demo/seed.py yet: no demo runs seeded."))
             return
@@ -78,5 +84,8 @@ class Command(BaseCommand):
         if already:
             self.stdout.write(f"{already} run(s) already waiting: not seeding more demo runs.")
             return
+        if history:
+            waited = async_to_sync(seed_demo_history)(runtime, DEMO_USERNAME)
+            self.stdout.write(f"Seeded decided calls: {sum(waited.values())} decided by {DEMO_USERNAME!r}.")
         seeded = async_to_sync(seed_demo_runs)(runtime)
         self.stdout.write(self.style.SUCCESS(f"Seeded demo runs: {seeded} waiting for a decision."))

@@ -16,7 +16,8 @@ from agents_runtime import Agent, Call, Reply, Runtime, scripted_model, tool
 from agents_runtime.deadlines import Deadline
 from approvals import agents as served
 from approvals.apps import compose
-from approvals.policy import create_agent_groups
+from approvals.policy import Access, create_agent_groups
+from approvals.services.suggestions import suggestions
 from approvals.store import DjangoRunStore
 from tests.support.runtime_fixtures import DashboardAgents
 from tests.support.users import ensure_groups
@@ -67,6 +68,12 @@ def test_demo_setup_creates_the_demo_login_and_seeds_once(settings: object) -> N
     assert "Seeded demo runs" in first
     assert "already waiting: not seeding" in second
     assert waiting > 0
+    # The week of decided calls before them yields a grant to suggest (the grants page's).
+    assert "Seeded decided calls: 23 decided by 'reviewer'" in first
+    assert [s.summary for s in suggestions(Access.of(user))] == [
+        "15 of 15 issue_refund calls where amount_cents <= 12000 approved by reviewers, none declined, "
+        "none edited, in 7 days. Would have matched 15 of the last 17 decided calls: 0 declined, 0 edited."
+    ]
 
 
 # -- grant --escalation ----------------------------------------------------------------------------
