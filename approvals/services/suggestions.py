@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -135,6 +136,16 @@ def _candidates(agent_id: str, tool_name: str, rows: list[DecidedCall]) -> Itera
     yield from sorted(narrower, key=lambda pair: -pair[1])
 
 
+_CEILING = re.compile(r"(\w+) <= -?\d+")
+
+
+def _family(scope: str, scope_value: str, condition: str) -> tuple[str, str, str]:
+    """What a choice settles: these terms, or any ceiling on the same argument (a dismissed
+    "amount_cents <= 12000" is not offered again as "amount_cents <= 12500" the next day)."""
+    ceiling = _CEILING.fullmatch(condition)
+    return scope, scope_value, f"{ceiling.group(1)} <=" if ceiling else condition
+
+
 def _settled(agent_id: str, tool_name: str, now: datetime) -> set[tuple[str, str, str]]:
     """The terms not to offer: chosen lately, or already a live grant."""
     chosen = GrantSuggestionRecord.objects.filter(
@@ -145,7 +156,7 @@ def _settled(agent_id: str, tool_name: str, now: datetime) -> set[tuple[str, str
         .filter(agent_id=agent_id, tool_name=tool_name)
         .values_list("scope", "scope_value", "condition")
     )
-    return {(scope, value, condition) for scope, value, condition in [*chosen, *live]}
+    return {_family(scope, value, condition) for scope, value, condition in [*chosen, *live]}
 
 
 def suggestion_for(agent_id: str, tool_name: str, *, now: datetime | None = None) -> Suggestion | None:
@@ -160,7 +171,7 @@ def suggestion_for(agent_id: str, tool_name: str, *, now: datetime | None = None
     rows = decided_calls(agent_id, tool_name, since=now - WINDOW)
     settled = _settled(agent_id, tool_name, now)
     for terms, _ in _candidates(agent_id, tool_name, rows):
-        if (terms.scope.value, terms.scope_value, terms.condition) in settled:
+        if _family(terms.scope.value, terms.scope_value, terms.condition) in settled:
             continue
         tried = trial(terms, now=now, calls=rows)
         if tried.approved_by_person >= MIN_APPROVALS and not tried.declined and not tried.edited:

@@ -9,7 +9,7 @@ from datetime import timedelta
 from django.contrib.auth.models import User
 
 from approvals.policy import Access
-from approvals.services.suggestions import suggestions
+from approvals.services.suggestions import dismiss, suggestions
 from tests.support.history import approvals, decided, refund
 from tests.support.runtime_fixtures import DashboardAgents
 
@@ -89,3 +89,18 @@ def test_a_tool_that_takes_no_grants_is_never_offered(agents: DashboardAgents, r
         decided({"disk": "sda"}, agent_id="worker", tool_name="wipe_disk")
 
     assert offered(reviewer) == []
+
+
+def test_a_dismissed_ceiling_is_not_offered_again_when_the_ceiling_moves(
+    agents: DashboardAgents, reviewer: User
+) -> None:
+    for amount in range(1000, 2200, 100):
+        decided(refund(amount, order_id=f"A-{amount}", note=f"n{amount}"))
+    decided(refund(90_000, order_id="A-9", note="big"), action="decline")
+    access = Access.of(reviewer)
+    (first,) = suggestions(access)
+
+    dismiss(access, first.terms)
+    decided(refund(2150, order_id="A-2150", note="n2150"))
+
+    assert [s.terms.condition for s in suggestions(access)] == []
