@@ -30,6 +30,7 @@ from approvals.models import (
     AuditEntry,
     ExternalAgent,
     GrantRecord,
+    GrantSuggestionRecord,
     WebhookDelivery,
     WebhookEndpoint,
 )
@@ -301,6 +302,33 @@ class GrantRecordAdmin(SeenAgentsOnly, admin.ModelAdmin[GrantRecord]):
                 continue
             revoked += 1
         self.message_user(request, f"{revoked} grant(s) revoked.")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(GrantSuggestionRecord)
+class GrantSuggestionRecordAdmin(SeenAgentsOnly, admin.ModelAdmin[GrantSuggestionRecord]):
+    """Who accepted or dismissed which suggested grant (the grants page): read only."""
+
+    list_display = [
+        "decided_at",
+        visible("decided_by_name", "by"),
+        "choice",
+        "agent_id",
+        "tool_name",
+        "scope",
+        visible("condition"),
+        "grant",
+    ]
+    list_filter = ["choice", "agent_id"]
+    fields = readonly_fields = shown_fields(GrantSuggestionRecord)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

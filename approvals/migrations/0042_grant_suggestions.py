@@ -3,7 +3,35 @@
 import django.db.models.deletion
 import django.utils.timezone
 from django.conf import settings
+from django.contrib.auth.management import create_permissions
 from django.db import migrations, models
+
+#: Admins read who accepted or dismissed which suggested grant (the Django admin).
+CODENAMES = ["view_grantsuggestionrecord"]
+
+
+def admins_read_suggestions(apps, schema_editor):
+    # Permissions are normally created after all migrations ran (post_migrate): as 0022 does.
+    app_config = apps.get_app_config("approvals")
+    models_module = getattr(app_config, "models_module", None)
+    app_config.models_module = models_module or True
+    create_permissions(app_config, apps=apps, verbosity=0)
+    app_config.models_module = models_module
+    Group = apps.get_model("auth", "Group")
+    Permission = apps.get_model("auth", "Permission")
+    admins, _ = Group.objects.get_or_create(name="Admins")
+    admins.permissions.add(
+        *Permission.objects.filter(content_type__app_label="approvals", codename__in=CODENAMES)
+    )
+
+
+def admins_no_longer_read_suggestions(apps, schema_editor):
+    Group = apps.get_model("auth", "Group")
+    Permission = apps.get_model("auth", "Permission")
+    for admins in Group.objects.filter(name="Admins"):
+        admins.permissions.remove(
+            *Permission.objects.filter(content_type__app_label="approvals", codename__in=CODENAMES)
+        )
 
 
 class Migration(migrations.Migration):
@@ -38,4 +66,5 @@ class Migration(migrations.Migration):
                 'indexes': [models.Index(fields=['agent_id', 'tool_name', '-decided_at'], name='suggestion_tool_idx')],
             },
         ),
+        migrations.RunPython(admins_read_suggestions, admins_no_longer_read_suggestions),
     ]

@@ -142,3 +142,16 @@ def test_accept_without_the_csrf_token_is_refused(agents: DashboardAgents, revie
 
     assert client.post("/grants/suggestions/accept", fields, **HX).status_code == 403
     assert GrantRecord.objects.count() == 0 and GrantSuggestionRecord.objects.count() == 0
+
+
+def test_admins_read_the_choices_in_the_django_admin(
+    agents: DashboardAgents, reviewer_client: Client, admin_member_client: Client
+) -> None:
+    approvals(10)
+    page = reviewer_client.get("/grants/").content.decode()
+    reviewer_client.post("/grants/suggestions/dismiss", form_of(page, "/grants/suggestions/dismiss"), **HX)
+
+    listing = admin_member_client.get("/admin/approvals/grantsuggestionrecord/")
+
+    assert listing.status_code == 200
+    assert "dismissed" in listing.content.decode() and "rita" in listing.content.decode()
