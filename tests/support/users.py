@@ -18,7 +18,7 @@ def ensure_groups() -> None:
     import_module("approvals.migrations.0022_grants").admins_manage_grants(django_apps, None)
     import_module("approvals.migrations.0030_auditors").create_auditors(django_apps, None)
     import_module("approvals.migrations.0037_admins_register_external_agents").grant(django_apps, None)
-    import_module("approvals.migrations.0042_grant_suggestions").admins_read_suggestions(django_apps, None)
+    import_module("approvals.migrations.0043_grant_suggestions").admins_read_suggestions(django_apps, None)
 
 
 def make_user(username: str, *groups: str) -> User:

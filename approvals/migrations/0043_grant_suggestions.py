@@ -37,7 +37,7 @@ def admins_no_longer_read_suggestions(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('approvals', '0041_request_executions'),
+        ('approvals', '0042_batch_item_fingerprint'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
