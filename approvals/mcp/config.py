@@ -17,6 +17,7 @@ default = "pass"                # tools without an entry: pass, approve or hide 
 mode = "approve"                # pass, approve or hide
 when = 'title.startsWith("ops-")'      # optional CEL: approval only when it holds
 rules = { approvals = 2, separate_duties = true }  # the external agent's rules for the tool
+preview = { sentence = "Deletes the note ${title}", items = ["${title}"] }  # what it would do (previews.py)
 ```
 
 Everything is checked when the file is read (``ConfigError`` says where); conditions again against the
@@ -35,6 +36,7 @@ from typing import Any, Literal
 
 from agents_runtime import ToolRules
 from agents_runtime.conditions import Condition, InvalidCondition, compile_condition
+from approvals.mcp.previews import InvalidPreview, PreviewTemplate
 
 Mode = Literal["pass", "approve", "hide"]
 MODES: tuple[Mode, ...] = ("pass", "approve", "hide")
@@ -50,7 +52,7 @@ _GATEWAY_KEYS = {
     "http_auth",
 }
 _UPSTREAM_KEYS = {"command", "env", "cwd", "url", "headers", "default", "tools"}
-_TOOL_KEYS = {"mode", "when", "rules"}
+_TOOL_KEYS = {"mode", "when", "rules", "preview"}
 
 
 class ConfigError(ValueError):
@@ -65,6 +67,8 @@ class ToolPolicy:
     #: Approval only when this holds (``mode = "approve"``); None: always.
     when: Condition | None = None
     rules: ToolRules = field(default_factory=ToolRules)
+    #: What a call would do, filled in from its arguments, on its card (``mode = "approve"``).
+    preview: PreviewTemplate | None = None
 
 
 @dataclass(frozen=True)
@@ -189,7 +193,20 @@ def _tool(where: str, spec: Any) -> ToolPolicy:
         raise ConfigError(f"{where} when: {exc}") from None
     except ValueError as exc:
         raise ConfigError(f"{where} rules: {exc}") from None
-    return ToolPolicy(mode=mode, when=condition, rules=rules)
+    return ToolPolicy(
+        mode=mode, when=condition, rules=rules, preview=_preview(where, mode, spec.get("preview"))
+    )
+
+
+def _preview(where: str, mode: str, spec: Any) -> PreviewTemplate | None:
+    if spec is None:
+        return None
+    if mode != "approve":
+        raise ConfigError(f'{where} preview: for mode = "approve" only')
+    try:
+        return PreviewTemplate.parse(spec)
+    except InvalidPreview as exc:
+        raise ConfigError(f"{where} preview: {exc}") from None
 
 
 def _object(value: Any, where: str, allowed: set[str] | None) -> None:

@@ -2,11 +2,11 @@
 
 A call to a tool that needs approval becomes an approval request of the gateway's external agent
 (``approvals.services.requests.create``: the same queue, policy, grants, deadlines and audit as any
-request), keyed by the caller's session and the call's id so that asking again (a reconnect) finds
-it. The gateway waits for the decision (``requests.wait``), telling the client it waits
-(``Caller.progress``); approved, it calls the upstream once with the approved arguments
-(``executions.claim``) and answers its result; declined, expired or cancelled, it answers a tool error
-with the reason.
+request; its tool's configured preview, filled in from its arguments, goes with it), keyed by the
+caller's session and the call's id so that asking again (a reconnect) finds it. The gateway waits
+for the decision (``requests.wait``), telling the client it waits (``Caller.progress``); approved,
+it calls the upstream once with the approved arguments (``executions.claim``) and answers its
+result; declined, expired or cancelled, it answers a tool error with the reason.
 """
 
 from __future__ import annotations
@@ -146,6 +146,7 @@ class Gateway:
             tool_name=name,
             args=arguments,
             args_schema=route.args_schema,
+            preview=route.policy.preview.render(arguments) if route.policy.preview is not None else None,
             thread_id=caller.session,
             resource_id=caller.identity,
             deadline_in=config.deadline_seconds,

@@ -9,8 +9,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from mcp_types import Tool
 
+from agents_runtime.previews import preview_problems
 from approvals.mcp.config import ConfigError, ToolPolicy, UpstreamConfig, load, parse
 from approvals.mcp.gateway import Caller, _route, needs_approval
+from approvals.mcp.previews import PreviewTemplate, fill
 from approvals.mcp.upstream import Upstream
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -31,6 +33,18 @@ def test_the_demo_configuration_reads() -> None:
     assert add.when is not None
     assert needs_approval(add, {"title": "ops-deploy", "text": ""})
     assert not needs_approval(add, {"title": "lunch", "text": ""})
+    # Its two approval tools say what they would do.
+    assert add.preview is not None and notes.policy("delete_note").preview is not None
+    assert add.preview.render({"title": "ops-deploy", "text": "at 5"}) == {
+        "sentence": "Keeps the note ops-deploy (replacing one of that title)",
+        "changes": [
+            {"label": "Text of ops-deploy", "before": "(any earlier note's, replaced)", "after": "at 5"}
+        ],
+    }
+    assert notes.policy("delete_note").preview.render({"title": "ops-x"}) == {
+        "sentence": "Forgets the note ops-x and its text",
+        "items": ["ops-x"],
+    }
 
 
 def test_json_and_a_tool_without_an_entry_asks() -> None:
@@ -57,6 +71,27 @@ def test_json_and_a_tool_without_an_entry_asks() -> None:
         (config(tools={"rm": {"rules": {"approvals": "two"}}}), "tools.rm rules"),
         ({"gateway": {"deadline_seconds": -1}, "upstreams": {"a": {"command": ["x"]}}}, "deadline_seconds"),
         ({"gateway": {"progress_seconds": 0}, "upstreams": {"a": {"command": ["x"]}}}, "progress_seconds"),
+        (
+            config(tools={"rm": {"preview": {"sentence": "Removes ${path.__class__}"}}}),
+            "tools.rm preview: sentence: ${path.__class__} is not a placeholder",
+        ),
+        (
+            config(tools={"rm": {"preview": {"items": ["${path"]}}}),
+            "tools.rm preview: items[0]: a '${' without its '}'",
+        ),
+        (
+            config(tools={"rm": {"preview": {"sentence": "x", "colour": "red"}}}),
+            "tools.rm preview: unknown keys",
+        ),
+        (config(tools={"rm": {"preview": {"changes": [{"label": "a"}]}}}), "tools.rm preview: changes[0]"),
+        (config(tools={"rm": {"preview": {"items": "${path}"}}}), "tools.rm preview: items: a list"),
+        (config(tools={"rm": {"preview": {"sentence": 3}}}), "tools.rm preview: sentence: text"),
+        (config(tools={"rm": {"preview": {}}}), "tools.rm preview: empty"),
+        (config(tools={"rm": {"preview": "Removes ${path}"}}), "tools.rm preview: a table"),
+        (
+            config(tools={"rm": {"mode": "pass", "preview": {"sentence": "x"}}}),
+            'preview: for mode = "approve" only',
+        ),
     ],
 )
 def test_a_configuration_that_cannot_be_used_says_where(data: dict[str, Any], says: str) -> None:
@@ -107,3 +142,41 @@ def test_the_idempotency_key_is_the_session_and_the_call_bounded() -> None:
     assert Caller(session=None, call_id="7").idempotency_key() is None
     long = Caller(session="s" * 300, call_id="7").idempotency_key()
     assert long is not None and long.startswith("mcp:sha256:") and len(long) <= 255
+
+
+def test_a_preview_is_filled_in_from_the_arguments_and_reaches_nothing_else() -> None:
+    template = PreviewTemplate.parse(
+        {
+            "sentence": "Removes ${path} for $$5 ($40), {0.__class__} {path}",
+            "changes": [{"label": "Owner", "before": "${owner.name}", "after": "${new_owner}"}],
+            "items": ["${paths}", "${path}"],
+        }
+    )
+    args = {"path": "/etc/x", "owner": {"name": "root"}, "paths": ["/a", 2], "new_owner": None}
+    assert template.render(args) == {
+        # ``str.format``'s fields and a lone "$" are text as written; "$$" is a dollar sign.
+        "sentence": "Removes /etc/x for $5 ($40), {0.__class__} {path}",
+        "changes": [{"label": "Owner", "before": "root", "after": "null"}],
+        # A placeholder naming a list is one item per element.
+        "items": ["/a", "2", "/etc/x"],
+    }
+    # Arguments the call lacks are marked, and the call still has its preview.
+    assert template.render({}) == {
+        "sentence": "Removes ⟨path missing⟩ for $5 ($40), {0.__class__} {path}",
+        "changes": [{"label": "Owner", "before": "⟨owner.name missing⟩", "after": "⟨new_owner missing⟩"}],
+        "items": ["⟨paths missing⟩", "⟨path missing⟩"],
+    }
+    # Even past the configuration's check, a path only looks keys up: no attribute is reached.
+    assert fill("${path.__class__} ${path.upper} ${path.0}", {"path": "/x"}) == (
+        "⟨path.__class__ missing⟩ ⟨path.upper missing⟩ ⟨path.0 missing⟩"
+    )
+
+
+def test_a_filled_in_preview_is_cut_to_the_bounds_of_any_external_agents() -> None:
+    template = PreviewTemplate.parse({"sentence": "Writes ${text}", "items": ["${paths}"]})
+    filled = template.render({"text": "x\x00" * 400, "paths": [f"/{i}" for i in range(80)]})
+    assert filled is not None
+    assert len(filled["sentence"]) == 500 and filled["sentence"].endswith("…")
+    assert "\x00" not in filled["sentence"]
+    assert len(filled["items"]) == 50
+    assert preview_problems(filled) == []  # what the request takes from any external agent

@@ -12,7 +12,9 @@ Every call of a dangerous tool the upstream really ran is a line in its log: the
 from __future__ import annotations
 
 import asyncio
+import html
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -34,6 +36,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult, RequestParamsMeta, TextContent
 
+from agents_runtime import fingerprint
 from approvals import agents as served
 from approvals.mcp.config import load
 from approvals.mcp.gateway import Gateway
@@ -64,6 +67,7 @@ default = "pass"
 
 [upstreams.files.tools.delete_file]
 mode = "approve"
+preview = {{ sentence = "Deletes ${{path}} {{0.__class__}}", items = ["${{path}}", "${{owner}}"] }}
 
 [upstreams.files.tools.write_file]
 mode = "approve"
@@ -298,6 +302,46 @@ async def test_an_approved_call_runs_once_with_the_reviewers_edits(
     assert "Approved with edits" in ended.detail
     await row.arefresh_from_db()
     assert row.result_ok is True and row.result_output == "deleted /srv/b"
+
+
+SEEN = re.compile(r'name="seen" value="([0-9a-f]+)"')
+
+
+async def test_a_parked_call_shows_its_configured_preview_and_a_decision_is_bound_to_it(
+    connect: Connect, upstream: Upstream, reviewer: User
+) -> None:
+    async with connect() as client:
+        call = asyncio.create_task(client.call_tool("files.delete_file", {"path": "/srv/<b>p</b>"}))
+        row = await parked("files.delete_file")
+        # Filled in from the arguments: an argument the call lacks is marked, and str.format's
+        # {0.__class__} is text as written, never evaluated.
+        assert row.preview == {
+            "sentence": "Deletes /srv/<b>p</b> {0.__class__}",
+            "items": ["/srv/<b>p</b>", "⟨owner missing⟩"],
+        }
+        page = AsyncClient()
+        await sync_to_async(page.force_login)(reviewer)
+        card = (await page.get(f"/runs/{row.run_id}/")).content.decode()
+        assert '<p class="preview-sentence">Deletes /srv/&lt;b&gt;p&lt;/b&gt; {0.__class__}</p>' in card
+        assert "<li>/srv/&lt;b&gt;p&lt;/b&gt;</li><li>⟨owner missing⟩</li>" in card
+        (seen,) = set(SEEN.findall(card))
+
+        # A card shown without the preview (the arguments alone) is not what the reviewer decides on.
+        url = f"/runs/{row.run_id}/calls/request/approve"
+        stale = await page.post(
+            url, {"agent": AGENT, "seen": fingerprint(row.args)}, headers={"HX-Request": "true"}
+        )
+        assert "The call changed since you saw it" in html.unescape(stale.content.decode())
+        await asyncio.sleep(0.3)
+        assert not call.done() and upstream.calls("delete_file") == []
+
+        await page.post(url, {"agent": AGENT, "seen": seen}, headers={"HX-Request": "true"})
+        result = await asyncio.wait_for(call, 30)
+    assert (result.is_error, text(result)) == (False, "deleted /srv/<b>p</b>")
+    # The audit row keeps the preview the card showed.
+    entry = await AuditEntry.objects.aget(run_id=row.run_id, action="approve", outcome="completed")
+    assert entry.preview is not None and entry.preview["sentence"] == "Deletes /srv/<b>p</b> {0.__class__}"
+    assert entry.preview["items"] == ["/srv/<b>p</b>", "⟨owner missing⟩"]
 
 
 async def test_declined_when_the_condition_holds_and_expired(
