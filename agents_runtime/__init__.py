@@ -39,6 +39,7 @@ from .policy import (
     shown,
 )
 from .previews import Change, Preview
+from .routing import InvalidRule, Route, Rule, RuleNotFound, RuleRequest, RuleStore
 from .runtime import Runtime
 from .scripted import Call, Reply, ScriptContext, scripted_model
 from .store import RunStore
@@ -79,6 +80,7 @@ __all__ = [
     "InvalidGrant",
     "InvalidPagination",
     "InvalidResumeData",
+    "InvalidRule",
     "InvalidToolArgs",
     "ListSuspendedRunsResult",
     "NotADecider",
@@ -89,6 +91,11 @@ __all__ = [
     "Reply",
     "RerunNotConfirmed",
     "RiskyNotConfirmed",
+    "Route",
+    "Rule",
+    "RuleNotFound",
+    "RuleRequest",
+    "RuleStore",
     "RunAlreadyDecided",
     "RunEvent",
     "RunNotFound",

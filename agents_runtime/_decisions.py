@@ -123,6 +123,7 @@ def decision_rule(ctx: AgentContext, request: DecisionRequest) -> DecisionRule:
             resume_data=stored_resume,
             edited_args=edits,
             grant_id=request.grant.id if request.grant is not None else None,
+            rule_id=request.rule.id if request.rule is not None else None,
         )
         tool = ctx.find_tool(call.tool_name)
         return call.tool_call_id, policy.verdict(request, run, call, tool, decision)

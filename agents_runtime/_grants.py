@@ -148,8 +148,11 @@ def _grantable(ctx: AgentContext, call: ParkedCall) -> bool:
 Covering = dict[str, list[Grant]]
 
 
-async def check_grants(ctx: AgentContext, suspension: Suspension) -> tuple[Suspension, Covering]:
-    """The live grants that cover each call of ``suspension``, before it is stored.
+async def check_grants(
+    ctx: AgentContext, suspension: Suspension, skip: frozenset[str] = frozenset()
+) -> tuple[Suspension, Covering]:
+    """The live grants that cover each call of ``suspension``, before it is stored (the calls in
+    ``skip`` aside: a routing rule decides them, or sent them to several approvals or to a person).
 
     A grant whose condition cannot be evaluated on a call's arguments (it raises, or is over its
     evaluation budget) does not apply: the call waits for a person, and its context says which grant
@@ -163,7 +166,7 @@ async def check_grants(ctx: AgentContext, suspension: Suspension) -> tuple[Suspe
     covering: Covering = {}
     calls = list(suspension.calls)
     for index, call in enumerate(calls):
-        if not _grantable(ctx, call):
+        if call.tool_call_id in skip or not _grantable(ctx, call):
             continue
         try:
             grants, failures = await _covering(ctx, store, suspension, call)

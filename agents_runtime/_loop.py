@@ -44,6 +44,7 @@ from ._parking import (
     with_previews,
 )
 from ._pydantic import ClaimLost, RunDeps
+from ._routing import apply_routes, route_calls
 from .deadlines import Deadline
 from .events import Continuation
 from .records import DecisionReceipt, ParkedCall, RunEnding, StoredRun, Suspension, tool_calls
@@ -267,16 +268,19 @@ async def store_suspension(
     ctx: AgentContext, suspension: Suspension, claimed_version: int | None, emit: Emit
 ) -> RunResult:
     run_id = suspension.run_id
-    suspension, covering = await check_grants(ctx, suspension)
+    suspension, routed, held = await route_calls(ctx, suspension)
+    suspension, covering = await check_grants(ctx, suspension, held)
     if claimed_version is None:
         stored: StoredRun | None = await ctx.call(ctx.store.insert_suspended, suspension)
     else:
         stored = await ctx.call(ctx.store.resuspend, suspension, expected_version=claimed_version)
     if stored is None:
         return lost_claim(ctx, run_id, emit)
+    stored, routed_version = await apply_routes(ctx, stored, routed)
     stored, granted_version = await apply_grants(ctx, stored, covering)
+    granted_version = routed_version if granted_version is None else granted_version
     if granted_version is not None:
-        # Standing grants approved every call it waited on: it goes on at once, never announced.
+        # Rules and grants decided every call it waited on: it goes on at once, never announced.
         return await continue_run(ctx, run_id, granted_version, emit, stored)
     listed = [listed_call(c) for c in stored.undecided]
     for chunk in waiting_chunks(run_id, listed):

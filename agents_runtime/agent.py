@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import date, datetime, timedelta
 from typing import Any, Literal, Protocol
 
-from . import _deadlines, _decisions, _grants, _loop, _pydantic
+from . import _deadlines, _decisions, _grants, _loop, _pydantic, _routing
 from ._context import AgentContext
 from ._convert import agent_run, as_utc, check_pagination, new_run_id, now, plain_messages
 from .deadlines import Deadline, as_deadline
@@ -25,6 +25,7 @@ from .grants import Grant, GrantRequest, GrantScope
 from .memory import InMemoryRunStore
 from .policy import Confirmation, DecisionRequest, Policy, Would
 from .records import RunQuery, StoredRun
+from .routing import Route, Rule, RuleRequest
 from .store import RunStore
 from .stream import Decided, Emit, RunStream
 from .tools import Tool, tool
@@ -351,6 +352,31 @@ class Agent:
         """Revoke one of this agent's grants: no call is approved by it after this returns
         (``GrantNotFound`` when the agent has no such grant)."""
         return await _grants.revoke(self._context(), grant_id, actor=actor)
+
+    # -- routing rules (beyond Mastra) -------------------------------------------------------------
+
+    def rule_request(
+        self, tool_name: str, *, route: Route | str, created_by: str, **terms: Any
+    ) -> RuleRequest:
+        """A checked routing rule for ``tool_name`` (``condition``, ``reason``, ``position``), not yet
+        kept; ``InvalidRule`` saying what is wrong (``_routing.request_for``)."""
+        return _routing.request_for(self._context(), tool_name, route=route, created_by=created_by, **terms)
+
+    async def add_rule(self, request: RuleRequest) -> Rule:
+        """Keep a rule from ``rule_request``: from now on it routes the calls it matches as they park."""
+        return await _routing.add(self._context(), request)
+
+    async def change_rule(self, rule_id: int, request: RuleRequest) -> Rule:
+        """New terms for one of this agent's rules (``RuleNotFound`` when it has no such rule)."""
+        return await _routing.change(self._context(), rule_id, request)
+
+    async def delete_rule(self, rule_id: int, *, actor: str) -> Rule:
+        """Delete one of this agent's rules (``RuleNotFound`` when it has no such rule)."""
+        return await _routing.delete(self._context(), rule_id, actor=actor)
+
+    async def routing_rules(self, tool_name: str | None = None) -> list[Rule]:
+        """This agent's routing rules, each tool's in the order they apply."""
+        return await _routing.rules(self._context(), tool_name)
 
     def continue_run(self, run_id: str, *, version: int, claimed: StoredRun | None = None) -> RunStream:
         """Continue a run claimed at ``version`` by a decision (beyond Mastra: for background workers).

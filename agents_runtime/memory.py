@@ -25,6 +25,7 @@ from .records import (
     decision_conflict,
     reclaimed_calls,
 )
+from .routing import Rule, RuleNotFound, RuleRequest, RuleStore, ordered, renumbered
 from .store import RunStore
 
 
@@ -39,7 +40,7 @@ class _Row:
 
 
 @dataclass
-class InMemoryRunStore(RunStore, GrantStore):
+class InMemoryRunStore(RunStore, GrantStore, RuleStore):
     """Keeps runs in this process's memory: safe between threads, gone when the process ends."""
 
     lease: timedelta = DEFAULT_LEASE
@@ -49,6 +50,8 @@ class InMemoryRunStore(RunStore, GrantStore):
     _threads: dict[tuple[str, str], list[list[Any]]] = field(default_factory=dict, init=False, repr=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False, repr=False)
     _grants: dict[int, Grant] = field(default_factory=dict, init=False, repr=False)
+    _rules: dict[int, Rule] = field(default_factory=dict, init=False, repr=False)
+    _rule_ids: int = field(default=0, init=False, repr=False)
 
     # -- helpers (call with the lock held) ------------------------------------------------------
 
@@ -411,6 +414,65 @@ class InMemoryRunStore(RunStore, GrantStore):
                     and g.live(at)
                     and g.in_scope(thread_id, resource_id)
                 ]
+            )
+
+    # -- routing rules -------------------------------------------------------------------------------
+
+    def _place(self, agent_id: str, tool_name: str, moving: int | None, position: int | None) -> None:
+        order = [r.id for r in self.rules_for(agent_id, tool_name)]
+        for rule_id, at in renumbered(order, moving, position).items():
+            self._rules[rule_id] = replace(self._rules[rule_id], position=at)
+
+    def add_rule(self, request: RuleRequest) -> Rule:
+        with self._lock:
+            self._rule_ids += 1
+            rule = Rule(
+                id=self._rule_ids,
+                agent_id=request.agent_id,
+                tool_name=request.tool_name,
+                position=10**9,
+                route=request.route,
+                condition=request.condition,
+                reason=request.reason,
+                created_by=request.created_by,
+                created_at=request.created_at,
+            )
+            self._rules[rule.id] = rule
+            self._place(rule.agent_id, rule.tool_name, rule.id, request.position)
+            return self._rules[rule.id]
+
+    def change_rule(self, rule_id: int, request: RuleRequest) -> Rule:
+        with self._lock:
+            rule = self._rules.get(rule_id)
+            if rule is None or (rule.agent_id, rule.tool_name) != (request.agent_id, request.tool_name):
+                raise RuleNotFound(rule_id)
+            self._rules[rule_id] = replace(
+                rule,
+                route=request.route,
+                condition=request.condition,
+                reason=request.reason,
+                changed_by=request.created_by,
+                changed_at=request.created_at,
+            )
+            self._place(rule.agent_id, rule.tool_name, rule_id, request.position or rule.position)
+            return self._rules[rule_id]
+
+    def delete_rule(self, rule_id: int, *, actor: str, at: datetime) -> Rule:
+        with self._lock:
+            rule = self._rules.pop(rule_id, None)
+            if rule is None:
+                raise RuleNotFound(rule_id)
+            self._place(rule.agent_id, rule.tool_name, None, None)
+            return rule
+
+    def get_rule(self, rule_id: int) -> Rule | None:
+        with self._lock:
+            return self._rules.get(rule_id)
+
+    def rules_for(self, agent_id: str, tool_name: str) -> list[Rule]:
+        with self._lock:
+            return ordered(
+                [r for r in self._rules.values() if (r.agent_id, r.tool_name) == (agent_id, tool_name)]
             )
 
 

@@ -17,7 +17,8 @@ The rules, in the order they are checked:
 4. a risky call (its tool asks for "I checked this", or the arguments hold a value the tool marks
    risky) is approved only with ``Confirmation.RISKY``; by a standing grant only if the grant was made
    for risky calls; by a deadline's default never. Code calling the runtime itself is trusted;
-5. separation of duties and votes (``tool(separate_duties=True, approvals=N)``).
+5. separation of duties and votes (``tool(separate_duties=True, approvals=N)``, or a routing rule's
+   ``two``: ``required_approvals``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from .vocabulary import CallKind, DecisionAction
 
 if TYPE_CHECKING:
     from .grants import Grant
+    from .routing import Rule
     from .tools import Tool
 
 
@@ -57,6 +59,8 @@ class Origin(enum.StrEnum):
     API = "api"
     MASTRA = "mastra"
     GRANT = "grant"
+    #: A routing rule (``agents_runtime.routing``) allowing or denying a call as it parks.
+    RULE = "rule"
     DEADLINE = "deadline"
     #: The agent that asked for the call, from another process (``agents_runtime.external``): it may
     #: only withdraw its own request (``DecisionAction.CANCEL``).
@@ -94,6 +98,8 @@ class DecisionRequest:
     principal: Any = None
     #: The standing grant that takes this decision (``Origin.GRANT``).
     grant: Grant | None = None
+    #: The routing rule that takes this decision (``Origin.RULE``).
+    rule: Rule | None = None
 
     def confirmed(self, what: Confirmation) -> bool:
         return what in self.confirmations
@@ -258,6 +264,8 @@ def _risky(
         )
     elif request.origin == Origin.DEADLINE:
         message = f"{call.tool_name} is marked risky here: nobody answering never approves it"
+    elif request.origin == Origin.RULE:
+        message = f"{call.tool_name} is marked risky here: a routing rule never approves it"
     elif request.confirmed(Confirmation.RISKY):
         return False
     else:
@@ -277,7 +285,7 @@ def _votes(run: StoredRun, call: ParkedCall, tool: Tool | None, decision: Decisi
     """
     if call.kind != CallKind.APPROVAL or decision.action != DecisionAction.APPROVE:
         return decision  # a decline declines at once, whoever votes; answers are not votes
-    required = tool.approvals if tool is not None else 1
+    required = required_approvals(call, tool)
     actor = decision.actor
     if tool is not None and tool.separate_duties:
         if actor is None:
@@ -324,6 +332,19 @@ def _votes(run: StoredRun, call: ParkedCall, tool: Tool | None, decision: Decisi
     if len(prior) + 1 < required:
         return Vote(approval=decision, votes=(*prior, decision), required=required)
     return decision
+
+
+def required_approvals(call: ParkedCall, tool: Tool | None) -> int:
+    """How many approvals ``call`` needs: its tool's (``tool(approvals=N)``), raised by the routing rule
+    that sent it to several (``routing.REQUIRED_APPROVALS_KEY`` in its context), never lowered."""
+    own = tool.approvals if tool is not None else 1
+    context = call.context if isinstance(call.context, Mapping) else {}
+    routed = context.get("required_approvals")
+    return max(own, routed) if type(routed) is int and routed <= MAX_ROUTED_APPROVALS else own
+
+
+#: The most approvals a routing rule asks of one call (its ``two``).
+MAX_ROUTED_APPROVALS = 2
 
 
 def _approved_args(call: ParkedCall, decision: Decision) -> str:

@@ -80,6 +80,9 @@ class Decision:
     #: An approval given by a standing grant (``grants``): the store takes one of its uses in the
     #: step that records the decision. ``actor`` is then who made the grant.
     grant_id: int | None = None
+    #: A decision a routing rule took as the call parked (``routing``): for the record written in the
+    #: same step (its audit row); stores need not keep it on the call. ``actor`` is "rule #N of <user>".
+    rule_id: int | None = None
 
     def __post_init__(self) -> None:
         # Callers may spell the action as its string ("approve"); the record holds the word.

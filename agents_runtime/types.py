@@ -67,6 +67,13 @@ class CallContext:
     previous_answers: tuple[PreviousAnswer, ...] = ()
     #: Grants whose conditions failed on this call when it parked (so it waits for a person).
     grant_failures: tuple[GrantFailure, ...] = ()
+    #: Routing rules whose conditions failed on this call when it parked (``grant``: "rule #3 of
+    #: rita"): no rule applied and the call waits for a person.
+    rule_failures: tuple[GrantFailure, ...] = ()
+    #: The routing rule that sent this call to a person or two ("rule #3 of rita"), if one did.
+    routed_by: str | None = None
+    #: Approvals this call needs when a routing rule raised its tool's count.
+    required_approvals: int | None = None
     #: An external agent's request (``agents_runtime.external``): the title it gave, and the JSON
     #: Schema its arguments (and a reviewer's edits) are checked and shown by.
     title: str | None = None
@@ -88,6 +95,8 @@ class CallContext:
         results = data.get("key_results")
         answers = data.get("previous_answers")
         failures = data.get("grant_failures")
+        rule_failures = data.get("rule_failures")
+        required = data.get("required_approvals")
         schema = data.get("args_schema")
         return cls(
             user_message=text("user_message"),
@@ -117,6 +126,13 @@ class CallContext:
                 for f in (failures if isinstance(failures, list) else [])
                 if isinstance(f, dict) and type(f.get("grant_id")) is int
             ),
+            rule_failures=tuple(
+                GrantFailure(f["rule_id"], str(f.get("rule") or ""), str(f.get("error") or ""))
+                for f in (rule_failures if isinstance(rule_failures, list) else [])
+                if isinstance(f, dict) and type(f.get("rule_id")) is int
+            ),
+            routed_by=text("routed_by"),
+            required_approvals=required if type(required) is int else None,
             title=text("title"),
             args_schema=schema if isinstance(schema, dict) else None,
             preview=data["preview"] if isinstance(data.get("preview"), dict) else None,
