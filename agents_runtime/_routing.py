@@ -24,6 +24,7 @@ from .policy import DecisionRequest, Origin
 from .records import DecisionReceipt, ParkedCall, StoredRun, Suspension
 from .routing import (
     MAX_REASON_LENGTH,
+    MAX_ROUTED_APPROVALS,
     REQUIRED_APPROVALS_KEY,
     ROUTED_BY_KEY,
     RULE_FAILURES_KEY,
@@ -196,7 +197,7 @@ async def route_calls(ctx: AgentContext, suspension: Suspension) -> tuple[Suspen
                 routed[call.tool_call_id] = rule
                 held.add(call.tool_call_id)
             elif rule.route == Route.TWO:
-                context[REQUIRED_APPROVALS_KEY] = max(2, spec.approvals)
+                context[REQUIRED_APPROVALS_KEY] = MAX_ROUTED_APPROVALS
                 held.add(call.tool_call_id)
         calls[index] = replace(call, context=context)
     return replace(suspension, calls=tuple(calls)), routed, frozenset(held)

@@ -40,6 +40,7 @@ from .errors import (
     SelfApprovalRefused,
 )
 from .records import Decision, ParkedCall, StoredRun, Vote
+from .routing import MAX_ROUTED_APPROVALS, REQUIRED_APPROVALS_KEY
 from .types import AgentRunToolCall
 from .vocabulary import CallKind, DecisionAction
 
@@ -339,12 +340,8 @@ def required_approvals(call: ParkedCall, tool: Tool | None) -> int:
     that sent it to several (``routing.REQUIRED_APPROVALS_KEY`` in its context), never lowered."""
     own = tool.approvals if tool is not None else 1
     context = call.context if isinstance(call.context, Mapping) else {}
-    routed = context.get("required_approvals")
+    routed = context.get(REQUIRED_APPROVALS_KEY)
     return max(own, routed) if type(routed) is int and routed <= MAX_ROUTED_APPROVALS else own
-
-
-#: The most approvals a routing rule asks of one call (its ``two``).
-MAX_ROUTED_APPROVALS = 2
 
 
 def _approved_args(call: ParkedCall, decision: Decision) -> str:

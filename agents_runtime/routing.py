@@ -48,6 +48,8 @@ _ROUTE_LABELS = {
 
 #: The context key of a call a rule routed to several approvals: how many it needs.
 REQUIRED_APPROVALS_KEY = "required_approvals"
+#: The most approvals a routing rule asks of one call (its ``two``; a tool may ask more itself).
+MAX_ROUTED_APPROVALS = 2
 #: The context key naming the rule that routed a call ("rule #3 of rita"), for its card.
 ROUTED_BY_KEY = "routed_by"
 #: The context key of the rules whose conditions failed on a call (as ``grant_failures``).

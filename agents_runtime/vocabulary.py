@@ -41,6 +41,8 @@ class DecisionAction(StrEnum):
     #: Not decisions either: a standing grant made ("approve and allow") or revoked.
     ALLOW = "allow"
     REVOKE = "revoke"
+    #: Not a decision either: a routing rule made, changed or deleted (``agents_runtime.routing``).
+    ROUTE = "route"
     #: The agent that asked withdrew its request before anyone decided it (an approval request from
     #: another process: ``agents_runtime.external``). Decided like the others, never a reviewer's word.
     CANCEL = "cancel"
@@ -83,7 +85,8 @@ class Outcome(StrEnum):
     VOTE_RECORDED = "vote_recorded"
     #: Refused by the tool's rule on who may approve (separation of duties, a second vote).
     REFUSED = "refused"
-    #: Not a decision: the record of a standing grant made or revoked (``ALLOW``, ``REVOKE``).
+    #: Not a decision: the record of a standing grant made or revoked (``ALLOW``, ``REVOKE``), or of
+    #: a routing rule made, changed or deleted (``ROUTE``).
     RECORDED = "recorded"
     #: Not taken yet: a host holds the decision for an undo window before it takes it (nothing is
     #: recorded while it is held; what it comes to is recorded when it is taken).
@@ -147,6 +150,7 @@ _ACTION_LABELS = {
     DecisionAction.EXTEND: ("Deadline extended", "extended the deadline of"),
     DecisionAction.ALLOW: ("Standing grant made", "allowed from now on"),
     DecisionAction.REVOKE: ("Standing grant revoked", "revoked the standing grant of"),
+    DecisionAction.ROUTE: ("Routing rule", "changed the routing of"),
     DecisionAction.CANCEL: ("Cancelled", "cancelled"),
     DecisionAction.EXECUTE: ("Executed", "reported running"),
 }

@@ -472,6 +472,14 @@ def grant_refusal(access: AgentAccess) -> str:
     return ""
 
 
+def may_manage_rules(access: Access, agent_id: str) -> bool:
+    """Whether the user may make, change and delete routing rules for ``agent_id``'s tools: the
+    stricter of two rights, since a rule lets calls through (or stops them) with nobody asked: one
+    who may make grants for the agent (decides all its calls: ``may_grant``) and who manages grants
+    (``approvals.manage_grants``: the Admins group, or a designated admin of that agent)."""
+    return may_grant(access, agent_id) and bool(access.user.has_perm(MANAGE_GRANTS_PERMISSION))
+
+
 class DeskPolicy:
     """The desk's rules for the runtime (``Runtime(policy=...)``): who decides, and claims."""
 
@@ -480,6 +488,8 @@ class DeskPolicy:
             self._person(request, run, call)
         elif request.origin == Origin.GRANT:
             self._grant_maker(request, run, call)
+        elif request.origin == Origin.RULE:
+            self._rule_maker(request, run, call)
         elif request.origin in (Origin.DEADLINE, Origin.REQUESTER):
             # A deadline that passes while a decision is held waits for it: the held decision (taken
             # by the sweep when its window ends) decides the call, not the default; undone, the next
@@ -528,6 +538,20 @@ class DeskPolicy:
                 run_id=run.run_id,
                 tool_call_id=call.tool_call_id,
                 actor=maker,
+            )
+
+    def _rule_maker(self, request: DecisionRequest, run: StoredRun, call: ParkedCall) -> None:
+        """A routing rule decides only while its maker may still make it: one who left or lost the
+        right decides nothing through their rules (the call waits for a person)."""
+        maker = request.rule.created_by if request.rule is not None else None
+        users = get_user_model()._default_manager
+        user = users.filter(**{get_user_model().USERNAME_FIELD: maker}, is_active=True).first()
+        if user is None or not may_manage_rules(Access.of(user), run.agent_id):
+            raise NotADecider(
+                f"{maker} may no longer manage routing rules: their rule does not apply to this call.",
+                run_id=run.run_id,
+                tool_call_id=call.tool_call_id,
+                actor=request.actor,
             )
 
 

@@ -22,12 +22,12 @@ from agents_runtime import Agent, AgentRun, AgentRunToolCall, RunNotFound, Tool
 from agents_runtime.records import StoredRun
 from agents_runtime.vocabulary import CallKind
 from approvals import agents
-from approvals.models import EndedRun, GrantRecord, ParkedCallRecord, RunRecord
+from approvals.models import EndedRun, GrantRecord, ParkedCallRecord, RoutingRule, RunRecord
 from approvals.models.audit import AuditEntry, AuditEntryQuerySet
 from approvals.models.batches import FollowedAgent
 from approvals.models.claims import CallClaim
 from approvals.models.holds import HeldDecision
-from approvals.policy import MANAGE_GRANTS_PERMISSION, Access, may_decide
+from approvals.policy import MANAGE_GRANTS_PERMISSION, Access, may_decide, may_manage_rules
 
 
 @dataclass(frozen=True)
@@ -323,6 +323,21 @@ def grants_visible(access: Any, *, live_only: bool, limit: int = 500) -> list[Gr
     if live_only:
         rows = rows.live()
     return list(rows[:limit])
+
+
+def rules_visible(access: Any) -> list[RoutingRule]:
+    """The routing rules of the agents the user sees, by agent and tool, each tool's in order."""
+    return list(RoutingRule.objects.filter(agent_id__in=access.agent_ids))
+
+
+def rule_tools(access: Any) -> list[tuple[str, str]]:
+    """The (agent id, tool name) pairs the user may make routing rules for."""
+    return [
+        (agent.id, name)
+        for agent in agents.all_agents()
+        if may_manage_rules(access, agent.id)
+        for name in (t.name for t in agent.tools)
+    ]
 
 
 # -- the reviewer's queue across agents -------------------------------------------------------------

@@ -25,6 +25,7 @@ from approvals.views import (
     grants,
     pages,
     profile,
+    rules,
     suggestions,
     tokens,
 )
@@ -96,6 +97,10 @@ urlpatterns = [
     path("grants/<int:grant_id>/revoke", grants.grant_revoke, name="grant_revoke"),
     path("grants/suggestions/accept", suggestions.suggestion_accept, name="suggestion_accept"),
     path("grants/suggestions/dismiss", suggestions.suggestion_dismiss, name="suggestion_dismiss"),
+    path("rules/", rules.rules_page, name="rules"),
+    path("rules/try", rules.rule_try, name="rule_try"),
+    path("rules/<int:rule_id>/", rules.rule_edit, name="rule_edit"),
+    path("rules/<int:rule_id>/delete", rules.rule_delete, name="rule_delete"),
     path("audit/", audit.audit_log, name="audit"),
     path("audit/export.csv", audit.audit_export, name="audit_export"),
     path("health/", health_views.queue_health, name="health"),

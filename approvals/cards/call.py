@@ -28,6 +28,7 @@ from agents_runtime import (
     shown,
 )
 from agents_runtime.presentation import with_money
+from agents_runtime.routing import MAX_ROUTED_APPROVALS
 from agents_runtime.untrusted import clean_text, reveal_invisible
 from agents_runtime.vocabulary import CallKind
 from approvals import dom_ids
@@ -89,6 +90,10 @@ class WhyView:
     previous_answers: tuple[tuple[str, tuple[ArgView, ...]], ...] = ()
     #: ``(grant, why its condition failed)``: grants that did not apply, so the call waits.
     grant_failures: tuple[tuple[str, str], ...] = ()
+    #: ``(rule, why its condition failed)``: routing rules that could not be evaluated on the call.
+    rule_failures: tuple[tuple[str, str], ...] = ()
+    #: The routing rule that sent the call to a person or two ("rule #3 of rita").
+    routed_by: str = ""
 
     def __bool__(self) -> bool:
         return any(
@@ -100,6 +105,8 @@ class WhyView:
                 self.approval_reason,
                 self.previous_answers,
                 self.grant_failures,
+                self.rule_failures,
+                self.routed_by,
             )
         )
 
@@ -143,7 +150,19 @@ def why_view(call: AgentRunToolCall, tool: Tool | None, agent: Agent | None) -> 
         grant_failures=tuple(
             (reveal_invisible(f.grant), reveal_invisible(f.error)) for f in context.grant_failures
         ),
+        rule_failures=tuple(
+            (reveal_invisible(f.grant), reveal_invisible(f.error)) for f in context.rule_failures
+        ),
+        routed_by=reveal_invisible(context.routed_by or ""),
     )
+
+
+def approvals_required(call: AgentRunToolCall, tool: Tool | None) -> int:
+    """The approvals the call needs: its tool's, raised by the routing rule that routed it (as the
+    runtime's votes rule counts them: ``policy.required_approvals``)."""
+    own = tool.approvals if tool is not None else 1
+    routed = call.context.required_approvals if call.context is not None else None
+    return max(own, min(routed or 1, MAX_ROUTED_APPROVALS))
 
 
 # -- its deadline --------------------------------------------------------------------------------
@@ -474,7 +493,7 @@ def call_view(
         notice=notice,
         why=why_view(call, tool, agent),
         needs_confirmation=call.requires_approval and needs_confirmation(tool, call.args),
-        approvals_required=tool.approvals if tool is not None else 1,
+        approvals_required=approvals_required(call, tool),
         separate_duties=tool is not None and tool.separate_duties,
         started_by=run.started_by,
         claim=claim,

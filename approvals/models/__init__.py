@@ -16,6 +16,7 @@ from .notifications import (
     ServedAddress,
 )
 from .requests import ApprovalRequest, ExternalAgent
+from .rules import RoutingRule
 from .runs import ChosenRunId, ParkedCallRecord, RunRecord, ThreadMessage
 from .suggestions import GrantSuggestionRecord, SuggestionChoice
 from .tokens import ApiToken
@@ -45,6 +46,7 @@ __all__ = [
     "NotificationPreference",
     "ParkedCallRecord",
     "RequestExecution",
+    "RoutingRule",
     "RunRecord",
     "ServedAddress",
     "SuggestionChoice",

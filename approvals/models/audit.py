@@ -43,6 +43,8 @@ CHANNEL_CHOICES = [
     ("deadline", "deadline"),
     # A standing grant approved the call as it parked (``grant`` says which; ``username`` whose).
     ("grant", "standing grant"),
+    # A routing rule allowed or declined the call as it parked (``username``: "rule #N of <user>").
+    ("rule", "routing rule"),
 ]
 
 
@@ -314,7 +316,7 @@ class AuditEntry(models.Model):
 # the run store, deep under the runtime's public API, which knows nothing of channels. asgiref copies
 # the context into the threads and loops it runs code on, so the store's step sees the value set.
 
-Channel = Literal["dashboard", "api", "cli", "deadline", "grant"]
+Channel = Literal["dashboard", "api", "cli", "deadline", "grant", "rule"]
 
 _channel: ContextVar[Channel] = ContextVar("countersign_audit_channel", default="dashboard")
 

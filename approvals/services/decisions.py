@@ -98,6 +98,7 @@ CHANNELS: dict[Origin, Channel] = {
     Origin.API: "api",
     Origin.MASTRA: "api",
     Origin.GRANT: "grant",
+    Origin.RULE: "rule",
     Origin.DEADLINE: "deadline",
     Origin.REQUESTER: "api",
 }

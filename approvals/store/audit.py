@@ -18,6 +18,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from agents_runtime.grants import Grant, GrantScope
 from agents_runtime.records import Decision, ParkedCall, RunEnding, StoredRun, Vote
+from agents_runtime.routing import Rule
 from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import (
     CONTINUING_DETAIL,
@@ -95,7 +96,10 @@ def decision_values(
 
 
 def _grant_values(decision: Decision) -> dict[str, Any]:
-    """An approval a standing grant gave: which grant, through the ``grant`` channel."""
+    """An approval a standing grant gave: which grant, through the ``grant`` channel; a routing
+    rule's decision, through the ``rule`` channel (its actor says which rule)."""
+    if decision.rule_id is not None:
+        return {"grant_id": None, "channel": "rule"}
     if decision.grant_id is None:
         return {"grant_id": None}
     return {"grant_id": decision.grant_id, "channel": "grant"}
@@ -178,6 +182,42 @@ def grant_row_values(grant: Grant, *, action: DecisionAction, actor: str, at: da
         "channel": current_channel(),
         "batch_id": None,
         "grant_id": grant.id,
+        "parked_at": None,
+    }
+
+
+def rule_detail(rule: Rule, change: str) -> str:
+    """What a rule says, as its audit rows say it: "Rule #3 added (1st for refund): when
+    amount_cents < 500, allow without asking."."""
+    when = f"when {rule.condition}" if rule.condition else "whatever the arguments"
+    why = f" Reason: {rule.reason}" if rule.reason else ""
+    place = f"number {rule.position} for {rule.tool_name}"
+    return f"Rule #{rule.id} {change} ({place}): {when}, {rule.route.label}.{why}"
+
+
+def rule_row_values(rule: Rule, *, change: str, actor: str, at: datetime) -> dict[str, Any]:
+    """The audit row of a routing rule ``change``d ("added", "changed", "deleted") by ``actor``."""
+    return {
+        "created_at": at,
+        "user_id": None,
+        "username": clean_text(actor)[:150],
+        "agent_id": rule.agent_id,
+        "run_id": "",
+        "thread_id": "",
+        "resource_id": "",
+        "tool_call_id": "",
+        "tool_name": rule.tool_name,
+        "args": None,
+        "suspend_payload": None,
+        "action": DecisionAction.ROUTE,
+        "reason": "",
+        "resume_data": None,
+        "edited_args": None,
+        "outcome": Outcome.RECORDED,
+        "outcome_detail": clean_text(rule_detail(rule, change)),
+        "channel": current_channel(),
+        "batch_id": None,
+        "grant_id": None,
         "parked_at": None,
     }
 

@@ -37,6 +37,7 @@ from agents_runtime.records import (
     StoredRun,
     Suspension,
 )
+from agents_runtime.routing import Rule, RuleRequest, RuleStore
 from agents_runtime.store import RunStore
 from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import Outcome, suspended_again_detail
@@ -59,6 +60,7 @@ from approvals.store.records import (
     stored_run,
     utc,
 )
+from approvals.store.rules import Rules
 from approvals.store.sql import (
     FINISH_REMEMBERING_SQL,
     FINISH_SQL,
@@ -70,13 +72,14 @@ from approvals.store.tables import Tables, utc_now
 logger = logging.getLogger(__name__)
 
 
-class DjangoRunStore(RunStore, GrantStore):
+class DjangoRunStore(RunStore, GrantStore, RuleStore):
     """The run store on the default database (or ``using``); safe to share between threads.
 
     ``lease`` defaults to ``settings.RUN_LEASE_SECONDS`` (300), read when first needed. Building a
     store never touches the database, so it may be built at import time. The run's life (parking,
     claiming, finishing) is written here; its parts do the rest on the same ``Tables``: decisions
-    (``decide``), grants (``grants``), deadlines (``deadlines``), listings (``listing``).
+    (``decide``), grants (``grants``), routing rules (``rules``), deadlines (``deadlines``),
+    listings (``listing``).
     """
 
     def __init__(
@@ -89,6 +92,7 @@ class DjangoRunStore(RunStore, GrantStore):
     ) -> None:
         self.tables = Tables(lease, using=using, listings_using=listings_using, clock=clock)
         self.grants = Grants(self.tables)
+        self.rules = Rules(self.tables)
         self.decisions = Decisions(self.tables, self.grants)
         self.deadlines = Deadlines(self.tables)
 
@@ -125,6 +129,21 @@ class DjangoRunStore(RunStore, GrantStore):
 
     def change_deadline(self, *, agent_id: str, run_id: str, rule: DeadlineRule) -> StoredRun:
         return self.deadlines.change_deadline(agent_id=agent_id, run_id=run_id, rule=rule)
+
+    def add_rule(self, request: RuleRequest) -> Rule:
+        return self.rules.add_rule(request)
+
+    def change_rule(self, rule_id: int, request: RuleRequest) -> Rule:
+        return self.rules.change_rule(rule_id, request)
+
+    def delete_rule(self, rule_id: int, *, actor: str, at: datetime) -> Rule:
+        return self.rules.delete_rule(rule_id, actor=actor, at=at)
+
+    def get_rule(self, rule_id: int) -> Rule | None:
+        return self.rules.get_rule(rule_id)
+
+    def rules_for(self, agent_id: str, tool_name: str) -> list[Rule]:
+        return self.rules.rules_for(agent_id, tool_name)
 
     def add_grant(self, request: GrantRequest) -> Grant:
         return self.grants.add_grant(request)

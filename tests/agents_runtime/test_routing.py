@@ -124,7 +124,9 @@ async def test_the_first_matching_rule_wins(runtime_for: RuntimeFor) -> None:
     large = await agent.generate("5000")
 
     assert small.status == "success" and log.calls == [{"amount_cents": 500, "environment": "staging"}]
-    assert large.status == "success" and spy.tool_results()["call-1"].startswith(f"Declined by rule #{deny_id}")
+    assert large.status == "success" and spy.tool_results()["call-1"].startswith(
+        f"Declined by rule #{deny_id}"
+    )
 
     # An allow placed first takes the large refund too.
     await rule(agent, "allow", "amount_cents == 5000", position=1)
