@@ -138,7 +138,7 @@ def condition_against_history(
             action__in=(DecisionAction.APPROVE, DecisionAction.DECLINE, DecisionAction.EXPIRE),
             outcome__in=FINAL_OUTCOMES,
         )
-        .exclude(args=None)
+        .filter(args__isnull=False)
         .order_by("-created_at", "-id")
         .values_list("args", "action", "edited_args", "resume_data")[:last]
     )
