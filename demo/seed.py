@@ -21,6 +21,41 @@ DEMO_RUNS: list[tuple[str, str, str, str]] = [
 ]
 
 
+#: Routing rules the demo starts with: (agent id, tool, condition, route, reason).
+DEMO_RULES: list[tuple[str, str, str, str, str]] = [
+    (
+        "support",
+        "issue_refund",
+        "amount_cents > 500000",
+        "deny",
+        "Refunds over $5,000 go to the finance team",
+    ),
+    (
+        "ops",
+        "deploy_service",
+        'service == "payments" && environment == "production"',
+        "two",
+        "Payments goes to production with two people",
+    ),
+]
+
+
+async def seed_demo_rules(runtime: Runtime, created_by: str) -> int:
+    """Make the demo's routing rules (made by ``created_by``, an admin) unless some exist; how many
+    were made ("deploy payments to production" then waits for two people; "refund $6000 on A-1" is
+    declined at once)."""
+    for agent in runtime.agents:
+        if await agent.routing_rules():
+            return 0
+    for agent_id, tool_name, condition, route, reason in DEMO_RULES:
+        agent = runtime.get_agent(agent_id)
+        request = agent.rule_request(
+            tool_name, route=route, created_by=created_by, condition=condition, reason=reason
+        )
+        await agent.add_rule(request)
+    return len(DEMO_RULES)
+
+
 async def seed_demo_runs(runtime: Runtime) -> int:
     """Start every demo run; returns how many are now waiting for a human."""
     waiting = 0

@@ -71,7 +71,7 @@ class Command(BaseCommand):
     def _seed(self, *, history: bool) -> None:
         runtime = agents.runtime()
         try:
-            from demo.seed import seed_demo_history, seed_demo_runs
+            from demo.seed import seed_demo_history, seed_demo_rules, seed_demo_runs
         except ImportError:
             self.stdout.write(self.style.WARNING("No demo/seed.py yet: no demo runs seeded."))
             return
@@ -87,5 +87,8 @@ class Command(BaseCommand):
         if history:
             waited = async_to_sync(seed_demo_history)(runtime, DEMO_USERNAME)
             self.stdout.write(f"Seeded decided calls: {sum(waited.values())} decided by {DEMO_USERNAME!r}.")
+        rules = async_to_sync(seed_demo_rules)(runtime, DEMO_USERNAME)
+        if rules:
+            self.stdout.write(self.style.SUCCESS(f"Seeded demo routing rules: {rules} (see /rules/)."))
         seeded = async_to_sync(seed_demo_runs)(runtime)
         self.stdout.write(self.style.SUCCESS(f"Seeded demo runs: {seeded} waiting for a decision."))

@@ -16,6 +16,7 @@ from agents_runtime import Agent, Call, Reply, Runtime, scripted_model, tool
 from agents_runtime.deadlines import Deadline
 from approvals import agents as served
 from approvals.apps import compose
+from approvals.models import AuditEntry, RoutingRule
 from approvals.policy import Access, create_agent_groups
 from approvals.services.suggestions import suggestions
 from approvals.store import DjangoRunStore
@@ -74,6 +75,22 @@ def test_demo_setup_creates_the_demo_login_and_seeds_once(settings: object) -> N
         "15 of 15 issue_refund calls where amount_cents <= 12000 approved by reviewers, none declined, "
         "none edited, in 7 days. Would have matched 15 of the last 17 decided calls: 0 declined, 0 edited."
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_demo_setup_seeds_routing_rules_that_route_the_demo_agents_calls(settings: object) -> None:
+    ensure_groups()
+    settings.AGENTS_RUNTIME = "demo.agents:runtime"  # type: ignore[attr-defined]
+    out = run("demo_setup")
+
+    assert "Seeded demo routing rules: 2" in out
+    assert list(RoutingRule.objects.order_by("id").values_list("agent_id", "route", "created_by_name")) == [
+        ("support", "deny", "reviewer"),
+        ("ops", "two", "reviewer"),
+    ]
+    big = async_to_sync(served.get("support").generate)("Refund $6000 on A-1042, please.")
+    assert big.status == "success"
+    assert AuditEntry.objects.get(run_id=big.run_id, action="decline").channel == "rule"
 
 
 # -- grant --escalation ----------------------------------------------------------------------------
