@@ -225,3 +225,15 @@ def test_making_changing_and_deleting_a_rule_are_in_the_audit_log(
     ]
     assert "allow without asking" in rows[0][2] and "deny at once. Reason: No" in rows[1][2]
     assert AuditEntry.objects.filter(action="route", user=admin_member).count() == 3
+
+
+def test_a_rule_whose_maker_lost_the_right_decides_nothing(
+    agents: DashboardAgents, admin_member_client: Client, admin_member: User
+) -> None:
+    add_rule(admin_member_client, "allow")
+    admin_member.groups.clear()
+
+    run = agents.start("helpdesk", "refund any")
+
+    assert run.status == "suspended" and agents.executed["refund"].count == 0
+    assert not AuditEntry.objects.filter(run_id=run.run_id).exists()
