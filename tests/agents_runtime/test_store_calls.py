@@ -45,9 +45,9 @@ async def test_every_store_call_of_a_run_goes_through_the_stores_run_sync() -> N
 
     assert result.status == "success"
     names = [name for name, _ in store.ran]
-    # The grants that could let the call through are read before the run is stored (their failures
-    # are stored with its calls).
-    assert names[:2] == ["live_grants", "insert_suspended"]
+    # The routing rules and grants that could decide the call are read before the run is stored
+    # (what they say of it, and their failures, are stored with its calls).
+    assert names[:3] == ["rules_for", "live_grants", "insert_suspended"]
     assert {"decide", "finish"} <= set(names)
     assert {thread for _, thread in store.ran} == {threading.get_ident()}
 
