@@ -151,7 +151,7 @@ def decided_calls(
     ]:
         if not isinstance(args, Mapping):
             continue
-        by_person = grant_id is None and channel not in ("grant", "deadline") and action != "expire"
+        by_person = grant_id is None and channel not in ("grant", "deadline", "rule") and action != "expire"
         calls.append(
             DecidedCall(
                 audit_id, run_id, call_id, thread, resource, args, action, by_person, edited is not None, at

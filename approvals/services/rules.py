@@ -8,19 +8,17 @@ happens in the runtime as the call parks (``agents_runtime._routing``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.core.exceptions import PermissionDenied
 
-from agents_runtime import Agent, InvalidRule, Rule, RuleNotFound
-from agents_runtime.routing import Route, condition_verdict
-from agents_runtime.vocabulary import DecisionAction, Outcome
+from agents_runtime import Agent, InvalidRule, Rule, RuleNotFound, RuleRequest
+from agents_runtime.routing import Route
 from approvals import agents
-from approvals.models import AuditEntry, RoutingRule
+from approvals.models import RoutingRule
 from approvals.policy import Access, may_manage_rules
+from approvals.services import history
 
 NOT_AN_ADMIN = (
     "Only an admin who decides all of this agent's calls may change its routing rules: a rule lets "
@@ -50,7 +48,7 @@ def _agent_to_manage(access: Access, agent_id: str) -> Agent:
         raise RuleNotFound(0) from None
 
 
-def _request(agent: Agent, access: Access, terms: RuleTerms) -> Any:
+def _request(agent: Agent, access: Access, terms: RuleTerms) -> RuleRequest:
     return agent.rule_request(
         terms.tool_name,
         route=terms.route,
@@ -93,23 +91,13 @@ def delete_rule(access: Access, rule_id: int) -> Rule:
 
 # -- tried against history before it is saved ------------------------------------------------------
 
-#: How many of the tool's latest decided calls a trial reads.
+#: How many of the tool's latest decided calls (in ``history.WINDOW``) a trial reads.
 TRIAL_CALLS = 200
-#: Outcomes of a call's final decision (votes, lost races, refusals and records of grants or rules
-#: made are not decisions of a call).
-FINAL_OUTCOMES = (
-    Outcome.CONTINUING,
-    Outcome.COMPLETED,
-    Outcome.FAILED,
-    Outcome.INTERRUPTED,
-    Outcome.SUSPENDED_AGAIN,
-    Outcome.EXPIRED,
-)
 
 
 @dataclass(frozen=True)
 class HistoryTrial:
-    """What a condition would have matched among the last ``calls`` decided calls of a tool."""
+    """What a rule's condition would have matched among the last ``calls`` decided calls of a tool."""
 
     calls: int
     matched: int
@@ -117,56 +105,27 @@ class HistoryTrial:
     edited: int
     #: Calls the condition could not be evaluated on (the rule would have left them to a person).
     errors: int = 0
-    #: Why the condition cannot be kept at all ("" when it can).
+    #: Why the rule cannot be kept at all ("" when it can).
     invalid: str = ""
-
-
-def condition_against_history(
-    agent_id: str, tool_name: str, condition: str, *, last: int = TRIAL_CALLS
-) -> HistoryTrial:
-    """How ``condition`` fares on the last ``last`` finally decided calls of ``agent_id``'s
-    ``tool_name`` in the audit log: how many it matches, and of those how many were declined (or
-    expired unapproved) and how many approved with edited arguments. Evaluated as at park time (the
-    runtime's bounded evaluator, the tool's defaults filled in). Reads only; a stand-in for a shared
-    history trial of grants and rules (the lead may unify them)."""
-    agent = agents.get(agent_id)
-    spec = next((t for t in agent.tools if t.name == tool_name), None)
-    rows = (
-        AuditEntry.objects.filter(
-            agent_id=agent_id,
-            tool_name=tool_name,
-            action__in=(DecisionAction.APPROVE, DecisionAction.DECLINE, DecisionAction.EXPIRE),
-            outcome__in=FINAL_OUTCOMES,
-        )
-        .filter(args__isnull=False)
-        .order_by("-created_at", "-id")
-        .values_list("args", "action", "edited_args", "resume_data")[:last]
-    )
-    calls = matched = declined = edited = errors = 0
-    for args, action, edited_args, resume_data in rows:
-        calls += 1
-        given: Mapping[str, Any] = args if isinstance(args, Mapping) else {}
-        verdict = condition_verdict(condition, spec.args_with_defaults(dict(given)) if spec else given)
-        if verdict.error is not None:
-            errors += 1
-            continue
-        if not verdict.holds:
-            continue
-        matched += 1
-        approved = action == DecisionAction.APPROVE or (
-            action == DecisionAction.EXPIRE and resume_data == {"approved": True}
-        )
-        declined += not approved
-        edited += approved and edited_args is not None
-    return HistoryTrial(calls=calls, matched=matched, declined=declined, edited=edited, errors=errors)
 
 
 def try_rule(access: Access, agent_id: str, terms: RuleTerms) -> HistoryTrial:
     """The rule form's "Try": the terms checked as saving would check them (``invalid`` says why they
-    could not be kept), then its condition tried on the tool's decided history. Saves nothing."""
+    could not be kept), then its condition tried on the tool's decided history by the trial grants use
+    (``history.trial``: audit rows, the bounded evaluator, the tool's defaults). Saves nothing."""
     agent = _agent_to_manage(access, agent_id)
     try:
-        _request(agent, access, terms)
+        request = _request(agent, access, terms)
     except InvalidRule as exc:
         return HistoryTrial(calls=0, matched=0, declined=0, edited=0, invalid=str(exc))
-    return condition_against_history(agent_id, terms.tool_name, terms.condition.strip())
+    tried = history.trial(
+        history.Terms(agent_id=agent_id, tool_name=terms.tool_name, condition=request.condition),
+        limit=TRIAL_CALLS,
+    )
+    return HistoryTrial(
+        calls=tried.considered,
+        matched=tried.matched,
+        declined=tried.declined,
+        edited=tried.edited,
+        errors=tried.unevaluable,
+    )
