@@ -33,7 +33,8 @@ def test_migrate_creates_the_reviewers_and_admins_groups() -> None:
 
     assert codenames("Reviewers") == {"decide_runs"}
     # Admins also manage users and groups in the Django admin (migration 0010), webhooks (0015),
-    # everyone's standing grants (0022) and register external agents (0037).
+    # everyone's standing grants (0022), register external agents (0037) and read who accepted or
+    # dismissed a suggested grant (0043).
     assert codenames("Admins") == {
         "decide_runs",
         "view_audit_log",
@@ -41,6 +42,7 @@ def test_migrate_creates_the_reviewers_and_admins_groups() -> None:
         *(f"{verb}_webhookendpoint" for verb in ("view", "add", "change", "delete")),
         "view_webhookdelivery",
         "view_grantrecord",
+        "view_grantsuggestionrecord",
         "manage_grants",
         *(f"{verb}_externalagent" for verb in ("view", "add", "change")),
     }
