@@ -115,6 +115,7 @@ def decision_rule(ctx: AgentContext, request: DecisionRequest) -> DecisionRule:
         edits = None if request.edited_args is None else validated_edits(ctx, call, request.edited_args)
         if edits is not None and policy.fingerprint(request.edited_args) == policy.fingerprint(call.args):
             edits = None  # nothing was changed: a plain approval, recorded as one
+        tool = ctx.find_tool(call.tool_name)
         decision = Decision(
             action=checked,
             decided_at=ctx.clock(),
@@ -124,8 +125,10 @@ def decision_rule(ctx: AgentContext, request: DecisionRequest) -> DecisionRule:
             edited_args=edits,
             grant_id=request.grant.id if request.grant is not None else None,
             rule_id=request.rule.id if request.rule is not None else None,
+            fingerprint=policy.shown(call, tool.version if tool else "")
+            if call.kind == CallKind.APPROVAL
+            else None,
         )
-        tool = ctx.find_tool(call.tool_name)
         return call.tool_call_id, policy.verdict(request, run, call, tool, decision)
 
     return rule

@@ -34,17 +34,18 @@ from ._convert import (
     waiting_chunks,
 )
 from ._decisions import add_result
-from ._grants import apply_grants, check_grants
+from ._grants import Covering, apply_grants, check_grants
 from ._parking import (
     conversation_context,
     mirror_inner_calls,
     parked_calls,
     previous_answers,
+    rechecked,
     with_deadlines,
     with_previews,
 )
 from ._pydantic import ClaimLost, RunDeps
-from ._routing import apply_routes, route_calls
+from ._routing import Routed, apply_routes, route_calls
 from .deadlines import Deadline
 from .events import Continuation
 from .records import DecisionReceipt, ParkedCall, RunEnding, StoredRun, Suspension, tool_calls
@@ -265,11 +266,16 @@ async def remember_unparked(
 
 
 async def store_suspension(
-    ctx: AgentContext, suspension: Suspension, claimed_version: int | None, emit: Emit
+    ctx: AgentContext, suspension: Suspension, claimed_version: int | None, emit: Emit, *, grants: bool = True
 ) -> RunResult:
+    """Park the run (``grants``: let routing rules and standing grants decide its calls first; a call
+    a recheck sent back waits for people again)."""
     run_id = suspension.run_id
-    suspension, routed, held = await route_calls(ctx, suspension)
-    suspension, covering = await check_grants(ctx, suspension, held)
+    routed: Routed = {}
+    covering: Covering = {}
+    if grants:
+        suspension, routed, held = await route_calls(ctx, suspension)
+        suspension, covering = await check_grants(ctx, suspension, held)
     if claimed_version is None:
         stored: StoredRun | None = await ctx.call(ctx.store.insert_suspended, suspension)
     else:
@@ -394,6 +400,16 @@ async def _continue_claimed(
         return lost_claim(ctx, run_id, emit)
     if run.snapshot == _external.SNAPSHOT:  # (a request's run: ``_external``)
         return await _hand_over(ctx, run, version, emit)
+    sent_back = await rechecked(ctx, run)
+    if sent_back is not None:
+        return await _send_back(ctx, run, sent_back, version, emit)
+    return await _continue_decided(ctx, run, version, emit)
+
+
+async def _continue_decided(ctx: AgentContext, run: StoredRun, version: int, emit: Emit) -> RunResult:
+    """Continue a claimed run with its decisions: each delegation's inner run, then the model."""
+    run_id = run.run_id
+    assert run.snapshot is not None
     try:
         snapshot = _pydantic.Snapshot.from_json(run.snapshot)
     except Exception as exc:
@@ -458,6 +474,27 @@ async def _continue_claimed(
         deadline=snapshot.deadline,
         started_by=run.started_by,
     )
+
+
+async def _send_back(
+    ctx: AgentContext, run: StoredRun, calls: list[ParkedCall], version: int, emit: Emit
+) -> RunResult:
+    """An approved call would now do something else (``tool(recheck=True)``): nothing runs, the run
+    waits again, for a person (no standing grant approves what changed under an approval)."""
+    assert run.snapshot is not None
+    suspension = Suspension(
+        run_id=run.run_id,
+        agent_id=ctx.agent_id,
+        thread_id=run.thread_id,
+        resource_id=run.resource_id,
+        parent_run_id=run.parent_run_id,
+        created_at=run.created_at,
+        suspended_at=ctx.clock(),
+        calls=tuple(calls),
+        snapshot=run.snapshot,
+        started_by=run.started_by,
+    )
+    return await store_suspension(ctx, suspension, version, emit, grants=False)
 
 
 async def _hand_over(ctx: AgentContext, run: StoredRun, version: int, emit: Emit) -> RunResult:

@@ -8,6 +8,7 @@ tool marks as key of its results are kept.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -26,7 +27,7 @@ from . import _pydantic
 from ._context import AgentContext
 from .deadlines import Deadline
 from .previews import run_preview
-from .records import Delegation, ParkedCall, StoredRun
+from .records import Decision, Delegation, ParkedCall, StoredRun
 from .tools import ToolContext, to_jsonable
 from .untrusted import clean_call
 from .vocabulary import CallKind, DecisionAction
@@ -140,6 +141,70 @@ async def with_previews(
                 )
         previewed.append(call)
     return previewed
+
+
+async def rechecked(ctx: AgentContext, run: StoredRun) -> list[ParkedCall] | None:
+    """The calls of a claimed run with every approved call of a ``tool(recheck=True)`` whose preview,
+    run again now (before its tool would run), differs from the preview its approval was bound to
+    sent back undecided; None when none is (the run goes on).
+
+    A sent-back call keeps both previews: ``approved_preview`` (what was approved) and ``preview``
+    (what it would do now, which the next decision is bound to). A recheck that fails or takes too
+    long sends the call back too, its error shown: what it would do now is unknown, and running it
+    on an approval of something else is what the recheck is there to prevent. The preview is run on
+    the arguments it was first made of (the model's), so the two compare; an approval with edited
+    arguments is rechecked on those too."""
+    calls = list(run.calls)
+    sent_back = False
+    for index, call in enumerate(calls):
+        spec = ctx.tools.get(call.tool_name)
+        if (
+            spec is None
+            or not spec.recheck
+            or spec.preview is None
+            or call.kind != CallKind.APPROVAL
+            or call.delegation is not None
+            or not _approved(call.decision)
+        ):
+            continue
+        tool_ctx = ToolContext(
+            run_id=run.run_id,
+            tool_call_id=call.tool_call_id,
+            agent_id=ctx.agent_id,
+            thread_id=run.thread_id,
+            resource_id=run.resource_id,
+        )
+        preview = await run_preview(spec.preview, call.args or {}, tool_ctx, seconds=spec.preview_timeout)
+        context = call.context or {}
+        approved = context.get("preview")
+        now = clean_call(replace(call, context={"preview": None if preview is None else preview.to_json()}))
+        fresh = (now.context or {}).get("preview")
+        error = preview.error if preview is not None else ""
+        if not error and _canonical(fresh) == _canonical(approved):
+            continue
+        decision = call.decision
+        assert decision is not None
+        recheck = {"at": ctx.clock().isoformat(), "by": decision.actor, "error": error or None}
+        calls[index] = replace(
+            call,
+            decision=None,
+            votes=(),
+            context={**context, "preview": fresh, "approved_preview": approved, "recheck": recheck},
+        )
+        sent_back = True
+    return calls if sent_back else None
+
+
+def _approved(decision: Decision | None) -> bool:
+    if decision is None:
+        return False
+    if decision.action == DecisionAction.EXPIRE:
+        return bool(decision.resume_data == {"approved": True})
+    return decision.action == DecisionAction.APPROVE
+
+
+def _canonical(preview: Any) -> str:
+    return json.dumps(preview, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def _short(text: str) -> str:

@@ -83,6 +83,9 @@ class Decision:
     #: A decision a routing rule took as the call parked (``routing``): for the record written in the
     #: same step (its audit row); stores need not keep it on the call. ``actor`` is "rule #N of <user>".
     rule_id: int | None = None
+    #: What the decider was shown of the call (``policy.shown``: arguments, preview, tool version)
+    #: when the decision was taken: the audit row keeps it, so the record says what was decided on.
+    fingerprint: str | None = None
 
     def __post_init__(self) -> None:
         # Callers may spell the action as its string ("approve"); the record holds the word.

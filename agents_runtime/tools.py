@@ -168,6 +168,9 @@ class Tool:
     #: within ``preview_timeout`` seconds.
     preview: PreviewSpec | None = None
     preview_timeout: float = PREVIEW_TIMEOUT
+    #: Run the preview again after an approval, before the tool runs: a call whose preview changed
+    #: (or could not be made) does not run but waits again (``_parking.rechecked``).
+    recheck: bool = False
     #: The tool's version: a decision is bound to it (``policy.fingerprint``), so a card shown before
     #: an upgrade decides nothing after it.
     version: str = ""
@@ -177,6 +180,8 @@ class Tool:
             raise ValueError(f"Tool {self.name!r}: approvals must be an int >= 1")
         if (self.approvals > 1 or self.separate_duties) and self.requires_approval is False:
             raise ValueError(f"Tool {self.name!r}: approvals / separate_duties need requires_approval")
+        if self.recheck and (self.preview is None or self.requires_approval is False):
+            raise ValueError(f"Tool {self.name!r}: recheck needs a preview and requires_approval")
         for field_name in ("suspend_schema", "resume_schema"):
             spec = getattr(self, field_name)
             if spec is None or (isinstance(spec, type) and issubclass(spec, pydantic.BaseModel)):
@@ -304,6 +309,7 @@ class _Presentation:
     risky: Mapping[str, Any] | None = None
     key_results: tuple[str, ...] | list[str] = ()
     confirm: bool = False
+    recheck: bool = False
 
 
 def _build(
@@ -361,6 +367,7 @@ def _build(
         grantable=grantable,
         preview=presentation.preview,
         preview_timeout=presentation.preview_timeout,
+        recheck=presentation.recheck,
         version=presentation.version,
     )
 
@@ -388,6 +395,7 @@ def tool(
     grantable: bool = True,
     preview: PreviewSpec | None = None,
     preview_timeout: float = PREVIEW_TIMEOUT,
+    recheck: bool = False,
     version: str = "",
     **deadline: Unpack[DeadlineOptions],
 ) -> Callable[[Callable[..., Any]], Tool]: ...
@@ -411,6 +419,7 @@ def tool(
     grantable: bool = True,
     preview: PreviewSpec | None = None,
     preview_timeout: float = PREVIEW_TIMEOUT,
+    recheck: bool = False,
     version: str = "",
     **deadline: Unpack[DeadlineOptions],
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
@@ -436,6 +445,9 @@ def tool(
 
     ``preview``: a function of the arguments (and the call's ``ToolContext``) saying what the call
     would do (``previews.Preview``), run when a call parks, within ``preview_timeout`` seconds.
+    ``recheck=True``: the preview runs again after the approval, just before the tool would run; if
+    it says something else now (or fails), the tool does not run and the call waits again, showing
+    what was approved beside what it would do now.
     ``version``: a decision taken on a card shown before the tool's version changed is refused.
     """
     checked_deadline = deadline_from(deadline)
@@ -448,7 +460,15 @@ def tool(
             suspend_schema=suspend_schema,
             resume_schema=resume_schema,
             presentation=_Presentation(
-                title, preview, preview_timeout, version, fields, risky, tuple(key_results), confirm
+                title,
+                preview,
+                preview_timeout,
+                version,
+                fields,
+                risky,
+                tuple(key_results),
+                confirm,
+                recheck,
             ),
             deadline=checked_deadline,
             approvals=approvals,

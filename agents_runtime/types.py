@@ -53,6 +53,10 @@ class GrantFailure:
     error: str
 
 
+def _mapping(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
+
+
 @dataclass(frozen=True)
 class CallContext:
     """Why a call waits, as it stood when it parked (beyond Mastra). Texts are model output."""
@@ -81,6 +85,11 @@ class CallContext:
     #: What the call would do, as its tool (or the agent that asked) told when it parked
     #: (``previews``); its JSON form, as stored and fingerprinted.
     preview: dict[str, Any] | None = None
+    #: An approved call sent back before its tool ran (``tool(recheck=True)``): the preview the
+    #: approval was bound to (``preview`` is what it would do now), and the recheck itself
+    #: (``{"at", "by", "error"}``: when, whose approval, why it could not tell if it failed).
+    approved_preview: dict[str, Any] | None = None
+    recheck: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, data: Any) -> CallContext | None:
@@ -136,6 +145,8 @@ class CallContext:
             title=text("title"),
             args_schema=schema if isinstance(schema, dict) else None,
             preview=data["preview"] if isinstance(data.get("preview"), dict) else None,
+            approved_preview=_mapping(data.get("approved_preview")),
+            recheck=_mapping(data.get("recheck")),
         )
 
 

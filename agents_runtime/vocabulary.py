@@ -93,6 +93,12 @@ class Outcome(StrEnum):
     HELD = "held"
     #: Not a decision: one held for an undo window and undone in it (nothing was decided, nothing ran).
     UNDONE = "undone"
+    #: Approved, but not run: its tool's preview, run again just before the tool (``tool(recheck=True)``),
+    #: said something else than the preview the approval was bound to; the call waits again.
+    RECHECK_CHANGED = "recheck_changed"
+    #: Approved, but not run: the preview could not be run again (it failed or took too long), so
+    #: what the call would do now is unknown; the call waits again.
+    RECHECK_FAILED = "recheck_failed"
 
     @property
     def label(self) -> str:
@@ -171,6 +177,8 @@ _OUTCOME_LABELS = {
     Outcome.RECORDED: ("Recorded", "Recorded"),
     Outcome.HELD: ("Held for undo", "Held"),
     Outcome.UNDONE: ("Undone", "Undone"),
+    Outcome.RECHECK_CHANGED: ("Not run: changed since approved", "Waiting again: changed"),
+    Outcome.RECHECK_FAILED: ("Not run: recheck failed", "Waiting again: recheck failed"),
 }
 
 #: Outcomes the audit log records (its column's choices).
@@ -228,6 +236,19 @@ def failed_detail(error: str | None) -> str:
 
 
 CONTINUING_DETAIL = "Recorded; the run continues."
+
+
+def recheck_detail(error: str | None) -> str:
+    """Why an approved call did not run (``Outcome.RECHECK_CHANGED`` / ``RECHECK_FAILED``)."""
+    if error:
+        return (
+            f"Not run: its preview could not be run again before the tool ({error}). The call waits "
+            "for a decision again."
+        )
+    return (
+        "Not run: what it would do changed since it was approved (its preview, run again before the "
+        "tool, differs). The call waits for a decision on what it would do now."
+    )
 
 
 # -- one line on a call that changed while someone looked at it (the desk's live notes) -------------

@@ -233,6 +233,9 @@ class AuditEntry(models.Model):
     args = OrderedJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     #: What the call would do, as its card showed it (``agents_runtime.previews``; approval calls).
     preview = OrderedJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    #: What the decider was shown, as one digest (``agents_runtime.policy.shown``: the arguments,
+    #: the preview and the tool's version): the decision is bound to it. Empty on rows of other things.
+    fingerprint = models.CharField(max_length=64, blank=True, default="")
     #: What a ``suspend()``-ed tool showed the reviewer (input calls).
     suspend_payload = OrderedJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     action = models.CharField(max_length=16, choices=choices(DecisionAction))

@@ -47,7 +47,7 @@ def ending_outcome(ending: RunEnding | None) -> tuple[str, str]:
 
 #: Columns of the decision row: the record's fields, the user it links to, its bulk decision and when
 #: the call was parked.
-COLUMNS = ("user_id", *RECORD_FIELDS, "preview", "batch_id", "grant_id", "parked_at")
+COLUMNS = ("user_id", *RECORD_FIELDS, "preview", "fingerprint", "batch_id", "grant_id", "parked_at")
 
 
 def vote_detail(vote: Vote) -> str:
@@ -92,6 +92,7 @@ def decision_values(
         ),
         "edited_args": decision.edited_args if decision.action == DecisionAction.APPROVE else None,
         "batch_id": DECIDING_BATCH.get(),
+        "fingerprint": decision.fingerprint or "",
     } | _grant_values(decision)  # fmt: skip
 
 
@@ -263,7 +264,8 @@ def insert_params(values: dict[str, Any], connection: BaseDatabaseWrapper) -> li
             params.append(values["username"])
             continue
         field = AuditEntry._meta.get_field(name)
-        params.append(field.get_db_prep_save(values.get(name), connection))  # type: ignore[union-attr]
+        value = values[name] if name in values else field.get_default()  # type: ignore[union-attr]
+        params.append(field.get_db_prep_save(value, connection))  # type: ignore[union-attr]
     return params
 
 

@@ -40,7 +40,7 @@ from agents_runtime.records import (
 from agents_runtime.routing import Rule, RuleRequest, RuleStore
 from agents_runtime.store import RunStore
 from agents_runtime.untrusted import clean_text
-from agents_runtime.vocabulary import Outcome, suspended_again_detail
+from agents_runtime.vocabulary import Outcome, recheck_detail, suspended_again_detail
 from approvals.models import AuditEntry, EndedRun, RunRecord, ThreadMessage
 from approvals.models.health import Series, add_counts
 from approvals.models.runs import RunRecordQuerySet, RunStatus
@@ -228,7 +228,16 @@ class DjangoRunStore(RunStore, GrantStore, RuleStore):
             self.tables.calls().filter(run=run["pk"]).delete()
             self.tables.calls().bulk_create(call_records(run["pk"], suspension.calls))
             waiting = [c for c in suspension.calls if c.decision is None]
-            AuditEntry.objects.using(self.tables.using).settle(
+            audit = AuditEntry.objects.using(self.tables.using)
+            for call in waiting:
+                # An approval its recheck sent back (``tool(recheck=True)``): it did not run, and why.
+                recheck = (call.context or {}).get("recheck")
+                if isinstance(recheck, dict):
+                    error = recheck.get("error")
+                    outcome = Outcome.RECHECK_FAILED if error else Outcome.RECHECK_CHANGED
+                    detail = recheck_detail(error if isinstance(error, str) else None)
+                    audit.settle(suspension.run_id, outcome, detail, tool_call_ids=[call.tool_call_id])
+            audit.settle(
                 suspension.run_id,
                 Outcome.SUSPENDED_AGAIN,
                 suspended_again_detail(c.tool_name for c in waiting),
