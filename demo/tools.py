@@ -19,12 +19,17 @@ ORDERS = {
 }
 #: The store's payout balance the demo's refunds come out of (never changed: the demo is harmless).
 STORE_BALANCE_CENTS = 1_250_000
+#: What the demo's refunds gave back so far, per ticket (thread) and order, in this process's memory
+#: only (harmless, and one ticket's refunds never change another's previews): what is left to refund
+#: shrinks, so a refund approved before another one on the same order ran is rechecked and sent back
+#: (``tool(recheck=True)``) rather than run on what is no longer true.
+REFUNDED_CENTS: dict[tuple[str | None, str], int] = {}
 #: What runs where, as the demo's deploys find it.
 DEPLOYED = {"staging": "v2.4.0", "production": "v2.4.0"}
 
 
 def _dollars(cents: int) -> str:
-    return f"${cents / 100:,.2f}"
+    return f"{'-' if cents < 0 else ''}${abs(cents) / 100:,.2f}"
 
 
 @tool(key_results=("status", "total_cents"), fields={"total_cents": Money(cents=True, currency="USD")})
@@ -36,20 +41,20 @@ def lookup_order(order_id: str) -> dict[str, object]:
     return {"order_id": order_id, "found": True, **order}
 
 
-def refund_preview(args: dict[str, Any]) -> Preview:
+def refund_preview(args: dict[str, Any], ctx: ToolContext) -> Preview:
     """What a refund would do: the money leaving the store's balance, and what is left to refund."""
     order_id, amount = args["order_id"], args["amount_cents"]
     order = ORDERS.get(order_id)
     if order is None:
         return Preview(sentence=f"Order {order_id} does not exist: the refund would fail.")
-    total = int(str(order["total_cents"]))
+    total = int(str(order["total_cents"])) - REFUNDED_CENTS.get((ctx.thread_id, order_id), 0)
     changes = [
         Change("Store balance", _dollars(STORE_BALANCE_CENTS), _dollars(STORE_BALANCE_CENTS - amount)),
         Change(f"Refundable on {order_id}", _dollars(total), _dollars(total - amount)),
     ]
     sentence = f"{_dollars(amount)} goes back to {order['customer']} for order {order_id}."
     if amount > total:
-        sentence += f" That is more than the order's total ({_dollars(total)})."
+        sentence += f" That is more than is left to refund on it ({_dollars(total)})."
     return Preview(sentence=sentence, changes=tuple(changes))
 
 
@@ -61,6 +66,9 @@ def refund_preview(args: dict[str, Any]) -> Preview:
     title="Refund {amount_cents|money} · {order_id}",
     fields={"amount_cents": Money(cents=True, currency="USD")},
     preview=refund_preview,
+    # What is left to refund may change between the approval and the refund (another refund on
+    # the order): the preview runs again first, and a refund that would now do otherwise waits again.
+    recheck=True,
 )
 def issue_refund(ctx: ToolContext, order_id: str, amount_cents: int, reason: str) -> str:
     """Refund part or all of an order. Refunds over $50.00 need a human's approval.
@@ -71,6 +79,9 @@ def issue_refund(ctx: ToolContext, order_id: str, amount_cents: int, reason: str
         reason: Why, in the customer's words.
     """
     # ctx.tool_call_id is the idempotency key a real payment API would get.
+    if order_id in ORDERS:
+        key = (ctx.thread_id, order_id)
+        REFUNDED_CENTS[key] = REFUNDED_CENTS.get(key, 0) + amount_cents
     return f"Refunded ${amount_cents / 100:.2f} on {order_id} (ref {ctx.tool_call_id[-8:]})"
 
 

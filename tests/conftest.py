@@ -70,6 +70,17 @@ def _no_address_served() -> Iterator[None]:
     site.forget()
 
 
+@pytest.fixture(autouse=True)
+def _no_refunds_yet() -> Iterator[None]:
+    """Each test starts with the demo's orders as refunded by none of its refunds: what is left to
+    refund on an order (``demo.tools.REFUNDED_CENTS``) is in the previews tests read."""
+    from demo import tools
+
+    tools.REFUNDED_CENTS.clear()
+    yield
+    tools.REFUNDED_CENTS.clear()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _decisions_at_once() -> Iterator[None]:
     """Browser decisions are taken at once in tests (production holds them 5 s for Undo): the suite's

@@ -287,6 +287,17 @@ class CallView:
     #: decision is bound to with the arguments and the preview.
     preview: Preview | None = None
     tool_version: str = ""
+    #: An approval its recheck sent back before the tool ran (``tool(recheck=True)``): the preview
+    #: that was approved (``preview`` is what it would do now), whose approval, and why the recheck
+    #: could not tell ("": it could, and what the call would do changed).
+    approved_preview: Preview | None = None
+    rechecked_by: str = ""
+    recheck_error: str = ""
+
+    @property
+    def sent_back(self) -> bool:
+        """Whether an approval of this call was sent back by its recheck before the tool ran."""
+        return self.approved_preview is not None or bool(self.recheck_error)
 
     @property
     def seen(self) -> str:
@@ -559,6 +570,21 @@ def _summary(call: AgentRunToolCall, tool: Tool | None, agent: Agent | None) -> 
         "via_agent": via,
         "preview": preview_of(call) if call.requires_approval else None,
         "tool_version": tool.version if tool is not None else "",
+        **_recheck(call),
+    }
+
+
+def _recheck(call: AgentRunToolCall) -> dict[str, Any]:
+    """An approval sent back by its recheck: what was approved, by whom, why it could not tell."""
+    context = call.context
+    recheck = context.recheck if context is not None and call.requires_approval else None
+    if recheck is None or context is None:
+        return {}
+    by, error = recheck.get("by"), recheck.get("error")
+    return {
+        "approved_preview": Preview.from_json(context.approved_preview) or Preview(),
+        "rechecked_by": reveal_invisible(clean_text(by)) if isinstance(by, str) else "",
+        "recheck_error": reveal_invisible(clean_text(error)) if isinstance(error, str) else "",
     }
 
 

@@ -22,7 +22,7 @@ from django.urls import reverse
 from agents_runtime import Agent, AgentRun
 from agents_runtime.records import StoredRun
 from agents_runtime.untrusted import clean_text, reveal_invisible
-from agents_runtime.vocabulary import DecisionAction
+from agents_runtime.vocabulary import DecisionAction, Outcome
 from approvals import dom_ids
 from approvals.cards.call import (
     RESUME_PREFIX,
@@ -34,7 +34,7 @@ from approvals.cards.call import (
 from approvals.cards.text import compact_json, is_long, pretty_json
 from approvals.forms.decisions import DeclineForm, EditedArgsForm, GrantForm
 from approvals.forms.schema import ResumeForm
-from approvals.models import HeldDecision
+from approvals.models import AuditEntry, HeldDecision
 from approvals.policy import Access, may_grant
 from approvals.services.decisions import DecisionOutcome, held_outcome
 
@@ -42,12 +42,14 @@ __all__ = [
     "RESUME_PREFIX",
     "CallView",
     "DecidedCallView",
+    "DecisionRow",
     "MessageView",
     "RunCard",
     "call_view",
     "compact_json",
     "conversation",
     "decided_calls",
+    "decision_rows",
     "outcome_card",
     "pretty_json",
     "resume_form_for",
@@ -294,3 +296,46 @@ def conversation(messages: list[dict[str, Any]]) -> list[MessageView]:
 
 def _text_or_none(value: Any) -> str | None:
     return None if value is None else clean_text(str(value))
+
+
+# -- a decision's chain: shown, decided, executed (the run page's decisions) -----------------------
+
+#: What came of an approval, by its row's outcome: whether the tool ran, in a few words.
+_EXECUTED = {
+    Outcome.COMPLETED: "ran; the run completed",
+    Outcome.SUSPENDED_AGAIN: "ran; the run waits again",
+    Outcome.FAILED: "the run failed",
+    Outcome.CONTINUING: "running",
+    Outcome.INTERRUPTED: "interrupted: offered again",
+    Outcome.VOTE_RECORDED: "not yet: waits for more approvals",
+}
+
+
+@dataclass(frozen=True)
+class DecisionRow:
+    """One decision on the run page (an audit row), with its chain: shown (when the call was
+    offered, and the digest of what was shown), decided (by whom, on that digest), executed (what
+    came of it, or why it did not run). The desk does not record who opened a card: "shown" is when
+    the call waited for its reviewers."""
+
+    entry: AuditEntry
+
+    @property
+    def fingerprint(self) -> str:
+        """The digest the decision was bound to, short ("" on rows from before it was kept)."""
+        return self.entry.fingerprint[:12]
+
+    @property
+    def executed(self) -> str:
+        entry = self.entry
+        if entry.outcome in (Outcome.RECHECK_CHANGED, Outcome.RECHECK_FAILED):
+            return Outcome(entry.outcome).label
+        if entry.action == DecisionAction.DECLINE:
+            return "not run: declined"
+        if entry.action == DecisionAction.APPROVE and entry.outcome in _EXECUTED:
+            return _EXECUTED[Outcome(entry.outcome)]
+        return Outcome(entry.outcome).label if entry.outcome in Outcome else entry.outcome
+
+
+def decision_rows(entries: list[AuditEntry]) -> list[DecisionRow]:
+    return [DecisionRow(entry) for entry in entries]

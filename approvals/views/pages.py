@@ -190,6 +190,7 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     context: dict[str, Any] = {
         "run_id": run_id,
         "decisions": decisions,
+        "decision_rows": cards.decision_rows(decisions),
         "can_decide": access.can_decide,
         "conversation": [],
         "card": None,
