@@ -1,18 +1,20 @@
 """What the batch page shows: the preview of a bulk decision and its progress.
 
 The preview groups the batch's calls by tool and shows, per tool, the arguments that are the same in
-every call once and only those that differ call by call: what a reviewer must check before deciding
-them all. Arguments are model output; the template escapes them like any other text.
+every call once and only those that differ call by call, money as the card formats it, and what each
+call would do (its tool's preview): what a reviewer must check before deciding them all. Arguments
+and previews are model or tool output; the template escapes them like any other text.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from agents_runtime import Agent, Would
+from agents_runtime import Agent, Preview, Would
 from agents_runtime.presentation import Money
 from agents_runtime.vocabulary import would_approve_line
 from approvals.cards.text import compact_json
@@ -26,9 +28,14 @@ PREVIEW_ROWS = 200
 @dataclass(frozen=True)
 class CallRow:
     item: BatchItem
-    #: The differing arguments (name, compact JSON), in the order of ``ToolGroup.differing``
-    #: ("—": not given).
+    #: The differing arguments (name, compact JSON or money as "$890.00"), in the order of
+    #: ``ToolGroup.differing`` ("—": not given).
     values: list[tuple[str, str]]
+
+    @functools.cached_property
+    def preview(self) -> Preview | None:
+        """What the call would do, as the preview showed it when the batch was drafted."""
+        return Preview.from_json(self.item.preview)
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,10 @@ class ToolGroup:
     same: list[tuple[str, str]]
     differing: list[str]
     rows: list[CallRow]
+
+    @functools.cached_property
+    def has_previews(self) -> bool:
+        return any(row.preview is not None for row in self.rows)
 
 
 @dataclass(frozen=True)
@@ -70,14 +81,23 @@ def _args(item: BatchItem) -> dict[str, Any]:
     return item.args if isinstance(item.args, dict) else {}
 
 
-def tool_group(tool_name: str, items: list[BatchItem]) -> ToolGroup:
+def _value(name: str, value: Any, money: Mapping[str, Money]) -> str:
+    """An argument as the card shows it: money formatted by its tool ("$890.00"), else compact JSON."""
+    hint = money.get(name)
+    formatted = hint.format(value) if hint is not None else None
+    return formatted if formatted is not None else compact_json(value)
+
+
+def tool_group(tool_name: str, items: list[BatchItem], agent: Agent | None = None) -> ToolGroup:
+    tool = agent.find_tool(tool_name) if agent is not None else None
+    money = tool.money if tool is not None else {}
     names: list[str] = []
     for item in items:
         names.extend(n for n in _args(item) if n not in names)
     same: list[tuple[str, str]] = []
     differing: list[str] = []
     for name in names:
-        values = [compact_json(_args(item)[name]) if name in _args(item) else None for item in items]
+        values = [_value(name, _args(item)[name], money) if name in _args(item) else None for item in items]
         if len(set(values)) == 1 and values[0] is not None:
             same.append((name, values[0]))
         else:
@@ -85,14 +105,15 @@ def tool_group(tool_name: str, items: list[BatchItem]) -> ToolGroup:
     rows = [
         CallRow(
             item=item,
-            values=[(n, compact_json(_args(item)[n]) if n in _args(item) else "—") for n in differing],
+            values=[(n, _value(n, _args(item)[n], money) if n in _args(item) else "—") for n in differing],
         )
         for item in items[:PREVIEW_ROWS]
     ]
     return ToolGroup(tool_name=tool_name, count=len(items), same=same, differing=differing, rows=rows)
 
 
-def batch_view(batch: Batch) -> BatchView:
+def batch_view(batch: Batch, agent: Agent | None = None) -> BatchView:
+    """The batch's calls by tool (``agent``: its tools format their money)."""
     items = list(batch.items.all())
     # Taken on: every item but those skipped before the batch started (their decided_at is unset).
     taken = [i for i in items if not (i.state == BatchItem.State.SKIPPED and i.decided_at is None)]
@@ -105,7 +126,7 @@ def batch_view(batch: Batch) -> BatchView:
     counts["total"] = len(items)
     return BatchView(
         batch=batch,
-        groups=[tool_group(name, group) for name, group in sorted(by_tool.items())],
+        groups=[tool_group(name, group, agent) for name, group in sorted(by_tool.items())],
         skipped=[i for i in items if i.state == BatchItem.State.SKIPPED],
         decided=[i for i in items if i.state == BatchItem.State.DECIDED],
         counts=counts,

@@ -77,6 +77,8 @@ class BatchItem(models.Model):
     #: decision is bound to it, so a call changed since (edited, re-previewed, its tool upgraded) is
     #: skipped, not decided unseen. Empty for items never decidable.
     fingerprint = models.CharField(max_length=64, blank=True)
+    #: What the call would do as the preview showed it (its tool's ``previews.Preview``, JSON form).
+    preview = models.JSONField(null=True, blank=True)
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
     #: Why it was skipped, or what the decision led to.
     detail = models.TextField(blank=True)

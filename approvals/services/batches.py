@@ -146,6 +146,7 @@ def batch_prepare(
                 tool_name=f.call.tool_name if f.call else "",
                 args=f.call.args if f.call else None,
                 fingerprint=_fingerprint(agent, f.call) if f.call and not skip else "",
+                preview=f.call.context.preview if f.call and f.call.context else None,
                 state=BatchItem.State.SKIPPED if skip else BatchItem.State.PENDING,
                 detail=skip,
             )

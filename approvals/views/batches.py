@@ -89,7 +89,7 @@ def batch_detail(request: HtmxHttpRequest, batch_id: int) -> HttpResponse:
     except agents.UnknownAgent:
         agent, agent_name = None, batch.agent_id
     may_start = batch.user_id == request.user.pk and access_of(request).can_decide
-    view = batch_view.batch_view(batch)
+    view = batch_view.batch_view(batch, agent)
     rules: list[batch_view.RuleGroup] = []
     if may_start and batch.state == Batch.State.DRAFT and agent is not None:
         predictions = services.batch_predictions(access_of(request).for_agent(agent.id), batch)
