@@ -400,23 +400,22 @@ async def _continue_claimed(
         return lost_claim(ctx, run_id, emit)
     if run.snapshot == _external.SNAPSHOT:  # (a request's run: ``_external``)
         return await _hand_over(ctx, run, version, emit)
-    sent_back = await rechecked(ctx, run)
-    if sent_back is not None:
-        return await _send_back(ctx, run, sent_back, version, emit)
-    return await _continue_decided(ctx, run, version, emit)
-
-
-async def _continue_decided(ctx: AgentContext, run: StoredRun, version: int, emit: Emit) -> RunResult:
-    """Continue a claimed run with its decisions: each delegation's inner run, then the model."""
-    run_id = run.run_id
-    assert run.snapshot is not None
     try:
         snapshot = _pydantic.Snapshot.from_json(run.snapshot)
     except Exception as exc:
         logger.warning("Run %s has a corrupt snapshot (%s); it cannot continue", run_id, exc)
         return await _end_failed(ctx, run_id, version, emit, f"Corrupt snapshot: {exc}")
     await ctx.notify("run-resumed", run_id)
+    sent_back = await rechecked(ctx, run)
+    if sent_back is not None:
+        return await _send_back(ctx, run, sent_back, version, emit)
+    return await _continue_decided(ctx, run, snapshot, version, emit)
 
+
+async def _continue_decided(
+    ctx: AgentContext, run: StoredRun, snapshot: _pydantic.Snapshot, version: int, emit: Emit
+) -> RunResult:
+    """Continue a claimed run with its decisions: each delegation's inner run, then the model."""
     results = DeferredToolResults()
     delegated: dict[str, list[ParkedCall]] = {}
     for call in run.calls:
