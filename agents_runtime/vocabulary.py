@@ -187,7 +187,16 @@ RECORDED_OUTCOMES = tuple(
 )
 #: Outcomes of a decision that took effect.
 EFFECTIVE_OUTCOMES = frozenset(
-    {Outcome.COMPLETED, Outcome.SUSPENDED_AGAIN, Outcome.CONTINUING, Outcome.FAILED, Outcome.VOTE_RECORDED}
+    {
+        Outcome.COMPLETED,
+        Outcome.SUSPENDED_AGAIN,
+        Outcome.CONTINUING,
+        Outcome.FAILED,
+        Outcome.VOTE_RECORDED,
+        # (Recorded, and the run went on: it came back before the tool, which did not run.)
+        Outcome.RECHECK_CHANGED,
+        Outcome.RECHECK_FAILED,
+    }
 )
 #: Recorded outcomes that mean the decision did not take effect.
 NO_EFFECT_OUTCOMES = frozenset(
@@ -320,4 +329,6 @@ def bulk_result_line(action: str, status: str) -> str:
     runs yet"."""
     if status == Outcome.VOTE_RECORDED:
         return f"{Outcome.VOTE_RECORDED.label}: nothing runs yet"
+    if status in (Outcome.RECHECK_CHANGED, Outcome.RECHECK_FAILED):
+        return Outcome(status).label
     return Verdict.of(DecisionAction(action)).label

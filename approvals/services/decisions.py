@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
@@ -69,6 +70,7 @@ from agents_runtime.vocabulary import (
     Verdict,
     completed_detail,
     failed_detail,
+    recheck_detail,
     suspended_again_detail,
     waiting_detail,
 )
@@ -709,12 +711,30 @@ def _went_on(attempt: Attempt, base: dict[str, Any]) -> DecisionOutcome:
             **base,
         )
     waiting = attempt.run_after.tool_calls if attempt.run_after else result.tool_calls
+    sent_back = _sent_back(waiting, base["tool_call_id"])
+    if sent_back is not None:
+        return DecisionOutcome(status=sent_back[0], message=sent_back[1], run=attempt.run_after, **base)
     before = {c.tool_call_id for c in attempt.run_before.tool_calls} if attempt.run_before else set()
     if waiting and all(c.tool_call_id in before for c in waiting):
         message = waiting_detail(c.tool_name for c in waiting)
     else:
         message = suspended_again_detail(c.tool_name for c in waiting)
     return DecisionOutcome(status=Outcome.SUSPENDED_AGAIN, message=message, run=attempt.run_after, **base)
+
+
+def _sent_back(waiting: Iterable[Any], tool_call_id: str) -> tuple[Outcome, str] | None:
+    """The outcome of an approval its recheck sent back before the tool ran (``tool(recheck=True)``):
+    the decided call waits again; None when it does not."""
+    call = next((c for c in waiting if c.tool_call_id == tool_call_id), None)
+    recheck = call.context.recheck if call is not None and call.context is not None else None
+    if recheck is None:
+        return None
+    error = recheck.get("error")
+    failed = isinstance(error, str) and bool(error)
+    return (
+        Outcome.RECHECK_FAILED if failed else Outcome.RECHECK_CHANGED,
+        recheck_detail(error if failed else None),
+    )
 
 
 def same_json(left: Any, right: Any) -> bool:

@@ -59,7 +59,10 @@ def test_a_refund_whose_order_changed_before_it_ran_waits_again_showing_both_pre
     assert "Refunded $890.00" in approve(reviewer_client, first, first_seen)
 
     # The second card was shown before the first refund ran: approved on it, it does not run.
-    approve(reviewer_client, second, seen_second)
+    answer = html_lib.unescape(approve(reviewer_client, second, seen_second))
+
+    assert "Not run: what it would do changed since it was approved" in answer
+    assert "What you approved" in answer and "What it would do now" in answer
 
     assert demo_tools.REFUNDED_CENTS == {(None, "A-1044"): 89_000}
     row = AuditEntry.objects.get(run_id=second.run_id, action="approve")
