@@ -152,8 +152,9 @@ async def rechecked(ctx: AgentContext, run: StoredRun) -> list[ParkedCall] | Non
     (what it would do now, which the next decision is bound to). A recheck that fails or takes too
     long sends the call back too, its error shown: what it would do now is unknown, and running it
     on an approval of something else is what the recheck is there to prevent. The preview is run on
-    the arguments it was first made of (the model's), so the two compare; an approval with edited
-    arguments is rechecked on those too."""
+    the arguments it was first made of (the model's, as the card showed them), so the two compare;
+    an approval with edited arguments is rechecked on those model's arguments too: the world under
+    the call changed or not. A call's votes go with its approval (it needs all of them again)."""
     calls = list(run.calls)
     sent_back = False
     for index, call in enumerate(calls):
