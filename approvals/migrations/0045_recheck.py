@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("approvals", "0043_grant_suggestions"),
+        ("approvals", "0044_routing_rules"),
     ]
 
     operations = [
