@@ -128,16 +128,19 @@ def hour_of(when: datetime) -> datetime:
 
 
 def grant_of(row: AuditRow) -> str | None:
-    """The standing grant that took this decision ("grant #3 of rita", as the audit log says it), or
-    None (a person, the deadline).
+    """The standing grant or routing rule that took this decision ("grant #3 of rita", "rule #2 of
+    ada", as the audit log says it), or None (a person, the deadline).
 
-    The one place that tells a grant's decision apart (``figures.grants_used`` reads what it
-    counts): a row naming its grant, or of the ``grant`` channel.
+    The one place that tells a decision nobody was asked for apart (``figures.grants_used`` reads
+    what it counts; the interruption budget leaves it out): a row naming its grant, or of the
+    ``grant`` or ``rule`` channel.
     """
     if row.grant_id is not None:
         return f"grant #{row.grant_id} of {row.username}"
     if row.channel == "grant":
         return f"grant of {row.username}"
+    if row.channel == "rule":
+        return row.username  # "rule #N of <user>": nobody was asked either
     return None
 
 

@@ -81,8 +81,11 @@ def history(agents: DashboardAgents) -> None:
     decided(at(1), 100, "approve", "continuing", "ada")
     decided(at(2), 60, "decline")
     decided(at(2), 600, "expire", "expired", "", channel="deadline")
-    # Not interruptions: a standing grant's approval, a vote, a lost race.
+    # Not interruptions: a standing grant's approval, a routing rule's allow and deny, a vote, a
+    # lost race.
     decided(at(1), 0, "approve", channel="grant")
+    decided(at(1), 0, "approve", "completed", "rule #1 of ada", channel="rule")
+    decided(at(1), 0, "decline", "completed", "rule #2 of ada", channel="rule")
     decided(at(1), 5, "approve", "vote_recorded", "ada")
     decided(at(1), 5, "approve", "lost_race", "bob")
     # The 24 hours before: 4 refunds made, 1 interrupted.
