@@ -169,6 +169,16 @@ class ToolCallOut(Wire):
     preview: dict[str, JsonValue] | None = Field(
         None, description="What the call would do, as its tool told."
     )
+    approved_preview: dict[str, JsonValue] | None = Field(
+        None,
+        description="A call an approval was given on but whose recheck sent it back before its tool "
+        "ran: what was approved (``preview`` is what it would do now). None otherwise.",
+    )
+    recheck: dict[str, JsonValue] | None = Field(
+        None,
+        description="That recheck: when (``at``), after whose approval (``by``) and, if the preview "
+        "could not be taken again, why (``error``).",
+    )
     fingerprint: str | None = Field(
         None,
         description="What a decider is shown of an approval call (its arguments, preview, tool version): "

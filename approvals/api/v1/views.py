@@ -110,6 +110,8 @@ def run_out(
                 tool_started_at=c.tool_started_at,
                 approved_by=list(c.approved_by),
                 preview=c.context.preview if c.context is not None else None,
+                approved_preview=c.context.approved_preview if c.context is not None else None,
+                recheck=c.context.recheck if c.context is not None else None,
                 fingerprint=shown(c, _version(agent, c)) if c.requires_approval else None,
             )
             for c in run.tool_calls

@@ -77,6 +77,12 @@ def test_a_refund_whose_order_changed_before_it_ran_waits_again_showing_both_pre
     assert now.startswith("What it would do now $890.00 goes back")
     assert "more than is left to refund on it ($0.00)" in now
     assert "Refundable on A-1044 $0.00 -$890.00" in now
+    # The v1 API tells an API decider the same: what was approved, what it would do now, the recheck.
+    (api_call,) = reviewer_client.get(f"/api/v1/agents/support/runs/{second.run_id}").json()["toolCalls"]
+    assert api_call["approvedPreview"]["sentence"].startswith("$890.00 goes back to sam@example.com")
+    assert "more than is left to refund" in api_call["preview"]["sentence"]
+    assert api_call["recheck"]["error"] is None and api_call["recheck"]["at"]
+    assert api_call["fingerprint"] == seen_on_run_page(reviewer_client, second.run_id)
 
     # The approval is bound to what it would do now: the old card decides nothing, the fresh one runs it.
     stale = approve(reviewer_client, second, seen_second)
