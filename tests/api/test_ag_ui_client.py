@@ -223,7 +223,8 @@ def test_the_example_chat_hands_a_risky_call_to_the_desk(countersign: tuple[int,
     assert any(line.startswith("[paused] Approve wire(") for line in lines)
     assert any("not yours to decide (separation_of_duties)" in line for line in lines)
     assert any(line.startswith("[desk] decided by victor") for line in lines)
-    assert any(line.startswith('<- {"wired": 4200') for line in lines)
+    # (The result's keys in any order: relayed through PostgreSQL's outbox, jsonb sorts them.)
+    assert {"to": "ACME", "wired": 4200} in [json.loads(line[3:]) for line in lines if line.startswith("<- ")]
     assert lines[-1].startswith("Result: ")
 
 
