@@ -225,6 +225,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """
     if not getattr(config.option, "loadgroup", False):
         return
+    _long_tests_first(items)
     from _pytest.nodeid import NodeId
 
     for item in items:
@@ -236,6 +237,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         )
         if names and "@" not in item.nodeid:
             item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")
+
+
+def _uses_test_database(item: pytest.Item) -> bool:
+    fixtures = getattr(item, "fixturenames", ())
+    return item.get_closest_marker("django_db") is not None or any(
+        name in fixtures for name in ("db", "transactional_db", "live_server", "django_db_reset_sequences")
+    )
+
+
+def _long_tests_first(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the long tests that need no test database (browsers, servers, bursts of
+    processes) go first, the many short ones after: a worker that starts one near the end of the run
+    would otherwise keep running it while the others sit idle.
+
+    pytest-django orders the rest (tests in a transaction, then transactional ones, then those
+    without the database) and that order is kept: only tests that never touch the test database
+    move, so none of them can see what another left there. Each worker runs the tests it is sent in
+    this order, browser tests one after another (one Chromium launch: ``browser``).
+    """
+    first = [item for item in items if item.get_closest_marker("slow") and not _uses_test_database(item)]
+    if not first:
+        return
+    moved = set(first)
+    items[:] = first + [item for item in items if item not in moved]
 
 
 _NEXT_ITEM = pytest.StashKey[pytest.Item | None]()
