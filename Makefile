@@ -23,7 +23,9 @@ MCP_PORT ?= 8765
 # Extra pytest arguments, e.g. `make test-fast ARGS="-k decline -x"`.
 ARGS ?=
 # Test processes running side by side (pytest-xdist); `make test WORKERS=0` runs every test in one.
-WORKERS ?= 3
+# More than the cores: the tests spend much of their time waiting on the servers, processes and
+# browser they start, and a fourth worker fills those waits (docs/scaling.md, "The cost of a test run").
+WORKERS ?= 4
 PARALLEL := $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadgroup)
 
 .PHONY: help install-run install-dev venv-check chromium api-client run-settings run mcp-demo test test-fast lint lock bench clean
@@ -34,7 +36,7 @@ help:
 	@echo "make mcp-demo   with make run up: an MCP client asks the demo gateway (http://127.0.0.1:$(MCP_PORT)/mcp)"
 	@echo "                for a call that waits at the desk"
 	@echo "make test       set up .venv with the development tools (and Chromium), lint, run every test"
-	@echo "                (in WORKERS=3 processes side by side; ARGS=\"tests/api -x\" for pytest)"
+	@echo "                (in WORKERS=4 processes side by side; ARGS=\"tests/api -x\" for pytest)"
 	@echo "make test-fast  every test except the slow ones (multi-process, browser), no lint"
 	@echo "make lint       ruff check, ruff format --check, mypy, import-linter contracts"
 	@echo "make bench      run the benchmarks in bench/ (figures under bench/results/)"
