@@ -172,6 +172,15 @@ def _end_stray_postgres_sessions() -> None:
 _REDIS_DATABASES_OF_TESTS = {11, 12, 13}
 
 
+def _keep_collection_order(config: pytest.Config) -> None:
+    """``--dist loadgroup`` hands the tests out in the order ``pytest_collection_modifyitems`` left
+    them (see there), not xdist's default of the largest groups first: that sent the transactional
+    tests of an ``xdist_group`` ahead of pytest-django's non-transactional ones, whose data
+    migrations' rows (the Reviewers and Admins groups) their flush had removed."""
+    if getattr(config.option, "dist", "no") == "loadgroup":
+        config.option.loadscopereorder = False
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist, each worker's channel layer gets a Redis database of its own.
 
@@ -180,6 +189,7 @@ def pytest_configure(config: pytest.Config) -> None:
     tests start (with ``os.environ``) use the same database as it does. pytest-django gives each worker
     a test database of its own already (``test_..._gw0``, ...).
     """
+    _keep_collection_order(config)
     worker = getattr(config, "workerinput", {}).get("workerid")
     url = os.environ.get("REDIS_URL", "").strip()
     if not worker or not url or "," in url or os.environ.get("REDIS_SENTINELS", "").strip():
