@@ -57,6 +57,16 @@ _TOOL_CALL = {
         "args": {"type": "object"},
         "suspendPayload": {},
         "toolStartedAt": {"type": "string", "format": "date-time"},
+        "preview": {
+            "type": "object",
+            "description": "Beyond Mastra: what the call would do, as its tool (or agent) told: "
+            "sentence, changes (label, before, after), diff, items, error",
+        },
+        "fingerprint": {
+            "type": "string",
+            "description": "Beyond Mastra, with a preview: send it with approve-tool-call; the "
+            "approval is refused if the call changed since",
+        },
     },
 }
 _RUN = {

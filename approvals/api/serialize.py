@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from agents_runtime import Agent, AgentRun, AgentRunToolCall, Chunk, Tool
+from agents_runtime import Agent, AgentRun, AgentRunToolCall, Chunk, Tool, shown
 
 DONE = b"data: [DONE]\n\n"
 
@@ -65,7 +65,8 @@ def iso(when: datetime) -> str:
 # -- JSON ----------------------------------------------------------------------------------------
 
 
-def tool_call_json(call: AgentRunToolCall) -> dict[str, Any]:
+def tool_call_json(call: AgentRunToolCall, version: str = "") -> dict[str, Any]:
+    """A waiting call as Mastra lists it (``version``: its tool's, which a decision is bound to)."""
     out: dict[str, Any] = {"toolCallId": call.tool_call_id, "toolName": call.tool_name}
     if call.requires_approval:
         out["args"] = call.args or {}
@@ -77,10 +78,22 @@ def tool_call_json(call: AgentRunToolCall) -> dict[str, Any]:
         # Beyond Mastra: the call's tool started before its continuation died; deciding it again
         # needs ``confirmRerun``.
         out["toolStartedAt"] = iso(call.tool_started_at)
+    preview = call.context.preview if call.context is not None else None
+    if preview:
+        # Beyond Mastra: what the call would do (its tool's effect preview), and for an approval the
+        # fingerprint to send back with it, so the approval is refused if the call changed since.
+        out["preview"] = preview
+        if call.requires_approval:
+            out["fingerprint"] = shown(call, version)
     return out
 
 
-def run_json(run: AgentRun) -> dict[str, Any]:
+def _version(agent: Agent | None, tool_name: str) -> str:
+    tool = agent.find_tool(tool_name) if agent is not None else None
+    return tool.version if tool is not None else ""
+
+
+def run_json(run: AgentRun, agent: Agent | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"runId": run.run_id, "status": "suspended"}
     # Absent, not null, for runs without memory (as Mastra).
     if run.thread_id is not None:
@@ -88,7 +101,7 @@ def run_json(run: AgentRun) -> dict[str, Any]:
     if run.resource_id is not None:
         out["resourceId"] = run.resource_id
     out["suspendedAt"] = iso(run.suspended_at)
-    out["toolCalls"] = [tool_call_json(c) for c in run.tool_calls]
+    out["toolCalls"] = [tool_call_json(c, _version(agent, c.tool_name)) for c in run.tool_calls]
     return out
 
 

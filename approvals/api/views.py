@@ -77,7 +77,7 @@ async def suspended_runs(request: HttpRequest, agent_id: str) -> HttpResponseBas
             "invalid_query",
             issues=[{"field": "perPage", "message": str(exc)}],
         ) from None
-    body = {"runs": [run_json(r) for r in result.runs], "total": result.total}
+    body = {"runs": [run_json(r, access.agent) for r in result.runs], "total": result.total}
     return JsonResponse(body, json_dumps_params={"separators": (",", ":")})
 
 

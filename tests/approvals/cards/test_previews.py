@@ -131,6 +131,38 @@ def test_a_decision_on_a_card_shown_before_the_tool_was_upgraded_is_refused_with
     assert "Refunded $890.00 on A-1044" in approved.content.decode()
 
 
+def test_the_mastra_listing_carries_the_preview_and_the_fingerprint_an_approval_is_bound_to(
+    desk: Runtime, reviewer_client: Client
+) -> None:
+    run = start(desk, "support", "Please refund $890.00 on order A-1044")
+    listing = reviewer_client.get("/api/agents/support/suspended-runs").json()
+    (call,) = listing["runs"][0]["toolCalls"]
+    assert call["preview"]["sentence"] == "$890.00 goes back to sam@example.com for order A-1044."
+    (shown,) = set(SEEN.findall(inbox(reviewer_client, "/agents/support/")))
+    assert call["fingerprint"] == shown  # what the card shows, to approve on through the routes
+    install(support_agent(replace(demo_tools.issue_refund, version="2")))
+    body = {"runId": run.run_id, "toolCallId": call["toolCallId"], "fingerprint": call["fingerprint"]}
+
+    refused = reviewer_client.post(
+        "/api/agents/support/approve-tool-call", body, content_type="application/json"
+    )
+
+    assert refused.status_code == 403 and "changed since you saw it" in refused.json()["error"]
+    (fresh,) = reviewer_client.get("/api/agents/support/suspended-runs").json()["runs"][0]["toolCalls"]
+    assert fresh["fingerprint"] != call["fingerprint"]
+    approved = reviewer_client.post(
+        "/api/agents/support/approve-tool-call",
+        {**body, "fingerprint": fresh["fingerprint"]},
+        content_type="application/json",
+    )
+    assert approved.status_code == 200
+    # Approved on the fresh fingerprint: the attempt on the stale one was refused, this one taken.
+    stale_try, taken = (
+        AuditEntry.objects.filter(run_id=run.run_id).order_by("id").values_list("outcome", flat=True)
+    )
+    assert stale_try == "refused" and taken in {"continuing", "completed"}
+
+
 def test_the_audit_row_keeps_the_preview_the_card_showed(
     desk: Runtime, reviewer_client: Client, admin_member_client: Client
 ) -> None:
