@@ -81,6 +81,8 @@ async def test_one_run_with_its_parked_calls_and_conversation(mastra: Runtime, r
             "toolStartedAt": None,
             "approvedBy": [],
             "preview": None,
+            "approvedPreview": None,
+            "recheck": None,
             # What a decider is shown (no preview, no version: the arguments), to approve on.
             "fingerprint": fingerprint({"path": "/tmp/a.txt"}),
         }
