@@ -128,6 +128,7 @@ def decision_rule(ctx: AgentContext, request: DecisionRequest) -> DecisionRule:
             fingerprint=policy.shown(call, tool.version if tool else "")
             if call.kind == CallKind.APPROVAL
             else None,
+            shown_at=request.shown_at,
         )
         return call.tool_call_id, policy.verdict(request, run, call, tool, decision)
 

@@ -28,6 +28,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import (
@@ -94,6 +95,9 @@ class DecisionRequest:
     edited_args: dict[str, Any] | None = None
     #: ``fingerprint`` of the call as the decider saw it (``shown``; None: not checked).
     seen: str | None = None
+    #: When the decider was shown the call (their card was rendered), if the door knows: kept with
+    #: the decision's record, so the record says who was shown what, and when.
+    shown_at: datetime | None = None
     confirmations: frozenset[Confirmation] = frozenset()
     #: The host's identity of the decider (the desk's rights of the user), opaque to the runtime.
     principal: Any = None

@@ -86,6 +86,8 @@ class Decision:
     #: What the decider was shown of the call (``policy.shown``: arguments, preview, tool version)
     #: when the decision was taken: the audit row keeps it, so the record says what was decided on.
     fingerprint: str | None = None
+    #: When the decider was shown the call (``DecisionRequest.shown_at``), if known.
+    shown_at: datetime | None = None
 
     def __post_init__(self) -> None:
         # Callers may spell the action as its string ("approve"); the record holds the word.

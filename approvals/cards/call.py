@@ -41,7 +41,7 @@ from approvals.cards.text import (
     is_long,
     pretty_json,
 )
-from approvals.forms.decisions import DeclineForm, EditedArgsForm, GrantForm
+from approvals.forms.decisions import DeclineForm, EditedArgsForm, GrantForm, shown_token
 from approvals.forms.schema import ResumeForm, resume_form_class
 
 logger = logging.getLogger(__name__)
@@ -307,6 +307,12 @@ class CallView:
         if not self.call.requires_approval:
             return ""
         return shown(self.call, self.tool_version)
+
+    @property
+    def shown_stamp(self) -> str:
+        """The card's ``shown`` field: when it was rendered, signed, so the decision's record says
+        when its decider was shown the call (``forms.decisions.posted_shown_at``)."""
+        return shown_token(self.seen)
 
     @property
     def is_approval(self) -> bool:

@@ -315,8 +315,8 @@ _EXECUTED = {
 class DecisionRow:
     """One decision on the run page (an audit row), with its chain: shown (when the call was
     offered, and the digest of what was shown), decided (by whom, on that digest), executed (what
-    came of it, or why it did not run). The desk does not record who opened a card: "shown" is when
-    the call waited for its reviewers."""
+    came of it, or why it did not run). "Shown" is to the decider, when their card was rendered (a
+    dashboard decision posts it back, signed), else since when the call waited for its reviewers."""
 
     entry: AuditEntry
 

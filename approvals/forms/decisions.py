@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django import forms
+from django.core import signing
 
 from agents_runtime import Confirmation, untrusted
 from agents_runtime.grants import MAX_CONDITION_LENGTH, InvalidGrant, compile_condition
@@ -222,6 +223,29 @@ def posted_confirmations(data: Any) -> frozenset[Confirmation]:
     return frozenset(
         c for name, c in CONFIRMATION_FIELDS.items() if str(data.get(name, "")).lower() in _TICKED
     )
+
+
+#: The signer of a card's ``shown`` field: the moment the card was rendered, so a decision's record
+#: says when its decider was shown the call (a reviewer cannot post an earlier or later one).
+_SHOWN = signing.TimestampSigner(salt="countersign.card-shown")
+
+
+def shown_token(fingerprint: str) -> str:
+    """A card's ``shown`` field, rendered with it: its fingerprint and the time, signed."""
+    return _SHOWN.sign(fingerprint)
+
+
+def posted_shown_at(data: Any) -> datetime | None:
+    """When the posting card was rendered, from its signed ``shown`` field (None: absent or forged)."""
+    value = data.get("shown", "")
+    if not isinstance(value, str) or len(value) > 200:
+        return None
+    try:
+        _SHOWN.unsign(value)
+        stamp = signing.b62_decode(value.rsplit(":", 2)[1])
+    except (signing.BadSignature, ValueError, IndexError):
+        return None
+    return datetime.fromtimestamp(stamp, tz=UTC)
 
 
 def posted_fingerprint(data: Any) -> str | None:

@@ -236,6 +236,9 @@ class AuditEntry(models.Model):
     #: What the decider was shown, as one digest (``agents_runtime.policy.shown``: the arguments,
     #: the preview and the tool's version): the decision is bound to it. Empty on rows of other things.
     fingerprint = models.CharField(max_length=64, blank=True, default="")
+    #: When the decider was shown the call: their card was rendered then (dashboard decisions, from
+    #: the card's signed ``shown`` field). None where the door cannot know.
+    shown_at = models.DateTimeField(null=True, blank=True)
     #: What a ``suspend()``-ed tool showed the reviewer (input calls).
     suspend_payload = OrderedJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     action = models.CharField(max_length=16, choices=choices(DecisionAction))

@@ -436,6 +436,7 @@ def recorded_refusal(
         outcome_detail=clean_text(detail),
         channel=CHANNELS.get(request.origin, current_channel()),
         batch_id=DECIDING_BATCH.get(),
+        shown_at=request.shown_at,
     )
 
 

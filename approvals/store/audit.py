@@ -47,7 +47,16 @@ def ending_outcome(ending: RunEnding | None) -> tuple[str, str]:
 
 #: Columns of the decision row: the record's fields, the user it links to, its bulk decision and when
 #: the call was parked.
-COLUMNS = ("user_id", *RECORD_FIELDS, "preview", "fingerprint", "batch_id", "grant_id", "parked_at")
+COLUMNS = (
+    "user_id",
+    *RECORD_FIELDS,
+    "preview",
+    "fingerprint",
+    "shown_at",
+    "batch_id",
+    "grant_id",
+    "parked_at",
+)
 
 
 def vote_detail(vote: Vote) -> str:
@@ -93,6 +102,7 @@ def decision_values(
         "edited_args": decision.edited_args if decision.action == DecisionAction.APPROVE else None,
         "batch_id": DECIDING_BATCH.get(),
         "fingerprint": decision.fingerprint or "",
+        "shown_at": decision.shown_at,
     } | _grant_values(decision)  # fmt: skip
 
 

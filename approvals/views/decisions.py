@@ -26,6 +26,7 @@ from approvals.forms.decisions import (
     GrantForm,
     posted_confirmations,
     posted_fingerprint,
+    posted_shown_at,
 )
 from approvals.forms.schema import ResumeForm
 from approvals.policy import Access, AgentAccess
@@ -150,6 +151,7 @@ def _request(request: HttpRequest, card: CallCard, action: DecisionAction, **car
         action,
         origin=Origin.DASHBOARD,
         seen=posted_fingerprint(request.POST),
+        shown_at=posted_shown_at(request.POST),
         confirmations=posted_confirmations(request.POST),
         **carried,
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import html as html_lib
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -142,3 +143,37 @@ def test_the_run_page_shows_each_decisions_chain(desk: Runtime, reviewer_client:
         rf"Shown from .+, with its preview Decided by {user} on {fresh[:12]} Ran; the run completed",
         chains[1],
     ), chains[1]
+
+
+SHOWN = re.compile(r'name="shown" value="([^"]+)"')
+
+
+def test_a_card_decision_records_when_its_decider_was_shown_the_call(
+    desk: Runtime, reviewer_client: Client
+) -> None:
+    run, other = start(desk, "support", REFUND), start(desk, "support", REFUND)
+    before = datetime.now(UTC).replace(microsecond=0)
+    page = reviewer_client.get(f"/runs/{run.run_id}/").content.decode()
+    (seen,), (shown,) = set(SEEN.findall(page)), set(SHOWN.findall(page))
+    url = f"/runs/{run.run_id}/calls/{run.tool_calls[0].tool_call_id}/approve"
+
+    reviewer_client.post(url, {"agent": "support", "seen": seen, "shown": shown}, **HX)
+
+    row = AuditEntry.objects.get(run_id=run.run_id, action="approve")
+    assert row.shown_at is not None and before <= row.shown_at <= datetime.now(UTC)
+    user = row.username
+    chain = text_of(
+        re.findall(
+            r'<ol class="decision-chain">(.*?)</ol>',
+            reviewer_client.get(f"/runs/{run.run_id}/").content.decode(),
+            re.S,
+        )[0]
+    )
+    assert chain.startswith(f"Shown to {user} at "), chain
+    # A stamp not signed by the desk (typed, or moved to another time) is not taken as the truth.
+    forged = shown.rsplit(":", 2)[0] + ":1:" + shown.rsplit(":", 1)[1]
+    url = f"/runs/{other.run_id}/calls/{other.tool_calls[0].tool_call_id}/approve"
+    other_seen = seen_on_run_page(reviewer_client, other.run_id)
+    reviewer_client.post(url, {"agent": "support", "seen": other_seen, "shown": forged}, **HX)
+    taken = AuditEntry.objects.get(run_id=other.run_id, action="approve")
+    assert taken.outcome != Outcome.REFUSED and taken.shown_at is None
