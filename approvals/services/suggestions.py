@@ -3,7 +3,7 @@
 Where reviewers approved the same kind of call many times (one agent's tool, for everyone, or
 narrowed to an amount ceiling, one value of an argument or one end user), never declined one and
 never edited one in the window, the desk offers a scoped grant that expires: "12 of 12 issue_refund
-calls where amount_cents <= 12000, none edited, in 7 days", with what the grant would have matched
+calls where amount_cents is at most $120.00, none edited, in 7 days", with what the grant would have matched
 in the same history (``history.trial``) before anything is made. Nothing becomes automatic: a user
 who may make grants for the agent (``policy.may_grant``) accepts (the grant is made through
 ``grants.allow``, whose making the audit log records) or dismisses it; each choice is a
@@ -61,10 +61,11 @@ class Suggestion:
 
     @property
     def narrowed(self) -> str:
-        """ "where amount_cents <= 12000", "for end user dana", or ""."""
+        """ "where amount_cents is at most $120.00", "where amount_cents <= 12", "for end user dana",
+        or "" (a ceiling on a money argument reads as money, as the card shows it)."""
         parts = []
         if self.terms.condition:
-            parts.append(f"where {self.terms.condition}")
+            parts.append(f"where {_readable(self.terms)}")
         if self.terms.scope == GrantScope.RESOURCE:
             parts.append(f"for end user {self.terms.scope_value}")
         elif self.terms.scope == GrantScope.THREAD:
@@ -73,7 +74,8 @@ class Suggestion:
 
     @property
     def headline(self) -> str:
-        """ "12 of 12 issue_refund calls where amount_cents <= 12000 approved, none edited, in 7 days"."""
+        """ "12 of 12 issue_refund calls where amount_cents is at most $120.00 approved, none edited,
+        in 7 days"."""
         t = self.trial
         what = f"{t.terms.tool_name} call{'s' if t.matched != 1 else ''}"
         narrowed = f" {self.narrowed}" if self.narrowed else ""
@@ -91,6 +93,20 @@ class Suggestion:
     @property
     def summary(self) -> str:
         return f"{self.headline}. {self.trial.sentence}"
+
+
+def _readable(terms: Terms) -> str:
+    """A condition as a reviewer reads it: a ceiling on a money argument in money, else as written."""
+    ceiling = _CEILING.fullmatch(terms.condition)
+    if ceiling is None:
+        return terms.condition
+    name, value = ceiling.group(1), int(terms.condition.rsplit(" ", 1)[1])
+    try:
+        tool = agents.get(terms.agent_id).find_tool(terms.tool_name)
+    except agents.UnknownAgent:
+        return terms.condition
+    formatted = tool.money[name].format(value) if tool is not None and name in tool.money else None
+    return f"{name} is at most {formatted}" if formatted else terms.condition
 
 
 def _number(value: Any) -> bool:

@@ -72,8 +72,9 @@ def test_demo_setup_creates_the_demo_login_and_seeds_once(settings: object) -> N
     # The week of decided calls before them yields a grant to suggest (the grants page's).
     assert "Seeded decided calls: 23 decided by 'reviewer'" in first
     assert [s.summary for s in suggestions(Access.of(user))] == [
-        "15 of 15 issue_refund calls where amount_cents <= 12000 approved by reviewers, none declined, "
-        "none edited, in 7 days. Would have matched 15 of the last 17 decided calls: 0 declined, 0 edited."
+        "15 of 15 issue_refund calls where amount_cents is at most $120.00 approved by reviewers, "
+        "none declined, none edited, in 7 days. Would have matched 15 of the last 17 decided calls: "
+        "0 declined, 0 edited."
     ]
 
 
