@@ -441,18 +441,10 @@ async def _continue_decided(
     if waiting_again:
         # A sub-agent asks again: the supervisor keeps waiting, with the decisions it already has.
         settled = [c for c in run.calls if c.delegation is None]
-        suspension = Suspension(
-            run_id=run.run_id,
-            agent_id=ctx.agent_id,
-            thread_id=run.thread_id,
-            resource_id=run.resource_id,
-            parent_run_id=run.parent_run_id,
-            created_at=run.created_at,
-            suspended_at=ctx.clock(),
-            calls=(*settled, *waiting_again),
-            snapshot=replace(snapshot, delegation_results=delegation_results).to_json(),
+        again = replace(snapshot, delegation_results=delegation_results).to_json()
+        return await store_suspension(
+            ctx, _waiting_again(ctx, run, (*settled, *waiting_again), again), version, emit
         )
-        return await store_suspension(ctx, suspension, version, emit)
 
     for tool_call_id, outcome_metadata in delegation_results.items():
         results.approvals[tool_call_id] = ToolApproved()
@@ -481,7 +473,15 @@ async def _send_back(
     """An approved call would now do something else (``tool(recheck=True)``): nothing runs, the run
     waits again, for a person (no standing grant approves what changed under an approval)."""
     assert run.snapshot is not None
-    suspension = Suspension(
+    suspension = _waiting_again(ctx, run, tuple(calls), run.snapshot)
+    return await store_suspension(ctx, suspension, version, emit, grants=False)
+
+
+def _waiting_again(
+    ctx: AgentContext, run: StoredRun, calls: tuple[ParkedCall, ...], snapshot: dict[str, Any]
+) -> Suspension:
+    """A claimed run parked again, as it is, on ``calls`` and ``snapshot``."""
+    return Suspension(
         run_id=run.run_id,
         agent_id=ctx.agent_id,
         thread_id=run.thread_id,
@@ -489,11 +489,10 @@ async def _send_back(
         parent_run_id=run.parent_run_id,
         created_at=run.created_at,
         suspended_at=ctx.clock(),
-        calls=tuple(calls),
-        snapshot=run.snapshot,
+        calls=calls,
+        snapshot=snapshot,
         started_by=run.started_by,
     )
-    return await store_suspension(ctx, suspension, version, emit, grants=False)
 
 
 async def _hand_over(ctx: AgentContext, run: StoredRun, version: int, emit: Emit) -> RunResult:

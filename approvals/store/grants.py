@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import F
 
@@ -57,14 +56,9 @@ class Grants:
         self.tables = tables
 
     def add_grant(self, request: GrantRequest) -> Grant:
-        user = get_user_model()
         using = self.tables.using
         with self.tables.connection_scope(), transaction.atomic(using=using):
-            creator = (
-                user._default_manager.db_manager(using)
-                .filter(**{user.USERNAME_FIELD: request.created_by})
-                .first()
-            )
+            creator = self.tables.user(request.created_by)
             row = GrantRecord.objects.db_manager(using).create(
                 agent_id=request.agent_id,
                 tool_name=request.tool_name,

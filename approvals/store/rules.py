@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from agents_runtime.routing import Route, Rule, RuleNotFound, RuleRequest, renumbered
@@ -52,14 +51,9 @@ class Rules:
                 rows.filter(pk=rule_id).update(position=wanted[rule_id])
 
     def add_rule(self, request: RuleRequest) -> Rule:
-        user = get_user_model()
         using = self.tables.using
         with self.tables.connection_scope(), transaction.atomic(using=using):
-            creator = (
-                user._default_manager.db_manager(using)
-                .filter(**{user.USERNAME_FIELD: request.created_by})
-                .first()
-            )
+            creator = self.tables.user(request.created_by)
             row = RoutingRule.objects.db_manager(using).create(
                 agent_id=request.agent_id,
                 tool_name=request.tool_name,

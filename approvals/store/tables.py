@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import connections, transaction
 
 from agents_runtime.vocabulary import INTERRUPTED_AFTER_START_DETAIL, INTERRUPTED_DETAIL, Outcome
@@ -74,6 +75,13 @@ class Tables:
 
     def calls(self) -> ParkedCallRecordQuerySet:
         return ParkedCallRecord.objects.using(self.using)
+
+    def user(self, username: str) -> Any:
+        """The user of that name (who made a grant or a rule), or None if there is none."""
+        model = get_user_model()
+        return (
+            model._default_manager.db_manager(self.using).filter(**{model.USERNAME_FIELD: username}).first()
+        )
 
     @contextmanager
     def connection_scope(self, using: str | None = None) -> Iterator[None]:
