@@ -20,6 +20,7 @@ per page.
 """
 
 from approvals.live.events import (
+    RunOutput,
     agent_group,
     announce,
     close_sockets_on_logout,
@@ -29,11 +30,11 @@ from approvals.live.events import (
     publish,
     run_group,
     session_group,
+    tapping,
     uses_outbox,
 )
 from approvals.live.fanout import Fanout, fanout
 from approvals.live.outbox import relay
-from approvals.live.output import RunOutput, tapping
 
 __all__ = [
     "Fanout",

@@ -16,8 +16,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
-from approvals.live.events import deliver, send_sign_out, uses_outbox
-from approvals.live.output import send_chunk
+from approvals.live.events import deliver, send_chunk, send_sign_out, uses_outbox
 from approvals.models import LiveEvent
 
 logger = logging.getLogger(__name__)
