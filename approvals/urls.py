@@ -1,21 +1,9 @@
-"""The dashboard's URLs (part of the stable surface: see the dashboard spec), and the converters of
-the ids in them.
-
-Path converters: junk is a 404, any tool call id round-trips.
-
-- ``run_id`` / ``agent_id``: any text without ``/`` or NUL, at most 255 characters (what the store
-  keeps). ``%00`` never reaches the database (PostgreSQL refuses NUL): the URL does not match.
-- ``call_id``: a tool call id is model output and may hold anything printable, ``/`` and ``..``
-  included. ``to_url`` percent-encodes ``/``, ``%``, ``?``, ``#`` and the like (and an id made only
-  of dots), so the id is one path segment that no browser rewrites; Django quotes that once more, the
-  server decodes it once, and ``to_python`` decodes the rest. Ids of letters, digits, ``_-.:@~``
-  keep their URL as it was.
-"""
-
-from urllib.parse import quote, unquote
+"""The dashboard's URLs (part of the stable surface: see the dashboard spec); the ids in them are read
+by the converters of ``approvals.ids``."""
 
 from django.urls import path, register_converter
 
+from approvals.ids import CallIdConverter, IdConverter
 from approvals.views import (
     audit,
     batches,
@@ -31,38 +19,6 @@ from approvals.views import (
 )
 from approvals.views import health as health_views
 from approvals.views import notifications as notification_views
-
-#: Characters a call id keeps as they are in its URL (RFC 3986 sub-delims, ``:``, ``@``; no ``%``).
-_KEPT = "!$&'()*+,;=:@~"
-
-
-class IdConverter:
-    regex = "[^/\x00]{1,255}"
-
-    def to_python(self, value: str) -> str:
-        return value
-
-    def to_url(self, value: str) -> str:
-        return value
-
-
-class CallIdConverter:
-    regex = "[^/\x00]+"
-
-    def to_python(self, value: str) -> str:
-        decoded = unquote(value)
-        if "\x00" in decoded:
-            raise ValueError("NUL in a tool call id")
-        return decoded
-
-    def to_url(self, value: str) -> str:
-        # (A lone surrogate, which no store keeps, would otherwise fail the page: it finds nothing.)
-        encoded = quote(value, safe=_KEPT, errors="surrogatepass")
-        if encoded.strip(".") == "":
-            # "." and ".." are path segments a browser would resolve away.
-            encoded = encoded.replace(".", "%2E")
-        return encoded
-
 
 register_converter(IdConverter, "id")
 register_converter(CallIdConverter, "call_id")

@@ -31,7 +31,7 @@ from agents_runtime.presentation import with_money
 from agents_runtime.routing import MAX_ROUTED_APPROVALS
 from agents_runtime.untrusted import clean_text, reveal_invisible
 from agents_runtime.vocabulary import CallKind
-from approvals import dom_ids
+from approvals import ids
 from approvals.cards.args import ArgView, arg_views, values_view
 from approvals.cards.fields import FieldView, bound_fields, unbound_fields
 from approvals.cards.text import (
@@ -417,7 +417,7 @@ def args_form_for(
     tool: Tool | None, *, run_id: str, tool_call_id: str, data: Mapping[str, Any] | None = None
 ) -> ResumeForm | None:
     form_class = args_form_class(tool)
-    auto_id = f"{dom_ids.call_block_id(run_id, tool_call_id)}-%s"
+    auto_id = f"{ids.call_block_id(run_id, tool_call_id)}-%s"
     return None if form_class is None else form_class(data=data, prefix=ARGS_PREFIX, auto_id=auto_id)
 
 
@@ -470,7 +470,7 @@ def call_view(
 
     ``folded`` (an inbox row) builds only the row's summary unless something must be shown at once (a
     form's errors, a notice): the body comes from ``body_url`` when the reviewer opens the row."""
-    call_dom = dom_ids.call_block_id(run.run_id, call.tool_call_id)
+    call_dom = ids.call_block_id(run.run_id, call.tool_call_id)
     tool = find_tool(agent, call.tool_name, call)
     summary = _summary(call, tool, agent)
     forms_given = notice or any(
@@ -668,7 +668,7 @@ def guarded_call_view(run: AgentRun, call: AgentRunToolCall, **forms: Any) -> Ca
         return call_view(run, call, **forms)
     except Exception:
         logger.exception("Run %s: call %r cannot be shown", run.run_id, call.tool_call_id)
-    call_dom = dom_ids.call_block_id(run.run_id, call.tool_call_id)
+    call_dom = ids.call_block_id(run.run_id, call.tool_call_id)
     text = f"{NOT_JSON_NOTE} {clean_text(SHORT_REPR.repr(call.args or call.suspend_payload))}"
     (reason,) = unbound_fields(DeclineForm, auto_id=f"{call_dom}-%s")
     notice = "This call cannot be shown properly; it can still be declined."
@@ -682,6 +682,6 @@ def resume_form_for(
     call: AgentRunToolCall, *, run_id: str, data: Mapping[str, Any] | None = None
 ) -> ResumeForm:
     """The resume form of one call; field ids are unique on a page with many cards."""
-    call_dom = dom_ids.call_block_id(run_id, call.tool_call_id)
+    call_dom = ids.call_block_id(run_id, call.tool_call_id)
     form_class = resume_form_class(call.resume_schema)
     return form_class(data=data, prefix=RESUME_PREFIX, auto_id=f"{call_dom}-%s")

@@ -23,7 +23,7 @@ from agents_runtime import Agent, AgentRun
 from agents_runtime.records import StoredRun
 from agents_runtime.untrusted import clean_text, reveal_invisible
 from agents_runtime.vocabulary import DecisionAction, Outcome
-from approvals import dom_ids
+from approvals import ids
 from approvals.cards.call import (
     RESUME_PREFIX,
     CallView,
@@ -137,7 +137,7 @@ def run_card(
         run_id=run.run_id,
         agent_id=run.agent_id,
         agent_name=agent_name or run.agent_id,
-        dom_id=dom_ids.run_card_id(run.run_id),
+        dom_id=ids.run_card_id(run.run_id),
         thread_id=run.thread_id,
         resource_id=run.resource_id,
         suspended_at=run.suspended_at,
@@ -217,7 +217,7 @@ def outcome_card(
         run_id=outcome.run_id,
         agent_id=outcome.agent_id,
         agent_name=agent_name or outcome.agent_id,
-        dom_id=dom_ids.run_card_id(outcome.run_id),
+        dom_id=ids.run_card_id(outcome.run_id),
         thread_id=outcome.thread_id,
         resource_id=outcome.resource_id,
         outcome=outcome,

@@ -30,7 +30,7 @@ from django.utils.module_loading import import_string
 from agents_runtime import Chunk, RunEvent
 from agents_runtime.untrusted import reveal_invisible
 from agents_runtime.vocabulary import DecisionAction
-from approvals.dom_ids import safe
+from approvals.ids import safe
 from approvals.models import AuditEntry, LiveEvent
 
 logger = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from django.utils import timezone
 from agents_runtime import Preview, vocabulary
 from agents_runtime.untrusted import reveal_invisible
 from agents_runtime.vocabulary import DecisionAction, Verdict
-from approvals import dom_ids, times
+from approvals import ids, times
 from approvals.cards.text import compact_json
 
 register = template.Library()
@@ -20,13 +20,13 @@ register = template.Library()
 
 @register.simple_tag
 def dom_id(prefix: str, *parts: object) -> str:
-    """``{% dom_id "run" run.run_id %}`` → ``run-<safe run id>`` (see ``approvals.dom_ids``)."""
-    return dom_ids.dom_id(prefix, *parts)
+    """``{% dom_id "run" run.run_id %}`` → ``run-<safe run id>`` (see ``approvals.ids``)."""
+    return ids.dom_id(prefix, *parts)
 
 
 @register.filter
 def run_card_id(run_id: str) -> str:
-    return dom_ids.run_card_id(run_id)
+    return ids.run_card_id(run_id)
 
 
 @register.filter

@@ -23,7 +23,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.middleware import HtmxDetails
 
-from approvals import agents, dom_ids, queries
+from approvals import agents, ids, queries
 from approvals.cards import call as call_views
 from approvals.cards import run as cards
 from approvals.forms.decisions import DeclineForm, EditedArgsForm, GrantForm
@@ -115,7 +115,7 @@ class CallCard:
 
     @property
     def auto_id(self) -> str:
-        return f"{dom_ids.call_block_id(self.run_id, self.tool_call_id)}-%s"
+        return f"{ids.call_block_id(self.run_id, self.tool_call_id)}-%s"
 
     def waiting(self) -> queries.WaitingCall | None:
         """The call as it waits now (None: not waiting; the door says why)."""

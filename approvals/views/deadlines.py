@@ -8,7 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.views.decorators.http import require_POST
 
-from approvals import dom_ids
+from approvals import ids
 from approvals.forms.decisions import ExtendDeadlineForm
 from approvals.services import DECIDE_PERMISSION
 from approvals.services.deadlines import deadline_extend
@@ -20,7 +20,7 @@ from approvals.views.base import CallCard, HtmxHttpRequest, permission_required,
 @permission_required(DECIDE_PERMISSION, to="extend deadlines")
 def call_extend_deadline(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpResponse:
     target = visible_agent(request, request.POST.get("agent", ""))
-    form = ExtendDeadlineForm(request.POST, auto_id=f"{dom_ids.call_block_id(run_id, tool_call_id)}-x-%s")
+    form = ExtendDeadlineForm(request.POST, auto_id=f"{ids.call_block_id(run_id, tool_call_id)}-x-%s")
     if not form.is_valid():
         problems = "; ".join(" ".join(map(str, errors)) for errors in form.errors.values())
         notice = f"The deadline was not extended: {problems}"

@@ -6,7 +6,7 @@ import re
 
 from django.template import Context, Template
 
-from approvals.dom_ids import call_block_id, dom_id, run_card_id
+from approvals.ids import call_block_id, dom_id, run_card_id
 
 
 def test_plain_run_ids_stay_as_they_are() -> None:
