@@ -31,6 +31,7 @@ of duties, votes) follow in the same step.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -40,7 +41,7 @@ from django.contrib.auth import backends, get_user_model, hashers
 from django.contrib.auth.models import Group, Permission
 from django.core.exceptions import PermissionDenied
 from django.core.signals import setting_changed
-from django.db import connections
+from django.db import connections, router
 from django.db.models import CharField, DateTimeField, Value
 from django.utils import timezone
 
@@ -94,20 +95,26 @@ def _groups(user: Any) -> frozenset[str]:
 
 def _read_rights(user: Any) -> tuple[frozenset[str], set[str]]:
     """The user's group names and permissions ("app_label.codename"), read together in one query
-    and kept on the user object for the request (as Django keeps ``_perm_cache``)."""
+    and kept on the user object for the request (as Django keeps ``_perm_cache``). A user signed in
+    through a session has them already: ``ModelBackend.get_user`` read them with the user."""
     if not hasattr(user, "_countersign_groups"):
-        groups: set[str] = set()
-        permissions: set[str] = set()
-        for group, app_label, codename in fixed_rows("rights", Group, _rights, user_id=user.pk):
-            if group is not None:
-                groups.add(group)
-            if codename is not None:
-                permissions.add(f"{app_label}.{codename}")
-        user._countersign_groups = frozenset(groups)
-        if not hasattr(user, "_perm_cache") and not user.is_superuser:
-            user._perm_cache = permissions
+        _keep_rights(user, fixed_rows("rights", Group, _rights, user_id=user.pk))
     groups_held: frozenset[str] = user._countersign_groups
     return groups_held, user._perm_cache if hasattr(user, "_perm_cache") else set()
+
+
+def _keep_rights(user: Any, rows: Iterable[Sequence[Any]]) -> None:
+    """Keep on ``user`` the rights in ``rows``, each ending ``(group, app_label, codename)``."""
+    groups: set[str] = set()
+    permissions: set[str] = set()
+    for *_, group, app_label, codename in rows:
+        if group is not None:
+            groups.add(group)
+        if codename is not None:
+            permissions.add(f"{app_label}.{codename}")
+    user._countersign_groups = frozenset(groups)
+    if not hasattr(user, "_perm_cache") and not user.is_superuser:
+        user._perm_cache = permissions
 
 
 def _rights(user_id: int) -> Any:
@@ -614,7 +621,53 @@ class BoundedPBKDF2PasswordHasher(hashers.PBKDF2PasswordHasher):
 # (``_read_rights``, cached on the user object for the request, as Django does).
 
 
+def _user_and_rights(user_id: Any) -> Any:
+    """The user's row beside each of their rights (``_rights``): the columns, then group, app label,
+    codename; one row at least (with no group and no permission) for a user who exists."""
+    user_model = get_user_model()
+    columns = [f.attname for f in user_model._meta.concrete_fields]
+    users = user_model._default_manager.filter(pk=user_id).order_by()
+    in_groups = users.values_list(
+        *columns,
+        "groups__name",
+        "groups__permissions__content_type__app_label",
+        "groups__permissions__codename",
+    )
+    own = users.values_list(
+        *columns,
+        Value(None, output_field=CharField()),
+        "user_permissions__content_type__app_label",
+        "user_permissions__codename",
+    )
+    return in_groups.union(own, all=True)
+
+
+def _from_db(field: Any, value: Any, connection: Any) -> Any:
+    """``value`` as the ORM would have converted it from ``field``'s column (dates on SQLite, say)."""
+    for convert in connection.ops.get_db_converters(field.cached_col) + field.get_db_converters(connection):
+        value = convert(value, field.cached_col, connection)
+    return value
+
+
 class ModelBackend(backends.ModelBackend):
+    """Django's, reading a signed-in user and their rights in one statement (``get_user``), and their
+    permissions from those rights."""
+
+    def get_user(self, user_id: Any) -> Any:
+        user_model = get_user_model()
+        rows = fixed_rows("user and rights", user_model, _user_and_rights, user_id=user_id)
+        if not rows:
+            return None
+        fields = user_model._meta.concrete_fields
+        connection = connections[router.db_for_read(user_model)]
+        values = [_from_db(field, value, connection) for field, value in zip(fields, rows[0], strict=False)]
+        user = user_model.from_db(connection.alias, [f.attname for f in fields], values)
+        _keep_rights(user, rows)
+        return user if self.user_can_authenticate(user) else None
+
+    async def aget_user(self, user_id: Any) -> Any:
+        return await sync_to_async(self.get_user)(user_id)
+
     def get_all_permissions(self, user_obj: Any, obj: Any = None) -> set[str]:
         if not user_obj.is_active or user_obj.is_anonymous or obj is not None:
             return set()

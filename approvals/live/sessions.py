@@ -35,6 +35,7 @@ from django.contrib.sessions.backends.base import SessionBase
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
+from approvals import policy
 from approvals.policy import visible_agent_ids
 
 logger = logging.getLogger(__name__)
@@ -230,8 +231,9 @@ def _users(backend_path: str, user_pks: set[Any]) -> dict[Any, Any]:
     backend = load_backend(backend_path)
     if not hasattr(backend, "get_user"):
         return {}
-    if isinstance(backend, auth_backends.ModelBackend) and (
-        type(backend).get_user is auth_backends.ModelBackend.get_user
+    if isinstance(backend, auth_backends.ModelBackend) and type(backend).get_user in (
+        auth_backends.ModelBackend.get_user,
+        policy.ModelBackend.get_user,  # (Django's, with the rights read beside: the same users)
     ):
         # ModelBackend.get_user for all of them in one query.
         found = get_user_model()._default_manager.in_bulk(list(user_pks))

@@ -129,7 +129,8 @@ def _stand_in(position: int, value: Any) -> Any:
     if isinstance(value, datetime):
         return datetime(2001, 2, 3, 4, 5, 6, 700 + position, tzinfo=UTC)
     if isinstance(value, int):
-        return -7_340_917_000 - position
+        # Within a 32-bit column's range: the ORM drops a lookup of a value that a column cannot hold.
+        return -1_734_091_700 - position
     if isinstance(value, str):
         return f"countersign-stand-in-{position}"
     raise TypeError(f"No stand-in for a {type(value).__name__} in a fixed read")
