@@ -80,6 +80,7 @@ from approvals.models.audit import AuditEntry, Channel, current_channel, using_c
 from approvals.models.batches import DECIDING_BATCH
 from approvals.policy import DECIDE_PERMISSION, Access, AgentAccess, CallHeld
 from approvals.services import holds
+from approvals.webhooks.events import endpoints_read_once
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ async def adecide(
     if hold and isinstance(access, AgentAccess) and _held_here(request):
         return await _held(access, request)
     if isinstance(access, AgentAccess):
-        with using_channel(CHANNELS.get(request.origin, current_channel())):
+        with using_channel(CHANNELS.get(request.origin, current_channel())), endpoints_read_once():
             attempt = await _attempt(access, request)
     else:
         attempt = Attempt(error=RunNotFound(request.run_id), edited_args=request.edited_args)

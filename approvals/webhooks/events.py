@@ -5,13 +5,18 @@ calling back (agent, run, thread, resource, tool, call, who decided, a decline's
 arguments) and links to the run, which stay valid once it ended (the v1 API then answers from the
 run's permanent record). Written
 in the process where the event happened (a server or a ``db_worker``), after the run's change is
-committed; sending is left to a background task so a slow receiver never slows a decision.
+committed; sending is left to a background task so a slow receiver never slows a decision. The
+endpoints are read once per decision (``endpoints_read_once``): its events, the decision's and those
+of the continuation it runs inline, are recorded against the same read.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import partial
 from typing import Any
 
@@ -26,6 +31,10 @@ from approvals import agents, site
 from approvals.models import AuditEntry, WebhookDelivery, WebhookEndpoint
 
 logger = logging.getLogger(__name__)
+
+#: The active endpoints as read in this context (``endpoints_read_once``): a holder, not the list,
+#: because the events are recorded on database threads, in copies of the context.
+_read: ContextVar[dict[str, list[WebhookEndpoint]] | None] = ContextVar("countersign_endpoints", default=None)
 
 _TYPES = {
     "run-suspended": "call.suspended",
@@ -119,12 +128,29 @@ def payloads(event: RunEvent) -> list[dict[str, Any]]:
     return [{**base, **_context(event.run_id), "links": links}]
 
 
+@contextmanager
+def endpoints_read_once() -> Iterator[None]:
+    """Read the active endpoints at most once for the events recorded inside the block."""
+    token = _read.set({})
+    try:
+        yield
+    finally:
+        _read.reset(token)
+
+
+def _active_endpoints() -> list[WebhookEndpoint]:
+    held = _read.get()
+    if held is None:
+        return list(WebhookEndpoint.objects.filter(active=True))
+    if "active" not in held:
+        held["active"] = list(WebhookEndpoint.objects.filter(active=True))
+    return held["active"]
+
+
 def record(event: RunEvent) -> list[WebhookDelivery]:
     """One delivery per (webhook event, endpoint that wants it); sending is scheduled after commit."""
     event_type = _TYPES[event.type]
-    endpoints = [
-        e for e in WebhookEndpoint.objects.filter(active=True) if e.wants(event_type, event.agent_id)
-    ]
+    endpoints = [e for e in _active_endpoints() if e.wants(event_type, event.agent_id)]
     if not endpoints:
         return []
     try:
