@@ -20,8 +20,8 @@ from django.conf import settings
 from django.db import DatabaseError
 
 from agents_runtime import Agent, AgentRun, Continuation, ExternalAgent, Runtime, ToolRules, agent_run
+from approvals.models import AGENT_ID
 from approvals.models import ExternalAgent as ExternalAgentRow
-from approvals.models.requests import AGENT_ID
 from approvals.store import DjangoRunStore
 from approvals.store.queue import QueuePage, QueuePosition, QueueQuery
 

@@ -22,11 +22,18 @@ from agents_runtime import Agent, AgentRun, AgentRunToolCall, RunNotFound, Tool
 from agents_runtime.records import StoredRun
 from agents_runtime.vocabulary import CallKind
 from approvals import agents
-from approvals.models import EndedRun, GrantRecord, ParkedCallRecord, RoutingRule, RunRecord
-from approvals.models.audit import AuditEntry, AuditEntryQuerySet
-from approvals.models.batches import FollowedAgent
-from approvals.models.claims import CallClaim
-from approvals.models.holds import HeldDecision
+from approvals.models import (
+    AuditEntry,
+    AuditEntryQuerySet,
+    CallClaim,
+    EndedRun,
+    FollowedAgent,
+    GrantRecord,
+    HeldDecision,
+    ParkedCallRecord,
+    RoutingRule,
+    RunRecord,
+)
 from approvals.policy import MANAGE_GRANTS_PERMISSION, Access, may_decide, may_manage_rules
 
 

@@ -68,7 +68,7 @@ from django.utils import timezone
 from agents_runtime import AgentRunToolCall, Continuation, RunResult
 from approvals import agents, live, notifications, services, site
 from approvals.health import rollup as health_rollup
-from approvals.models.audit import using_channel
+from approvals.models import using_channel
 from approvals.webhooks import sending
 
 

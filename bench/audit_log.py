@@ -211,7 +211,7 @@ DEEP = ("newest", "agent", "outcome failed")
 
 def _bare_where(filters: dict[str, Any]) -> tuple[str, list[Any]]:
     """The hand-written WHERE of a case: what ``matching`` asks, as one would write it."""
-    from approvals.models.audit import json_fragment
+    from approvals.models import json_fragment
 
     where, params = [f"agent_id IN ({', '.join(['%s'] * len(AGENTS))})"], list(AGENTS)
     if "outcome" in filters:

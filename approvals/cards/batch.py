@@ -18,7 +18,7 @@ from agents_runtime import Agent, Preview, Would
 from agents_runtime.presentation import Money
 from agents_runtime.vocabulary import would_approve_line
 from approvals.cards.text import compact_json
-from approvals.models.batches import Batch, BatchItem
+from approvals.models import Batch, BatchItem
 from approvals.services.batches import Prediction
 
 #: Calls listed per tool in the preview (the count says how many there are in all).

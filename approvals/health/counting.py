@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from agents_runtime.records import tool_calls
 from agents_runtime.vocabulary import NOT_DECISIONS, DecisionAction, Outcome
-from approvals.models.health import EVER, Series
+from approvals.models import EVER, Series
 
 TOOK_EFFECT = "took_effect"
 _TOOK_EFFECT = frozenset(

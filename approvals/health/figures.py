@@ -36,11 +36,16 @@ from approvals.health.counting import (
     hour_of,
     label_bound,
 )
-from approvals.models.audit import AuditEntry
-from approvals.models.claims import CallClaim
-from approvals.models.grants import GrantRecord
-from approvals.models.health import EVER, HealthCount, Series
-from approvals.models.runs import ParkedCallRecord, RunStatus
+from approvals.models import (
+    EVER,
+    AuditEntry,
+    CallClaim,
+    GrantRecord,
+    HealthCount,
+    ParkedCallRecord,
+    RunStatus,
+    Series,
+)
 
 DAY_HOURS = 24
 WEEK_HOURS = 7 * 24

@@ -30,9 +30,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from approvals.health.counting import AuditRow, Counts, EndedRow, count_ended, count_rows, merge
-from approvals.models.audit import AuditEntry
-from approvals.models.ended import EndedRun
-from approvals.models.health import HealthWatermark, add_counts
+from approvals.models import AuditEntry, EndedRun, HealthWatermark, add_counts
 
 #: The columns ``counting.AuditRow`` holds, in its order.
 AUDIT_COLUMNS = tuple(AuditRow._fields)

@@ -3,7 +3,7 @@
 import django.core.serializers.json
 from django.db import migrations
 
-import approvals.models.fields
+import approvals.models
 
 
 class Migration(migrations.Migration):
@@ -16,41 +16,41 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='auditentry',
             name='args',
-            field=approvals.models.fields.OrderedJSONField(blank=True, encoder=django.core.serializers.json.DjangoJSONEncoder, null=True),
+            field=approvals.models.OrderedJSONField(blank=True, encoder=django.core.serializers.json.DjangoJSONEncoder, null=True),
         ),
         migrations.AlterField(
             model_name='auditentry',
             name='resume_data',
-            field=approvals.models.fields.OrderedJSONField(blank=True, encoder=django.core.serializers.json.DjangoJSONEncoder, null=True),
+            field=approvals.models.OrderedJSONField(blank=True, encoder=django.core.serializers.json.DjangoJSONEncoder, null=True),
         ),
         migrations.AlterField(
             model_name='auditentry',
             name='suspend_payload',
-            field=approvals.models.fields.OrderedJSONField(blank=True, encoder=django.core.serializers.json.DjangoJSONEncoder, null=True),
+            field=approvals.models.OrderedJSONField(blank=True, encoder=django.core.serializers.json.DjangoJSONEncoder, null=True),
         ),
         migrations.AlterField(
             model_name='parkedcallrecord',
             name='args',
-            field=approvals.models.fields.OrderedJSONField(blank=True, null=True),
+            field=approvals.models.OrderedJSONField(blank=True, null=True),
         ),
         migrations.AlterField(
             model_name='parkedcallrecord',
             name='resume_data',
-            field=approvals.models.fields.OrderedJSONField(blank=True, null=True),
+            field=approvals.models.OrderedJSONField(blank=True, null=True),
         ),
         migrations.AlterField(
             model_name='parkedcallrecord',
             name='resume_schema',
-            field=approvals.models.fields.OrderedJSONField(blank=True, null=True),
+            field=approvals.models.OrderedJSONField(blank=True, null=True),
         ),
         migrations.AlterField(
             model_name='parkedcallrecord',
             name='suspend_payload',
-            field=approvals.models.fields.OrderedJSONField(blank=True, null=True),
+            field=approvals.models.OrderedJSONField(blank=True, null=True),
         ),
         migrations.AlterField(
             model_name='parkedcallrecord',
             name='suspend_schema',
-            field=approvals.models.fields.OrderedJSONField(blank=True, null=True),
+            field=approvals.models.OrderedJSONField(blank=True, null=True),
         ),
     ]

@@ -3,7 +3,7 @@
 import django.core.serializers.json
 from django.db import migrations
 
-import approvals.models.fields
+import approvals.models
 
 
 class Migration(migrations.Migration):
@@ -16,11 +16,11 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='auditentry',
             name='edited_args',
-            field=approvals.models.fields.OrderedJSONField(blank=True, encoder=django.core.serializers.json.DjangoJSONEncoder, null=True),
+            field=approvals.models.OrderedJSONField(blank=True, encoder=django.core.serializers.json.DjangoJSONEncoder, null=True),
         ),
         migrations.AddField(
             model_name='parkedcallrecord',
             name='edited_args',
-            field=approvals.models.fields.OrderedJSONField(blank=True, null=True),
+            field=approvals.models.OrderedJSONField(blank=True, null=True),
         ),
     ]

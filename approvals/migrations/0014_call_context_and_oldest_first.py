@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-import approvals.models.fields
+import approvals.models
 
 
 class Migration(migrations.Migration):
@@ -19,7 +19,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='parkedcallrecord',
             name='context',
-            field=approvals.models.fields.OrderedJSONField(blank=True, null=True),
+            field=approvals.models.OrderedJSONField(blank=True, null=True),
         ),
         migrations.AddIndex(
             model_name='runrecord',

@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-import approvals.models.fields
+import approvals.models
 
 
 class Migration(migrations.Migration):
@@ -25,7 +25,7 @@ class Migration(migrations.Migration):
                 ('ended_at', models.DateTimeField()),
                 ('status', models.CharField(choices=[('completed', 'Completed'), ('failed', 'Failed')], max_length=16)),
                 ('detail', models.TextField(blank=True)),
-                ('transcript', approvals.models.fields.OrderedJSONField(blank=True, null=True)),
+                ('transcript', approvals.models.OrderedJSONField(blank=True, null=True)),
                 ('pruned_at', models.DateTimeField(blank=True, null=True)),
             ],
             options={

@@ -4,7 +4,7 @@ import django.db.models.deletion
 import django.utils.timezone
 from django.db import migrations, models
 
-import approvals.models.webhooks
+import approvals.models
 
 
 class Migration(migrations.Migration):
@@ -20,9 +20,9 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('url', models.URLField(help_text='Receives a POST per event (JSON body).', max_length=500)),
                 ('description', models.CharField(blank=True, max_length=200)),
-                ('secret', models.CharField(default=approvals.models.webhooks.new_secret, help_text='Standard Webhooks secret (whsec_…): the receiver verifies webhook-signature with it.', max_length=100, validators=[approvals.models.webhooks._check_secret])),
-                ('events', models.JSONField(default=approvals.models.webhooks._all_events, help_text='call.suspended, call.decided, run.completed, run.failed', validators=[approvals.models.webhooks._check_events])),
-                ('agents', models.JSONField(blank=True, default=list, help_text='Agent ids; empty: every agent.', validators=[approvals.models.webhooks._check_agents])),
+                ('secret', models.CharField(default=approvals.models.new_secret, help_text='Standard Webhooks secret (whsec_…): the receiver verifies webhook-signature with it.', max_length=100, validators=[approvals.models._check_secret])),
+                ('events', models.JSONField(default=approvals.models._all_events, help_text='call.suspended, call.decided, run.completed, run.failed', validators=[approvals.models._check_events])),
+                ('agents', models.JSONField(blank=True, default=list, help_text='Agent ids; empty: every agent.', validators=[approvals.models._check_agents])),
                 ('active', models.BooleanField(default=True)),
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
             ],

@@ -1,4 +1,4 @@
-# Queue health: the hourly rollup of the audit log (approvals/models/health.py) and when each decided
+# Queue health: the hourly rollup of the audit log (approvals/models.py, health counts) and when each decided
 # call was parked (AuditEntry.parked_at: time to decision).
 
 from django.db import migrations, models
@@ -26,7 +26,7 @@ class Migration(migrations.Migration):
         # The health page's pending calls per agent and tool join every undecided call to its run:
         # on PostgreSQL this covering partial index turns the run side into an index-only scan
         # (100,000 waiting runs: 60,000 heap pages read down to 500). The run table's model is not
-        # this change's (approvals/models/runs.py), so the index lives in the database only.
+        # this change's (approvals/models.py, runs), so the index lives in the database only.
         migrations.SeparateDatabaseAndState(
             database_operations=[
                 migrations.AddIndex(

@@ -3,7 +3,7 @@
 import django.core.serializers.json
 from django.db import migrations, models
 
-import approvals.models.fields
+import approvals.models
 
 
 class Migration(migrations.Migration):
@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="auditentry",
             name="preview",
-            field=approvals.models.fields.OrderedJSONField(
+            field=approvals.models.OrderedJSONField(
                 blank=True, encoder=django.core.serializers.json.DjangoJSONEncoder, null=True
             ),
         ),

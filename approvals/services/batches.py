@@ -38,7 +38,7 @@ from agents_runtime import (
 from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import DecisionAction, Outcome, bulk_result_line
 from approvals import agents, live
-from approvals.models.batches import BULK_ACTIONS, DECIDING_BATCH, Batch, BatchItem
+from approvals.models import BULK_ACTIONS, DECIDING_BATCH, Batch, BatchItem
 from approvals.policy import DECIDE_PERMISSION, Access, AgentAccess
 from approvals.services.decisions import decide
 

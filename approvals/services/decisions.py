@@ -75,9 +75,7 @@ from agents_runtime.vocabulary import (
     waiting_detail,
 )
 from approvals import live
-from approvals.models import HeldDecision
-from approvals.models.audit import AuditEntry, Channel, current_channel, using_channel
-from approvals.models.batches import DECIDING_BATCH
+from approvals.models import DECIDING_BATCH, AuditEntry, Channel, HeldDecision, current_channel, using_channel
 from approvals.policy import DECIDE_PERMISSION, Access, AgentAccess, CallHeld
 from approvals.services import holds
 from approvals.webhooks.events import endpoints_read_once

@@ -46,9 +46,8 @@ from agents_runtime.deadlines import Deadline
 from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import NO_EFFECT_OUTCOMES, DecisionAction, Outcome
 from approvals import agents, live
-from approvals.models import ApprovalRequest, AuditEntry
+from approvals.models import ApprovalRequest, AuditEntry, using_channel
 from approvals.models import ExternalAgent as ExternalAgentRow
-from approvals.models.audit import using_channel
 from approvals.policy import agent_group_name
 from approvals.services import decisions
 from approvals.services.tokens import NewToken, create_token

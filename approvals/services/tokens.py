@@ -1,6 +1,6 @@
 """API tokens: created (shown once), revoked, and checked on each API request.
 
-See ``approvals.models.tokens`` for the format and why a salted SHA-256 is enough.
+See ``approvals.models.ApiToken`` for the format and why a salted SHA-256 is enough.
 """
 
 from __future__ import annotations

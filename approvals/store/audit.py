@@ -29,8 +29,7 @@ from agents_runtime.vocabulary import (
     failed_detail,
     waiting_detail,
 )
-from approvals.models.audit import RECORD_FIELDS, AuditEntry, current_channel
-from approvals.models.batches import DECIDING_BATCH
+from approvals.models import DECIDING_BATCH, RECORD_FIELDS, AuditEntry, current_channel
 
 # -- what the record says ------------------------------------------------------------------------
 

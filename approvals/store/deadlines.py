@@ -18,7 +18,7 @@ from django.db import transaction
 from agents_runtime import RunNotFound
 from agents_runtime.records import DeadlineChange, DeadlineRule, StoredRun, decision_conflict
 from agents_runtime.vocabulary import DecisionAction, Outcome
-from approvals.models.runs import RunStatus
+from approvals.models import RunStatus
 from approvals.store import audit as decision_records
 from approvals.store.records import CorruptRow, parked_calls, stored_run, utc
 from approvals.store.tables import Tables

@@ -19,8 +19,7 @@ from agents_runtime.records import (
     Vote,
     decision_conflict,
 )
-from approvals.models import ParkedCallRecord
-from approvals.models.runs import RunStatus
+from approvals.models import ParkedCallRecord, RunStatus
 from approvals.server import prepared
 from approvals.store import audit as decision_records
 from approvals.store.grants import Grants

@@ -43,8 +43,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
 from agents_runtime.records import RunQuery
-from approvals.models import ParkedCallRecord, RunRecord
-from approvals.models.runs import RunRecordQuerySet, RunStatus
+from approvals.models import ParkedCallRecord, RunRecord, RunRecordQuerySet, RunStatus
 from approvals.store import records
 from approvals.store.records import CALL_COLUMNS, JOINED_CALL_COLUMNS, RUN_COLUMNS, Row
 

@@ -22,8 +22,7 @@ from datetime import datetime
 from django.db.models import Exists, OuterRef, Q
 
 from agents_runtime.records import StoredRun
-from approvals.models import ParkedCallRecord, RunRecord
-from approvals.models.runs import QueueScope, queue_condition
+from approvals.models import ParkedCallRecord, QueueScope, RunRecord, queue_condition
 from approvals.store.listing import by_run
 from approvals.store.records import JOINED_CALL_COLUMNS, RUN_COLUMNS, parked_calls, stored_run, utc
 

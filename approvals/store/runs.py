@@ -41,9 +41,16 @@ from agents_runtime.routing import Rule, RuleRequest, RuleStore
 from agents_runtime.store import RunStore
 from agents_runtime.untrusted import clean_text
 from agents_runtime.vocabulary import Outcome, recheck_detail, suspended_again_detail
-from approvals.models import AuditEntry, EndedRun, RunRecord, ThreadMessage
-from approvals.models.health import Series, add_counts
-from approvals.models.runs import RunRecordQuerySet, RunStatus
+from approvals.models import (
+    AuditEntry,
+    EndedRun,
+    RunRecord,
+    RunRecordQuerySet,
+    RunStatus,
+    Series,
+    ThreadMessage,
+    add_counts,
+)
 from approvals.server import prepared, threads
 from approvals.store import audit as decision_records
 from approvals.store import listing, queue

@@ -5,8 +5,7 @@ from __future__ import annotations
 import logging
 from functools import cache
 
-from approvals.models import EndedRun, ParkedCallRecord, RunRecord, ThreadMessage
-from approvals.models.runs import RunStatus
+from approvals.models import EndedRun, ParkedCallRecord, RunRecord, RunStatus, ThreadMessage
 from approvals.store import audit as decision_records
 
 logger = logging.getLogger(__name__)

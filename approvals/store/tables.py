@@ -15,8 +15,14 @@ from django.contrib.auth import get_user_model
 from django.db import connections, transaction
 
 from agents_runtime.vocabulary import INTERRUPTED_AFTER_START_DETAIL, INTERRUPTED_DETAIL, Outcome
-from approvals.models import AuditEntry, ParkedCallRecord, RunRecord
-from approvals.models.runs import ParkedCallRecordQuerySet, RunRecordQuerySet, RunStatus
+from approvals.models import (
+    AuditEntry,
+    ParkedCallRecord,
+    ParkedCallRecordQuerySet,
+    RunRecord,
+    RunRecordQuerySet,
+    RunStatus,
+)
 from approvals.store.records import (
     CALL_COLUMNS,
     Row,

@@ -16,7 +16,7 @@ from approvals import queries
 from approvals.cards import run as cards
 from approvals.cards.audit import audit_rows
 from approvals.forms.filters import AuditFilterForm, audit_token, date_presets
-from approvals.models.audit import RECORD_FIELDS, AuditEntry
+from approvals.models import RECORD_FIELDS, AuditEntry
 from approvals.services import AUDIT_PERMISSION
 from approvals.views.base import HtmxHttpRequest, access_of, is_partial, permission_required, render_page
 

@@ -30,8 +30,7 @@ from django.tasks import task
 from django.utils import timezone
 
 from approvals.deliveries import Outbox
-from approvals.models import WebhookDelivery
-from approvals.models.webhooks import secret_key
+from approvals.models import WebhookDelivery, secret_key
 from approvals.outbound import post
 
 #: Svix's schedule, as Standard Webhooks suggests: about a day in all.

@@ -79,7 +79,7 @@ def audit(server: Server, run_id: str) -> list[tuple[str, str]]:
     printed = server.manage(
         "shell",
         "--command",
-        "from approvals.models.audit import AuditEntry\n"
+        "from approvals.models import AuditEntry\n"
         f"print(list(AuditEntry.objects.filter(run_id={run_id!r}).order_by('id')"
         ".values_list('action', 'reason')))",
     )

@@ -28,8 +28,7 @@ from approvals.api.serialize import tool_version
 from approvals.api.streams import not_found, outcome_error
 from approvals.api.v1 import schemas as s
 from approvals.api.views import api_view
-from approvals.models import ApprovalRequest
-from approvals.models.audit import AuditEntry
+from approvals.models import ApprovalRequest, AuditEntry
 from approvals.policy import AUDIT_PERMISSION, DECIDE_PERMISSION, Access
 from approvals.services import requests
 from approvals.services.decisions import DecisionOutcome

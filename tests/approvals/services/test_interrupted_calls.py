@@ -15,8 +15,7 @@ from django.utils import timezone
 
 from agents_runtime import Agent, Call, Reply, RerunNotConfirmed, RunAlreadyDecided, Runtime, tool
 from agents_runtime.records import Decision
-from approvals.models import RunRecord
-from approvals.models.audit import AuditEntry
+from approvals.models import AuditEntry, RunRecord
 from approvals.store import DjangoRunStore
 from tests.support.runtime_fixtures import DashboardAgents
 from tests.support.runtime_helpers import ModelSpy

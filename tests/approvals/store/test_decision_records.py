@@ -14,7 +14,7 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 
 from agents_runtime import Agent, Call, Reply, Runtime, ToolContext, tool
-from approvals.models.audit import AuditEntry
+from approvals.models import AuditEntry
 from approvals.store import DjangoRunStore
 from tests.support.runtime_fixtures import DashboardAgents
 from tests.support.runtime_helpers import ModelSpy

@@ -13,8 +13,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from approvals.models import AuditEntry, Batch, GrantRecord
-from approvals.models.audit import AppendOnlyError
+from approvals.models import AppendOnlyError, AuditEntry, Batch, GrantRecord
 from approvals.store import audit as decision_records
 from approvals.views.audit import AUDIT_CSV_COLUMNS
 from tests.support.runtime_fixtures import DashboardAgents

@@ -8,8 +8,7 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from approvals.models import AuditEntry
-from approvals.models.runs import RunRecord
+from approvals.models import AuditEntry, RunRecord
 from tests.support.runtime_fixtures import DashboardAgents
 from tests.support.users import make_user
 
