@@ -50,7 +50,7 @@ class ApprovalsConfig(AppConfig):
         from django.db.models.signals import post_migrate
 
         from approvals import agents, checks, live, policy, tasks
-        from approvals.server import pool
+        from approvals.server import database
 
         checks.register_checks()
 
@@ -63,8 +63,8 @@ class ApprovalsConfig(AppConfig):
         user_logged_out.connect(live.close_sockets_on_logout, dispatch_uid="countersign-close-live-sockets")
         # The database pool's figures in the log: now and then, and when it ran dry (PostgreSQL's pool).
         if any(database.get("OPTIONS", {}).get("pool") for database in settings.DATABASES.values()):
-            request_finished.connect(pool.log_now_and_then, dispatch_uid="countersign-pool-stats")
-            got_request_exception.connect(pool.log_exhaustion, dispatch_uid="countersign-pool-exhausted")
+            request_finished.connect(database.log_now_and_then, dispatch_uid="countersign-pool-stats")
+            got_request_exception.connect(database.log_exhaustion, dispatch_uid="countersign-pool-exhausted")
         # So that the admin offers an ``agent:<id>`` group for every agent.
         post_migrate.connect(policy.create_agent_groups, sender=self, dispatch_uid="countersign-agent-groups")
 

@@ -33,7 +33,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from approvals import site, times
 from approvals.api import errors as api_errors
-from approvals.server import pool
+from approvals.server import database
 
 SIGNED_OUT = "You were signed out. Nothing was decided."
 SIGNED_OUT_READING = "You were signed out."
@@ -127,7 +127,7 @@ def _never_stored(response: HttpResponseBase) -> HttpResponseBase:
 def _unknown_user(error: DatabaseError, response: HttpResponseBase) -> HttpResponseBase:
     """The database failed as the user was looked up, after the view answered: the answer stands,
     kept private as a signed-in user's would be."""
-    if pool.outage(error) is None:
+    if database.outage(error) is None:
         raise error
     return _never_stored(response)
 
@@ -232,25 +232,25 @@ class DatabaseOutageMiddleware(MiddlewareMixin):
     halfway. A read (GET, HEAD, OPTIONS) changes nothing, so its view runs once more, on a connection
     the pool checks first. Anything else may have been recorded before the connection went: it is
     answered 503 and the client decides (a decision sent twice is decided once; the second is told
-    who decided). When no connection could be had at all (``approvals.server.pool``: the server is out
+    who decided). When no connection could be had at all (``approvals.server.database``: the server is out
     of reach, or the pool is exhausted) nothing is run again. The API answers JSON
     (``approvals.api.errors``), the pages a plain page.
     """
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponseBase | None:
-        kind = pool.outage(exception)
+        kind = database.outage(exception)
         if kind is None:
             return None
         if kind == "dropped" and request.method in _READS and not getattr(request, "_read_again", False):
             request._read_again = True  # type: ignore[attr-defined]
-            pool.log_outage(exception, retried=True)
+            database.log_outage(exception, retried=True)
             try:
                 return _run_view_again(request)
             except Exception as again:
-                if pool.outage(again) is None:
+                if database.outage(again) is None:
                     raise
                 exception = again
-        pool.log_outage(exception, retried=False)
+        database.log_outage(exception, retried=False)
         return _unavailable(request)
 
 

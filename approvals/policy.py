@@ -58,7 +58,7 @@ from agents_runtime import (
 from agents_runtime.records import ParkedCall, StoredRun
 from approvals import agents
 from approvals.models import CallClaim, HeldDecision, ParkedCallRecord
-from approvals.server.prepared import fixed_rows
+from approvals.server.database import fixed_rows
 
 # -- the groups that carry access ------------------------------------------------------------------
 

@@ -18,8 +18,8 @@ from approvals.checks import refuse_public_secret_key  # noqa: E402
 from approvals.live.origins import SameOriginValidator  # noqa: E402
 from approvals.live.routing import websocket_urlpatterns  # noqa: E402
 from approvals.server import reason_phrases  # noqa: E402
+from approvals.server.database import RequestThreads  # noqa: E402
 from approvals.server.static_files import StaticFiles  # noqa: E402
-from approvals.server.threads import RequestThreads  # noqa: E402
 
 # Never serve with DEBUG off and the repository's public SECRET_KEY.
 refuse_public_secret_key()

@@ -126,9 +126,9 @@ def _database_for(url: str) -> dict[str, Any]:
         }
     elif database["ENGINE"] == "django.db.backends.postgresql":
         # psycopg 3's pool replaces persistent connections; Django refuses both at once. A request uses
-        # one connection at a time (approvals/server/threads.py), so max_size is how many of this process's
+        # one connection at a time (approvals/server/database.py), so max_size is how many of this process's
         # requests reach the database at once; the others wait up to `timeout` seconds for a connection,
-        # then fail with a PoolTimeout that is logged with the pool's figures (approvals/server/pool.py).
+        # then fail with a PoolTimeout that is logged with the pool's figures (approvals/server/database.py).
         # Size it so that every process's max_size together stays under the server's max_connections.
         from config.database import check_connection
 
@@ -145,7 +145,7 @@ def _database_for(url: str) -> dict[str, Any]:
             **database.get("OPTIONS", {}),
         }
         database["CONN_MAX_AGE"] = 0
-        # Django's backend with our pool class (approvals/server/pool.py): a request learns within
+        # Django's backend with our pool class (approvals/server/database.py): a request learns within
         # DATABASE_UNREACHABLE_SECONDS that the server cannot be reached, instead of waiting out
         # `timeout`, which is for a busy pool.
         database["ENGINE"] = "approvals.server.postgresql"
@@ -165,7 +165,7 @@ if DATABASE_REPLICA_URL:
     # Never migrated (a replica follows the primary); in tests it stands for the test database.
     DATABASES["replica"] = {**_database_for(DATABASE_REPLICA_URL), "TEST": {"MIRROR": "default"}}
 LISTINGS_DATABASE = "replica" if DATABASE_REPLICA_URL else "default"
-# The run store's fixed statements are prepared on PostgreSQL (approvals/server/prepared.py); turn off
+# The run store's fixed statements are prepared on PostgreSQL (approvals/server/database.py); turn off
 # behind a transaction-pooling proxy that cannot keep prepared statements.
 DATABASE_PREPARED_STATEMENTS = _env_bool("DATABASE_PREPARED_STATEMENTS", True)
 # How long a request waits for a connection the PostgreSQL pool is making before it answers 503

@@ -20,7 +20,7 @@ from agents_runtime.records import (
     decision_conflict,
 )
 from approvals.models import ParkedCallRecord, RunStatus
-from approvals.server import prepared
+from approvals.server import database
 from approvals.store import audit as decision_records
 from approvals.store.grants import Grants
 from approvals.store.records import (
@@ -199,7 +199,7 @@ class Decisions:
         connection = connections[self.tables.using]
         columns = plan.call_columns()
         names = DECISION_COLUMN_ORDER if plan.vote is None else ("votes",)
-        with prepared.cursor(self.tables.using) as cursor:
+        with database.cursor(self.tables.using) as cursor:
             cursor.execute(
                 decide_at_version_sql() if plan.vote is None else vote_at_version_sql(),
                 [

@@ -25,7 +25,7 @@ from agents_runtime import deadlines
 from agents_runtime.records import Decision, Delegation, ParkedCall, StoredRun, construct
 from agents_runtime.vocabulary import CallKind, DecisionAction
 from approvals.models import ParkedCallRecord, RunRecord
-from approvals.server import prepared
+from approvals.server import database
 
 logger = logging.getLogger(__name__)
 
@@ -372,7 +372,7 @@ def compiled_for[T](key: tuple[Any, ...], compile_: Callable[[], T]) -> T:
 def run_statement(using: str, sql: str, params: list[Any], statement: Statement) -> list[Row]:
     """``sql`` (``statement``'s, or a variant of it) run with ``params``, its rows converted."""
     connection = connections[using]
-    with prepared.cursor(using) as cursor:
+    with database.cursor(using) as cursor:
         cursor.execute(sql, params)
         fetched = cursor.fetchall()
     names = statement.names

@@ -51,7 +51,7 @@ from approvals.models import (
     ThreadMessage,
     add_counts,
 )
-from approvals.server import prepared, threads
+from approvals.server import database
 from approvals.store import audit as decision_records
 from approvals.store import listing, queue
 from approvals.store.deadlines import Deadlines
@@ -119,8 +119,8 @@ class DjangoRunStore(RunStore, GrantStore, RuleStore):
         self.tables.lease = value
 
     #: How the runtime calls this store from async code: on the thread that holds the caller's
-    #: database connection, so a request never needs a second one (``approvals.server.threads``).
-    run_sync = staticmethod(threads.run_sync)
+    #: database connection, so a request never needs a second one (``approvals.server.database``).
+    run_sync = staticmethod(database.run_sync)
 
     # -- its parts --------------------------------------------------------------------------------
 
@@ -343,7 +343,7 @@ class DjangoRunStore(RunStore, GrantStore, RuleStore):
     def start_continuation(self, run_id: str, *, version: int) -> bool:
         connection = connections[self.tables.using]
         expires = connection.ops.adapt_datetimefield_value(self.tables.clock() + self.tables.lease)
-        with self.tables.connection_scope(), prepared.cursor(self.tables.using) as cursor:
+        with self.tables.connection_scope(), database.cursor(self.tables.using) as cursor:
             cursor.execute(START_CONTINUATION_SQL, [expires, run_id, version])
             return bool(cursor.rowcount == 1)
 
@@ -366,7 +366,7 @@ class DjangoRunStore(RunStore, GrantStore, RuleStore):
         # its run must not run the tool. Committed (autocommit) before the tool is called.
         connection = connections[self.tables.using]
         now = connection.ops.adapt_datetimefield_value(self.tables.clock())
-        with self.tables.connection_scope(), prepared.cursor(self.tables.using) as cursor:
+        with self.tables.connection_scope(), database.cursor(self.tables.using) as cursor:
             cursor.execute(MARK_TOOL_STARTED_SQL, [now, tool_call_id, run_id, version, now])
             return bool(cursor.rowcount == 1)
 
@@ -406,7 +406,7 @@ class DjangoRunStore(RunStore, GrantStore, RuleStore):
                 transcript = EndedRun._meta.get_field("transcript").get_db_prep_value(
                     record["transcript"], connection
                 )
-                with prepared.cursor(self.tables.using) as cursor:
+                with database.cursor(self.tables.using) as cursor:
                     cursor.execute(
                         FINISH_REMEMBERING_SQL,
                         [

@@ -1,1 +1,1 @@
-"""Django's PostgreSQL backend with ``approvals.server.pool.ConnectionPool`` as its pool (``base``)."""
+"""Django's PostgreSQL backend with ``approvals.server.database.ConnectionPool`` as its pool (``base``)."""

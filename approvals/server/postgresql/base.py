@@ -1,4 +1,4 @@
-"""Django's PostgreSQL backend, its pool being ours (``approvals.server.pool.ConnectionPool``).
+"""Django's PostgreSQL backend, its pool being ours (``approvals.server.database.ConnectionPool``).
 
 Django builds psycopg's pool itself and has no setting for the pool's class, so this backend
 (``ENGINE = "approvals.server.postgresql"``, set by ``config/settings.py``) builds it the same way
@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db.backends.base.base import NO_DB_ALIAS
 from django.db.backends.postgresql import base
 
-from approvals.server.pool import ConnectionPool
+from approvals.server.database import ConnectionPool
 
 
 class DatabaseWrapper(base.DatabaseWrapper):

@@ -12,7 +12,7 @@ import pytest
 from django.db import OperationalError, connections
 from psycopg_pool import PoolTimeout
 
-from approvals.server import pool as db_pool
+from approvals.server import database as db_pool
 
 
 def _postgres() -> bool:
@@ -40,7 +40,7 @@ def _raise_pool_timeout() -> None:
 
 
 def test_a_request_that_got_no_connection_logs_the_pools_figures(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="approvals.server.pool"):
+    with caplog.at_level(logging.WARNING, logger="approvals.server.database"):
         try:
             _raise_pool_timeout()
         except OperationalError:
@@ -63,7 +63,7 @@ def test_the_figures_are_logged_at_most_once_per_interval(
     # Long ago, whatever the clock: time.monotonic() may be under an hour on a freshly booted machine.
     monkeypatch.setattr(db_pool, "_last_logged", float("-inf"))
     settings.DATABASE_POOL_STATS_SECONDS = 3600  # type: ignore[attr-defined]
-    with caplog.at_level(logging.INFO, logger="approvals.server.pool"):
+    with caplog.at_level(logging.INFO, logger="approvals.server.database"):
         for _ in range(5):
             db_pool.log_now_and_then()
         settings.DATABASE_POOL_STATS_SECONDS = 0  # type: ignore[attr-defined]

@@ -22,7 +22,7 @@ from django.db.backends.utils import CursorWrapper
 from django.test import Client
 
 from agents_runtime import Agent, Call, Reply, Runtime, tool
-from approvals.server.threads import RequestThreads
+from approvals.server.database import RequestThreads
 from approvals.store import DjangoRunStore
 from tests.support.runtime_fixtures import DashboardAgents
 from tests.support.runtime_helpers import ModelSpy

@@ -1,4 +1,4 @@
-"""The run store's fixed statements are prepared on PostgreSQL (approvals/server/prepared.py): the
+"""The run store's fixed statements are prepared on PostgreSQL (approvals/server/database.py): the
 server plans a listing or a decision's read once per connection, not on every call; the setting turns
 it off for proxies that cannot keep prepared statements. Needs ``DATABASE_URL=postgres://...``."""
 
@@ -12,7 +12,7 @@ from django.test import override_settings
 
 from agents_runtime.records import RunQuery
 from approvals.models import RunRecord
-from approvals.server import prepared
+from approvals.server import database
 from approvals.store import DjangoRunStore
 from tests.support.store_helpers import T0, Clock, approval, decision, suspension
 
@@ -75,7 +75,7 @@ def _timestamptz_loader() -> str:
     from psycopg.adapt import PyFormat
     from psycopg.postgres import types
 
-    with prepared.cursor("default") as cursor:
+    with database.cursor("default") as cursor:
         oid = types["timestamptz"].oid
         return cursor.cursor.adapters.get_loader(oid, PyFormat.as_pq(PyFormat.TEXT)).__name__
 
