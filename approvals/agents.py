@@ -22,8 +22,7 @@ from django.db import DatabaseError
 from agents_runtime import Agent, AgentRun, Continuation, ExternalAgent, Runtime, ToolRules, agent_run
 from approvals.models import AGENT_ID
 from approvals.models import ExternalAgent as ExternalAgentRow
-from approvals.store import DjangoRunStore
-from approvals.store.queue import QueuePage, QueuePosition, QueueQuery
+from approvals.store import DjangoRunStore, QueuePage, QueuePosition, QueueQuery
 
 __all__ = [
     "QueuePage",
@@ -200,7 +199,7 @@ def unstarted_continuations(*, decided_before: datetime) -> list[Continuation]:
 
 
 def queue_page(query: QueueQuery) -> tuple[list[AgentRun], QueuePage]:
-    """A page of the reviewer's queue across agents (``approvals.store.queue``), its runs as listings
+    """A page of the reviewer's queue across agents (``approvals.store.queue_page``), its runs as listings
     show them. Only the database store keeps one; a runtime that brought its own store has none."""
     store = runtime().storage
     if not isinstance(store, DjangoRunStore):

@@ -985,7 +985,7 @@ class HeldDecision(models.Model):
 #
 # A grant is never deleted: revoking stamps ``revoked_at``, and audit rows of the approvals it gave
 # point at it (``AuditEntry.grant``). ``uses`` only grows, by the conditional update the run store
-# makes in the step that records each approval (``approvals.store.grants``).
+# makes in the step that records each approval (``approvals.store.Grants``).
 
 
 class GrantQuerySet(models.QuerySet["GrantRecord"]):

@@ -24,7 +24,7 @@ each page's "Next" (the page starts below the previous page's last row: no offse
 filter form's choices (``queries.audit_choices``: the agents, reviewers and tools in the log), which
 every request of the page reads.
 
-The insert cost: the decision row's own INSERT (``approvals.store.audit.insert_sql``) ``--inserts``
+The insert cost: the decision row's own INSERT (``approvals.store.insert_sql``) ``--inserts``
 times in a transaction rolled back, with every index, then with the indexes migration 0034 adds
 dropped in that transaction (rolled back with it), in turns.
 
@@ -354,7 +354,7 @@ def insert_cost(inserts: int, rounds: int) -> dict[str, Any]:
     from django.db import connection
     from django.utils import timezone
 
-    from approvals.store import audit
+    from approvals import store as audit
 
     values = {
         "created_at": timezone.now(), "username": "reviewer-001", "agent_id": AGENTS[0], "run_id": "run-x",
@@ -395,7 +395,7 @@ def worker(sizes: list[int], calls: int, inserts: int) -> dict[str, Any]:
     # Everything the cases run, loaded now: the code measured is the code as it was at the start.
     import approvals.cards.audit
     import approvals.queries
-    import approvals.store.audit  # noqa: F401
+    import approvals.store  # noqa: F401
 
     call_command("migrate", verbosity=0)
     assert connection.vendor == "postgresql", "the audit bench is PostgreSQL's"

@@ -157,7 +157,7 @@ def _database_for(url: str) -> dict[str, Any]:
 
 DATABASES = {"default": _database_for(DATABASE_URL)}
 # A read replica of the primary (PostgreSQL streaming replication) that the run store's listings
-# read from (approvals/store/listing.py): the inbox pages, the API's and the runtime's listings.
+# read from (approvals/store.py, listings): the inbox pages, the API's and the runtime's listings.
 # Everything else, decisions first, reads and writes the primary, and a decision on a run a lagging
 # replica still lists is checked there (the card then says it was already decided).
 DATABASE_REPLICA_URL = _env("DATABASE_REPLICA_URL", "")

@@ -1,7 +1,7 @@
 """Extending a waiting call's deadline: a reviewer's act, with a reason, in the audit log.
 
 The run store writes the audit row (action ``extend``, outcome ``rescheduled``) in the step that
-moves the deadline (``approvals.store.deadlines``); this refuses a user who may not decide and
+moves the deadline (``approvals.store.Deadlines``); this refuses a user who may not decide and
 turns the runtime's refusals into a message. Nothing changes when it is refused.
 """
 

@@ -1,4 +1,4 @@
-"""A listing's page is read one of two ways (store/listing.py): near the start of the listing
+"""A listing's page is read one of two ways (approvals/store.py, listings): near the start of the listing
 (``NEAR_THE_START``) its run rows come straight from the listing's index and are joined with their
 calls; further in, the page's run ids are picked from the index first. Both must give exactly the
 slice of the whole listing, with every run's calls in order, whatever the filters and the order, and
@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 
 from agents_runtime.records import RunQuery, StoredRun
-from approvals.store import DjangoRunStore, listing
+from approvals.store import DjangoRunStore
 from tests.support.store_helpers import T0, Clock, approval, decision, delegated, suspend_call, suspension
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -64,7 +64,7 @@ QUERIES = [
 def test_every_page_is_the_slice_of_the_whole_listing(
     store: DjangoRunStore, monkeypatch: pytest.MonkeyPatch, form: str, query: RunQuery
 ) -> None:
-    monkeypatch.setattr(listing, "NEAR_THE_START", FORMS[form])
+    monkeypatch.setattr("approvals.store.NEAR_THE_START", FORMS[form])
     whole, total = store.list_suspended(query)
     assert total == len(whole) > 0
     for per_page in (1, 5, 50):
@@ -82,7 +82,7 @@ def test_both_forms_list_the_same_runs_with_the_same_calls(
 ) -> None:
     listed: dict[str, list[tuple[list[StoredRun], int]]] = {}
     for form, bound in FORMS.items():
-        monkeypatch.setattr(listing, "NEAR_THE_START", bound)
+        monkeypatch.setattr("approvals.store.NEAR_THE_START", bound)
         listed[form] = [
             store.list_suspended(replace(query, limit=4, offset=offset))
             for query in QUERIES

@@ -13,8 +13,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
+from approvals import store as decision_records
 from approvals.models import AppendOnlyError, AuditEntry, Batch, GrantRecord
-from approvals.store import audit as decision_records
 from approvals.views.audit import AUDIT_CSV_COLUMNS
 from tests.support.runtime_fixtures import DashboardAgents
 

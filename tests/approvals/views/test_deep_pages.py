@@ -1,4 +1,4 @@
-"""Deep pages start at their day (store/listing.py, migration 0026): on PostgreSQL a deep page of an
+"""Deep pages start at their day (approvals/store.py, migration 0026): on PostgreSQL a deep page of an
 agent's listing is found from per-day waiting counters instead of skipping every run before it. Every
 page must still be exactly the slice of the whole listing, and the counters must stay exact through
 every way a run changes. Here every page counts as deep (``DEEP_OFFSET`` 0, and none is near the start:
@@ -15,7 +15,7 @@ from django.db import connection
 
 from agents_runtime.records import RunQuery
 from approvals.models import RunRecord
-from approvals.store import DjangoRunStore, listing
+from approvals.store import DjangoRunStore
 from tests.support.store_helpers import T0, Clock, approval, decision, suspension
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,8 +23,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def store(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> DjangoRunStore:
-    monkeypatch.setattr(listing, "DEEP_OFFSET", 0)
-    monkeypatch.setattr(listing, "NEAR_THE_START", 0)
+    monkeypatch.setattr("approvals.store.DEEP_OFFSET", 0)
+    monkeypatch.setattr("approvals.store.NEAR_THE_START", 0)
     return DjangoRunStore(timedelta(seconds=30), clock=clock)
 
 
