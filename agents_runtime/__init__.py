@@ -42,10 +42,17 @@ from .previews import Change, Preview
 from .routing import InvalidRule, Route, Rule, RuleNotFound, RuleRequest, RuleStore
 from .runtime import Runtime
 from .scripted import Call, Reply, ScriptContext, scripted_model
-from .store import RunStore
+from .store import (
+    AgentRun,
+    AgentRunToolCall,
+    ApprovalTally,
+    Chunk,
+    ListSuspendedRunsResult,
+    RunResult,
+    RunStore,
+)
 from .stream import Decided, RunStream
 from .tools import Tool, ToolContext, tool
-from .types import AgentRun, AgentRunToolCall, ApprovalTally, Chunk, ListSuspendedRunsResult, RunResult
 
 __all__ = [
     "Agent",

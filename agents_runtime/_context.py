@@ -15,9 +15,8 @@ from typing import Any
 
 from .events import Continuation, RunEvent, RunEventType
 from .policy import Policy
-from .store import RunStore, call_store
+from .store import RunResult, RunStore, call_store
 from .tools import Tool
-from .types import RunResult
 
 #: Tells the runtime's listeners about a stored change.
 Publish = Callable[[RunEvent], Awaitable[None]]

@@ -25,12 +25,10 @@ from pydantic_ai.messages import (
 )
 
 from .errors import InvalidPagination
-from .records import ParkedCall, StoredRun, construct
+from .store import AgentRun, AgentRunToolCall, CallContext, CallKind, Chunk, ParkedCall, StoredRun, construct
 from .stream import Emit
 from .tools import to_jsonable
-from .types import AgentRun, AgentRunToolCall, CallContext, Chunk
 from .untrusted import SNAPSHOT_MAX_DEPTH, clean_json
-from .vocabulary import CallKind
 
 
 def now() -> datetime:

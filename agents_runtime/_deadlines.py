@@ -17,7 +17,6 @@ from typing import Literal
 from . import _loop
 from ._context import AgentContext
 from ._decisions import decision_rule, pick_call, settle
-from .deadlines import Deadline, expiry_reason
 from .errors import (
     AgentsRuntimeError,
     RiskyNotConfirmed,
@@ -26,9 +25,18 @@ from .errors import (
     ToolCallNotSuspended,
 )
 from .policy import DecisionRequest, Origin
-from .records import DeadlineChange, Decision, ParkedCall, StoredRun, Vote
+from .store import (
+    CallKind,
+    Deadline,
+    DeadlineChange,
+    Decision,
+    DecisionAction,
+    ParkedCall,
+    StoredRun,
+    Vote,
+    expiry_reason,
+)
 from .stream import RunStream
-from .vocabulary import CallKind, DecisionAction
 
 logger = logging.getLogger("agents_runtime")
 

@@ -20,10 +20,20 @@ from .errors import (
     ToolCallNotSuspended,
 )
 from .policy import DecisionRequest, Would
-from .records import Decision, DecisionReceipt, DecisionRule, ParkedCall, StoredRun, Vote, decision_conflict
+from .store import (
+    DEFAULT_DECLINE_REASON,
+    CallKind,
+    Decision,
+    DecisionAction,
+    DecisionReceipt,
+    DecisionRule,
+    ParkedCall,
+    StoredRun,
+    Vote,
+    decision_conflict,
+)
 from .tools import Tool, _validate, to_jsonable
 from .untrusted import check_decision, checked_json, reason_problem
-from .vocabulary import DEFAULT_DECLINE_REASON, CallKind, DecisionAction
 
 
 async def decide(ctx: AgentContext, request: DecisionRequest) -> DecisionReceipt:

@@ -12,11 +12,18 @@ from __future__ import annotations
 from typing import Any
 
 from ._context import AgentContext
-from .deadlines import Deadline
 from .previews import Preview
-from .records import ParkedCall, RunEnding, StoredRun, Suspension
+from .store import (
+    DEFAULT_DECLINE_REASON,
+    CallKind,
+    Deadline,
+    DecisionAction,
+    ParkedCall,
+    RunEnding,
+    StoredRun,
+    Suspension,
+)
 from .untrusted import clean_call, clean_text
-from .vocabulary import DEFAULT_DECLINE_REASON, CallKind, DecisionAction
 
 #: The snapshot of a run made from a request (there is no conversation to continue).
 SNAPSHOT = {"external": 1}

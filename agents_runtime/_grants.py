@@ -34,9 +34,7 @@ from .grants import (
     condition_verdict,
 )
 from .policy import DecisionRequest, Origin
-from .records import DecisionReceipt, ParkedCall, StoredRun, Suspension
-from .types import GrantFailure
-from .vocabulary import CallKind, DecisionAction
+from .store import CallKind, DecisionAction, DecisionReceipt, GrantFailure, ParkedCall, StoredRun, Suspension
 
 logger = logging.getLogger("agents_runtime")
 

@@ -46,11 +46,20 @@ from ._parking import (
 )
 from ._pydantic import ClaimLost, RunDeps
 from ._routing import Routed, apply_routes, route_calls
-from .deadlines import Deadline
 from .events import Continuation
-from .records import DecisionReceipt, ParkedCall, RunEnding, StoredRun, Suspension, tool_calls
+from .store import (
+    ApprovalTally,
+    Chunk,
+    Deadline,
+    DecisionReceipt,
+    ParkedCall,
+    RunEnding,
+    RunResult,
+    StoredRun,
+    Suspension,
+    tool_calls,
+)
 from .stream import Decided, Emit, RunStream
-from .types import ApprovalTally, Chunk, RunResult
 from .untrusted import clean_json, clean_text
 
 logger = logging.getLogger("agents_runtime")

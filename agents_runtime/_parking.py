@@ -25,12 +25,10 @@ from pydantic_ai.messages import (
 
 from . import _pydantic
 from ._context import AgentContext
-from .deadlines import Deadline
 from .previews import run_preview
-from .records import Decision, Delegation, ParkedCall, StoredRun
+from .store import CallKind, Deadline, Decision, DecisionAction, Delegation, ParkedCall, StoredRun
 from .tools import ToolContext, to_jsonable
 from .untrusted import clean_call
-from .vocabulary import CallKind, DecisionAction
 
 #: Characters kept of the user's message and of what the agent said.
 TEXT_CHARS = 1_000

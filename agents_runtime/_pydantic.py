@@ -19,13 +19,10 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRe
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import FunctionModel
 
-from . import deadlines
-from .deadlines import Deadline
 from .scripted import streaming
+from .store import CallKind, Deadline, RunResult, deadline_from_json, deadline_to_json
 from .tools import Tool, ToolContext, ToolSuspended, to_jsonable
-from .types import RunResult
 from .untrusted import SNAPSHOT_MAX_DEPTH, clean_id, clean_json, clean_text, parse_model_json
-from .vocabulary import CallKind
 
 logger = logging.getLogger("agents_runtime")
 
@@ -294,7 +291,7 @@ class Snapshot:
                 "conversation": ConversationTypeAdapter.dump_python(self.conversation, mode="json"),
                 "history_len": self.history_len,
                 "delegation_results": self.delegation_results,
-                "deadline": deadlines.to_json(self.deadline),
+                "deadline": deadline_to_json(self.deadline),
             },
             max_depth=SNAPSHOT_MAX_DEPTH,
             what="a run's snapshot",
@@ -309,7 +306,7 @@ class Snapshot:
             conversation=ConversationTypeAdapter.validate_python(data["conversation"]),
             history_len=int(data["history_len"]),
             delegation_results=dict(data.get("delegation_results") or {}),
-            deadline=deadlines.from_json(data.get("deadline")),
+            deadline=deadline_from_json(data.get("deadline")),
         )
 
 

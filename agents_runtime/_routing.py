@@ -21,7 +21,6 @@ from ._decisions import decision_rule
 from .conditions import InvalidCondition, check_against_schema, compile_condition
 from .errors import DecisionRefused, RunAlreadyDecided, RunNotFound, ToolCallNotSuspended
 from .policy import DecisionRequest, Origin
-from .records import DecisionReceipt, ParkedCall, StoredRun, Suspension
 from .routing import (
     MAX_REASON_LENGTH,
     MAX_ROUTED_APPROVALS,
@@ -36,8 +35,8 @@ from .routing import (
     RuleStore,
     first_match,
 )
+from .store import CallKind, DecisionAction, DecisionReceipt, ParkedCall, StoredRun, Suspension
 from .untrusted import clean_text
-from .vocabulary import CallKind, DecisionAction
 
 logger = logging.getLogger("agents_runtime")
 

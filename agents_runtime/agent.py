@@ -18,20 +18,27 @@ from typing import Any, Literal, Protocol
 from . import _deadlines, _decisions, _grants, _loop, _pydantic, _routing
 from ._context import AgentContext
 from ._convert import agent_run, as_utc, check_pagination, new_run_id, now, plain_messages
-from .deadlines import Deadline, as_deadline
 from .errors import RunNotFound
 from .events import Continuation, RunEvent
 from .grants import Grant, GrantRequest, GrantScope
 from .memory import InMemoryRunStore
 from .policy import Confirmation, DecisionRequest, Policy, Would
-from .records import RunQuery, StoredRun
 from .routing import Route, Rule, RuleRequest
-from .store import RunStore
+from .store import (
+    AgentRun,
+    CallKind,
+    Deadline,
+    DecisionAction,
+    ListSuspendedRunsResult,
+    RunQuery,
+    RunResult,
+    RunStore,
+    StoredRun,
+    as_deadline,
+)
 from .stream import Decided, Emit, RunStream
 from .tools import Tool, tool
-from .types import AgentRun, ListSuspendedRunsResult, RunResult
 from .untrusted import clean_text
-from .vocabulary import CallKind, DecisionAction
 
 __all__ = ["Agent"]
 

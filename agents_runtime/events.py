@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .records import StoredRun
+from .store import StoredRun
 
 #: ``call-voted``: an approval recorded as one vote of several (the call still waits).
 RunEventType = Literal[

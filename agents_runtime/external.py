@@ -23,14 +23,13 @@ from typing import Any
 from . import _external, _loop
 from ._convert import ignore, new_run_id
 from .agent import Agent
-from .deadlines import Deadline
 from .errors import AgentsRuntimeError, InvalidResumeData, InvalidToolArgs
 from .presentation import title_for
 from .previews import preview_problems
 from .schema_check import schema_problems
+from .store import Deadline, RunResult
 from .stream import RunStream
 from .tools import Tool, _validate, to_jsonable
-from .types import RunResult
 from .untrusted import MAX_DEPTH, describe, problems, text_problem
 
 __all__ = [

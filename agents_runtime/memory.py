@@ -11,7 +11,8 @@ from typing import Any
 
 from .errors import RunNotFound
 from .grants import Grant, GrantNotFound, GrantRequest, GrantStore, GrantUnavailable, narrowest_first
-from .records import (
+from .routing import Rule, RuleNotFound, RuleRequest, RuleStore, ordered, renumbered
+from .store import (
     DEFAULT_LEASE,
     DeadlineRule,
     Decision,
@@ -19,14 +20,13 @@ from .records import (
     DecisionRule,
     RunEnding,
     RunQuery,
+    RunStore,
     StoredRun,
     Suspension,
     Vote,
     decision_conflict,
     reclaimed_calls,
 )
-from .routing import Rule, RuleNotFound, RuleRequest, RuleStore, ordered, renumbered
-from .store import RunStore
 
 
 def _now() -> datetime:

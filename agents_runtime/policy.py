@@ -40,10 +40,8 @@ from .errors import (
     RiskyNotConfirmed,
     SelfApprovalRefused,
 )
-from .records import Decision, ParkedCall, StoredRun, Vote
 from .routing import MAX_ROUTED_APPROVALS, REQUIRED_APPROVALS_KEY
-from .types import AgentRunToolCall
-from .vocabulary import CallKind, DecisionAction
+from .store import AgentRunToolCall, CallKind, Decision, DecisionAction, ParkedCall, StoredRun, Vote
 
 if TYPE_CHECKING:
     from .grants import Grant

@@ -11,8 +11,7 @@ from .agent import Agent
 from .events import Continuation, RunEvent
 from .memory import InMemoryRunStore
 from .policy import Policy
-from .store import RunStore, call_store
-from .types import RunResult
+from .store import RunResult, RunStore, call_store
 
 logger = logging.getLogger("agents_runtime")
 

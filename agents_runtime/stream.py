@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final
 
-from .types import AgentRun, AgentRunToolCall, Chunk, RunResult
+from .store import AgentRun, AgentRunToolCall, Chunk, RunResult
 
 Emit = Callable[[Chunk], None]
 

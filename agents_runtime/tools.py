@@ -13,11 +13,11 @@ from typing import Any, NoReturn, Unpack, cast, overload
 import jsonschema
 import pydantic
 
-from .deadlines import Deadline, DeadlineOptions, deadline_from
 from .errors import InvalidResumeData, InvalidToolArgs
 from .presentation import ApprovalRule, FieldHint, Money, approval_reason, money_fields, title_for
 from .previews import PREVIEW_TIMEOUT, PreviewSpec
 from .schema_check import schema_problems
+from .store import Deadline, DeadlineOptions, deadline_from
 
 #: ``requires_approval``: a bool, a callable of the arguments (True, or a reason string, asks for
 #: approval), or an ``ApprovalRule`` that says why.
@@ -437,7 +437,7 @@ def tool(
     confirmation), ``key_results`` (the fields of this tool's results shown on later cards of the
     run) and ``confirm=True`` (every approval asks for confirmation).
 
-    A deadline (``deadlines.Deadline``): ``expires_after``, ``on_expiry`` ("decline", "approve",
+    A deadline (``store.Deadline``): ``expires_after``, ``on_expiry`` ("decline", "approve",
     "escalate"), ``escalate_to``, ``escalation_expires_after``. Who decides (README): ``approvals=2``
     (two distinct reviewers approve; any decline declines) and ``separate_duties=True`` (whoever
     started the run may not approve). ``grantable=False``: reviewers may not let its calls through

@@ -45,8 +45,7 @@ from dataclasses import replace
 from typing import Any
 
 from .errors import InvalidResumeData, InvalidToolArgs
-from .records import ParkedCall
-from .vocabulary import DecisionAction
+from .store import DecisionAction, ParkedCall
 
 logger = logging.getLogger("agents_runtime")
 

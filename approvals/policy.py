@@ -55,7 +55,7 @@ from agents_runtime import (
     RunAlreadyDecided,
     RunNotFound,
 )
-from agents_runtime.records import ParkedCall, StoredRun
+from agents_runtime.store import ParkedCall, StoredRun
 from approvals import agents
 from approvals.models import CallClaim, HeldDecision, ParkedCallRecord
 from approvals.server.database import fixed_rows

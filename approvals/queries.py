@@ -19,8 +19,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from agents_runtime import Agent, AgentRun, AgentRunToolCall, RunNotFound, Tool
-from agents_runtime.records import StoredRun
-from agents_runtime.vocabulary import CallKind
+from agents_runtime.store import CallKind, StoredRun
 from approvals import agents
 from approvals.models import (
     AuditEntry,

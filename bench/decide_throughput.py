@@ -63,7 +63,7 @@ from _common import ROOT, analyze_run_tables, p50_p95, scratch_database
 
 sys.path.insert(0, str(ROOT))
 
-from agents_runtime.vocabulary import NO_EFFECT_OUTCOMES
+from agents_runtime.store import NO_EFFECT_OUTCOMES
 
 RESULTS = ROOT / "bench" / "results" / "decide_throughput.json"
 RUNTIME = "bench_api_runtime:decide_runtime"

@@ -304,7 +304,7 @@ async def _measure(calls: int) -> dict[str, tuple[float, float]]:
 
     from django.db import connection
 
-    from agents_runtime.records import RunQuery
+    from agents_runtime.store import RunQuery
 
     agent, store = _runtime()
     bare = bare_connection() if connection.vendor == "postgresql" else None

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from agents_runtime import DecisionRequest, Runtime
-from agents_runtime.vocabulary import DecisionAction
+from agents_runtime.store import DecisionAction
 
 DEMO_RUNS: list[tuple[str, str, str, str]] = [
     # (agent id, prompt, thread, resource)

@@ -85,7 +85,7 @@ from pydantic_ai.ui.ag_ui._interrupt import (
 )
 
 from agents_runtime import AgentRun, Chunk, DecisionRequest, Origin, RunNotFound
-from agents_runtime.vocabulary import DEFAULT_DECLINE_REASON, DecisionAction, Outcome
+from agents_runtime.store import DEFAULT_DECLINE_REASON, DecisionAction, Outcome
 from approvals import queries
 from approvals.api import deciding, params, precheck
 from approvals.api.auth import agent_access

@@ -8,7 +8,7 @@ from functools import partial
 from typing import Any
 
 from agents_runtime import Confirmation, DecisionRequest, Origin
-from agents_runtime.vocabulary import DecisionAction
+from agents_runtime.store import DecisionAction
 from approvals.policy import AgentAccess
 from approvals.services import decisions
 from approvals.services.decisions import DecisionOutcome

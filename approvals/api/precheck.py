@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from agents_runtime import Agent, AgentRunToolCall, InvalidResumeData
+from agents_runtime.store import DecisionAction
 from agents_runtime.untrusted import check_decision, reason_problem
-from agents_runtime.vocabulary import DecisionAction
 from approvals.api.errors import ApiError
 from approvals.api.params import Action, Decision
 

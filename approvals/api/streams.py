@@ -21,7 +21,7 @@ from django.http import HttpResponseBase, JsonResponse, StreamingHttpResponse
 from django.urls import reverse
 
 from agents_runtime import AgentRunToolCall, RunStream
-from agents_runtime.vocabulary import Outcome
+from agents_runtime.store import Outcome
 from approvals.api.errors import ApiError
 from approvals.api.relay import RunFollower, continues_elsewhere, tapped
 from approvals.api.serialize import DONE, SSE_HEADERS, MastraEvents, frame, iso

@@ -16,7 +16,7 @@ from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from agents_runtime import AgentRun, InvalidPagination, Origin, RunNotFound
-from agents_runtime.vocabulary import DEFAULT_DECLINE_REASON
+from agents_runtime.store import DEFAULT_DECLINE_REASON
 from approvals import agents as served
 from approvals.api import deciding, params, precheck, streams
 from approvals.api.auth import agent_access, require, user_access

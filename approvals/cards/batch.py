@@ -16,7 +16,7 @@ from typing import Any
 
 from agents_runtime import Agent, Preview, Would
 from agents_runtime.presentation import Money
-from agents_runtime.vocabulary import would_approve_line
+from agents_runtime.store import would_approve_line
 from approvals.cards.text import compact_json
 from approvals.models import Batch, BatchItem
 from approvals.services.batches import Prediction

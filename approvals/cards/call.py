@@ -29,6 +29,7 @@ from agents_runtime import (
 )
 from agents_runtime.presentation import with_money
 from agents_runtime.routing import MAX_ROUTED_APPROVALS
+from agents_runtime.store import CallKind
 from agents_runtime.untrusted import clean_text, reveal_invisible
 from agents_runtime.vocabulary import CallKind
 from approvals import ids

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from agents_runtime.vocabulary import DecisionAction, Outcome
+from agents_runtime.store import DecisionAction, Outcome
 from approvals import agents
 from approvals.cards.run import MessageView, conversation
 from approvals.models import AuditEntry, EndedRun

@@ -14,7 +14,7 @@ from django.core import signing
 
 from agents_runtime import Confirmation, untrusted
 from agents_runtime.grants import MAX_CONDITION_LENGTH, InvalidGrant, compile_condition
-from agents_runtime.vocabulary import DecisionAction
+from agents_runtime.store import DecisionAction
 
 
 class DeclineForm(forms.Form):

@@ -17,7 +17,7 @@ from django.http import QueryDict
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
-from agents_runtime.vocabulary import RECORDED_OUTCOMES, CallKind, DecisionAction, choices
+from agents_runtime.store import RECORDED_OUTCOMES, CallKind, DecisionAction, choices
 from approvals import times
 
 _DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")

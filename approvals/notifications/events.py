@@ -26,7 +26,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents_runtime import AgentRunToolCall, Preview, RunEvent, RunNotFound
-from agents_runtime.vocabulary import CallKind
+from agents_runtime.store import CallKind
 from approvals import agents
 from approvals.cards.call import call_title, find_tool
 from approvals.models import (

@@ -35,8 +35,8 @@ from agents_runtime import (
     Would,
     shown,
 )
+from agents_runtime.store import DecisionAction, Outcome, bulk_result_line
 from agents_runtime.untrusted import clean_text
-from agents_runtime.vocabulary import DecisionAction, Outcome, bulk_result_line
 from approvals import agents, live
 from approvals.models import BULK_ACTIONS, DECIDING_BATCH, Batch, BatchItem
 from approvals.policy import DECIDE_PERMISSION, Access, AgentAccess

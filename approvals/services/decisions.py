@@ -62,8 +62,7 @@ from agents_runtime import (
     RunResult,
     ToolCallNotSuspended,
 )
-from agents_runtime.untrusted import MAX_REASON_LENGTH, clean_json, clean_text
-from agents_runtime.vocabulary import (
+from agents_runtime.store import (
     EFFECTIVE_OUTCOMES,
     DecisionAction,
     Outcome,
@@ -74,6 +73,7 @@ from agents_runtime.vocabulary import (
     suspended_again_detail,
     waiting_detail,
 )
+from agents_runtime.untrusted import MAX_REASON_LENGTH, clean_json, clean_text
 from approvals import live
 from approvals.models import DECIDING_BATCH, AuditEntry, Channel, HeldDecision, current_channel, using_channel
 from approvals.policy import DECIDE_PERMISSION, Access, AgentAccess, CallHeld

@@ -18,7 +18,7 @@ from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
 from agents_runtime import DecisionRequest, Grant, GrantNotFound, GrantScope, RunNotFound
-from agents_runtime.vocabulary import DecisionAction, Outcome
+from agents_runtime.store import DecisionAction, Outcome
 from approvals import agents
 from approvals.models import GrantRecord
 from approvals.policy import MANAGE_GRANTS_PERMISSION, Access, AgentAccess, grant_refusal

@@ -19,7 +19,7 @@ from typing import Any
 from django.utils import timezone
 
 from agents_runtime.grants import GrantScope, compile_condition
-from agents_runtime.vocabulary import DecisionAction, Outcome
+from agents_runtime.store import DecisionAction, Outcome
 from approvals import agents
 from approvals.models import AuditEntry
 

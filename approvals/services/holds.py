@@ -27,7 +27,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agents_runtime import AgentRun, Confirmation, DecisionRequest, Origin, RunNotFound
-from agents_runtime.vocabulary import DecisionAction, Outcome, Verdict
+from agents_runtime.store import DecisionAction, Outcome, Verdict
 from approvals import live
 from approvals.models import AuditEntry, HeldDecision
 from approvals.policy import DECIDE_PERMISSION, AgentAccess

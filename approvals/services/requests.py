@@ -42,9 +42,8 @@ from agents_runtime import (
     RunNotFound,
     ToolCallNotSuspended,
 )
-from agents_runtime.deadlines import Deadline
+from agents_runtime.store import NO_EFFECT_OUTCOMES, Deadline, DecisionAction, Outcome
 from agents_runtime.untrusted import clean_text
-from agents_runtime.vocabulary import NO_EFFECT_OUTCOMES, DecisionAction, Outcome
 from approvals import agents, live
 from approvals.models import ApprovalRequest, AuditEntry, using_channel
 from approvals.models import ExternalAgent as ExternalAgentRow

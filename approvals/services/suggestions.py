@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from agents_runtime import Grant
 from agents_runtime.grants import GrantScope
-from agents_runtime.vocabulary import DecisionAction
+from agents_runtime.store import DecisionAction
 from approvals import agents
 from approvals.models import AuditEntry, GrantRecord, GrantSuggestionRecord, SuggestionChoice
 from approvals.policy import Access, may_grant

@@ -9,7 +9,8 @@ from typing import Any
 from django import template
 from django.utils import timezone
 
-from agents_runtime import Preview, vocabulary
+from agents_runtime import Preview, store
+from agents_runtime.store import DecisionAction, Verdict
 from agents_runtime.untrusted import reveal_invisible
 from agents_runtime.vocabulary import DecisionAction, Verdict
 from approvals import ids, times
@@ -118,7 +119,7 @@ def time_zone_source(context: template.Context) -> str:
 @register.filter
 def claimed_line(holder: str) -> str:
     """ "alice is on this call" (the name's invisible characters shown)."""
-    return vocabulary.claimed_line(reveal_invisible(holder))
+    return store.claimed_line(reveal_invisible(holder))
 
 
 @register.simple_tag
@@ -130,15 +131,15 @@ def live_words() -> str:
     verdicts["approve_edited"] = Verdict.APPROVED_WITH_EDITS.label
     words = {
         "verdicts": verdicts,
-        "decided": vocabulary.decided_by_line("{verdict}", "{actor}"),
+        "decided": store.decided_by_line("{verdict}", "{actor}"),
         "deadline_passed": {
-            then: vocabulary.deadline_passed_line(then) for then in ("decline", "approve", "escalate")
+            then: store.deadline_passed_line(then) for then in ("decline", "approve", "escalate")
         },
         # An expiry whose record could not be read: what is known, and no more.
         "deadline_passed_unknown": "Deadline passed",
-        "extended": vocabulary.extended_line("{actor}"),
-        "claimed": vocabulary.claimed_line("{actor}"),
-        "released": vocabulary.released_line("{actor}"),
+        "extended": store.extended_line("{actor}"),
+        "claimed": store.claimed_line("{actor}"),
+        "released": store.released_line("{actor}"),
         "someone": "another reviewer",
     }
     return json.dumps(words)

@@ -16,7 +16,7 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_POST
 
 from agents_runtime import Agent, DecisionRequest, GrantScope, InvalidGrant, Origin
-from agents_runtime.vocabulary import DecisionAction, Outcome
+from agents_runtime.store import DecisionAction, Outcome
 from approvals import agents, queries, services
 from approvals.cards import call as call_views
 from approvals.cards import run as cards

@@ -14,7 +14,7 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods
 
 from agents_runtime import Agent, AgentRun
-from agents_runtime.vocabulary import NO_EFFECT_OUTCOMES, Outcome
+from agents_runtime.store import NO_EFFECT_OUTCOMES, Outcome
 from approvals import agents, queries, services, tasks
 from approvals.cards import record as run_records
 from approvals.cards import run as cards

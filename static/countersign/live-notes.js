@@ -8,7 +8,7 @@
 // of the cards it refetches), until the reviewer moves on: the list loaded some other way (filters,
 // another page, the page itself), j/k moving past it (keys.js's cs:keys-moved), or its row closed.
 //
-// The words come from the server (body[data-live-words], agents_runtime/vocabulary.py): none is
+// The words come from the server (body[data-live-words], agents_runtime/store.py): none is
 // spelled here.
 //
 // Markup: .run-card[data-run-id] > ... .call[data-call-id]; the line is p.live-note

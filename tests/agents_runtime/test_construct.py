@@ -9,9 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agents_runtime.records import ParkedCall, construct
-from agents_runtime.types import AgentRun, AgentRunToolCall
-from agents_runtime.vocabulary import CallKind
+from agents_runtime.store import AgentRun, AgentRunToolCall, CallKind, ParkedCall, construct
 
 AT = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 

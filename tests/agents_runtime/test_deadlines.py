@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 
 from agents_runtime import Agent, Call, Reply, RunResult, RunStore, Runtime, tool
-from agents_runtime.deadlines import Deadline
 from agents_runtime.events import RunEvent
-from agents_runtime.records import Decision
+from agents_runtime.store import Deadline, Decision
 from tests.support.runtime_helpers import ModelSpy, ToolLog, off_loop, only_run, stored_run
 
 from .conftest import MakeStore, RuntimeFor

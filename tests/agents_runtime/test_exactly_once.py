@@ -27,7 +27,7 @@ from agents_runtime import (
     ToolContext,
     tool,
 )
-from agents_runtime.records import Decision
+from agents_runtime.store import Decision
 from tests.support.runtime_helpers import ModelSpy, Team, ToolLog, off_loop, only_run, stored_run
 
 from .conftest import MakeStore, RuntimeFor

@@ -25,8 +25,7 @@ from agents_runtime import (
     RunStore,
     ToolRules,
 )
-from agents_runtime.deadlines import Deadline
-from agents_runtime.vocabulary import DecisionAction
+from agents_runtime.store import Deadline, DecisionAction
 from tests.support.runtime_helpers import stored_run
 
 from .conftest import RuntimeFor

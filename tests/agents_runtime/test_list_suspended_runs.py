@@ -19,7 +19,7 @@ from agents_runtime import (
     ToolContext,
     tool,
 )
-from agents_runtime.records import ParkedCall, Suspension
+from agents_runtime.store import ParkedCall, Suspension
 from tests.support.runtime_helpers import ModelSpy, ToolLog, off_loop, only_run, run_ids
 
 from .conftest import RuntimeFor

@@ -23,7 +23,7 @@ from agents_runtime import (
 )
 from agents_runtime.policy import shown
 from agents_runtime.previews import MAX_SENTENCE, Change, Preview, preview_problems
-from agents_runtime.vocabulary import DecisionAction
+from agents_runtime.store import DecisionAction
 from tests.support.runtime_helpers import ToolLog, stored_run
 
 from .conftest import RuntimeFor

@@ -21,7 +21,7 @@ from agents_runtime import (
 )
 from agents_runtime.policy import shown
 from agents_runtime.previews import Change, Preview
-from agents_runtime.vocabulary import DecisionAction
+from agents_runtime.store import DecisionAction
 from tests.support.runtime_helpers import ToolLog, stored_run
 
 from .conftest import RuntimeFor

@@ -18,7 +18,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from agents_runtime import DecisionRequest, GrantRequest, GrantScope, Origin, Runtime, fingerprint
-from agents_runtime.vocabulary import DecisionAction
+from agents_runtime.store import DecisionAction
 from approvals.models import AuditEntry
 from approvals.services.decisions import decide
 from tests.support.api import Api, audit_rows, events, listing, read, start

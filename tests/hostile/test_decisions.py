@@ -15,8 +15,8 @@ from django.db import connection
 from django.test import Client
 
 from agents_runtime import DecisionRequest, InvalidResumeData, InvalidToolArgs
+from agents_runtime.store import DecisionAction
 from agents_runtime.untrusted import MAX_DEPTH
-from agents_runtime.vocabulary import DecisionAction
 from approvals.models import AuditEntry
 from approvals.policy import Access
 from approvals.services.decisions import decide

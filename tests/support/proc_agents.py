@@ -50,7 +50,7 @@ from agents_runtime import (  # noqa: E402
     ToolContext,
     tool,
 )
-from agents_runtime.deadlines import Deadline  # noqa: E402
+from agents_runtime.store import Deadline  # noqa: E402
 from approvals.store import DjangoRunStore  # noqa: E402
 
 AGENT_ID = "proc-support"

@@ -29,7 +29,7 @@ from agents_runtime import (
     scripted_model,
     tool,
 )
-from agents_runtime.records import StoredRun
+from agents_runtime.store import StoredRun
 
 
 async def off_loop[T](call: Callable[[], T]) -> T:

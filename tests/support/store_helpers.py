@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from agents_runtime.memory import InMemoryRunStore
-from agents_runtime.records import DEFAULT_LEASE, Decision, Delegation, ParkedCall, Suspension
-from agents_runtime.store import RunStore
+from agents_runtime.store import DEFAULT_LEASE, Decision, Delegation, ParkedCall, RunStore, Suspension
 from approvals.store import DjangoRunStore
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

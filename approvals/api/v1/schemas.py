@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
+from agents_runtime.store import DecisionAction, Outcome
 from agents_runtime.untrusted import MAX_REASON_LENGTH, text_problem
-from agents_runtime.vocabulary import DecisionAction, Outcome
 from approvals.services.requests import MAX_OUTPUT_CHARS
 
 #: Beyond any real audit log; keeps the offset a database integer.

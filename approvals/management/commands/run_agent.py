@@ -10,8 +10,7 @@ from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from agents_runtime.deadlines import Deadline
-from agents_runtime.vocabulary import CallKind
+from agents_runtime.store import CallKind, Deadline
 from approvals import agents
 
 

@@ -14,7 +14,7 @@ import pytest
 from django.test import Client
 
 from agents_runtime import Runtime
-from agents_runtime.vocabulary import Outcome
+from agents_runtime.store import Outcome
 from approvals import agents as served
 from approvals.models import AuditEntry
 from demo import tools as demo_tools

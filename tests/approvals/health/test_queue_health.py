@@ -14,7 +14,7 @@ from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
-from agents_runtime.deadlines import Deadline
+from agents_runtime.store import Deadline
 from approvals.health import charts, rollup
 from approvals.health.counting import hour_of
 from approvals.health.figures import (

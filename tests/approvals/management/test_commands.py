@@ -13,7 +13,7 @@ from django.contrib.auth.models import Group, User
 from django.core.management import CommandError, call_command
 
 from agents_runtime import Agent, Call, Reply, Runtime, scripted_model, tool
-from agents_runtime.deadlines import Deadline
+from agents_runtime.store import Deadline
 from approvals import agents as served
 from approvals.apps import compose
 from approvals.models import AuditEntry, RoutingRule

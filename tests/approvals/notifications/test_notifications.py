@@ -19,7 +19,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from agents_runtime.deadlines import Deadline
+from agents_runtime.store import Deadline
 from approvals.models import AuditEntry, Notification, NotificationPreference
 from approvals.notifications import remind_due, send_due
 from tests.support.notification_sinks import ChatSink, MailSink, parts, wait_for

@@ -10,7 +10,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import Group, Permission, User
 
-from agents_runtime.deadlines import Deadline
+from agents_runtime.store import Deadline
 from approvals.notifications.recipients import deciders_of, deciders_of_call
 from approvals.policy import Access
 from tests.support.runtime_fixtures import DashboardAgents

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection, transaction
 from django.test import override_settings
 
-from agents_runtime.records import RunQuery
+from agents_runtime.store import RunQuery
 from approvals.models import RunRecord
 from approvals.server import database
 from approvals.store import DjangoRunStore

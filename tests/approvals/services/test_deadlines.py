@@ -12,7 +12,7 @@ from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 from django.urls import reverse
 
-from agents_runtime.deadlines import Deadline
+from agents_runtime.store import Deadline
 from approvals.models import AuditEntry
 from approvals.tasks import Sweeper
 from tests.support.inbox_rows import inbox, opened

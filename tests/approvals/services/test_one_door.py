@@ -24,7 +24,7 @@ from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
 from agents_runtime import Agent, Call, Reply, Runtime, fingerprint, scripted_model, tool
-from agents_runtime.deadlines import Deadline
+from agents_runtime.store import Deadline
 from approvals import agents as served
 from approvals.apps import compose
 from approvals.models import AuditEntry, Batch, GrantRecord, WebhookDelivery, WebhookEndpoint

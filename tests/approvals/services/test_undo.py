@@ -14,7 +14,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from agents_runtime.deadlines import Deadline
+from agents_runtime.store import Deadline
 from approvals import services
 from approvals.models import AuditEntry, HeldDecision
 from approvals.tasks import Sweeper

@@ -171,6 +171,6 @@ def _approved(agent: Agent, run: Any, *, actor: str) -> Any:
 
 
 def _approval(actor: str, clock: Clock) -> Any:
-    from agents_runtime.records import Decision
+    from agents_runtime.store import Decision
 
     return Decision(action="approve", decided_at=clock(), actor=actor)

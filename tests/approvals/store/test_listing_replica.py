@@ -20,7 +20,7 @@ call_command("migrate", verbosity=0)
 from django.conf import settings
 if "replica" in settings.DATABASES:
     call_command("migrate", database="replica", verbosity=0)  # (a real replica has the primary's schema)
-from agents_runtime.records import RunQuery
+from agents_runtime.store import RunQuery
 from approvals import agents
 from approvals.store import DjangoRunStore
 from tests.support.store_helpers import approval, decision, suspension

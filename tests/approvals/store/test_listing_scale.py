@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from agents_runtime.records import RunQuery
+from agents_runtime.store import RunQuery
 from approvals.models import RunRecord
 from approvals.store import DjangoRunStore
 from tests.support.store_helpers import T0, Clock, approval, decision, suspend_call, suspension

@@ -15,7 +15,7 @@ from django.test import Client
 from django.utils import timezone
 
 from agents_runtime import Agent, Call, Reply, Runtime, tool
-from agents_runtime.deadlines import Deadline
+from agents_runtime.store import Deadline
 from approvals.models import AuditEntry, EndedRun, RunRecord, ThreadMessage
 from approvals.store import DjangoRunStore
 from approvals.tasks import Sweeper

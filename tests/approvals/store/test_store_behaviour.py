@@ -13,8 +13,7 @@ from datetime import timedelta
 import pytest
 
 from agents_runtime.errors import RunAlreadyDecided, RunNotFound, ToolCallNotSuspended
-from agents_runtime.records import Decision, RunQuery, StoredRun
-from agents_runtime.store import RunStore
+from agents_runtime.store import Decision, RunQuery, RunStore, StoredRun
 from tests.support.store_helpers import (
     STORE_KINDS,
     T0,

@@ -14,8 +14,7 @@ from django.apps import apps as django_apps
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
-from agents_runtime.records import RunQuery
-from agents_runtime.store import RunStore
+from agents_runtime.store import RunQuery, RunStore
 from approvals.models import ParkedCallRecord, RunRecord, ThreadMessage
 from approvals.store import DjangoRunStore
 from tests.support.store_helpers import T0, Clock, approval, decision, suspend_call, suspension

@@ -18,7 +18,7 @@ from django.test import Client
 from django.urls import reverse
 
 from agents_runtime import RunResult
-from agents_runtime.deadlines import Deadline
+from agents_runtime.store import Deadline
 from approvals.models import AuditEntry
 from approvals.services.tokens import create_token
 from tests.support.inbox_rows import HX

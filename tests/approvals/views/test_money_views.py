@@ -15,7 +15,7 @@ from asgiref.sync import async_to_sync
 from django.test import Client
 
 from agents_runtime import Agent, Runtime, scripted_model
-from agents_runtime.vocabulary import DecisionAction, Outcome
+from agents_runtime.store import DecisionAction, Outcome
 from approvals import agents as served
 from approvals.apps import compose
 from approvals.models import AuditEntry

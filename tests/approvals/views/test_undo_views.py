@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents_runtime import DecisionRequest, Origin
-from agents_runtime.vocabulary import DecisionAction
+from agents_runtime.store import DecisionAction
 from approvals import services
 from approvals.live import uses_outbox
 from approvals.models import AuditEntry, LiveEvent

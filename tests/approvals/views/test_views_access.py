@@ -10,7 +10,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from agents_runtime import DecisionRequest, Origin
-from agents_runtime.vocabulary import DecisionAction
+from agents_runtime.store import DecisionAction
 from approvals import services
 from approvals.models import AuditEntry
 from approvals.policy import Access, AgentAccess

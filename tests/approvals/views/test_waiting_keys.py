@@ -16,7 +16,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection, connections
 
-from agents_runtime.records import RunQuery
+from agents_runtime.store import RunQuery
 from approvals.models import RunRecord
 from approvals.store import DjangoRunStore
 from tests.support.store_helpers import T0, Clock, approval, decision, suspension
