@@ -3,7 +3,7 @@
 Pure Python: never imports Django. See ``Agent`` for runs and decisions, ``Runtime`` for storage.
 """
 
-from ._convert import agent_run
+from ._pydantic import agent_run
 from .agent import Agent
 from .conditions import Condition, ConditionVerdict, InvalidCondition
 from .errors import (

@@ -17,8 +17,8 @@ from dataclasses import asdict, replace
 from datetime import datetime
 
 from ._context import AgentContext
-from ._convert import as_utc
 from ._decisions import decision_rule
+from ._pydantic import as_utc
 from .conditions import InvalidCondition, check_against_schema
 from .errors import DecisionRefused, RunAlreadyDecided, RunNotFound, ToolCallNotSuspended
 from .grants import (

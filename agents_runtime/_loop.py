@@ -21,18 +21,6 @@ from pydantic_ai.tools import RunContext
 
 from . import _external, _pydantic
 from ._context import AgentContext
-from ._convert import (
-    agent_run,
-    chunk_for,
-    ignore,
-    listed_call,
-    new_run_id,
-    run_transcript,
-    showing_edits,
-    step_finished,
-    steps_usage,
-    waiting_chunks,
-)
 from ._decisions import add_result
 from ._grants import Covering, apply_grants, check_grants
 from ._parking import (
@@ -44,7 +32,21 @@ from ._parking import (
     with_deadlines,
     with_previews,
 )
-from ._pydantic import ClaimLost, RunDeps
+from ._pydantic import (
+    ClaimLost,
+    Emit,
+    RunDeps,
+    agent_run,
+    chunk_for,
+    ignore,
+    listed_call,
+    new_run_id,
+    run_transcript,
+    showing_edits,
+    step_finished,
+    steps_usage,
+    waiting_chunks,
+)
 from ._routing import Routed, apply_routes, route_calls
 from .events import Continuation
 from .store import (
@@ -59,7 +61,7 @@ from .store import (
     Suspension,
     tool_calls,
 )
-from .stream import Decided, Emit, RunStream
+from .stream import Decided, RunStream
 from .untrusted import clean_json, clean_text
 
 logger = logging.getLogger("agents_runtime")

@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol
 
 from . import _deadlines, _decisions, _grants, _loop, _pydantic, _routing
 from ._context import AgentContext
-from ._convert import agent_run, as_utc, check_pagination, new_run_id, now, plain_messages
+from ._pydantic import Emit, agent_run, as_utc, check_pagination, new_run_id, now, plain_messages
 from .errors import RunNotFound
 from .events import Continuation, RunEvent
 from .grants import Grant, GrantRequest, GrantScope
@@ -36,7 +36,7 @@ from .store import (
     StoredRun,
     as_deadline,
 )
-from .stream import Decided, Emit, RunStream
+from .stream import Decided, RunStream
 from .tools import Tool, tool
 from .untrusted import clean_text
 

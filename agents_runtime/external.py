@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import _external, _loop
-from ._convert import ignore, new_run_id
+from ._pydantic import ignore, new_run_id
 from .agent import Agent
 from .errors import AgentsRuntimeError, InvalidResumeData, InvalidToolArgs
 from .presentation import title_for

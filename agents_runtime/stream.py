@@ -7,9 +7,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final
 
+from ._pydantic import Emit
 from .store import AgentRun, AgentRunToolCall, Chunk, RunResult
-
-Emit = Callable[[Chunk], None]
 
 _END: Final = object()
 
