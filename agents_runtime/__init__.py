@@ -3,6 +3,7 @@
 Pure Python: never imports Django. See ``Agent`` for runs and decisions, ``Runtime`` for storage.
 """
 
+from ._loop import Decided, RunStream
 from ._pydantic import agent_run
 from .agent import Agent
 from .conditions import Condition, ConditionVerdict, InvalidCondition
@@ -51,7 +52,6 @@ from .store import (
     RunResult,
     RunStore,
 )
-from .stream import Decided, RunStream
 from .tools import Tool, ToolContext, tool
 
 __all__ = [

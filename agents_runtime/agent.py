@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import date, datetime, timedelta
 from typing import Any, Literal, Protocol
 
-from . import _deadlines, _decisions, _grants, _loop, _pydantic, _routing
-from ._context import AgentContext
+from . import _loop, _pydantic
+from ._loop import AgentContext, Decided, RunStream
 from ._pydantic import Emit, agent_run, as_utc, check_pagination, new_run_id, now, plain_messages
 from .errors import RunNotFound
 from .events import Continuation, RunEvent
@@ -36,7 +36,6 @@ from .store import (
     StoredRun,
     as_deadline,
 )
-from .stream import Decided, RunStream
 from .tools import Tool, tool
 from .untrusted import clean_text
 
@@ -243,19 +242,19 @@ class Agent:
         ``resume_stream`` are this with the request spelled out.
         """
         ctx = self._context()
-        return await _loop.proceed(ctx, await _decisions.decide(ctx, request))
+        return await _loop.proceed(ctx, await _loop.decide(ctx, request))
 
     async def check_decision(self, request: DecisionRequest) -> AgentRun:
         """Whether ``decide`` would take ``request`` now (beyond Mastra), recording nothing: the run as
         it waits, or the refusal ``decide`` would meet, raised. For a host that holds a decision for
         a while before it takes it (an undo window); the rules run again when it is taken."""
-        run, _call, _verdict = await _decisions.check(self._context(), request)
+        run, _call, _verdict = await _loop.check(self._context(), request)
         return agent_run(run)
 
     async def would_decide(self, request: DecisionRequest) -> Would:
         """What ``decide(request)`` would do now, by the same rules, recording nothing (beyond Mastra):
         a preview's answer, which a decision taken later may not match (the call may change)."""
-        return await _decisions.would(self._context(), request)
+        return await _loop.would(self._context(), request)
 
     async def approve_tool_call(
         self,
@@ -321,7 +320,7 @@ class Agent:
         Mastra). Each goes through the store's atomic decision step, so a reviewer deciding at the
         same moment either wins or loses whole. How many calls expired or escalated."""
         ctx = self._context()
-        return await _deadlines.expire_overdue(ctx, as_utc(now, end_of_day=False) or ctx.clock())
+        return await _loop.expire_overdue(ctx, as_utc(now, end_of_day=False) or ctx.clock())
 
     async def extend_deadline(
         self,
@@ -337,7 +336,7 @@ class Agent:
 
         ``ValueError`` without a reason, for an earlier deadline or a call that has none.
         """
-        return await _deadlines.extend(
+        return await _loop.extend_deadline(
             self._context(), run_id, tool_call_id, until=until, by=by, reason=clean_text(reason), actor=actor
         )
 
@@ -347,18 +346,18 @@ class Agent:
         self, tool_name: str, *, scope: GrantScope | str, created_by: str, **terms: Any
     ) -> GrantRequest:
         """A checked standing grant for ``tool_name``, not yet kept (``add_grant``); ``terms`` and
-        the ``InvalidGrant`` cases: ``_grants.request_for``."""
-        return _grants.request_for(self._context(), tool_name, scope=scope, created_by=created_by, **terms)
+        the ``InvalidGrant`` cases: ``_loop.grant_request``."""
+        return _loop.grant_request(self._context(), tool_name, scope=scope, created_by=created_by, **terms)
 
     async def add_grant(self, request: GrantRequest) -> Grant:
         """Keep a grant from ``grant_request``: from now on the calls it covers are approved as they
         park, each recorded as approved by it (beyond Mastra)."""
-        return await _grants.add(self._context(), request)
+        return await _loop.add_grant(self._context(), request)
 
     async def revoke_grant(self, grant_id: int, *, actor: str) -> Grant:
         """Revoke one of this agent's grants: no call is approved by it after this returns
         (``GrantNotFound`` when the agent has no such grant)."""
-        return await _grants.revoke(self._context(), grant_id, actor=actor)
+        return await _loop.revoke_grant(self._context(), grant_id, actor=actor)
 
     # -- routing rules (beyond Mastra) -------------------------------------------------------------
 
@@ -366,24 +365,24 @@ class Agent:
         self, tool_name: str, *, route: Route | str, created_by: str, **terms: Any
     ) -> RuleRequest:
         """A checked routing rule for ``tool_name`` (``condition``, ``reason``, ``position``), not yet
-        kept; ``InvalidRule`` saying what is wrong (``_routing.request_for``)."""
-        return _routing.request_for(self._context(), tool_name, route=route, created_by=created_by, **terms)
+        kept; ``InvalidRule`` saying what is wrong (``_loop.rule_request``)."""
+        return _loop.rule_request(self._context(), tool_name, route=route, created_by=created_by, **terms)
 
     async def add_rule(self, request: RuleRequest) -> Rule:
         """Keep a rule from ``rule_request``: from now on it routes the calls it matches as they park."""
-        return await _routing.add(self._context(), request)
+        return await _loop.add_rule(self._context(), request)
 
     async def change_rule(self, rule_id: int, request: RuleRequest) -> Rule:
         """New terms for one of this agent's rules (``RuleNotFound`` when it has no such rule)."""
-        return await _routing.change(self._context(), rule_id, request)
+        return await _loop.change_rule(self._context(), rule_id, request)
 
     async def delete_rule(self, rule_id: int, *, actor: str) -> Rule:
         """Delete one of this agent's rules (``RuleNotFound`` when it has no such rule)."""
-        return await _routing.delete(self._context(), rule_id, actor=actor)
+        return await _loop.delete_rule(self._context(), rule_id, actor=actor)
 
     async def routing_rules(self, tool_name: str | None = None) -> list[Rule]:
         """This agent's routing rules, each tool's in the order they apply."""
-        return await _routing.rules(self._context(), tool_name)
+        return await _loop.rules_of(self._context(), tool_name)
 
     def continue_run(self, run_id: str, *, version: int, claimed: StoredRun | None = None) -> RunStream:
         """Continue a run claimed at ``version`` by a decision (beyond Mastra: for background workers).

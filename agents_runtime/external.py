@@ -2,10 +2,10 @@
 
 An ``ExternalAgent`` has no model and no tools of its own: whoever hosts the runtime takes a request
 ("may I call ``tool`` with ``args``?") from a process elsewhere and hands it to ``request_approval``,
-which stores a run parked on that one call (``_external``). From there the call is like any other:
-the same listings, decisions (``Agent.decide`` and its rules), grants, deadlines, votes and events.
-When decided, its continuation runs nothing: it ends the run with the decision, for the agent that
-asked to read and act on (it runs the tool itself).
+which stores a run parked on that one call (``_loop.external_suspension``). From there the call is
+like any other: the same listings, decisions (``Agent.decide`` and its rules), grants, deadlines,
+votes and events. When decided, its continuation runs nothing: it ends the run with the decision,
+for the agent that asked to read and act on (it runs the tool itself).
 
 The tool a request names is an ``ExternalTool``: the rules the host registered for that tool name
 (``ToolRules``: approvals, separation of duties, risky values, "I checked this", grants), and, for
@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import _external, _loop
+from . import _loop
+from ._loop import RunStream
 from ._pydantic import ignore, new_run_id
 from .agent import Agent
 from .errors import AgentsRuntimeError, InvalidResumeData, InvalidToolArgs
@@ -28,7 +29,6 @@ from .presentation import title_for
 from .previews import preview_problems
 from .schema_check import schema_problems
 from .store import Deadline, RunResult
-from .stream import RunStream
 from .tools import Tool, _validate, to_jsonable
 from .untrusted import MAX_DEPTH, describe, problems, text_problem
 
@@ -278,7 +278,7 @@ class ExternalAgent(Agent):
         is then not ``suspended``). ``InvalidExternalCall`` for a request that cannot be taken."""
         self.check(call)
         ctx = self._context()
-        suspension = _external.suspension(
+        suspension = _loop.external_suspension(
             ctx,
             run_id or new_run_id(),
             tool_name=call.tool_name,

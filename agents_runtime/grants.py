@@ -9,7 +9,7 @@ objects; evaluated by the maintained ``common-expression-language`` package, nev
 
 Where each rule lives: whether a call may be granted at all and which grants match it (the store's
 ``live_grants``, then each grant's condition) is checked by the runtime when a run parks
-(``_grants``); a grant's life (revoked, used up, expired) is checked by the store inside the atomic
+(``_loop.check_grants``); a grant's life (revoked, used up, expired) is checked by the store inside the atomic
 step that records the approval and takes one use, so a revoked or used-up grant approves nothing
 more and N uses mean N under concurrency (``GrantStore``). What a condition may say, and what
 evaluating one may cost, is the job of ``conditions``.

@@ -12,7 +12,7 @@ might have caught).
 
 Rules are made, changed and deleted by people only (the host decides who: the desk, its admins);
 each decision a rule takes goes through ``Agent.decide``'s rules and the store's atomic step like any
-other (``Origin.RULE``), so its audit row and exactly-once hold (``_routing`` applies them).
+other (``Origin.RULE``), so its audit row and exactly-once hold (``_loop.apply_routes`` applies them).
 """
 
 from __future__ import annotations

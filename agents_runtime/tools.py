@@ -169,7 +169,7 @@ class Tool:
     preview: PreviewSpec | None = None
     preview_timeout: float = PREVIEW_TIMEOUT
     #: Run the preview again after an approval, before the tool runs: a call whose preview changed
-    #: (or could not be made) does not run but waits again (``_parking.rechecked``).
+    #: (or could not be made) does not run but waits again (``_loop.rechecked``).
     recheck: bool = False
     #: The tool's version: a decision is bound to it (``policy.fingerprint``), so a card shown before
     #: an upgrade decides nothing after it.

@@ -405,7 +405,7 @@ def attention(
 
 def failing_grants(agent_ids: Collection[str], *, since: datetime) -> list[FailingGrantRow]:
     """Grants of these agents whose condition failed on a call since ``since`` (the grant's record
-    counts them as the runtime finds them: ``agents_runtime._grants.check_grants``)."""
+    counts them as the runtime finds them: ``agents_runtime._loop.check_grants``)."""
     rows = GrantRecord.objects.filter(
         agent_id__in=agent_ids, condition_failures__gt=0, last_condition_error_at__gte=since
     ).order_by("-last_condition_error_at", "-id")[:FAILING_GRANTS_SHOWN]

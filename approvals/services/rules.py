@@ -3,7 +3,7 @@
 Who may: ``policy.may_manage_rules`` (the stricter of "may make grants for this agent" and "manages
 grants"). The runtime checks the terms (``Agent.rule_request``: ``InvalidRule`` saying what is wrong,
 nothing kept) and its store keeps each change with its audit row. What a rule then does to a call
-happens in the runtime as the call parks (``agents_runtime._routing``).
+happens in the runtime as the call parks (``agents_runtime._loop.route_calls``).
 """
 
 from __future__ import annotations
