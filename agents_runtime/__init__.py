@@ -5,7 +5,7 @@ Pure Python: never imports Django. See ``Agent`` for runs and decisions, ``Runti
 
 from ._loop import Decided, RunStream
 from ._pydantic import agent_run
-from .agent import Agent
+from .agent import Agent, Runtime
 from .conditions import Condition, ConditionVerdict, InvalidCondition
 from .errors import (
     AgentsRuntimeError,
@@ -41,7 +41,6 @@ from .policy import (
 )
 from .previews import Change, Preview
 from .routing import InvalidRule, Route, Rule, RuleNotFound, RuleRequest, RuleStore
-from .runtime import Runtime
 from .scripted import Call, Reply, ScriptContext, scripted_model
 from .store import (
     AgentRun,
