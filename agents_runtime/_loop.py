@@ -142,8 +142,16 @@ from .store import (
     expiry_reason,
     tool_calls,
 )
-from .tools import Tool, ToolContext, _validate, to_jsonable
-from .untrusted import check_decision, checked_json, clean_call, clean_json, clean_text, reason_problem
+from .tools import Tool, ToolContext, _validate
+from .untrusted import (
+    check_decision,
+    checked_json,
+    clean_call,
+    clean_json,
+    clean_text,
+    reason_problem,
+    to_jsonable,
+)
 
 _END: Final = object()
 

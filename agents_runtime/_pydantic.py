@@ -53,8 +53,8 @@ from .store import (
     deadline_from_json,
     deadline_to_json,
 )
-from .tools import Tool, ToolContext, ToolSuspended, to_jsonable
-from .untrusted import SNAPSHOT_MAX_DEPTH, clean_id, clean_json, clean_text, parse_model_json
+from .tools import Tool, ToolContext, ToolSuspended
+from .untrusted import SNAPSHOT_MAX_DEPTH, clean_id, clean_json, clean_text, parse_model_json, to_jsonable
 
 logger = logging.getLogger("agents_runtime")
 

@@ -29,8 +29,8 @@ from .presentation import title_for
 from .previews import preview_problems
 from .schema_check import schema_problems
 from .store import Deadline, RunResult
-from .tools import Tool, _validate, to_jsonable
-from .untrusted import MAX_DEPTH, describe, problems, text_problem
+from .tools import Tool, _validate
+from .untrusted import MAX_DEPTH, describe, problems, text_problem, to_jsonable
 
 __all__ = [
     "ExternalAgent",

@@ -18,6 +18,7 @@ from .presentation import ApprovalRule, FieldHint, Money, approval_reason, money
 from .previews import PREVIEW_TIMEOUT, PreviewSpec
 from .schema_check import schema_problems
 from .store import Deadline, DeadlineOptions, deadline_from
+from .untrusted import to_jsonable
 
 #: ``requires_approval``: a bool, a callable of the arguments (True, or a reason string, asks for
 #: approval), or an ``ApprovalRule`` that says why.
@@ -26,7 +27,7 @@ ApprovalSpec = bool | Callable[[dict[str, Any]], Any] | ApprovalRule
 TitleSpec = str | Callable[[dict[str, Any]], str] | None
 SchemaSpec = type[pydantic.BaseModel] | Mapping[str, Any] | None
 
-__all__ = ["Tool", "ToolContext", "ToolSuspended", "to_jsonable", "tool"]
+__all__ = ["Tool", "ToolContext", "ToolSuspended", "tool"]
 
 
 class ToolSuspended(BaseException):
@@ -112,17 +113,6 @@ def _validate(spec: SchemaSpec, data: Any, what: str) -> Any:
         errors = [{"loc": tuple(p.absolute_path), "msg": p.message} for p in problems]
         raise InvalidResumeData(f"Invalid {what}: {len(errors)} error(s)", errors=errors)
     return data
-
-
-def to_jsonable(value: Any) -> Any:
-    """Plain JSON data for storage: pydantic models are dumped, the rest goes through pydantic."""
-    if isinstance(value, pydantic.BaseModel):
-        return value.model_dump(mode="json")
-    return _ANY.dump_python(value, mode="json")
-
-
-#: Built once: a TypeAdapter builds its serializer when made, which cost more than the dump itself.
-_ANY: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(Any)
 
 
 def _is_tool_context(annotation: Any) -> bool:

@@ -5,7 +5,8 @@ surrogate cannot be encoded as UTF-8, Python will not print an integer of more t
 deep JSON exhausts the recursion limit of whoever reads it next. So:
 
 **Model and tool output** (tool call ids, arguments, text, tool results, suspend payloads, snapshots)
-is put in a *normal form* before it is stored or emitted, identically for every store:
+is put in a *normal form* before it is stored or emitted, identically for every store: made JSON data
+(``to_jsonable``: pydantic models dumped, the rest through pydantic), then:
 
 - text: NUL and lone surrogates become U+FFFD (a surrogate pair is joined into its character);
 - numbers: NaN, +inf and -inf become the strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"``; an
@@ -43,6 +44,8 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
+
+import pydantic
 
 from .errors import InvalidResumeData, InvalidToolArgs
 from .store import DecisionAction, ParkedCall
@@ -183,6 +186,18 @@ def _clean_object(value: dict[Any, Any], depth: int, max_depth: int, notes: list
         changed = changed or new_key is not key or new_item is not item
         out[new_key] = new_item
     return out if changed or len(out) != len(value) else value
+
+
+def to_jsonable(value: Any) -> Any:
+    """A tool's or a model's value as plain JSON data, the first step of the normal form (``clean_json``
+    is the next): pydantic models are dumped, the rest goes through pydantic."""
+    if isinstance(value, pydantic.BaseModel):
+        return value.model_dump(mode="json")
+    return _ANY.dump_python(value, mode="json")
+
+
+#: Built once: a TypeAdapter builds its serializer when made, which cost more than the dump itself.
+_ANY: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(Any)
 
 
 def clean_json(
