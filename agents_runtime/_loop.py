@@ -2,8 +2,8 @@
 
 Every part takes the context as its first argument and reaches the store, the runtime's listeners
 and scheduler, the host's policy, the agent's tools and its sub-agents through it alone: calls run
-one way, from the agent through the engine to the store, and the engine imports neither ``agent``
-nor ``runtime`` (an import-linter contract). Its parts, in this order:
+one way, from the agent through the engine to the store, and the engine never imports ``agent`` (where
+``Agent`` and ``Runtime`` live; an import-linter contract). Its parts, in this order:
 
 - **The stream** (``RunStream``, ``Decided``): the chunks of a run as they happen, and its result.
 - **Deciding**: every decision (approve, decline, resume, a grant's, a rule's, a deadline's) checked
