@@ -364,7 +364,7 @@ def decision_rule(ctx: AgentContext, request: DecisionRequest) -> DecisionRule:
 
 async def settle(ctx: AgentContext, run_id: str, rule: DecisionRule, actor: str | None) -> DecisionReceipt:
     """Record the decision ``rule`` makes (the store's atomic step) and announce it; what it leads to
-    is the run loop's (``_loop.proceed``)."""
+    is the run loop's (``proceed``)."""
     receipt: DecisionReceipt = await ctx.call(
         ctx.store.decide, agent_id=ctx.agent_id, run_id=run_id, rule=rule
     )
