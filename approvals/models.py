@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from agents_runtime.grants import GrantScope
 from agents_runtime.routing import Route
-from agents_runtime.vocabulary import (
+from agents_runtime.store import (
     NO_EFFECT_OUTCOMES,
     RECORDED_OUTCOMES,
     CallKind,

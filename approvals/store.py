@@ -40,7 +40,7 @@ from django.db.models import DateTimeField, Exists, F, Field, OuterRef, Q, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
-from agents_runtime import Continuation, RunAlreadyDecided, RunNotFound, deadlines
+from agents_runtime import Continuation, RunAlreadyDecided, RunNotFound
 from agents_runtime.grants import (
     Grant,
     GrantNotFound,
@@ -50,38 +50,39 @@ from agents_runtime.grants import (
     GrantUnavailable,
     narrowest_first,
 )
-from agents_runtime.records import (
-    DeadlineChange,
-    DeadlineRule,
-    Decision,
-    DecisionReceipt,
-    DecisionRule,
-    Delegation,
-    ParkedCall,
-    RunEnding,
-    RunQuery,
-    StoredRun,
-    Suspension,
-    Vote,
-    construct,
-    decision_conflict,
-)
 from agents_runtime.routing import Route, Rule, RuleNotFound, RuleRequest, RuleStore, renumbered
-from agents_runtime.store import RunStore
-from agents_runtime.untrusted import clean_text
-from agents_runtime.vocabulary import (
+from agents_runtime.store import (
     CONTINUING_DETAIL,
     INTERRUPTED_AFTER_START_DETAIL,
     INTERRUPTED_DETAIL,
     CallKind,
+    Deadline,
+    DeadlineChange,
+    DeadlineRule,
+    Decision,
     DecisionAction,
+    DecisionReceipt,
+    DecisionRule,
+    Delegation,
     Outcome,
+    ParkedCall,
+    RunEnding,
+    RunQuery,
+    RunStore,
+    StoredRun,
+    Suspension,
+    Vote,
     completed_detail,
+    construct,
+    deadline_from_json,
+    deadline_to_json,
+    decision_conflict,
     failed_detail,
     recheck_detail,
     suspended_again_detail,
     waiting_detail,
 )
+from agents_runtime.untrusted import clean_text
 from approvals.models import (
     DECIDING_BATCH,
     RECORD_FIELDS,
@@ -251,7 +252,7 @@ def call_records(run_pk: int, calls: Iterable[ParkedCall]) -> list[ParkedCallRec
                 votes=votes_column(call.votes),
                 tool_started_at=None if call.tool_started_at is None else utc(call.tool_started_at),
                 expires_at=None if call.expires_at is None else utc(call.expires_at),
-                deadline=deadlines.to_json(call.deadline),
+                deadline=deadline_to_json(call.deadline),
                 escalated_to=call.escalated_to,
                 **({} if call.decision is None else decision_columns(call.decision)),
             )
@@ -321,11 +322,11 @@ def parked_call(row: Row) -> ParkedCall:
     )
 
 
-def _deadline(row: Row) -> deadlines.Deadline | None:
+def _deadline(row: Row) -> Deadline | None:
     if row["deadline"] is None:
         return None
     try:
-        return deadlines.from_json(row["deadline"])
+        return deadline_from_json(row["deadline"])
     except ValueError as exc:  # pydantic's ValidationError is one
         raise CorruptRow(f"call {row['tool_call_id']!r} has an unreadable deadline") from exc
 

@@ -31,7 +31,6 @@ from agents_runtime.presentation import with_money
 from agents_runtime.routing import MAX_ROUTED_APPROVALS
 from agents_runtime.store import CallKind
 from agents_runtime.untrusted import clean_text, reveal_invisible
-from agents_runtime.vocabulary import CallKind
 from approvals import ids
 from approvals.cards.args import ArgView, arg_views, values_view
 from approvals.cards.fields import FieldView, bound_fields, unbound_fields

@@ -22,7 +22,6 @@ from django.urls import reverse
 from agents_runtime import Agent, AgentRun
 from agents_runtime.store import DecisionAction, Outcome, StoredRun
 from agents_runtime.untrusted import clean_text, reveal_invisible
-from agents_runtime.vocabulary import DecisionAction, Outcome
 from approvals import ids
 from approvals.cards.call import (
     RESUME_PREFIX,

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from agents_runtime.records import tool_calls
-from agents_runtime.vocabulary import NOT_DECISIONS, DecisionAction, Outcome
+from agents_runtime.store import NOT_DECISIONS, DecisionAction, Outcome, tool_calls
 from approvals.models import EVER, Series
 
 TOOK_EFFECT = "took_effect"

@@ -28,8 +28,8 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from agents_runtime import Chunk, RunEvent
+from agents_runtime.store import DecisionAction
 from agents_runtime.untrusted import reveal_invisible
-from agents_runtime.vocabulary import DecisionAction
 from approvals.ids import safe
 from approvals.models import AuditEntry, LiveEvent
 

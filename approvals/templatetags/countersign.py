@@ -12,7 +12,6 @@ from django.utils import timezone
 from agents_runtime import Preview, store
 from agents_runtime.store import DecisionAction, Verdict
 from agents_runtime.untrusted import reveal_invisible
-from agents_runtime.vocabulary import DecisionAction, Verdict
 from approvals import ids, times
 from approvals.cards.text import compact_json
 

@@ -6,7 +6,7 @@
 // .run-card > .call[id] sections (each a folded details.call-row: the current call's row opens),
 // their button.approve, .decline-form (in details.decline), details.edit-args,
 // input.bulk-select (naming form#bulk-form, with .bulk-count), dialog#keys-help, .keys-open,
-// .skip-link. The current call is remembered by id (ids are stable: approvals/dom_ids.py), so it
+// .skip-link. The current call is remembered by id (ids are stable: approvals/ids.py), so it
 // survives the refetches live.js makes.
 //
 // Keys never clash with typing: they do nothing in a text field, textarea, select or editable

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 
-from agents_runtime.records import RunQuery, StoredRun
+from agents_runtime.store import RunQuery, StoredRun
 from approvals.store import DjangoRunStore
 from tests.support.store_helpers import T0, Clock, approval, decision, delegated, suspend_call, suspension
 

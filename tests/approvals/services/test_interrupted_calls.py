@@ -14,7 +14,7 @@ from django.test import Client
 from django.utils import timezone
 
 from agents_runtime import Agent, Call, Reply, RerunNotConfirmed, RunAlreadyDecided, Runtime, tool
-from agents_runtime.records import Decision
+from agents_runtime.store import Decision
 from approvals.models import AuditEntry, RunRecord
 from approvals.store import DjangoRunStore
 from tests.support.runtime_fixtures import DashboardAgents
