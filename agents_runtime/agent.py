@@ -513,7 +513,8 @@ class Runtime:
         self._scheduler: Scheduler | None = scheduler
         self._policy: Policy | None = policy
         self._agents: dict[str, Agent] = {}
-        self._listeners: list[Listener] = []
+        #: Each listener with the event types it hears (None: every type).
+        self._listeners: list[tuple[Listener, frozenset[str] | None]] = []
         for agent in agents:
             self._register(agent)
 
@@ -611,12 +612,19 @@ class Runtime:
             done += await agent.expire_overdue(at)
         return done
 
-    def add_listener(self, listener: Listener) -> None:
-        """Call ``listener(event)`` (sync or async) after every stored change of a run."""
-        self._listeners.append(listener)
+    def add_listener(self, listener: Listener, *, types: Iterable[str] | None = None) -> None:
+        """Call ``listener(event)`` (sync or async) after every stored change of a run, or only after
+        those of the event ``types`` given: a listener is not called for events it has nothing to do
+        with."""
+        self._listeners.append((listener, None if types is None else frozenset(types)))
 
     def remove_listener(self, listener: Listener) -> None:
-        self._listeners.remove(listener)
+        """Stop calling ``listener`` (ValueError if it was never added)."""
+        for index, (held, _) in enumerate(self._listeners):
+            if held == listener:
+                del self._listeners[index]
+                return
+        raise ValueError(f"{listener!r} is not a listener of this runtime")
 
     def _rewire(self) -> None:
         # The agents' engine parts work with a frozen context: they get a new one on next use.
@@ -634,7 +642,9 @@ class Runtime:
 
     async def publish(self, event: RunEvent) -> None:
         """Tell every listener about ``event``; a listener that fails is logged, never raised."""
-        for listener in list(self._listeners):
+        for listener, types in list(self._listeners):
+            if types is not None and event.type not in types:
+                continue
             try:
                 outcome = listener(event)
                 if inspect.isawaitable(outcome):

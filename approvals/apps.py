@@ -21,8 +21,8 @@ def compose(runtime: Runtime) -> Runtime:
     from approvals.policy import DeskPolicy
 
     runtime.add_listener(live.publish)
-    runtime.add_listener(webhooks.on_run_event)
-    runtime.add_listener(notifications.on_run_event)
+    runtime.add_listener(webhooks.on_run_event, types=webhooks.EVENT_TYPES)
+    runtime.add_listener(notifications.on_run_event, types=notifications.EVENT_TYPES)
     runtime.scheduler = tasks.schedule_continuation
     if runtime.policy is None:
         runtime.policy = DeskPolicy()

@@ -44,7 +44,7 @@ EXPECTED = Path(__file__).with_name("decision_path.txt")
 #: The packages whose files count (not the tests, not the test agents' tools).
 FIRST_PARTY = ("agents_runtime", "approvals", "config")
 #: The most files one Approve may enter: today's walk (the one-door issue asks for 20).
-MOST_FILES = 24
+MOST_FILES = 23
 #: What PostgreSQL (its prepared statements, the pool) and Redis (the channel layer) add.
 EXTRA_FILES_ELSEWHERE = 3
 #: The most SQL statements one Approve may send, on either database: today's count (the floor issue

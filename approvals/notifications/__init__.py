@@ -6,8 +6,16 @@ sweep's part (deadlines near); ``messages`` words them; ``sending`` sends them f
 task with retries (``approvals.deliveries``); ``preferences`` is each user's choice.
 """
 
-from approvals.notifications.events import on_run_event
+from approvals.notifications.events import EVENT_TYPES, on_run_event
 from approvals.notifications.reminders import forget_old, remind_due
 from approvals.notifications.sending import schedule_orphans, send_due, send_notification
 
-__all__ = ["forget_old", "on_run_event", "remind_due", "schedule_orphans", "send_due", "send_notification"]
+__all__ = [
+    "EVENT_TYPES",
+    "forget_old",
+    "on_run_event",
+    "remind_due",
+    "schedule_orphans",
+    "send_due",
+    "send_notification",
+]

@@ -42,12 +42,14 @@ from approvals.notifications.sending import schedule
 logger = logging.getLogger(__name__)
 
 Kind = Notification.Kind
+#: The run events the listener is called for (``apps.compose``): calls parked, a call escalated.
+EVENT_TYPES = ("run-suspended", "call-escalated")
 Channel = Notification.Channel
 
 
 async def on_run_event(event: RunEvent) -> None:
     """The runtime listener: record the notifications a parked or escalated call calls for."""
-    if event.type not in ("run-suspended", "call-escalated"):
+    if event.type not in EVENT_TYPES:
         return
     try:
         run = await agents.get(event.agent_id).get_suspended_run(event.run_id)

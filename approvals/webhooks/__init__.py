@@ -4,7 +4,7 @@
 matching endpoint; ``sending`` signs and sends them from a background task, retrying with backoff.
 """
 
-from approvals.webhooks.events import on_run_event
+from approvals.webhooks.events import EVENT_TYPES, on_run_event
 from approvals.webhooks.sending import resend, send_due, send_webhook
 
-__all__ = ["on_run_event", "resend", "send_due", "send_webhook"]
+__all__ = ["EVENT_TYPES", "on_run_event", "resend", "send_due", "send_webhook"]

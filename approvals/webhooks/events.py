@@ -42,6 +42,8 @@ _TYPES = {
     "run-completed": "run.completed",
     "run-failed": "run.failed",
 }
+#: The run events the listener is called for (``apps.compose``).
+EVENT_TYPES = tuple(_TYPES)
 
 
 async def on_run_event(event: RunEvent) -> None:

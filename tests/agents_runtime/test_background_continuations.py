@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from agents_runtime import Agent, Call, Continuation, Reply, RunEvent, RunResult, tool
 from tests.agents_runtime.conftest import RuntimeFor
 from tests.support.runtime_helpers import ModelSpy, ToolLog, stored_run
@@ -137,6 +139,35 @@ async def test_listeners_hear_every_stored_change_in_order(runtime_for: RuntimeF
         ("run-completed", run.run_id),
     ]
     assert heard[1].actor == "rita" and heard[1].action == "approve"
+
+
+async def test_a_listener_of_some_event_types_hears_only_those_and_can_be_removed(
+    runtime_for: RuntimeFor,
+) -> None:
+    agent, _ = _refund_agent(ToolLog())
+    endings: list[RunEvent] = []
+    everything: list[RunEvent] = []
+    runtime = runtime_for(agent)
+    runtime.add_listener(endings.append, types=["run-completed", "run-failed"])
+    runtime.add_listener(everything.append)
+
+    run = await agent.generate("refund A-7")
+    await (
+        await agent.approve_tool_call(run_id=run.run_id, tool_call_id=run.tool_calls[0].tool_call_id)
+    ).result()
+    runtime.remove_listener(endings.append)  # (an equal bound method, not the same object)
+    await agent.generate("refund A-8")
+
+    assert [e.type for e in endings] == ["run-completed"]
+    assert [e.type for e in everything] == [
+        "run-suspended",
+        "call-decided",
+        "run-resumed",
+        "run-completed",
+        "run-suspended",
+    ]
+    with pytest.raises(ValueError):
+        runtime.remove_listener(endings.append)
 
 
 async def test_a_failing_listener_does_not_break_the_run(runtime_for: RuntimeFor) -> None:
