@@ -30,6 +30,7 @@ from django.contrib.auth import (
 )
 from django.contrib.auth import backends as auth_backends
 from django.contrib.auth.models import Group
+from django.contrib.sessions.backends import cached_db as cached_db_sessions
 from django.contrib.sessions.backends import db as db_sessions
 from django.contrib.sessions.backends.base import SessionBase
 from django.utils import timezone
@@ -208,7 +209,7 @@ def _session_data(session_keys: Collection[str]) -> dict[str, dict[str, Any]]:
             for key, encoded in rows.values_list("session_key", "session_data"):
                 found[key] = decoder.decode(encoded)
         return found
-    # Any other engine (cache, cached_db, signed cookies, ...): its own load(), once per session.
+    # Any other engine (cache, signed cookies, ...): its own load(), once per session.
     for key in session_keys:
         data = store(key).load()
         if data:
@@ -222,6 +223,10 @@ def _reads_like_the_database_engine(
     """Django's database engine, or a subclass that reads sessions the same way (another model)."""
     if not issubclass(store, db_sessions.SessionStore):
         return False
+    if issubclass(store, cached_db_sessions.SessionStore):
+        own = store.__mro__[: store.__mro__.index(cached_db_sessions.SessionStore)]
+        # Django's cached_db keeps every session in the database as well: that is the record.
+        return not any(name in vars(cls) for cls in own for name in ("load", "_get_session_from_db"))
     own = store.__mro__[: store.__mro__.index(db_sessions.SessionStore)]
     return not any(name in vars(cls) for cls in own for name in ("load", "_get_session_from_db"))
 
