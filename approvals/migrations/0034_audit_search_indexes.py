@@ -13,7 +13,7 @@ TOOL_INDEX = models.Index(fields=["tool_name", "-created_at"], name="audit_tool_
 
 # Exactly the expression AuditEntry.objects.matching(in_args=...) filters on (models/audit.py's
 # ArgumentsText, upper-cased as Django's icontains reads it on PostgreSQL); an index on anything else
-# would never be used (tests/approvals/models/test_audit_indexes.py asks the planner).
+# would never be used (tests/approvals/views/test_audit_plans.py asks the planner).
 ARGS_TEXT = (
     "UPPER((COALESCE(args::text, suspend_payload::text, '') || ' ' || COALESCE(edited_args::text, ''))::text)"
 )
