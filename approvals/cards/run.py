@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.urls import reverse
+
 from agents_runtime import Agent, AgentRun
 from agents_runtime.store import DecisionAction, Outcome, StoredRun
 from agents_runtime.untrusted import clean_text, reveal_invisible
@@ -26,7 +28,6 @@ from approvals.cards.call import (
     CallView,
     call_view,
     guarded_call_view,
-    id_url,
     resume_form_for,
 )
 from approvals.cards.text import compact_json, is_long, pretty_json
@@ -99,7 +100,7 @@ class RunCard:
 
     @functools.cached_property
     def run_url(self) -> str:
-        return id_url("approvals:run", self.run_id)
+        return reverse("approvals:run", args=[self.run_id])
 
 
 def run_card(
