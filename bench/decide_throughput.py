@@ -387,7 +387,7 @@ def read_record(database_url: str, tool_log: Path) -> dict[str, list[tuple[Any, 
 @contextmanager
 def servers(env: dict[str, str], count: int, logs: Path, profiles: list[Path]) -> Iterator[list[Any]]:
     """``count`` Daphne processes; under cProfile when ``profiles`` names a stats file for each."""
-    from tests.live import server
+    from tests.support import server
 
     with ExitStack() as stack:
         daphnes = [server.Daphne(env, logs / f"daphne-{i}.log") for i in range(count)]

@@ -60,7 +60,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.live import server  # noqa: E402  (process helpers shared with the live tests)
+from tests.support import server  # noqa: E402  (process helpers shared with the live tests)
 
 RESULTS = ROOT / "bench" / "results" / "push_latency.json"
 PROMPT = "Refund $300 on A-1042"
