@@ -68,6 +68,7 @@ def one_backend(
 ) -> dict[str, Any]:
     with scratch_database(backend, "countersign_bench_burst") as database_url:
         env = server.env_for(database_url)
+        env["DECISION_UNDO_SECONDS"] = "0"  # decisions taken at once, not held for an undo window
         server.prepare_database(env)
         count = burst.decisions_needed(requests, clients)
         started = time.perf_counter()
@@ -123,6 +124,7 @@ def login_burst(
     """One reviewer's decisions alone, then while ``logins`` clients keep logging in."""
     with scratch_database(backend, "countersign_bench_logins") as database_url:
         env = server.env_for(database_url)
+        env["DECISION_UNDO_SECONDS"] = "0"  # decisions taken at once, not held for an undo window
         env["PASSWORD_HASHING_THREADS"] = hashing_threads
         server.prepare_database(env)
         runs = burst.seed_runs(env, 2 * REVIEWER_DECISIONS)
