@@ -190,21 +190,6 @@ CHANNEL_LAYERS = channel_layers(
     sentinel_password=_env("REDIS_SENTINEL_PASSWORD", ""),
 )
 
-# Sessions: with Redis (one URL, not Sentinel), Django's cached_db engine reads a session from Redis
-# before the database, saving a statement on every signed-in request; it writes both, and the
-# database stays the record (logouts delete both; approvals/live/sessions.py reads the database).
-if REDIS_URL and not _env("REDIS_SENTINELS", ""):
-    CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-        "sessions": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": REDIS_URL.split(",")[0].strip(),
-            "KEY_PREFIX": "countersign",
-        },
-    }
-    SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
-    SESSION_CACHE_ALIAS = "sessions"
-
 # Origins besides the site's own from which pages may open the live socket (approvals/live/origins.py).
 CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", "")
 LIVE_TRUSTED_ORIGINS = _env_list("LIVE_TRUSTED_ORIGINS", "") or CSRF_TRUSTED_ORIGINS
