@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,24 @@ from tests.support import services, templates, zygote
 from tests.support.browsers import launcher
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+
+def _keep_bytecode() -> None:
+    """Compiled modules are kept (``__pycache__``), whatever ``PYTHONDONTWRITEBYTECODE`` says.
+
+    Some machines set it (this project's CI does). Then every process the suite starts — the
+    workers, each Daphne, each ``manage.py`` the zygote forks, a few hundred in all — compiles the
+    project's modules from source again, and pytest rewrites every test module again in each
+    worker: a fifth of a forked ``manage.py run_agent``'s CPU (docs/scaling.md, "The cost of a test
+    run"). The variable is cleared here, before the test modules are imported and the workers and
+    processes start, so all of them read and write the same caches.
+    """
+    if os.environ.get("PYTHONDONTWRITEBYTECODE") or sys.dont_write_bytecode:
+        os.environ["PYTHONDONTWRITEBYTECODE"] = ""
+        sys.dont_write_bytecode = False
+
+
+_keep_bytecode()
 
 
 def _own_secret_key() -> None:

@@ -4,9 +4,10 @@ One server per session (per pytest-xdist worker; pytest-django's ``live_server``
 a fresh SQLite file in the session's temp dir, migrated (a copy of a database ``manage.py migrate``
 made once: ``tests/support/templates.py``), ``demo_setup`` (the login ``reviewer`` in Admins and the demo
 runs), a second reviewer in Reviewers, then Daphne on a free port with ``DEBUG`` on so that it serves
-the static files. Tests start the runs they decide with ``manage.py run_agent`` (each in a process of
-its own: ``tests/support/zygote.py``) on threads of their own, so they depend neither on each other nor on
-their order. The browser is the process's one Chromium (``tests/support/browsers.py``).
+the static files. Tests start the runs they decide with ``manage.py run_agent``'s code (a test's
+runs one after the other in one ``manage.py`` process: ``tests/support/zygote.py``), so they depend
+neither on each other nor on their order. The browser is the process's one Chromium
+(``tests/support/browsers.py``).
 
 Every page a test opens is watched: a console error, an uncaught exception or a Content-Security-
 Policy violation fails the test (at teardown). When a test fails, a screenshot of each of its pages
@@ -16,6 +17,7 @@ is saved under ``test-artifacts/<test name>/``; Daphne's log goes to ``test-arti
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -115,26 +117,45 @@ class Server:
         return done.stdout
 
     def start_runs(self, *runs: RunRequest) -> list[str]:
-        """Start each run with ``manage.py run_agent`` (concurrently); their ids, each one suspended."""
-
-        def start(run: RunRequest) -> str:
-            args = ["run_agent", run.agent_id, run.prompt, "--thread", run.thread]
-            if run.resource is not None:
-                args += ["--resource", run.resource]
-            if run.expires_after is not None:
-                args += ["--expires-after", str(run.expires_after)]
-            if run.on_expiry is not None:
-                args += ["--on-expiry", run.on_expiry]
+        """Start each run as ``manage.py run_agent`` does, one after the other in one ``manage.py``
+        process (a process each cost ~0.6 s of CPU in start-up and checks); their ids, each one
+        suspended."""
+        commands = [_run_agent_args(run) for run in runs]
+        lines = self.manage("shell", "--command", _RUN_AGENTS % json.dumps(commands)).splitlines()
+        outputs = [
+            json.loads(line.removeprefix("run_agent: ")) for line in lines if line.startswith("run_agent: ")
+        ]
+        ids = []
+        for run, output in zip(runs, outputs, strict=True):
             printed = dict(
-                line.split(": ", 1)
-                for line in self.manage(*args).splitlines()
-                if line.startswith(("run_id:", "status:"))
+                line.split(": ", 1) for line in output.splitlines() if line.startswith(("run_id:", "status:"))
             )
             assert printed.get("status") == "suspended", f"run_agent {run} printed {printed}"
-            return printed["run_id"]
+            ids.append(printed["run_id"])
+        return ids
 
-        with ThreadPoolExecutor(max_workers=max(1, len(runs))) as pool:
-            return list(pool.map(start, runs))
+
+#: ``manage.py run_agent`` once per argument list, each one's output a JSON string on a line of its own
+#: (the server's log may print lines between them).
+_RUN_AGENTS = """
+import io, json
+from django.core.management import call_command
+for args in json.loads(%r):
+    out = io.StringIO()
+    call_command(*args, stdout=out)
+    print("run_agent:", json.dumps(out.getvalue()))
+"""
+
+
+def _run_agent_args(run: RunRequest) -> list[str]:
+    args = ["run_agent", run.agent_id, run.prompt, "--thread", run.thread]
+    if run.resource is not None:
+        args += ["--resource", run.resource]
+    if run.expires_after is not None:
+        args += ["--expires-after", str(run.expires_after)]
+    if run.on_expiry is not None:
+        args += ["--on-expiry", run.on_expiry]
+    return args
 
 
 def _free_port() -> int:

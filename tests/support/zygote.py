@@ -61,6 +61,15 @@ PRELOAD = (
     "twisted.web.http",
     "daphne.http_protocol",
     "daphne.ws_protocol",
+    # What the project's modules import besides, once the settings are read (`-X importtime` of a
+    # forked `manage.py run_agent`): the AG-UI protocol's models, the model price table pydantic-ai
+    # loads on a run's first usage, the metrics and the pool.
+    "ag_ui.core",
+    "pydantic_ai.ui.ag_ui",
+    "genai_prices.data",
+    "prometheus_client",
+    "psycopg_pool",
+    "sqlparse",
 )
 
 PIPE = subprocess.PIPE

@@ -12,6 +12,7 @@ Every call of a dangerous tool the upstream really ran is a line in its log: the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
 import json
 import re
@@ -21,7 +22,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,6 +33,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from django.test import AsyncClient
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult, RequestParamsMeta, TextContent
@@ -42,6 +44,7 @@ from approvals.mcp.config import load
 from approvals.mcp.gateway import Gateway
 from approvals.mcp.server import http_server
 from approvals.models import ApprovalRequest, AuditEntry, EndedRun, RequestExecution, RunRecord
+from approvals.services import requests
 from approvals.services.tokens import create_token
 from tests.support import server
 from tests.support.api import Api
@@ -147,21 +150,28 @@ async def _http_gateway(config: Path) -> AsyncIterator[str]:
 
 @pytest.fixture(params=["stdio", "http"])
 async def connect(
-    request: pytest.FixtureRequest, agents: DashboardAgents, upstream: Upstream, tmp_path: Path
+    request: pytest.FixtureRequest,
+    agents: DashboardAgents,
+    upstream: Upstream,
+    tmp_path: Path,
+    artifacts_dir: Path,
 ) -> AsyncIterator[Connect]:
     """Opens an SDK client of the gateway over the transport (a stdio gateway's ``--session`` is
-    ``s-stdio``; a 2026-07-28 HTTP client has no session of the transport's)."""
+    ``s-stdio``; a 2026-07-28 HTTP client has no session of the transport's). What a stdio gateway
+    writes to stderr is kept in the test's artifacts (``gateway-stderr.log``)."""
     config = tmp_path / "gateway.toml"
     if request.param == "stdio":
         command = json.dumps([sys.executable, UPSTREAM, "--log", str(upstream.log)])
         config.write_text(CONFIG.format(upstream=f"command = {command}", http_auth="none"))
         env = server.env_for(database_url(), redis_url=_redis_url())
+        with (artifacts_dir / "gateway-stderr.log").open("a") as errlog:
 
-        def over_stdio() -> AbstractAsyncContextManager[Client]:
-            args = [server.MANAGE, "mcp_gateway", "--config", str(config), "--session", "s-stdio"]
-            return Client(StdioServerParameters(command=sys.executable, args=args, env=env, cwd=server.ROOT))
+            def over_stdio() -> AbstractAsyncContextManager[Client]:
+                args = [server.MANAGE, "mcp_gateway", "--config", str(config), "--session", "s-stdio"]
+                launch = StdioServerParameters(command=sys.executable, args=args, env=env, cwd=server.ROOT)
+                return Client(stdio_client(launch, errlog=errlog))
 
-        yield over_stdio
+            yield over_stdio
         return
     port = _free_port()
     process = subprocess.Popen(  # noqa: ASYNC220 - started once, waited for in a thread
@@ -221,6 +231,18 @@ async def parked(tool: str, count: int = 1) -> ApprovalRequest:
 async def decide(api: Api, row: ApprovalRequest, action: str, body: dict[str, Any] | None = None) -> Any:
     path = f"/api/v1/agents/{AGENT}/runs/{row.run_id}/calls/request/{action}"
     return await api.post(path, body or {})
+
+
+async def _within(seconds: float, answer: Awaitable[CallToolResult]) -> CallToolResult:
+    """The gateway's answer, or a failure saying where the request stands (not a hang to the suite's
+    timeout): its state, its execution, the gateway's stderr in the artifacts."""
+    try:
+        return await asyncio.wait_for(answer, seconds)
+    except TimeoutError:
+        asked = [r async for r in ApprovalRequest.objects.all()]
+        rows = [(r.tool_name, r.args, await sync_to_async(requests.state_of)(r)) for r in asked]
+        runs = [(e.request_id, e.finished_at, e.alive_at) async for e in RequestExecution.objects.all()]
+        raise AssertionError(f"no answer in {seconds} s: requests {rows}, executions {runs}") from None
 
 
 def meta(**keys: str) -> RequestParamsMeta:
@@ -373,20 +395,23 @@ async def test_a_client_that_disconnects_mid_wait_picks_the_decision_up_and_it_r
         call = asyncio.create_task(client.call_tool("files.delete_file", {"path": "/srv/x"}, meta=same_call))
         row = await parked("files.delete_file")
         await asyncio.sleep(0.3)
+        # The client gives up on the call (its courtesy cancel goes out) before it disconnects.
         call.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(call, 30)
     # Gone; a reviewer approves meanwhile; nothing runs until someone asks again.
     assert (await decide(reviewer_api, row, "approve")).status_code == 200
     await asyncio.sleep(0.5)
     assert upstream.calls("delete_file") == []
 
     async with connect() as client:
-        again = await client.call_tool("files.delete_file", {"path": "/srv/x"}, meta=same_call)
+        again = await _within(60, client.call_tool("files.delete_file", {"path": "/srv/x"}, meta=same_call))
         assert (again.is_error, text(again)) == (False, "deleted /srv/x")
         # Asked once more (another retry): the kept answer, the upstream not called again.
-        twice = await client.call_tool("files.delete_file", {"path": "/srv/x"}, meta=same_call)
+        twice = await _within(60, client.call_tool("files.delete_file", {"path": "/srv/x"}, meta=same_call))
         assert text(twice) == "deleted /srv/x"
         # Under the same call id, other arguments are another request: refused, nothing runs.
-        other = await client.call_tool("files.delete_file", {"path": "/srv/y"}, meta=same_call)
+        other = await _within(60, client.call_tool("files.delete_file", {"path": "/srv/y"}, meta=same_call))
         assert other.is_error and "Idempotency-Key" in text(other)
     assert upstream.calls("delete_file") == [{"path": "/srv/x", "force": False}]
     assert await ApprovalRequest.objects.acount() == 1
