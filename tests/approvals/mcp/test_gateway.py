@@ -242,7 +242,12 @@ async def _within(seconds: float, answer: Awaitable[CallToolResult]) -> CallTool
         asked = [r async for r in ApprovalRequest.objects.all()]
         rows = [(r.tool_name, r.args, await sync_to_async(requests.state_of)(r)) for r in asked]
         runs = [(e.request_id, e.finished_at, e.alive_at) async for e in RequestExecution.objects.all()]
-        raise AssertionError(f"no answer in {seconds} s: requests {rows}, executions {runs}") from None
+        audit = [
+            (e.action, e.outcome, e.channel, e.username) async for e in AuditEntry.objects.order_by("id")
+        ]
+        raise AssertionError(
+            f"no answer in {seconds} s: requests {rows}, executions {runs}, audit {audit}"
+        ) from None
 
 
 def meta(**keys: str) -> RequestParamsMeta:
