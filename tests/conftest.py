@@ -23,9 +23,9 @@ def _keep_bytecode() -> None:
     Some machines set it (this project's CI does). Then every process the suite starts — the
     workers, each Daphne, each ``manage.py`` the zygote forks, a few hundred in all — compiles the
     project's modules from source again, and pytest rewrites every test module again in each
-    worker: a fifth of a forked ``manage.py run_agent``'s CPU (docs/scaling.md, "The cost of a test
-    run"). The variable is cleared here, before the test modules are imported and the workers and
-    processes start, so all of them read and write the same caches.
+    worker (docs/scaling.md, "The cost of a test run"). The variable is cleared here, before the
+    test modules are imported and the workers and processes start, so all of them read and write
+    the same caches.
     """
     if os.environ.get("PYTHONDONTWRITEBYTECODE") or sys.dont_write_bytecode:
         os.environ["PYTHONDONTWRITEBYTECODE"] = ""

@@ -118,8 +118,8 @@ class Server:
 
     def start_runs(self, *runs: RunRequest) -> list[str]:
         """Start each run as ``manage.py run_agent`` does, one after the other in one ``manage.py``
-        process (a process each cost ~0.6 s of CPU in start-up and checks); their ids, each one
-        suspended."""
+        process (not a process each, whose start-up and checks cost more than a run: docs/scaling.md,
+        "The cost of a test run"); their ids, each one suspended."""
         commands = [_run_agent_args(run) for run in runs]
         lines = self.manage("shell", "--command", _RUN_AGENTS % json.dumps(commands)).splitlines()
         outputs = [
