@@ -45,7 +45,7 @@ from agents_runtime import (
 from agents_runtime.store import NO_EFFECT_OUTCOMES, Deadline, DecisionAction, Outcome
 from agents_runtime.untrusted import clean_text
 from approvals import agents, live
-from approvals.models import ApprovalRequest, AuditEntry, using_channel
+from approvals.models import ApprovalRequest, AuditEntry, EndedRun, RunRecord, using_channel
 from approvals.models import ExternalAgent as ExternalAgentRow
 from approvals.policy import agent_group_name
 from approvals.services import decisions
@@ -245,15 +245,39 @@ async def create(
     except InvalidExternalCall as exc:
         issues = [_issue(".".join(str(p) for p in e["loc"]), e["msg"]) for e in exc.errors]
         raise RequestRefused(422, str(exc), "invalid_request", issues) from None
-    row, made = await sync_to_async(_reserve)(asked, call, idempotency_key, deadline)
+    # Once begun, the row and its parked run are made together even if the asker goes away meanwhile
+    # (a client that cancels, a connection dropped): a row without its run, or a run whose row was
+    # taken back, would leave a retry under the same key waiting on nothing.
+    asking = asyncio.ensure_future(_reserve_and_park(agent, asked, call, idempotency_key, deadline))
+    _asking.add(asking)
+    asking.add_done_callback(_asking.discard)
+    return await asyncio.shield(asking)
+
+
+#: Requests being made, kept from the garbage collector while their asker is gone.
+_asking: set[asyncio.Future[tuple[ApprovalRequest, bool]]] = set()
+
+
+async def _reserve_and_park(
+    agent: ExternalAgent, asked: Asked, call: ExternalCall, key: str | None, deadline: Deadline | None
+) -> tuple[ApprovalRequest, bool]:
+    row, made = await sync_to_async(_reserve)(asked, call, key, deadline)
     if made:
         try:
             with using_channel("api"):
                 await agent.request_approval(call, run_id=row.run_id)
-        except BaseException:
-            await sync_to_async(ApprovalRequest.objects.filter(pk=row.pk).delete)()
+        except Exception:
+            await sync_to_async(_take_back)(row)
             raise
     return row, made
+
+
+def _take_back(row: ApprovalRequest) -> None:
+    """Forget a request whose run could not be parked (a retry under its key asks afresh); one whose
+    run was stored before the failure (parked, or ended by a grant) stays."""
+    stored = RunRecord.objects.filter(run_id=row.run_id).exists()
+    if not stored and not EndedRun.objects.filter(run_id=row.run_id).exists():
+        ApprovalRequest.objects.filter(pk=row.pk).delete()
 
 
 # -- where a request stands ----------------------------------------------------------------------------

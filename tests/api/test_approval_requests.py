@@ -5,6 +5,7 @@ the call itself and reports what it did."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -163,6 +164,35 @@ async def test_an_idempotency_key_makes_one_request(payer_token: str) -> None:
     assert len({json.loads(a.content)["id"] for a in answers}) == 1
     assert await ApprovalRequest.objects.acount() == 2
     assert await RunRecord.objects.filter(agent_id="payer").acount() == 2
+
+
+async def test_an_asker_that_goes_away_mid_ask_leaves_a_request_whole_or_none(payer_token: str) -> None:
+    """A client cancelling while its request is made (the MCP gateway's courtesy cancel, a dropped
+    connection), at every point: the request and its parked run both stand, or neither; a retry
+    under the same key finds the one that stands."""
+    asked = service.Asked(agent_id="payer", tool_name="pay", args={"to": "ann", "amount": 40})
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await service.create(asked, started_by="payer", idempotency_key="whole")
+    takes = loop.time() - began
+    for point in range(24):
+        begun = service.create(asked, started_by="payer", idempotency_key=f"gone-{point}")
+        asking = asyncio.ensure_future(begun)
+        await asyncio.sleep(takes * point / 20)
+        asking.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asking
+    for _ in range(100):  # what a cancelled asker began finishes on its own
+        await asyncio.sleep(0.05)
+        rows = {r.idempotency_key: r.run_id async for r in ApprovalRequest.objects.all()}
+        runs = {r async for r in RunRecord.objects.filter(agent_id="payer").values_list("run_id", flat=True)}
+        if set(rows.values()) == runs:
+            break
+    assert set(rows.values()) == runs, "a request without its run, or a run without its request"
+    assert len(rows) > 1, "no cancel landed after the request was begun"
+    for key, run_id in rows.items():
+        again, made = await service.create(asked, started_by="payer", idempotency_key=key)
+        assert (again.run_id, made) == (run_id, False)
 
 
 async def test_cancel_and_a_decision_have_one_winner(payer: Api, reviewer_token: str) -> None:

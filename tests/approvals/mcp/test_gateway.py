@@ -240,10 +240,11 @@ async def _within(seconds: float, answer: Awaitable[CallToolResult]) -> CallTool
         return await asyncio.wait_for(answer, seconds)
     except TimeoutError:
         asked = [r async for r in ApprovalRequest.objects.all()]
-        rows = [(r.tool_name, r.args, await sync_to_async(requests.state_of)(r)) for r in asked]
+        rows = [(r.run_id, r.tool_call_id, r.args, await sync_to_async(requests.state_of)(r)) for r in asked]
         runs = [(e.request_id, e.finished_at, e.alive_at) async for e in RequestExecution.objects.all()]
         audit = [
-            (e.action, e.outcome, e.channel, e.username) async for e in AuditEntry.objects.order_by("id")
+            (e.run_id, e.tool_call_id, e.action, e.outcome, e.channel, e.username, e.created_at)
+            async for e in AuditEntry.objects.order_by("id")
         ]
         raise AssertionError(
             f"no answer in {seconds} s: requests {rows}, executions {runs}, audit {audit}"
