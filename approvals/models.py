@@ -35,7 +35,7 @@ from agents_runtime.store import (
     choices,
     deadline_passed_line,
 )
-from approvals.outbound import refused_as_typed
+from approvals.outbound.posting import refused_as_typed
 
 # A model field of our own -------------------------------------------------------------------------
 # Model fields of our own.

@@ -259,7 +259,7 @@ WEBHOOK_GIVE_UP_SECONDS = float(_env("WEBHOOK_GIVE_UP_SECONDS", "86400"))
 COUNTERSIGN_BASE_URL = _env("COUNTERSIGN_BASE_URL", "")
 # Webhook endpoints and chat webhooks may point at this machine or a private network (receivers inside
 # it), and chat webhooks may be plain http. Off, such addresses are refused when saved and, resolved,
-# when sent to (approvals/outbound.py).
+# when sent to (approvals/outbound/posting.py).
 COUNTERSIGN_ALLOW_PRIVATE_WEBHOOKS = _env_bool("COUNTERSIGN_ALLOW_PRIVATE_WEBHOOKS", default=False)
 
 # --- Queue health (approvals/views/probes.py, approvals/health/) ------------------------------------------

@@ -3,7 +3,7 @@
 ``events`` hears the runtime (a call parked or escalated) and records who is told; ``recipients``
 says who may decide an agent's calls (``approvals.policy``'s rule as one query); ``reminders`` is the
 sweep's part (deadlines near); ``messages`` words them; ``sending`` sends them from a background
-task with retries (``approvals.deliveries``); ``preferences`` is each user's choice.
+task with retries (``approvals.outbound.deliveries``); ``preferences`` is each user's choice.
 """
 
 from approvals.notifications.events import EVENT_TYPES, on_run_event

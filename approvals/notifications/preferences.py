@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 
 from approvals.models import Notification, NotificationPreference
 from approvals.notifications import options
-from approvals.outbound import refused_as_typed
+from approvals.outbound.posting import refused_as_typed
 
 
 def check_chat_url(url: str) -> None:

@@ -1,7 +1,7 @@
 """Sending notifications: mail through Django's mail framework, chat as a JSON POST; retried, recorded.
 
 The machinery (a lease per attempt, the retry schedule, sending off the request in a task or a
-thread of its own, orphans picked up by the background sweep) is ``approvals.deliveries.Outbox``,
+thread of its own, orphans picked up by the background sweep) is ``approvals.outbound.deliveries.Outbox``,
 shared with the webhooks. Each notification is one recipient on one channel, so a mail server or
 chat hook that fails delays only its own messages. A notification's first attempt is at the end of
 its collecting window; the message is built then, from the calls that joined it.
@@ -16,10 +16,10 @@ from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
 from django.tasks import task
 
-from approvals.deliveries import Outbox
 from approvals.models import Notification, NotificationPreference
 from approvals.notifications import messages, options
-from approvals.outbound import post
+from approvals.outbound.deliveries import Outbox
+from approvals.outbound.posting import post
 
 
 def _send_email(notification: Notification, message: messages.Message) -> str:

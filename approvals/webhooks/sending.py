@@ -12,7 +12,7 @@ request that made the event, so there each delivery goes on in a thread of its o
 delivery whose thread died with its process (a restart) is picked up by the server's background
 sweep (``schedule_orphans``, from ``approvals.tasks``) or ``manage.py send_webhooks``. A delivery is
 claimed before it is sent (a lease), so two senders never send the same attempt; an attempt cut off
-mid-send is taken again once its lease runs out. That machinery is ``approvals.deliveries.Outbox``,
+mid-send is taken again once its lease runs out. That machinery is ``approvals.outbound.deliveries.Outbox``,
 shared with the notifications.
 """
 
@@ -29,9 +29,9 @@ from django.conf import settings
 from django.tasks import task
 from django.utils import timezone
 
-from approvals.deliveries import Outbox
 from approvals.models import WebhookDelivery, secret_key
-from approvals.outbound import post
+from approvals.outbound.deliveries import Outbox
+from approvals.outbound.posting import post
 
 #: Svix's schedule, as Standard Webhooks suggests: about a day in all.
 DEFAULT_RETRY_SECONDS = (5, 300, 1800, 7200, 18000, 36000, 36000)

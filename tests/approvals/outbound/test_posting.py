@@ -16,9 +16,9 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.test import Client
 
-from approvals import outbound
 from approvals.models import WebhookDelivery, WebhookEndpoint
 from approvals.notifications.preferences import check_chat_url
+from approvals.outbound import posting as outbound
 from approvals.webhooks.sending import OUTBOX
 
 pytestmark = pytest.mark.django_db
