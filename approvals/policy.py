@@ -325,10 +325,15 @@ class Access:
         when the user may not see it.
         """
         agent = agents.get(agent_id)
-        if agent.id in self.agent_ids:
-            return AgentAccess(self, agent, _CHECKED)
-        if agent.id in self.escalated_agent_ids:
-            return AgentAccess(self, agent, _CHECKED, escalated_only=True)
+        access = self
+        if agent.id not in self.agent_ids and agent.id not in self.escalated_agent_ids:
+            # Maybe served only now (``agents.get``: an external agent another process registered a
+            # moment ago), after this access was resolved: resolved again, it counts.
+            access = Access.of(self.user)
+        if agent.id in access.agent_ids:
+            return AgentAccess(access, agent, _CHECKED)
+        if agent.id in access.escalated_agent_ids:
+            return AgentAccess(access, agent, _CHECKED, escalated_only=True)
         raise agent_denied(agent.id)
 
 

@@ -13,6 +13,7 @@ from django.test import Client
 
 from agents_runtime import ExternalAgent
 from approvals import agents as served
+from approvals.models import ExternalAgent as ExternalAgentRow
 from tests.support.runtime_fixtures import DashboardAgents
 
 
@@ -92,3 +93,18 @@ def test_an_admin_member_registers_one_in_the_admin(agents: DashboardAgents, cli
     )
     assert response.status_code == 302, response.content.decode()[:2000]
     assert isinstance(served.get("crm"), ExternalAgent)
+
+
+def test_an_agent_registered_by_another_process_is_on_the_desk_at_once(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    """What ``external_agent register`` in another process leaves (its rows; this process, serving
+    already, not told): its page answers on the next request, not "not yours" until the sweep."""
+    assert reviewer_client.get("/agents/").status_code == 200  # (a process that has served a request)
+    user = User.objects.create_user("external:nightly-backup", password=None)
+    ExternalAgentRow.objects.create(agent_id="nightly-backup", name="Nightly backup", tools={}, user=user)
+    Group.objects.get_or_create(name="agent:nightly-backup")
+
+    page = reviewer_client.get("/agents/nightly-backup/")
+    assert page.status_code == 200 and "Nightly backup" in page.content.decode()
+    assert reviewer_client.get("/agents/nobody-registered/").status_code == 404
