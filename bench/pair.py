@@ -67,8 +67,12 @@ def _levels(entry: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+#: The fields that say which case a row is (any others are measurements a pair does not compare).
+IDENTITY = ("backend", "n", "case", "setup", "clients", "server_processes", "reviewers")
+
+
 def _key(row: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
-    return tuple((k, v) for k, v in row.items() if k not in FIGURES)
+    return tuple((k, row[k]) for k in IDENTITY if k in row)
 
 
 def _medians(runs: list[list[dict[str, Any]]]) -> dict[tuple[tuple[str, Any], ...], dict[str, float]]:
