@@ -19,6 +19,7 @@ once it is due (a thread asleep for a day per reviewer would be lost with a rest
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -129,7 +130,10 @@ class Outbox[M: models.Model]:
             except Exception:
                 logger.exception("%s %s: sending failed", self.name, pk)
             finally:
-                close_old_connections()
+                # Closing checks the connection, which can fail too (the database gone): the thread
+                # ends quietly either way, its row the sweep's.
+                with contextlib.suppress(Exception):
+                    close_old_connections()
 
         threading.Thread(target=run, name=f"countersign-{self.name}-{pk}", daemon=True).start()
 

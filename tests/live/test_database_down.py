@@ -41,7 +41,7 @@ def test_with_the_database_down_readyz_and_the_api_answer_503_within_2_s(
         direct = server.env_for(direct_url)
         server.prepare_database(direct)
         token = server.manage(direct, "shell", "-c", _TOKEN).strip().splitlines()[-1]
-        env = server.env_for(proxy.url_for(direct_url))
+        env = server.env_for(proxy.url_for(direct_url)) | {"DATABASE_UNREACHABLE_SECONDS": "1"}
         api = {"Authorization": f"Bearer {token}"}
         with burst.served(env, artifacts_dir / "daphne.log") as daphne:
             reviewer = burst.Browser(daphne.url, timeout=30)

@@ -50,6 +50,10 @@ def env_for(
         DEBUG="1",  # static files straight from static/, no collectstatic (config/static_files.py)
         LOG_LEVEL="WARNING",
         PYTHONUNBUFFERED="1",
+        # A process started on a machine busy with the rest of the suite (two cores, four workers)
+        # can take past production's 1 s to make its first PostgreSQL connection, which would read as
+        # the server being unreachable; the tests of an unreachable database set 1 s again.
+        DATABASE_UNREACHABLE_SECONDS="10",
     )
     if redis_url:
         env["REDIS_URL"] = redis_url
