@@ -233,13 +233,17 @@ AUDIT_PER_PAGE = 50
 #: How far the count above the log counts: past it, "1,000+". Each row counted is a row read, and a
 #: broad filter of a log of millions matches millions (the CSV export has them all).
 AUDIT_COUNT_LIMIT = 1_000
+#: The same for a search (text or arguments), which no index orders: counting a word that one row in
+#: fifty holds reads fifty rows a match in the page's order, so a search says "250+" sooner.
+AUDIT_SEARCH_COUNT_LIMIT = 250
 
 
 @dataclass(frozen=True)
 class AuditPage:
     entries: list[AuditEntry]
     count: int
-    #: The count stopped at ``AUDIT_COUNT_LIMIT``: there are more.
+    #: The count stopped at its limit (``AUDIT_COUNT_LIMIT``, a search's ``AUDIT_SEARCH_COUNT_LIMIT``):
+    #: there are more.
     count_capped: bool
     #: The page starts below the newest row (``after``).
     after: bool
@@ -247,20 +251,23 @@ class AuditPage:
     next_after: AuditEntry | None
 
 
-def audit_page(entries: AuditEntryQuerySet, *, after: tuple[datetime, int] | None) -> AuditPage:
+def audit_page(
+    entries: AuditEntryQuerySet, *, after: tuple[datetime, int] | None, searching: bool = False
+) -> AuditPage:
     """The page of ``entries`` (in the log's order) that starts below the row at ``after`` (None:
-    at the newest). A page starts from a place, not an offset: page 100 reads what page 1 reads."""
+    at the newest). A page starts from a place, not an offset: page 100 reads what page 1 reads.
+    ``searching``: the entries are a search's matches, counted to a lower limit."""
+    limit = AUDIT_SEARCH_COUNT_LIMIT if searching else AUDIT_COUNT_LIMIT
     shown = list((entries.below(*after) if after is not None else entries)[: AUDIT_PER_PAGE + 1])
-    if after is None and len(shown) <= AUDIT_PER_PAGE:
-        count = len(shown)  # all of them (a search for one order, typically): no second read
-    else:
-        # Counted in the page's order, so the count reads the index the page reads, up to the limit,
-        # rather than a bitmap of every match.
-        count = entries[: AUDIT_COUNT_LIMIT + 1].count()
+    # When the first page holds them all (a search for one order, typically), no second read;
+    # else counted in the page's order, so the count reads the index the page reads, up to the
+    # limit, rather than a bitmap of every match.
+    first_holds_all = after is None and len(shown) <= AUDIT_PER_PAGE
+    count = len(shown) if first_holds_all else entries[: limit + 1].count()
     return AuditPage(
         entries=shown[:AUDIT_PER_PAGE],
-        count=min(count, AUDIT_COUNT_LIMIT),
-        count_capped=count > AUDIT_COUNT_LIMIT,
+        count=min(count, limit),
+        count_capped=count > limit,
         after=after is not None,
         next_after=shown[AUDIT_PER_PAGE - 1] if len(shown) > AUDIT_PER_PAGE else None,
     )

@@ -13,7 +13,7 @@ window and the later pages hold the same rows at both sizes.
 
 Cases, each the audit page's read for a member of Admins (every agent visible, invalid attempts
 left out as the page leaves them): the 51 rows of the page and the count (in the page's order, it
-stops at 1,001; not read when the first page holds every match), built
+stops at 1,001, a search's at 251; not read when the first page holds every match), built
 as the view builds them (``AuditEntry.objects...matching(...)``, ``queries.audit_page``) and turned
 into the page's rows (``cards.audit.audit_rows``: titles, agent names, links). Its **floor** is the
 same two statements written by hand and run on a bare psycopg connection, fetching the same rows:
@@ -209,6 +209,14 @@ def _cases(n: int) -> dict[str, dict[str, Any]]:
 DEEP = ("newest", "agent", "outcome failed")
 
 
+def _count_limit(filters: dict[str, Any]) -> int:
+    """Where the page's count stops for these filters (a search stops sooner, as the view says)."""
+    from approvals import queries
+
+    searching = bool(filters.get("in_args") or filters.get("search"))
+    return queries.AUDIT_SEARCH_COUNT_LIMIT if searching else queries.AUDIT_COUNT_LIMIT
+
+
 def _bare_where(filters: dict[str, Any]) -> tuple[str, list[Any]]:
     """The hand-written WHERE of a case: what ``matching`` asks, as one would write it."""
     from approvals.models import json_fragment
@@ -236,8 +244,6 @@ def _bare_where(filters: dict[str, Any]) -> tuple[str, list[Any]]:
 def _bare(conn: Any, filters: dict[str, Any], after: tuple[datetime, int] | None) -> list[Any]:
     import psycopg
 
-    from approvals.queries import AUDIT_COUNT_LIMIT
-
     where, params = _bare_where(filters)
     # Values bound in the client, as Django binds them: the planner sees the same constants (a
     # server-side parameter would get a generic plan after five calls, blind to the pattern).
@@ -255,7 +261,7 @@ def _bare(conn: Any, filters: dict[str, Any], after: tuple[datetime, int] | None
         if after is not None or len(rows) > 50:
             cursor.execute(
                 f"SELECT count(*) FROM (SELECT 1 FROM {TABLE} WHERE {where}"
-                f" ORDER BY created_at DESC, id DESC LIMIT {AUDIT_COUNT_LIMIT + 1}) s",
+                f" ORDER BY created_at DESC, id DESC LIMIT {_count_limit(filters) + 1}) s",
                 params,
             )
             cursor.fetchone()
@@ -268,7 +274,8 @@ def _orm(filters: dict[str, Any], after: tuple[datetime, int] | None) -> Any:
     from approvals.models import AuditEntry
 
     entries = AuditEntry.objects.filter(agent_id__in=AGENTS).matching(include_invalid=False, **filters)
-    page = queries.audit_page(entries.select_related(None), after=after)
+    searching = _count_limit(filters) == queries.AUDIT_SEARCH_COUNT_LIMIT
+    page = queries.audit_page(entries.select_related(None), after=after, searching=searching)
     audit_rows(page.entries)
     return page
 
@@ -309,7 +316,7 @@ def _plans(filters: dict[str, Any], after: tuple[datetime, int] | None) -> dict[
     from approvals.models import AuditEntry
 
     entries = AuditEntry.objects.filter(agent_id__in=AGENTS).matching(include_invalid=False, **filters)
-    count = entries[: queries.AUDIT_COUNT_LIMIT + 1]
+    count = entries[: _count_limit(filters) + 1]
     page = (entries.below(*after) if after is not None else entries)[: queries.AUDIT_PER_PAGE + 1]
     return {
         "count": count.explain(analyze=True, buffers=True),

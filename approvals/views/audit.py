@@ -42,8 +42,10 @@ def audit_log(request: HtmxHttpRequest) -> HttpResponse:
             status=200 if is_partial(request) else 400,
         )
     # Only the agents this user may see: an admin designated for one agent audits that agent.
-    entries = AuditEntry.objects.filter(agent_id__in=visible).matching(**form.filters()).select_related(None)
-    page = queries.audit_page(entries, after=form.cleaned_data.get("after"))
+    filters = form.filters()
+    entries = AuditEntry.objects.filter(agent_id__in=visible).matching(**filters).select_related(None)
+    searching = bool(filters["search"] or filters["in_args"])
+    page = queries.audit_page(entries, after=form.cleaned_data.get("after"), searching=searching)
     following = page.next_after
     context["page"] = page
     context["rows"] = audit_rows(page.entries)

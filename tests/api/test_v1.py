@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import jsonschema
+import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import get_resolver
+from django.utils import timezone
 
 from agents_runtime import Runtime, fingerprint
 from approvals.api.openapi import OPERATIONS, document
@@ -179,6 +182,38 @@ async def test_the_audit_log_is_filtered_and_paged_and_needs_the_audit_permissio
         response = await audit.get(f"{V1}/audit", query)
         assert response.status_code == 400, query
         assert conforms(response, "listAuditEntries")["code"] == "invalid_query"
+
+
+async def test_the_audit_total_stops_counting_past_its_limit_and_says_so(
+    mastra: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A full COUNT reads every row of a log of millions: the total stops a limit past the page's start.
+    from approvals import queries
+    from approvals.models import AuditEntry
+    from approvals.services.tokens import create_token
+
+    monkeypatch.setattr(queries, "AUDIT_COUNT_LIMIT", 5)
+    now = timezone.now()
+
+    def seed() -> str:
+        AuditEntry.objects.bulk_create(
+            AuditEntry(
+                created_at=now - timedelta(seconds=i), username="rita", agent_id="approver",
+                run_id=f"run-{i}", tool_call_id="call", tool_name="delete_file", action="approve",
+                outcome="completed",
+            )
+            for i in range(9)
+        )  # fmt: skip
+        return create_token(make_user("ada", "Admins"), name="t").plaintext
+
+    audit = Api(await sync_to_async(seed)())
+    first = conforms(await audit.get(f"{V1}/audit", {"perPage": "2"}), "listAuditEntries")
+    later = conforms(await audit.get(f"{V1}/audit", {"perPage": "2", "page": "3"}), "listAuditEntries")
+    few = conforms(await audit.get(f"{V1}/audit", {"perPage": "2", "user": "nobody"}), "listAuditEntries")
+
+    assert (first["total"], first["totalCapped"], len(first["entries"])) == (5, True, 2)
+    assert (later["total"], later["totalCapped"], len(later["entries"])) == (9, False, 2)
+    assert (few["total"], few["totalCapped"]) == (0, False)
 
 
 async def test_decisions_are_rate_limited_per_token_with_retry_after(

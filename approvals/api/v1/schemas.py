@@ -237,7 +237,12 @@ class AuditEntryOut(Wire):
 
 class AuditPage(Wire):
     entries: list[AuditEntryOut]
-    total: int
+    total: int = Field(
+        description="The matching entries, counted up to 1,000 past this page's first one (see total_capped)."
+    )
+    total_capped: bool = Field(
+        description="The count stopped there: more entries match (the audit page's CSV export has them all)."
+    )
     page: int
     per_page: int
 

@@ -470,3 +470,28 @@ def test_the_count_stops_at_its_limit_and_says_there_are_more(
     html = admin_member_client.get("/audit/").content.decode()
 
     assert f"<strong>{AUDIT_COUNT_LIMIT}+</strong> records" in html and 'rel="next"' in html
+
+
+def test_a_search_counts_to_a_lower_limit_and_says_there_are_more(
+    agents: DashboardAgents, admin_member_client: Client
+) -> None:
+    # Each match a search counts costs the rows between it and the next: past a few pages, "250+".
+    from approvals.queries import AUDIT_SEARCH_COUNT_LIMIT
+
+    now = timezone.now()
+    AuditEntry.objects.bulk_create(
+        AuditEntry(
+            created_at=now - timedelta(seconds=i), username="rita", agent_id="helpdesk", run_id=f"run-{i}",
+            tool_call_id="call", tool_name="refund", action="approve", outcome="completed",
+            args={"note": "please expedite" if i % 2 else "standard"},
+        )
+        for i in range(2 * AUDIT_SEARCH_COUNT_LIMIT + 4)
+    )  # fmt: skip
+
+    searched = admin_member_client.get("/audit/", {"args": "expedite"}).content.decode()
+    by_run = admin_member_client.get("/audit/", {"q": "run-"}).content.decode()
+    everything = admin_member_client.get("/audit/").content.decode()
+
+    assert f"<strong>{AUDIT_SEARCH_COUNT_LIMIT}+</strong> records" in searched and 'rel="next"' in searched
+    assert f"<strong>{AUDIT_SEARCH_COUNT_LIMIT}+</strong> records" in by_run
+    assert f"<strong>{2 * AUDIT_SEARCH_COUNT_LIMIT + 4}</strong> records" in everything
