@@ -22,7 +22,8 @@ the two take turns, call by call. Cases: the newest page, one agent, one reviewe
 in 2% of them, then page 100 of the newest, of the agent and of the outcome, reached by following
 each page's "Next" (the page starts below the previous page's last row: no offset). Also the
 filter form's choices (``queries.audit_choices``: the agents, reviewers and tools in the log), which
-every request of the page reads.
+every request of the page reads. And the API's ``GET /api/v1/audit``, page 1 and page 100 (it pages
+with an offset; its total is counted up to 1,000 past the page's start).
 
 The insert cost: the decision row's own INSERT (``approvals.store.insert_sql``) ``--inserts``
 times in a transaction rolled back, with every index, then with the indexes migration 0034 adds
@@ -80,7 +81,7 @@ KINDS = [
 COPY_COLUMNS = (
     "created_at", "parked_at", "username", "agent_id", "run_id", "thread_id", "resource_id",
     "tool_call_id", "tool_name", "args", "suspend_payload", "action", "reason", "edited_args",
-    "outcome", "outcome_detail", "channel",
+    "outcome", "outcome_detail", "channel", "fingerprint",
 )  # fmt: skip
 #: What migration 0034 adds (the insert cost compares with and without them).
 NEW_INDEXES = ("audit_args_trgm", "audit_outcome_created", "audit_tool_created")
@@ -136,7 +137,7 @@ def _row(i: int, rng: random.Random) -> tuple[Any, ...]:
     parked = None if outcome == "lost_race" else at - timedelta(seconds=rng.expovariate(1 / 900))
     return (
         at, parked, user, agent, f"run-{i}", f"thread-{i % 100_000}", f"customer-{i % 50_000}",
-        f"call-{i}", tool, args, payload, action, "", edited, outcome, "", channel,
+        f"call-{i}", tool, args, payload, action, "", edited, outcome, "", channel, "",
     )  # fmt: skip
 
 
@@ -324,6 +325,26 @@ def _plans(filters: dict[str, Any], after: tuple[datetime, int] | None) -> dict[
     }
 
 
+def _api_timed(page: int, calls: int) -> tuple[float, float, dict[str, Any]]:
+    """``GET /api/v1/audit?page=<page>`` as its view reads it (``_audit_page``: an offset page and
+    the total counted in the page's order up to its limit), for an access to the bench's agents
+    (they are not in the registry, so the access stands in for an Admins user's)."""
+    from types import SimpleNamespace
+
+    from approvals.api.v1 import schemas, views
+
+    access = SimpleNamespace(agent_ids=frozenset(AGENTS), require=lambda *args, **kwargs: None)
+    query = schemas.AuditQuery(page=page, per_page=50)
+    samples = []
+    for i in range(calls + 3):
+        started = time.perf_counter()
+        found = views._audit_page(access, query)  # type: ignore[arg-type]
+        if i >= 3:  # warm-up
+            samples.append((time.perf_counter() - started) * 1000)
+    p50, p95 = p50_p95(samples)
+    return p50, p95, {"count": found.total, "capped": found.total_capped}
+
+
 def measure(n: int, calls: int, plans: dict[str, Any]) -> list[dict[str, Any]]:
     from approvals import queries
 
@@ -343,6 +364,10 @@ def measure(n: int, calls: int, plans: dict[str, Any]) -> list[dict[str, Any]]:
         results.append({"n": n, "case": f"{name}, page 100", **found})
         plans[f"{name}, page 100"] = _plans(cases[name], after)
         print(f"  {name}, page 100: {found}", file=sys.stderr, flush=True)
+    for page in (1, 100):
+        p50, p95, total = _api_timed(page, calls)
+        results.append({"n": n, "case": f"API newest, page {page}", "p50_ms": p50, "p95_ms": p95, **total})
+        print(f"  API newest, page {page}: {p50} / {p95} ms {total}", file=sys.stderr, flush=True)
     samples = []
     for _ in range(min(calls, 10)):
         started = time.perf_counter()

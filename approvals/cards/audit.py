@@ -63,7 +63,7 @@ def audit_row(entry: AuditEntry, known: dict[str, Agent | None]) -> AuditRowView
         edited = call_title(tool, entry.tool_name, args=entry.edited_args, approval=True)
     return AuditRowView(
         entry=entry,
-        agent_name=agents.name_of(entry.agent_id),
+        agent_name=(agent.name if agent is not None else None) or entry.agent_id,
         title=title,
         edited_title=edited,
         batch_url=reverse("approvals:batch", args=[entry.batch_id]) if entry.batch_id else "",
