@@ -126,6 +126,14 @@ def _nothing_collected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _quick_emptying() -> None:
+    """A transactional test's tables are emptied by DELETE, not Django's TRUNCATE (tests/support/flushing.py)."""
+    from tests.support import flushing
+
+    flushing.install()
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _quick_password_hashing() -> Iterator[None]:
     """Passwords hashed in this process take 1,000 PBKDF2 rounds, not 1,500,000 (tests/support/hashers.py)."""
     from django.conf import settings
