@@ -127,7 +127,7 @@ def _nothing_collected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
 
 @pytest.fixture(scope="session", autouse=True)
 def _quick_emptying() -> None:
-    """A transactional test's tables are emptied by DELETE, not Django's TRUNCATE (tests/support/flushing.py)."""
+    """Transactional tests end with a DELETE of their rows, not a TRUNCATE (tests/support/flushing.py)."""
     from tests.support import flushing
 
     flushing.install()
