@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -453,19 +454,25 @@ def test_later_pages_start_below_the_last_row_even_at_the_same_instant(
     assert sorted(seen) == [f"same-{i:03d}" for i in range(120)] and len(set(seen)) == 120
 
 
-def test_the_count_stops_at_its_limit_and_says_there_are_more(
-    agents: DashboardAgents, admin_member_client: Client
-) -> None:
-    from approvals.queries import AUDIT_COUNT_LIMIT
-
+def approvals_in_a_row(count: int, args: Callable[[int], dict[str, Any]] | None = None) -> None:
+    """``count`` approvals of refunds, a second apart, newest first (``args(i)``: the i-th's arguments)."""
     now = timezone.now()
     AuditEntry.objects.bulk_create(
         AuditEntry(
             created_at=now - timedelta(seconds=i), username="rita", agent_id="helpdesk", run_id=f"run-{i}",
             tool_call_id="call", tool_name="refund", action="approve", outcome="completed",
+            args=args(i) if args else None,
         )
-        for i in range(AUDIT_COUNT_LIMIT + 1)
+        for i in range(count)
     )  # fmt: skip
+
+
+def test_the_count_stops_at_its_limit_and_says_there_are_more(
+    agents: DashboardAgents, admin_member_client: Client
+) -> None:
+    from approvals.queries import AUDIT_COUNT_LIMIT
+
+    approvals_in_a_row(AUDIT_COUNT_LIMIT + 1)
 
     html = admin_member_client.get("/audit/").content.decode()
 
@@ -478,15 +485,7 @@ def test_a_search_counts_to_a_lower_limit_and_says_there_are_more(
     # Each match a search counts costs the rows between it and the next: past a few pages, "250+".
     from approvals.queries import AUDIT_SEARCH_COUNT_LIMIT
 
-    now = timezone.now()
-    AuditEntry.objects.bulk_create(
-        AuditEntry(
-            created_at=now - timedelta(seconds=i), username="rita", agent_id="helpdesk", run_id=f"run-{i}",
-            tool_call_id="call", tool_name="refund", action="approve", outcome="completed",
-            args={"note": "please expedite" if i % 2 else "standard"},
-        )
-        for i in range(2 * AUDIT_SEARCH_COUNT_LIMIT + 4)
-    )  # fmt: skip
+    approvals_in_a_row(2 * AUDIT_SEARCH_COUNT_LIMIT + 4, lambda i: {"note": "expedite" if i % 2 else "none"})
 
     searched = admin_member_client.get("/audit/", {"args": "expedite"}).content.decode()
     by_run = admin_member_client.get("/audit/", {"q": "run-"}).content.decode()
