@@ -240,6 +240,9 @@ class AgentContext:
     publish: Publish | None = None
     #: None: a run whose decisions are all in continues in this process, as the decider's stream.
     schedule: Schedule | None = None
+    #: Whether ``schedule`` runs the continuation it is given next at once, in this task (the
+    #: scheduler's ``runs_at_once``); None: it never says so.
+    runs_at_once: Callable[[], bool] | None = None
     #: The host's rules, checked first inside every decision's atomic step.
     policy: Policy | None = None
 
@@ -253,9 +256,17 @@ class AgentContext:
             await self.publish(RunEvent(type=type_, agent_id=self.agent_id, run_id=run_id, **details))
 
 
-async def decide(ctx: AgentContext, request: DecisionRequest) -> DecisionReceipt:
-    """The one door: ``request`` recorded atomically if every rule lets it through, and announced."""
-    return await settle(ctx, request.run_id, checked_rule(ctx, request), request.actor)
+async def decide(ctx: AgentContext, request: DecisionRequest, *, start: bool = False) -> DecisionReceipt:
+    """The one door: ``request`` recorded atomically if every rule lets it through, and announced.
+    ``start``: a claim it makes takes its lease at once (``starts_at_once``)."""
+    return await settle(ctx, request.run_id, checked_rule(ctx, request), request.actor, start=start)
+
+
+def starts_at_once(ctx: AgentContext) -> bool:
+    """Whether a run a decision claims now is continued at once, in this task: as the decider's
+    stream (no scheduler), or by a scheduler that says it runs it now. Its claim then takes the lease
+    in the decision's own step; a claim for a queue waits without one (``start_continuation``)."""
+    return ctx.schedule is None or (ctx.runs_at_once is not None and ctx.runs_at_once())
 
 
 async def check(ctx: AgentContext, request: DecisionRequest) -> tuple[StoredRun, ParkedCall, Decision | Vote]:
@@ -362,11 +373,13 @@ def decision_rule(ctx: AgentContext, request: DecisionRequest) -> DecisionRule:
     return rule
 
 
-async def settle(ctx: AgentContext, run_id: str, rule: DecisionRule, actor: str | None) -> DecisionReceipt:
+async def settle(
+    ctx: AgentContext, run_id: str, rule: DecisionRule, actor: str | None, *, start: bool = False
+) -> DecisionReceipt:
     """Record the decision ``rule`` makes (the store's atomic step) and announce it; what it leads to
-    is the run loop's (``proceed``)."""
+    is the run loop's (``proceed``, told the same ``start``)."""
     receipt: DecisionReceipt = await ctx.call(
-        ctx.store.decide, agent_id=ctx.agent_id, run_id=run_id, rule=rule
+        ctx.store.decide, agent_id=ctx.agent_id, run_id=run_id, rule=rule, start=start
     )
     call = receipt.call
     if receipt.vote is not None:
@@ -1602,13 +1615,20 @@ def _not_started(ctx: AgentContext, run_id: str, emit: Emit) -> RunResult:
 
 
 async def continue_run(
-    ctx: AgentContext, run_id: str, version: int, emit: Emit, known: StoredRun | None = None
+    ctx: AgentContext,
+    run_id: str,
+    version: int,
+    emit: Emit,
+    known: StoredRun | None = None,
+    *,
+    started: bool = False,
 ) -> RunResult:
     """Continue a run this process has claimed at ``version``, renewing the claim meanwhile.
 
-    ``known`` is the claimed run with its snapshot when the caller has it (saves a read).
+    ``known`` is the claimed run with its snapshot when the caller has it (saves a read);
+    ``started``: the decision took the claim's lease already (``starts_at_once``).
     """
-    if not await ctx.call(ctx.store.start_continuation, run_id, version=version):
+    if not started and not await ctx.call(ctx.store.start_continuation, run_id, version=version):
         return _not_started(ctx, run_id, emit)
     heartbeat = asyncio.ensure_future(_heartbeat(ctx, run_id, version))
     try:
@@ -1780,10 +1800,10 @@ async def _hand_over(ctx: AgentContext, run: StoredRun, version: int, emit: Emit
 # -- what a decision leads to ----------------------------------------------------------------------
 
 
-async def proceed(ctx: AgentContext, receipt: DecisionReceipt) -> Decided:
+async def proceed(ctx: AgentContext, receipt: DecisionReceipt, *, started: bool = False) -> Decided:
     """What a recorded decision leads to: the run still waits (a vote, or other calls undecided), or
     it was claimed and goes on: handed to the runtime's scheduler, else continued here as the
-    decider's stream."""
+    decider's stream. ``started``: the decision was taken with ``start`` (its claim has its lease)."""
     decided = functools.partial(Decided, listed_call(receipt.call), agent_run(receipt.run), receipt.record_id)
     run_id = receipt.run.run_id
     version = receipt.claimed_version
@@ -1806,12 +1826,14 @@ async def proceed(ctx: AgentContext, receipt: DecisionReceipt) -> Decided:
     if ctx.schedule is not None:
         # A worker continues the run; the claim waits in its queue without a lease, which the
         # continuation takes when it starts (``continue_run``). A scheduler that runs it at once,
-        # in this process, gets the claimed run rather than read it back.
-        done = await ctx.schedule(Continuation(ctx.agent_id, run_id, version, claimed=claimed))
+        # in this process, gets the claimed run rather than read it back, and the lease the
+        # decision took (``started``).
+        continuation = Continuation(ctx.agent_id, run_id, version, claimed=claimed, started=started)
+        done = await ctx.schedule(continuation)
         return decided(RunStream.finished(done or RunResult(run_id=run_id, status="running")))
 
     async def produce(emit: Emit) -> RunResult:
-        return await continue_run(ctx, run_id, version, emit, claimed)
+        return await continue_run(ctx, run_id, version, emit, claimed, started=started)
 
     return decided(RunStream(run_id, produce))
 

@@ -153,6 +153,7 @@ class Agent:
                 clock=now,
                 publish=None if runtime is None else runtime.publish,
                 schedule=None if runtime is None or runtime.scheduler is None else runtime.schedule,
+                runs_at_once=getattr(None if runtime is None else runtime.scheduler, "runs_at_once", None),
                 policy=None if runtime is None else runtime.policy,
             )
         return self._ctx
@@ -246,7 +247,8 @@ class Agent:
         ``resume_stream`` are this with the request spelled out.
         """
         ctx = self._context()
-        return await _loop.proceed(ctx, await _loop.decide(ctx, request))
+        start = _loop.starts_at_once(ctx)
+        return await _loop.proceed(ctx, await _loop.decide(ctx, request, start=start), started=start)
 
     async def check_decision(self, request: DecisionRequest) -> AgentRun:
         """Whether ``decide`` would take ``request`` now (beyond Mastra), recording nothing: the run as
@@ -388,16 +390,19 @@ class Agent:
         """This agent's routing rules, each tool's in the order they apply."""
         return await _loop.rules_of(self._context(), tool_name)
 
-    def continue_run(self, run_id: str, *, version: int, claimed: StoredRun | None = None) -> RunStream:
+    def continue_run(
+        self, run_id: str, *, version: int, claimed: StoredRun | None = None, started: bool = False
+    ) -> RunStream:
         """Continue a run claimed at ``version`` by a decision (beyond Mastra: for background workers).
 
         Safe to call more than once: only the holder of the current claim changes the run; a stale
         or repeated continuation ends with status ``"failed"`` and changes nothing. ``claimed``: the
-        run as the decision claimed it (``Continuation.claimed``), which saves reading it back.
+        run as the decision claimed it (``Continuation.claimed``), which saves reading it back;
+        ``started``: the decision took its lease (``Continuation.started``).
         """
 
         async def produce(emit: Emit) -> RunResult:
-            return await _loop.continue_run(self._context(), run_id, version, emit, claimed)
+            return await _loop.continue_run(self._context(), run_id, version, emit, claimed, started=started)
 
         return RunStream(run_id, produce)
 
@@ -495,6 +500,9 @@ def _rerun(confirmed: bool) -> frozenset[Confirmation]:
 
 Listener = Callable[[RunEvent], Awaitable[None] | None]
 #: Returns the continuation's result when it ran before returning, else None (it runs later).
+#: Takes a claimed run's continuation (a task queue, say). One that may run it at once, in the
+#: deciding task, says so by a ``runs_at_once()`` method: the decision then takes the claim's lease
+#: in its own step (``RunStore.decide``'s ``start``) rather than leave it to the continuation.
 Scheduler = Callable[[Continuation], Awaitable[RunResult | None] | RunResult | None]
 
 

@@ -41,10 +41,13 @@ class Continuation:
 
     ``claimed`` is the run as the decision claimed it, with its snapshot: a scheduler that continues
     it in this process hands it to ``Agent.continue_run`` rather than have it read back. It never
-    leaves the process (a worker elsewhere gets the ids and reads the run).
+    leaves the process (a worker elsewhere gets the ids and reads the run). ``started``: the decision
+    took the claim's lease already, the scheduler having said it runs this continuation at once
+    (``Scheduler.runs_at_once``); never true of one that waits in a queue.
     """
 
     agent_id: str
     run_id: str
     version: int
     claimed: StoredRun | None = field(default=None, compare=False, repr=False)
+    started: bool = field(default=False, compare=False)

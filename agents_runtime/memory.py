@@ -183,6 +183,7 @@ class InMemoryRunStore(RunStore, GrantStore, RuleStore):
         run_id: str,
         rule: DecisionRule,
         claim_when_complete: bool = True,
+        start: bool = False,
     ) -> DecisionReceipt:
         with self._lock:
             self._reclaim_expired()
@@ -206,6 +207,8 @@ class InMemoryRunStore(RunStore, GrantStore, RuleStore):
             claimed: int | None = None
             if vote is None and claim_when_complete and all(c.decision is not None for c in calls):
                 claimed = self._claim_row(row).version
+                if start:
+                    row.lease_expires = self.clock() + self.lease
             return DecisionReceipt(
                 run=self._copy(row.run, with_snapshot=True), call=decided, claimed_version=claimed, vote=vote
             )

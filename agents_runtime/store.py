@@ -14,7 +14,9 @@ the persistent one; ``tests/agents_runtime`` runs the same suite on both):
 - A decision is recorded at most once per parked call. When the last undecided call of a run is
   decided, that same atomic step may claim the run (``status="running"``, new version, lease).
 - A claim waits for its continuation without a lease (a queue may be long); the continuation takes
-  the lease as it starts (``start_continuation``, once per claim). A lease lives for ``lease``;
+  the lease as it starts (``start_continuation``, once per claim), or the decision takes it in its
+  own step when the continuation starts at once, in the deciding task (``decide``'s ``start``: the
+  decider's stream, a scheduler that runs it now). A lease lives for ``lease``;
   ``heartbeat`` renews it. A claim whose lease was not renewed in time is *reclaimed* before any
   read, decision or heartbeat (so a late heartbeat fails instead of reviving it), or by
   ``reclaim_expired``: the run is suspended again with ``interrupted=True``, its decisions move to
@@ -1069,9 +1071,11 @@ class RunStore(Protocol):
         run_id: str,
         rule: DecisionRule,
         claim_when_complete: bool = True,
+        start: bool = False,
     ) -> DecisionReceipt:
         """Record the decision ``rule`` makes on one undecided call, atomically; claim the run when
-        it was the last.
+        it was the last. ``start``: the claim's continuation starts at once, in this process, so the
+        claim takes its lease in the same step (``start_continuation``'s work: no queue to wait in).
 
         ``rule`` sees the run as stored (with its snapshot) while no one else can change it; what it
         raises propagates and nothing is recorded. Then raises ``RunNotFound`` (no such run of

@@ -23,7 +23,7 @@ def compose(runtime: Runtime) -> Runtime:
     runtime.add_listener(live.publish)
     runtime.add_listener(webhooks.on_run_event, types=webhooks.EVENT_TYPES)
     runtime.add_listener(notifications.on_run_event, types=notifications.EVENT_TYPES)
-    runtime.scheduler = tasks.schedule_continuation
+    runtime.scheduler = tasks.Scheduler()
     if runtime.policy is None:
         runtime.policy = DeskPolicy()
     return agents.install(runtime)

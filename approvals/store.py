@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import cache
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -834,9 +834,10 @@ def _at_version_sql(columns: tuple[str, ...]) -> str:
     """PostgreSQL: write ``columns`` of an undecided call if its run is still at the version it was
     read at (see ``DjangoRunStore._write_decision_at_version``), with the audit row."""
     return (
-        # A claim has no lease until its continuation starts (``DjangoRunStore.start_continuation``).
+        # A claim has no lease until its continuation starts (``DjangoRunStore.start_continuation``),
+        # unless it starts at once (the decision's ``start``).
         f"WITH run AS (UPDATE {RunRecord._meta.db_table}"
-        " SET version = %s, status = %s, lease_expires_at = NULL"
+        " SET version = %s, status = %s, lease_expires_at = %s"
         f" WHERE id = %s AND version = %s AND status = '{RunStatus.SUSPENDED.value}' RETURNING id),"
         f" call AS (UPDATE {ParkedCallRecord._meta.db_table}"
         f" SET {', '.join(f'{name} = %s' for name in columns)}"
@@ -1292,6 +1293,14 @@ class Rules:
 # Deciding a call: the plan a decision makes on the run as read, and its conditional writes.
 
 
+class _Claim(NamedTuple):
+    """What a decision that completes its run's decisions does: claim it (``when_complete``), and
+    take the claim's lease now (``start``: its continuation starts at once, in this process)."""
+
+    when_complete: bool
+    start: bool
+
+
 @dataclass(frozen=True)
 class _DecisionPlan:
     run: StoredRun
@@ -1302,8 +1311,10 @@ class _DecisionPlan:
     #: The run's calls once the decision is recorded.
     calls: tuple[ParkedCall, ...]
     version: int
-    #: Whether this decision claims the run (without a lease: its continuation takes one when it starts).
+    #: Whether this decision claims the run (without a lease, its continuation taking one when it
+    #: starts, unless the continuation starts at once: then the lease it takes now).
     claimed: bool
+    lease_expires_at: datetime | None = None
     #: Set when the rule recorded an approval as one vote of several (``decision`` is that approval).
     vote: Vote | None = None
 
@@ -1349,31 +1360,33 @@ class Decisions:
         run_id: str,
         rule: DecisionRule,
         claim_when_complete: bool = True,
+        start: bool = False,
     ) -> DecisionReceipt:
+        claim = _Claim(claim_when_complete, start)
         with self.tables.connection_scope():
             if connections[self.tables.using].vendor != "postgresql":
-                return self._decide_locked(agent_id, run_id, rule, claim_when_complete)
+                return self._decide_locked(agent_id, run_id, rule, claim)
             # PostgreSQL: read, then one conditional statement, no transaction around them (two
             # round trips instead of five on every approval). Optimistic: when the run changed in
             # between (another call of it was decided), read it again and decide on what is current.
             for _ in range(OPTIMISTIC_ATTEMPTS):
                 found = self.tables.current_run(run_id, agent_id=agent_id, with_snapshot=True)
-                plan = self._plan_decision(run_id, found, rule, claim_when_complete)
+                plan = self._plan_decision(run_id, found, rule, claim)
                 if plan.decision.grant_id is not None:
                     # A grant's use commits with the approval it gives, or not at all.
-                    return self._decide_locked(agent_id, run_id, rule, claim_when_complete)
+                    return self._decide_locked(agent_id, run_id, rule, claim)
                 record_id = self._write_decision_at_version(plan)
                 if record_id is not None:
                     return plan.receipt(record_id)
             raise self._conflict(plan.run, plan.call_pk, plan.call.tool_call_id)
 
     def _decide_locked(
-        self, agent_id: str, run_id: str, rule: DecisionRule, claim_when_complete: bool
+        self, agent_id: str, run_id: str, rule: DecisionRule, claim: _Claim
     ) -> DecisionReceipt:
         """The decision in one transaction holding the run row's lock (SQLite, and grants' uses)."""
         with transaction.atomic(using=self.tables.using):
             found = self.tables.current_run(run_id, agent_id=agent_id, with_snapshot=True, lock=True)
-            plan = self._plan_decision(run_id, found, rule, claim_when_complete)
+            plan = self._plan_decision(run_id, found, rule, claim)
             if not self._write_decision_locked(plan):
                 raise self._conflict(plan.run, plan.call_pk, plan.call.tool_call_id)
             grant_id = plan.decision.grant_id
@@ -1384,7 +1397,7 @@ class Decisions:
             return plan.receipt(create_decision_row(self.tables.using, plan.audit_values()))
 
     def _plan_decision(
-        self, run_id: str, found: tuple[Row, list[Row]] | None, rule: DecisionRule, claim_when_complete: bool
+        self, run_id: str, found: tuple[Row, list[Row]] | None, rule: DecisionRule, claim: _Claim
     ) -> _DecisionPlan:
         """What a decision will write on the run as read, or the error that refuses it."""
         if found is None:
@@ -1410,7 +1423,7 @@ class Decisions:
         else:
             decided = decided_call(call, decision)
         calls = tuple(c if i != index else decided for i, c in enumerate(run.calls))
-        claim = vote is None and claim_when_complete and all(c.decision is not None for c in calls)
+        claims = vote is None and claim.when_complete and all(c.decision is not None for c in calls)
         return _DecisionPlan(
             run=run,
             run_pk=row["pk"],
@@ -1418,8 +1431,9 @@ class Decisions:
             call_pk=call_pk,
             decision=decision,
             calls=calls,
-            version=run.version + (2 if claim else 1),
-            claimed=claim,
+            version=run.version + (2 if claims else 1),
+            claimed=claims,
+            lease_expires_at=self.tables.clock() + self.tables.lease if claims and claim.start else None,
             vote=vote,
         )
 
@@ -1430,7 +1444,7 @@ class Decisions:
             return False
         changes: dict[str, Any] = {"version": plan.version}
         if plan.claimed:
-            changes.update(status=RunStatus.RUNNING, lease_expires_at=None)
+            changes.update(status=RunStatus.RUNNING, lease_expires_at=plan.lease_expires_at)
         runs = self.tables.runs().filter(pk=plan.run_pk, version=plan.run.version).suspended()
         return runs.update(**changes) == 1
 
@@ -1451,6 +1465,7 @@ class Decisions:
                 [
                     plan.version,
                     (RunStatus.RUNNING if plan.claimed else RunStatus.SUSPENDED).value,
+                    connection.ops.adapt_datetimefield_value(plan.lease_expires_at),
                     plan.run_pk,
                     plan.run.version,
                     *(
@@ -2119,10 +2134,16 @@ class DjangoRunStore(RunStore, GrantStore, RuleStore):
     # -- its parts --------------------------------------------------------------------------------
 
     def decide(
-        self, *, agent_id: str, run_id: str, rule: DecisionRule, claim_when_complete: bool = True
+        self,
+        *,
+        agent_id: str,
+        run_id: str,
+        rule: DecisionRule,
+        claim_when_complete: bool = True,
+        start: bool = False,
     ) -> DecisionReceipt:
         return self.decisions.decide(
-            agent_id=agent_id, run_id=run_id, rule=rule, claim_when_complete=claim_when_complete
+            agent_id=agent_id, run_id=run_id, rule=rule, claim_when_complete=claim_when_complete, start=start
         )
 
     def due_calls(self, agent_id: str, before: datetime, *, limit: int) -> list[tuple[str, str]]:

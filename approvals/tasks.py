@@ -36,11 +36,12 @@ would run inside the sweep, one run after the other, and every later expiry woul
 sweep hands those to ``Continuations`` instead, a few threads of their own.
 
 A decided run waits in its queue without a lease, however long the queue (the continuation takes
-the lease when it starts), so a worker that falls behind never undoes approvals. A continuation lost
-from its queue (one still in ``Continuations`` when the process ended, or taken by a ``db_worker``
-that died before starting it) is queued again by the sweep once its run has waited a lease since its
-last decision and no queue holds it; should two continuations of one claim still meet, only one
-starts (``RunStore.start_continuation``).
+the lease when it starts), so a worker that falls behind never undoes approvals; one continued at
+once, in the request that decided (``Scheduler.runs_at_once``), gets its lease with the decision.
+A continuation lost from its queue (one still in ``Continuations`` when the process ended, or taken
+by a ``db_worker`` that died before starting it) is queued again by the sweep once its run has waited
+a lease since its last decision and no queue holds it; should two continuations of one claim still
+meet, only one starts (``RunStore.start_continuation``).
 """
 
 from __future__ import annotations
@@ -80,7 +81,10 @@ async def continue_run(agent_id: str, run_id: str, version: int) -> dict[str, An
 async def _continue(continuation: Continuation) -> RunResult:
     agent = await agents.aget(continuation.agent_id)
     stream = agent.continue_run(
-        continuation.run_id, version=continuation.version, claimed=continuation.claimed
+        continuation.run_id,
+        version=continuation.version,
+        claimed=continuation.claimed,
+        started=continuation.started,
     )
     # Best effort: a page that misses output still refetches how the run ended from its events.
     async with live.RunOutput(continuation.agent_id) as output:
@@ -95,8 +99,22 @@ async def _continue(continuation: Continuation) -> RunResult:
 handoff: ContextVar[Callable[[Continuation], None] | None] = ContextVar("handoff", default=None)
 
 
+class Scheduler:
+    """The runtime's scheduler (``Runtime.scheduler``, installed by ``apps.compose``)."""
+
+    async def __call__(self, continuation: Continuation) -> RunResult | None:
+        return await schedule_continuation(continuation)
+
+    @staticmethod
+    def runs_at_once() -> bool:
+        """Whether the continuation it is given next runs here and now (the Immediate backend, not
+        handed to the sweep's threads): the runtime's decision then takes the claim's lease in its
+        own statement, there being no queue to wait in."""
+        return isinstance(continue_run.get_backend(), ImmediateBackend) and handoff.get() is None
+
+
 async def schedule_continuation(continuation: Continuation) -> RunResult | None:
-    """The runtime's scheduler: enqueue, and return the result when the backend ran it already."""
+    """Enqueue, and return the result when the backend ran it already."""
     if isinstance(continue_run.get_backend(), ImmediateBackend):
         hand = handoff.get()
         if hand is not None:

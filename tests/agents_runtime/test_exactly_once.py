@@ -289,6 +289,35 @@ async def test_run_whose_continuation_died_is_listed_again_after_the_lease(make_
     assert log.count == 0
 
 
+async def test_a_claim_started_with_its_decision_is_given_back_after_the_lease(make_store: MakeStore) -> None:
+    # A continuation that starts at once (the decider's stream, a scheduler running it now) gets its
+    # lease with the decision: should its process die right then, the run comes back after the lease;
+    # and no second continuation of that claim can start.
+    store = make_store(lease=LEASE)
+    log = ToolLog()
+    agent, _ = refund_agent(log)
+    Runtime([agent], storage=store)
+    suspended = await agent.generate("refund", thread_id="t-1")
+    approval = Decision(action="approve", decided_at=datetime.now(UTC), actor="ghost")
+
+    receipt = await off_loop(
+        lambda: store.decide(
+            agent_id="support", run_id=suspended.run_id, rule=lambda _run: ("call-1", approval), start=True
+        )
+    )
+    version = receipt.claimed_version
+    assert version is not None
+    second_start = await off_loop(lambda: store.start_continuation(suspended.run_id, version=version))
+    listed_while_claimed = await agent.list_suspended_runs()
+    await asyncio.sleep(LEASE.total_seconds() * 1.5)
+    relisted = only_run(await agent.list_suspended_runs())
+
+    assert second_start is False
+    assert listed_while_claimed.total == 0
+    assert (relisted.run_id, relisted.interrupted) == (suspended.run_id, True)
+    assert log.count == 0
+
+
 QUEUED = 40
 
 
