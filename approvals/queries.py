@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal, NamedTuple
@@ -249,6 +249,12 @@ class AuditPage:
     after: bool
     #: The last row of this page, when there is a next one: it starts below it.
     next_after: AuditEntry | None
+
+
+def is_search(filters: Mapping[str, Any]) -> bool:
+    """Whether the audit filters ``filters`` (``AuditEntry.objects.matching``'s) search text: ids or
+    the arguments, which no index orders (its count stops at ``AUDIT_SEARCH_COUNT_LIMIT``)."""
+    return bool(filters.get("search") or filters.get("in_args"))
 
 
 def audit_page(

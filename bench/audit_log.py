@@ -214,8 +214,7 @@ def _count_limit(filters: dict[str, Any]) -> int:
     """Where the page's count stops for these filters (a search stops sooner, as the view says)."""
     from approvals import queries
 
-    searching = bool(filters.get("in_args") or filters.get("search"))
-    return queries.AUDIT_SEARCH_COUNT_LIMIT if searching else queries.AUDIT_COUNT_LIMIT
+    return queries.AUDIT_SEARCH_COUNT_LIMIT if queries.is_search(filters) else queries.AUDIT_COUNT_LIMIT
 
 
 def _bare_where(filters: dict[str, Any]) -> tuple[str, list[Any]]:
@@ -275,8 +274,7 @@ def _orm(filters: dict[str, Any], after: tuple[datetime, int] | None) -> Any:
     from approvals.models import AuditEntry
 
     entries = AuditEntry.objects.filter(agent_id__in=AGENTS).matching(include_invalid=False, **filters)
-    searching = _count_limit(filters) == queries.AUDIT_SEARCH_COUNT_LIMIT
-    page = queries.audit_page(entries.select_related(None), after=after, searching=searching)
+    page = queries.audit_page(entries.select_related(None), after=after, searching=queries.is_search(filters))
     audit_rows(page.entries)
     return page
 

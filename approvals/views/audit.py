@@ -44,8 +44,9 @@ def audit_log(request: HtmxHttpRequest) -> HttpResponse:
     # Only the agents this user may see: an admin designated for one agent audits that agent.
     filters = form.filters()
     entries = AuditEntry.objects.filter(agent_id__in=visible).matching(**filters).select_related(None)
-    searching = bool(filters["search"] or filters["in_args"])
-    page = queries.audit_page(entries, after=form.cleaned_data.get("after"), searching=searching)
+    page = queries.audit_page(
+        entries, after=form.cleaned_data.get("after"), searching=queries.is_search(filters)
+    )
     following = page.next_after
     context["page"] = page
     context["rows"] = audit_rows(page.entries)
