@@ -9,7 +9,8 @@ import contextvars
 import logging
 from typing import Any, Protocol
 
-from channels.layers import get_channel_layer
+from channels import DEFAULT_CHANNEL_LAYER
+from channels.layers import BaseChannelLayer, InMemoryChannelLayer, channel_layers, get_channel_layer
 
 from approvals.live import querycount
 
@@ -63,7 +64,7 @@ class _Hub:
 
     def __init__(self, fanout: Fanout) -> None:
         self.fanout = fanout
-        self.layer = get_channel_layer()
+        self.layer = _receiving_layer()
         self.channel = ""
         self.members: dict[str, set[Member]] = {}
         self.lock = asyncio.Lock()
@@ -136,6 +137,20 @@ class _Hub:
                     logger.exception("Live fan-out: forwarding to %r failed", member)
                 if index % self.fanout.BATCH == 0:
                     await asyncio.sleep(0)
+
+
+def _receiving_layer() -> BaseChannelLayer:
+    """The layer a hub receives on: the process's own in-process layer, or an instance of its own.
+
+    channels_redis lets one event loop at a time receive on a layer instance (its receive locks are
+    bound to the loop that first waited on them, and one left held by a loop that has gone fails the
+    next): each loop's hub gets an instance of its own. The in-process layer holds the only copy of
+    its messages, so it is shared.
+    """
+    layer = get_channel_layer()
+    if isinstance(layer, InMemoryChannelLayer):
+        return layer
+    return channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
 
 
 fanout = Fanout()

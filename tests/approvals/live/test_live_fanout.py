@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import uuid
 from typing import Any
 
 import pytest
@@ -16,6 +18,7 @@ from django.test import Client
 
 from approvals.live import agent_group, querycount
 from approvals.live.consumer import LiveConsumer
+from approvals.live.fanout import fanout
 from approvals.policy import visible_agent_ids
 from approvals.server import layers
 from config.asgi import application
@@ -147,3 +150,57 @@ async def test_in_process_layer_still_sweeps_expired_messages(monkeypatch: pytes
     # As in Channels: the expired message is dropped, and its reader, presumed dead, leaves the group.
     assert "specific.x!a" not in layer.channels
     assert "specific.x!a" not in layer.groups.get("g", {})
+
+
+class _Page:
+    """A member that notes what reaches it, in the event loop it was joined in."""
+
+    def __init__(self) -> None:
+        self.got: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    async def forward(self, message: dict[str, Any]) -> None:
+        await self.got.put(message)
+
+
+@pytest.mark.redis
+async def test_two_event_loops_of_one_process_both_get_their_pages_events() -> None:
+    # A process may run more than one loop with pages in it (a server thread beside the main loop,
+    # async views run by a WSGI server). channels_redis lets one loop at a time receive on a layer
+    # instance: each loop's fan-out must still receive.
+    group = f"fanout-loops-{uuid.uuid4().hex}"
+    other_loop = asyncio.new_event_loop()
+
+    def run_other_loop() -> None:
+        other_loop.run_forever()
+        other_loop.close()  # here: channels_redis closes its connections in the closing loop
+
+    thread = threading.Thread(target=run_other_loop, daemon=True)
+    thread.start()
+    try:
+
+        async def join_there() -> _Page:
+            page = _Page()
+            await fanout.join(group, page)
+            return page
+
+        there = asyncio.run_coroutine_threadsafe(join_there(), other_loop).result(10)
+        here = _Page()
+        await fanout.join(group, here)
+
+        await get_channel_layer().group_send(group, {"type": "run.event", "group": group, "n": 1})
+
+        assert (await asyncio.wait_for(here.got.get(), 10))["n"] == 1
+        received = asyncio.run_coroutine_threadsafe(asyncio.wait_for(there.got.get(), 10), other_loop)
+        assert received.result(15)["n"] == 1
+        await fanout.leave(group, here)
+        asyncio.run_coroutine_threadsafe(fanout.leave(group, there), other_loop).result(10)
+    finally:
+        for task in asyncio.run_coroutine_threadsafe(_tasks_of_loop(), other_loop).result(10):
+            other_loop.call_soon_threadsafe(task.cancel)
+        other_loop.call_soon_threadsafe(other_loop.stop)
+        thread.join(10)
+        fanout.forget_closed_loops()
+
+
+async def _tasks_of_loop() -> set[asyncio.Task[Any]]:
+    return asyncio.all_tasks() - {asyncio.current_task()}  # type: ignore[operator]
