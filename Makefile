@@ -78,18 +78,23 @@ $(DEV_STAMP): requirements-dev.lock requirements.lock
 	$(VENV)/bin/pip install --quiet --require-hashes -r requirements-dev.lock
 	@touch $@ $(RUN_STAMP)
 
-# Browser tests drive Debian's Chromium (Playwright's own browser download is blocked here).
+# Browser tests drive Debian's Chromium (Playwright's own browser download is blocked here), through
+# its headless shell when installed (chromium-headless-shell, what Playwright itself runs headless:
+# the browser tests spend well under half the CPU in it; docs/scaling.md, "The cost of a test run").
+CHROMIUM_PACKAGES := chromium chromium-headless-shell
 chromium:
-	@if [ -x /usr/bin/chromium ]; then \
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/lib/chromium/chromium-headless-shell ]; then \
 		:; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "Installing Debian's chromium for the browser tests"; \
-		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-			|| echo "!!! WARNING: installing chromium failed; browser tests will be skipped !!!"; \
+		echo "Installing Debian's $(CHROMIUM_PACKAGES) for the browser tests"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(CHROMIUM_PACKAGES) >/dev/null) \
+			|| echo "!!! WARNING: installing $(CHROMIUM_PACKAGES) failed; browser tests will be skipped or slower !!!"; \
+	elif [ -x /usr/bin/chromium ]; then \
+		echo "Note: browser tests run on the full Chromium; apt-get install chromium-headless-shell makes them faster"; \
 	else \
 		echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"; \
 		echo "!!! WARNING: /usr/bin/chromium is missing and cannot be installed (needs root and"; \
-		echo "!!! apt-get). Browser tests will be SKIPPED. Install it: apt-get install chromium"; \
+		echo "!!! apt-get). Browser tests will be SKIPPED. Install it: apt-get install $(CHROMIUM_PACKAGES)"; \
 		echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"; \
 	fi
 
