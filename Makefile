@@ -81,12 +81,16 @@ $(DEV_STAMP): requirements-dev.lock requirements.lock
 # Browser tests drive Debian's Chromium (Playwright's own browser download is blocked here), through
 # its headless shell when installed (chromium-headless-shell, what Playwright itself runs headless:
 # the browser tests spend well under half the CPU in it; docs/scaling.md, "The cost of a test run").
+# With Chromium there, installing the shell is tried once (var/.chromium-tried): an offline machine
+# does not wait on apt-get at every run.
 CHROMIUM_PACKAGES := chromium chromium-headless-shell
+CHROMIUM_TRIED := var/.chromium-tried
 chromium:
-	@if [ -x /usr/bin/chromium ] && [ -x /usr/lib/chromium/chromium-headless-shell ]; then \
+	@if [ -x /usr/bin/chromium ] && { [ -x /usr/lib/chromium/chromium-headless-shell ] || [ -e $(CHROMIUM_TRIED) ]; }; then \
 		:; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "Installing Debian's $(CHROMIUM_PACKAGES) for the browser tests"; \
+		mkdir -p var && touch $(CHROMIUM_TRIED); \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(CHROMIUM_PACKAGES) >/dev/null) \
 			|| echo "!!! WARNING: installing $(CHROMIUM_PACKAGES) failed; browser tests will be skipped or slower !!!"; \
 	elif [ -x /usr/bin/chromium ]; then \
