@@ -100,10 +100,8 @@ handoff: ContextVar[Callable[[Continuation], None] | None] = ContextVar("handoff
 
 
 class Scheduler:
-    """The runtime's scheduler (``Runtime.scheduler``, installed by ``apps.compose``)."""
-
-    async def __call__(self, continuation: Continuation) -> RunResult | None:
-        return await schedule_continuation(continuation)
+    """The runtime's scheduler (``Runtime.scheduler``, installed by ``apps.compose``): a task on the
+    configured backend, run here and now when the backend would run it at once anyway."""
 
     @staticmethod
     def runs_at_once() -> bool:
@@ -112,27 +110,26 @@ class Scheduler:
         own statement, there being no queue to wait in."""
         return isinstance(continue_run.get_backend(), ImmediateBackend) and handoff.get() is None
 
-
-async def schedule_continuation(continuation: Continuation) -> RunResult | None:
-    """Enqueue, and return the result when the backend ran it already."""
-    if isinstance(continue_run.get_backend(), ImmediateBackend):
+    async def __call__(self, continuation: Continuation) -> RunResult | None:
+        """Enqueue, and return the result when the backend ran it already."""
+        if self.runs_at_once():
+            # Run it here, with the run the decision claimed (no read back). Like the backend, a
+            # continuation that breaks fails the task, not the decision.
+            try:
+                return await _continue(continuation)
+            except Exception:
+                logger.exception("The continuation of run %s failed", continuation.run_id)
+                return None
         hand = handoff.get()
-        if hand is not None:
+        if hand is not None and isinstance(continue_run.get_backend(), ImmediateBackend):
             hand(continuation)
             return None
-        # The task would run at once anyway: run it here, with the run the decision claimed (no
-        # read back). Like the backend, a continuation that breaks fails the task, not the decision.
-        try:
-            return await _continue(continuation)
-        except Exception:
-            logger.exception("The continuation of run %s failed", continuation.run_id)
-            return None
-    task_result = await continue_run.aenqueue(
-        continuation.agent_id, continuation.run_id, continuation.version
-    )
-    if task_result.status == TaskResultStatus.SUCCESSFUL:
-        return result_from_json(cast(dict[str, Any], task_result.return_value))
-    return None
+        task_result = await continue_run.aenqueue(
+            continuation.agent_id, continuation.run_id, continuation.version
+        )
+        if task_result.status == TaskResultStatus.SUCCESSFUL:
+            return result_from_json(cast(dict[str, Any], task_result.return_value))
+        return None
 
 
 @task
