@@ -932,19 +932,15 @@ class Tables:
         From purely async code the runtime's calls run on asgiref's shared thread (``run_sync``),
         which Django's request cycle never cleans up: without this it would keep a PostgreSQL
         connection (a pool slot) for its lifetime. In a request, the connection is not held while the
-        run waits on a model. Only closed when ``CONN_MAX_AGE`` says so. SQLite connections are a
-        file handle, cheap to keep and slow to reopen (pragmas), so they stay with their thread.
+        run waits on a model. Closed as ``CONN_MAX_AGE`` says: at once on PostgreSQL (back to the
+        pool), never on SQLite (a file handle the thread keeps) unless it became unusable.
         """
         try:
             yield
         finally:
             connection = connections[using or self.using]
-            if connection.in_atomic_block:
-                pass
-            elif connection.vendor != "sqlite":
+            if not connection.in_atomic_block:
                 connection.close_if_unusable_or_obsolete()
-            elif connection.errors_occurred and not connection.is_usable():
-                connection.close()
 
     def one_run(
         self, run_id: str, *, agent_id: str | None = None, with_snapshot: bool, lock: bool = False

@@ -67,7 +67,7 @@ def one_backend(
     backend: str, *, requests: int, clients: int, timeout: float, deadline: float, logs: Path
 ) -> dict[str, Any]:
     with scratch_database(backend, "countersign_bench_burst") as database_url:
-        env = server.env_for(database_url)
+        env = server.env_for(database_url, settings_module="config.settings")
         env["DECISION_UNDO_SECONDS"] = "0"  # decisions taken at once, not held for an undo window
         server.prepare_database(env)
         count = burst.decisions_needed(requests, clients)
@@ -123,7 +123,7 @@ def login_burst(
 ) -> dict[str, Any]:
     """One reviewer's decisions alone, then while ``logins`` clients keep logging in."""
     with scratch_database(backend, "countersign_bench_logins") as database_url:
-        env = server.env_for(database_url)
+        env = server.env_for(database_url, settings_module="config.settings")
         env["DECISION_UNDO_SECONDS"] = "0"  # decisions taken at once, not held for an undo window
         env["PASSWORD_HASHING_THREADS"] = hashing_threads
         server.prepare_database(env)

@@ -124,6 +124,10 @@ def _database_for(url: str) -> dict[str, Any]:
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
             **database.get("OPTIONS", {}),
         }
+        # A thread keeps its SQLite connection (a file handle, no server slot to give back): opening
+        # one, its pragmas and Django's SQL functions, costs several times a short query, and the
+        # live relay and the sweep ask many times a second. Closed when unusable, as any connection.
+        database["CONN_MAX_AGE"] = None
     elif database["ENGINE"] == "django.db.backends.postgresql":
         # psycopg 3's pool replaces persistent connections; Django refuses both at once. A request uses
         # one connection at a time (approvals/server/database.py), so max_size is how many of this process's

@@ -133,21 +133,6 @@ def _quick_emptying() -> None:
     flushing.install()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _quick_password_hashing() -> Iterator[None]:
-    """Passwords hashed in this process take 1,000 PBKDF2 rounds, not 1,500,000 (tests/support/hashers.py)."""
-    from django.conf import settings
-    from django.test import override_settings
-
-    production = "approvals.policy.BoundedPBKDF2PasswordHasher"
-    hashers = [
-        "tests.support.hashers.QuickPBKDF2PasswordHasher" if name == production else name
-        for name in settings.PASSWORD_HASHERS
-    ]
-    with override_settings(PASSWORD_HASHERS=hashers):
-        yield
-
-
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup: None) -> Iterator[None]:
     """pytest-django's test databases, plus closing the connections async tests leave in asgiref's thread.

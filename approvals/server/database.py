@@ -28,7 +28,7 @@ from typing import Any, cast
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
-from django.db import connections, router
+from django.db import close_old_connections, connections, router
 from django.db.backends.utils import CursorWrapper
 from psycopg import OperationalError as PsycopgOperationalError
 from psycopg_pool import ConnectionPool as PsycopgPool
@@ -49,8 +49,10 @@ from psycopg_pool import PoolTimeout
 #   the outbox relay) it is asgiref's one shared thread, which no request cycle cleans up; the store
 #   gives the connection back after each call there (the store's ``connection_scope``), as Channels'
 #   ``database_sync_to_async`` does for other ORM calls.
-# - ``RequestThreads``: each request's thread closes its connections once it has nothing left to run,
-#   even when the request was cancelled (the client went away) while its view still ran. Django's own
+# - ``RequestThreads``: each request's thread gives its connections back once it has nothing left to
+#   run (``close_old_connections``: to the pool on PostgreSQL, ``CONN_MAX_AGE`` 0; a SQLite connection,
+#   kept for the thread's life, only when unusable), even when the request was cancelled (the client
+#   went away) while its view still ran. Django's own
 #   clean-up (``request_finished``) is skipped or fails in that case, and the thread then ended holding
 #   its connection: a pool slot lost for good, until a server had none left.
 #
@@ -97,7 +99,7 @@ class RequestThreads:
             async with ThreadSensitiveContext(executor=executor):
                 await self.app(scope, receive, send)
         finally:
-            executor.submit(connections.close_all).add_done_callback(lambda _: self._release(executor))
+            executor.submit(close_old_connections).add_done_callback(lambda _: self._release(executor))
 
     def _release(self, executor: ThreadPoolExecutor) -> None:
         # (Once its clean-up is done: on the executor's thread, or on the loop's if it was done before

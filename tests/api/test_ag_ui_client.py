@@ -74,7 +74,7 @@ def serve(tmp: Path, **settings: str) -> Iterator[tuple[int, list[str]]]:
     log = tmp / "daphne.log"
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_SETTINGS_MODULE": "tests.support.settings",
         # On PostgreSQL and Redis when the suite runs on them (a database of its own): the stream
         # that waits for a reviewer then hears the decision through Redis.
         "DATABASE_URL": _database_url(tmp),

@@ -124,7 +124,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
     database_url = _database_url(tmp)
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_SETTINGS_MODULE": "tests.support.settings",
         "DATABASE_URL": database_url,
         "AGENTS_RUNTIME": "tests.support.mastra_agents:runtime",
         "REDIS_URL": "",

@@ -154,7 +154,7 @@ def _serve(tmp: Path) -> Iterator[tuple[int, str, Path]]:
     log = tmp / "daphne.log"
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_SETTINGS_MODULE": "tests.support.settings",
         "DATABASE_URL": f"sqlite:///{tmp / 'api.sqlite3'}",
         "AGENTS_RUNTIME": "tests.support.mastra_agents:runtime",
         "REDIS_URL": "",

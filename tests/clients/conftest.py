@@ -61,7 +61,7 @@ def desk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Desk]:
     tmp = tmp_path_factory.mktemp("client-desk")
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_SETTINGS_MODULE": "tests.support.settings",
         "DATABASE_URL": f"sqlite:///{tmp / 'desk.sqlite3'}",
         "AGENTS_RUNTIME": "demo.agents:runtime",
         "AGENTS_MODEL": "",

@@ -237,7 +237,7 @@ def serving(tmp_path_factory: pytest.TempPathFactory, **settings: str) -> Iterat
     log = tmp / "daphne.log"
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_SETTINGS_MODULE": "tests.support.settings",
         "DATABASE_URL": f"sqlite:///{tmp / 'e2e.sqlite3'}",
         "AGENTS_RUNTIME": "demo.agents:runtime",
         "AGENTS_MODEL": "",  # blank: the deterministic scripted model, never a real one

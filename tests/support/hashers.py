@@ -1,9 +1,8 @@
-"""A password hasher for the test process: production's (bounded PBKDF2-SHA256), with fewer rounds.
+"""A password hasher for the tests: production's (bounded PBKDF2-SHA256), with fewer rounds.
 
-Production's 1,500,000 rounds cost ~0.4 s of CPU per ``create_user`` or password login, and the suite
-creates users in hundreds of tests. The hashes stay genuine ``pbkdf2_sha256$<rounds>$...`` strings,
-so a server process on the production settings (Daphne, ``manage.py``) still verifies them: it reads
-the rounds from the hash. Processes the tests start keep the production hasher.
+Production's 1,500,000 rounds cost ~0.5 s of CPU per ``create_user`` or password login. The hashes
+stay genuine ``pbkdf2_sha256$<rounds>$...`` strings, which a process on production's settings still
+verifies (it reads the rounds from the hash). Named by ``tests/support/settings.py``.
 """
 
 from __future__ import annotations

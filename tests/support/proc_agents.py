@@ -29,7 +29,7 @@ from typing import Any
 
 import django
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.support.settings")
 django.setup()
 
 from pydantic_ai.messages import (  # noqa: E402

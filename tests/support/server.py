@@ -41,11 +41,17 @@ _SETTINGS_VARIABLES = ("DATABASE_URL", "REDIS_URL", "TASKS_BACKEND", "AGENTS_RUN
 
 
 def env_for(
-    database_url: str, *, redis_url: str | None = None, tasks_backend: str | None = None
+    database_url: str,
+    *,
+    redis_url: str | None = None,
+    tasks_backend: str | None = None,
+    settings_module: str = "tests.support.settings",
 ) -> dict[str, str]:
+    """The environment of a process on ``database_url``: the suite's settings (production's with quick
+    password hashing, ``tests/support/settings.py``) unless ``settings_module`` says otherwise."""
     env = {k: v for k, v in os.environ.items() if k not in _SETTINGS_VARIABLES}
     env.update(
-        DJANGO_SETTINGS_MODULE="config.settings",
+        DJANGO_SETTINGS_MODULE=settings_module,
         DATABASE_URL=database_url,
         DEBUG="1",  # static files straight from static/, no collectstatic (config/static_files.py)
         LOG_LEVEL="WARNING",

@@ -431,6 +431,11 @@ def _serve(address: str) -> None:
 
     for name in PRELOAD:
         importlib.import_module(name)
+    # The CEL grammar of routing rules' and grants' conditions is built on a process's first
+    # condition (Lark's parser tables, a sizeable part of a short process's CPU): once, here.
+    from celpy.celparser import CELParser
+
+    CELParser()
     from django.conf import settings
 
     assert not settings.configured, "a preloaded module configured Django's settings"

@@ -44,7 +44,7 @@ def _probe(tmp_path: Path, replica: bool) -> dict[str, object]:
         k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "DATABASE_REPLICA_URL", "REDIS_URL")
     }
     env |= {
-        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_SETTINGS_MODULE": "tests.support.settings",
         "DATABASE_URL": f"sqlite:///{tmp_path}/primary.sqlite3",
     }
     if replica:

@@ -45,7 +45,7 @@ class ProcEnv:
     def env(self, **extra: str) -> dict[str, str]:
         return {
             **os.environ,
-            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "DJANGO_SETTINGS_MODULE": "tests.support.settings",
             "DATABASE_URL": self.database_url,
             "PROC_TOOL_LOG": str(self.tool_log),
             "PROC_LEASE_SECONDS": str(self.lease_seconds),
@@ -104,7 +104,7 @@ def wait_until(condition: Callable[[], bool], *, timeout: float, what: str) -> N
 
 def migrate(database_url: str) -> None:
     """What ``manage.py migrate`` makes of the new database: a copy of a database it made once."""
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "DATABASE_URL": database_url}
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.support.settings", "DATABASE_URL": database_url}
     templates.migrated(database_url, env)
 
 
