@@ -226,6 +226,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _shared_templates(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> None:
+    """The run's pytest processes build each SQLite template database once between them
+    (tests/support/templates.py): in the directory pytest-xdist's workers have in common."""
+    base = tmp_path_factory.getbasetemp()
+    worker = hasattr(request.config, "workerinput")
+    templates.share_directory((base.parent if worker else base) / "templates")
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _helper_processes() -> Iterator[None]:
     """At the end: the browser closed, the zygote stopped, the template databases dropped."""
     yield
