@@ -2,7 +2,8 @@
 print the ratios (after / before), so that the machine's noise cancels out of the comparison.
 
 The older commit is checked out in a temporary git worktree (sharing this checkout's ``.venv``); the
-benchmark runs there and here alternately (before, after, before, after...), each run writing its
+benchmark runs there and here alternately, each round in the other order than the last (before,
+after, after, before...: an even number of rounds puts each side first as often), each run writing its
 usual ``bench/results/<name>.json`` in its own tree, which is read after each run. For every figure
 (a row's p50 and p95) the median over the rounds is kept; the ratio is after / before. This
 checkout's own ``bench/results/<name>.json`` is put back as it was afterwards: a pair compares, it
@@ -123,8 +124,11 @@ def _pair(
         try:
             (before / ".venv").symlink_to(ROOT / ".venv")
             runs: dict[str, list[list[dict[str, Any]]]] = {"before": [], "after": []}
-            for _ in range(rounds):
-                for side, tree in (("before", before), ("after", ROOT)):
+            sides = [("before", before), ("after", ROOT)]
+            for round_ in range(rounds):
+                # Which side goes first alternates (before, after, after, before...): on this
+                # machine the first run of a round came out slower whatever its code.
+                for side, tree in sides if round_ % 2 == 0 else sides[::-1]:
                     runs[side].append(_run(tree, command, tree / "bench" / "results" / f"{name}.json"))
             return runs, _commit(before)
         finally:
