@@ -52,9 +52,9 @@ from psycopg_pool import PoolTimeout
 # - ``RequestThreads``: each request's thread gives its connections back once it has nothing left to
 #   run (``close_old_connections``: to the pool on PostgreSQL, ``CONN_MAX_AGE`` 0; a SQLite connection,
 #   kept for the thread's life, only when unusable), even when the request was cancelled (the client
-#   went away) while its view still ran. Django's own
-#   clean-up (``request_finished``) is skipped or fails in that case, and the thread then ended holding
-#   its connection: a pool slot lost for good, until a server had none left.
+#   went away) while its view still ran. Django's own clean-up (``request_finished``) is skipped or
+#   fails in that case, and the thread then ended holding its connection: a pool slot lost for good,
+#   until a server had none left.
 #
 # Delete ``RequestThreads`` when Django closes a request's connections however its request ended
 # (cancelled included) under ASGI; ``run_sync`` stays while the store is synchronous code called from
