@@ -45,15 +45,14 @@ def test_the_card_counts_down_to_its_deadline(pages: Pages, server: Server) -> N
 def test_an_expiry_reaches_an_open_page_live(pages: Pages, server: Server) -> None:
     thread = unique("expiry-live")
     (run_id,) = server.start_runs(
-        RunRequest("support", "Refund $85.00 on A-1042, it broke.", thread, expires_after=20)
+        RunRequest("support", "Refund $85.00 on A-1042, it broke.", thread, expires_after=600)
     )
-    # Twenty seconds: time to start the run and open its page before it expires on a machine as busy
-    # as CI's PostgreSQL phase (twelve were not, once: the page opened on the expired call).
     page = pages.open()
     visit(page, f"/runs/{run_id}/")
     expect(card(page, run_id).get_by_role("button", name=APPROVE)).to_be_enabled()
+    server.pass_deadline(run_id)
 
     # No reload: the server's sweep expires the call and the page hears of it.
-    expect(page.get_by_text(re.compile(r"Expired"))).not_to_have_count(0, timeout=30_000)
-    expect(page.get_by_role("button", name=APPROVE)).to_have_count(0, timeout=10_000)
-    expect(page.get_by_text("No reviewer answered within 20 seconds").first).to_be_visible()
+    expect(page.get_by_text(re.compile(r"Expired"))).not_to_have_count(0)
+    expect(page.get_by_role("button", name=APPROVE)).to_have_count(0)
+    expect(page.get_by_text("No reviewer answered within 10 minutes").first).to_be_visible()

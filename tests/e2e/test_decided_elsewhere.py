@@ -101,15 +101,16 @@ def test_an_open_card_whose_deadline_passes_says_what_the_deadline_did_and_stays
 ) -> None:
     thread = unique("deadline-passed")
     (run_id,) = server.start_runs(
-        RunRequest("support", "Refund $89.00 on A-1042, it broke.", thread, expires_after=20)
+        RunRequest("support", "Refund $89.00 on A-1042, it broke.", thread, expires_after=600)
     )
     page = pages.open()
     visit(page, f"/agents/support/?thread={thread}")
     card(page, run_id)
     page.mouse.move(5, 5)
+    server.pass_deadline(run_id)
 
     note = page.locator(f"#run-{run_id} .decided-note")
-    expect(note).to_have_text("Deadline passed: declined", timeout=45_000)
+    expect(note).to_have_text("Deadline passed: declined")
     page.wait_for_load_state("networkidle")
     page.wait_for_timeout(1000)
     expect(note).to_have_text("Deadline passed: declined")
@@ -123,15 +124,16 @@ def test_the_line_says_what_the_deadline_did_not_what_the_tool_asked_for(
     nobody gave: the rules decline it): the line says "declined", as the record does."""
     thread = unique("deadline-overruled")
     (run_id,) = server.start_runs(
-        RunRequest("ops", "deploy billing-api to production", thread, expires_after=20, on_expiry="approve")
+        RunRequest("ops", "deploy billing-api to production", thread, expires_after=600, on_expiry="approve")
     )
     page = pages.open()
     visit(page, f"/agents/ops/?thread={thread}")
     card(page, run_id)
     page.mouse.move(5, 5)
+    server.pass_deadline(run_id)
 
     note = page.locator(f"#run-{run_id} .decided-note")
-    expect(note).to_have_text("Deadline passed: declined", timeout=45_000)
+    expect(note).to_have_text("Deadline passed: declined")
 
 
 def _kept_after_a_colleague_declines(pages: Pages, server: Server, thread: str) -> tuple[Page, str, str]:
