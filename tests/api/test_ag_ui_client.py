@@ -27,6 +27,7 @@ import pytest
 from tests.api.test_mastra_client import HERE
 from tests.e2e.conftest import ROOT, _start_daphne, _stop
 from tests.support import templates
+from tests.support.server import TEST_SETTINGS
 
 pytestmark = pytest.mark.slow
 
@@ -74,7 +75,7 @@ def serve(tmp: Path, **settings: str) -> Iterator[tuple[int, list[str]]]:
     log = tmp / "daphne.log"
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.support.settings",
+        "DJANGO_SETTINGS_MODULE": TEST_SETTINGS,
         # On PostgreSQL and Redis when the suite runs on them (a database of its own): the stream
         # that waits for a reviewer then hears the decision through Redis.
         "DATABASE_URL": _database_url(tmp),

@@ -35,6 +35,7 @@ from schemathesis.specs.openapi.checks import ignored_auth, negative_data_reject
 from agents_runtime import untrusted
 from tests.e2e.conftest import ROOT, _start_daphne, _stop
 from tests.support import templates
+from tests.support.server import TEST_SETTINGS
 
 pytestmark = pytest.mark.slow
 
@@ -124,7 +125,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
     database_url = _database_url(tmp)
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.support.settings",
+        "DJANGO_SETTINGS_MODULE": TEST_SETTINGS,
         "DATABASE_URL": database_url,
         "AGENTS_RUNTIME": "tests.support.mastra_agents:runtime",
         "REDIS_URL": "",

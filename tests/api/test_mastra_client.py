@@ -31,6 +31,7 @@ import pytest
 from tests.e2e.conftest import ROOT, _start_daphne, _stop
 from tests.support import templates
 from tests.support.golden_compare import differences, normalise
+from tests.support.server import TEST_SETTINGS
 
 pytestmark = pytest.mark.slow
 
@@ -154,7 +155,7 @@ def _serve(tmp: Path) -> Iterator[tuple[int, str, Path]]:
     log = tmp / "daphne.log"
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.support.settings",
+        "DJANGO_SETTINGS_MODULE": TEST_SETTINGS,
         "DATABASE_URL": f"sqlite:///{tmp / 'api.sqlite3'}",
         "AGENTS_RUNTIME": "tests.support.mastra_agents:runtime",
         "REDIS_URL": "",

@@ -10,6 +10,7 @@ import requests
 
 from tests.e2e.conftest import ROOT, _start_daphne, _stop
 from tests.support import templates
+from tests.support.server import TEST_SETTINGS
 
 _TOKEN = """
 from django.contrib.auth import get_user_model
@@ -27,7 +28,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
     tmp = tmp_path_factory.mktemp("status-lines")
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.support.settings",
+        "DJANGO_SETTINGS_MODULE": TEST_SETTINGS,
         "DATABASE_URL": f"sqlite:///{tmp / 'wire.sqlite3'}",
         "AGENTS_RUNTIME": "tests.support.mastra_agents:runtime",
         "REDIS_URL": "",

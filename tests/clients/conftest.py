@@ -13,6 +13,7 @@ import pytest
 
 from tests.e2e.conftest import ROOT, _start_daphne, _stop
 from tests.support import templates
+from tests.support.server import TEST_SETTINGS
 
 AGENT = "billing-scripts"
 RELEASES = "release-bot"
@@ -61,7 +62,7 @@ def desk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Desk]:
     tmp = tmp_path_factory.mktemp("client-desk")
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.support.settings",
+        "DJANGO_SETTINGS_MODULE": TEST_SETTINGS,
         "DATABASE_URL": f"sqlite:///{tmp / 'desk.sqlite3'}",
         "AGENTS_RUNTIME": "demo.agents:runtime",
         "AGENTS_MODEL": "",

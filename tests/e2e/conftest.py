@@ -38,6 +38,7 @@ from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Error, 
 
 from tests.support import services, templates, zygote
 from tests.support.browsers import launcher
+from tests.support.server import TEST_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_ARTIFACTS = ROOT / "test-artifacts" / "e2e-server"
@@ -261,7 +262,7 @@ def serving(tmp_path_factory: pytest.TempPathFactory, **settings: str) -> Iterat
     log = tmp / "daphne.log"
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.support.settings",
+        "DJANGO_SETTINGS_MODULE": TEST_SETTINGS,
         "DATABASE_URL": f"sqlite:///{tmp / 'e2e.sqlite3'}",
         "AGENTS_RUNTIME": "demo.agents:runtime",
         "AGENTS_MODEL": "",  # blank: the deterministic scripted model, never a real one

@@ -37,6 +37,10 @@ USERNAME, PASSWORD = "reviewer", "countersign-demo"
 #: A second reviewer, for "someone else decided it".
 OTHER_USERNAME, OTHER_PASSWORD = "second-reviewer", "countersign-second"
 
+#: The settings of every process the tests start (production's, with quick password hashing:
+#: ``tests/support/settings.py``); the tests of production's settings themselves use ``config.settings``.
+TEST_SETTINGS = "tests.support.settings"
+
 _SETTINGS_VARIABLES = ("DATABASE_URL", "REDIS_URL", "TASKS_BACKEND", "AGENTS_RUNTIME", "AGENTS_MODEL")
 
 
@@ -45,7 +49,7 @@ def env_for(
     *,
     redis_url: str | None = None,
     tasks_backend: str | None = None,
-    settings_module: str = "tests.support.settings",
+    settings_module: str = TEST_SETTINGS,
 ) -> dict[str, str]:
     """The environment of a process on ``database_url``: the suite's settings (production's with quick
     password hashing, ``tests/support/settings.py``) unless ``settings_module`` says otherwise."""

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.server import TEST_SETTINGS
+
 ROOT = Path(__file__).resolve().parents[3]
 
 PROBE = """
@@ -44,7 +46,7 @@ def _probe(tmp_path: Path, replica: bool) -> dict[str, object]:
         k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "DATABASE_REPLICA_URL", "REDIS_URL")
     }
     env |= {
-        "DJANGO_SETTINGS_MODULE": "tests.support.settings",
+        "DJANGO_SETTINGS_MODULE": TEST_SETTINGS,
         "DATABASE_URL": f"sqlite:///{tmp_path}/primary.sqlite3",
     }
     if replica:

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from tests.support import services, templates
+from tests.support.server import TEST_SETTINGS
 from tests.support.zygote import ForkedProcess, zygote
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -45,7 +46,7 @@ class ProcEnv:
     def env(self, **extra: str) -> dict[str, str]:
         return {
             **os.environ,
-            "DJANGO_SETTINGS_MODULE": "tests.support.settings",
+            "DJANGO_SETTINGS_MODULE": TEST_SETTINGS,
             "DATABASE_URL": self.database_url,
             "PROC_TOOL_LOG": str(self.tool_log),
             "PROC_LEASE_SECONDS": str(self.lease_seconds),
@@ -104,7 +105,7 @@ def wait_until(condition: Callable[[], bool], *, timeout: float, what: str) -> N
 
 def migrate(database_url: str) -> None:
     """What ``manage.py migrate`` makes of the new database: a copy of a database it made once."""
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.support.settings", "DATABASE_URL": database_url}
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": TEST_SETTINGS, "DATABASE_URL": database_url}
     templates.migrated(database_url, env)
 
 
