@@ -235,6 +235,17 @@ def _shared_templates(tmp_path_factory: pytest.TempPathFactory, request: pytest.
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _first_request_done(_shared_templates: None, django_db_setup: None, django_db_blocker: Any) -> None:
+    """What a process does once, at its first request, done before any test: serve the external
+    agents registered so far (a database read: ``approvals.apps``). Otherwise a test without the
+    database fails whenever it makes its worker's first request, and passes in another order."""
+    from django.core.signals import request_started
+
+    with django_db_blocker.unblock():
+        request_started.send(sender=__name__, environ={})
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _helper_processes() -> Iterator[None]:
     """At the end: the browser closed, the zygote stopped, the template databases dropped."""
     yield

@@ -29,11 +29,6 @@ APP_CSS = (ROOT / "static" / "countersign" / "app.css").read_bytes()
 HASHED = re.compile(r"/static/countersign/app\.[0-9a-f]{12}\.css")
 TEN_YEARS = "max-age=315360000, public, immutable"
 
-# A process's first request serves the registered external agents (a database read): whichever test
-# here makes its worker's first request needs the database.
-pytestmark = pytest.mark.django_db
-
-
 def _collectstatic(static_root: Path) -> None:
     # The admin's files are left out: compressing them takes seconds and shows nothing more.
     subprocess.run(
