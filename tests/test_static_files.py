@@ -12,7 +12,6 @@ import gzip
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,21 +22,19 @@ from django.test import Client
 from django.utils.module_loading import import_string
 
 from approvals.server.static_files import StaticFiles
+from tests.support import zygote
 
 ROOT = Path(__file__).resolve().parent.parent
 APP_CSS = (ROOT / "static" / "countersign" / "app.css").read_bytes()
 HASHED = re.compile(r"/static/countersign/app\.[0-9a-f]{12}\.css")
 TEN_YEARS = "max-age=315360000, public, immutable"
 
+
 def _collectstatic(static_root: Path) -> None:
     # The admin's files are left out: compressing them takes seconds and shows nothing more.
-    subprocess.run(
-        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0", "-i", "admin"],
-        cwd=ROOT,
-        env={**os.environ, "DEBUG": "false", "STATIC_ROOT": str(static_root)},
-        check=True,
-        timeout=120,
-    )
+    env = {**os.environ, "DEBUG": "false", "STATIC_ROOT": str(static_root)}
+    done = zygote.manage(["collectstatic", "--noinput", "-v", "0", "-i", "admin"], env)
+    assert done.returncode == 0, done.stderr
 
 
 @pytest.fixture(scope="module")
@@ -206,13 +203,8 @@ def _server_env(static_root: Path) -> dict[str, str]:
 
 
 def test_the_asgi_app_serves_collected_files_with_debug_off(collected: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _SERVE, "/static/countersign/app."],
-        cwd=ROOT,
-        env=_server_env(collected),
-        capture_output=True,
-        text=True,
-        timeout=60,
+    done = zygote.zygote.run(
+        [sys.executable, "-c", _SERVE, "/static/countersign/app."], env=_server_env(collected)
     )
     assert done.returncode == 0, done.stderr
     served = json.loads(done.stdout.strip().splitlines()[-1])

@@ -12,6 +12,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.test import Client
 
+from tests.support import zygote
 from tests.support.users import PASSWORD
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,13 +63,7 @@ def test_check_deploy_passes_with_the_documented_production_settings() -> None:
         "SECURE_HSTS_PRELOAD": "true",
         "EMAIL_HOST": "smtp.example.com",
     }
-    check = subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    check = zygote.manage(["check", "--deploy", "--fail-level", "WARNING"], env)
     assert check.returncode == 0, check.stdout + check.stderr
 
 
@@ -77,9 +72,7 @@ def _start(*, debug: str, secret_key: str | None, code: str) -> subprocess.Compl
     env |= {"DJANGO_SETTINGS_MODULE": "config.settings", "DEBUG": debug}
     if secret_key is not None:
         env["SECRET_KEY"] = secret_key
-    return subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
+    return zygote.zygote.run([sys.executable, "-c", code], env=env)
 
 
 SERVE = "import config.asgi; print('serving')"

@@ -6,11 +6,11 @@ import os
 import re
 import secrets
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support import zygote
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = (ROOT / "docs" / "deploy.md").read_text()
@@ -62,13 +62,7 @@ def test_every_variable_settings_reads_is_in_the_guide(variable: str) -> None:
 def test_check_deploy_passes_with_the_production_env_file() -> None:
     env = {k: v for k, v in os.environ.items() if k not in _settings_variables()}
     env.update(_env_file(), DJANGO_SETTINGS_MODULE="config.settings", SECRET_KEY=secrets.token_urlsafe(60))
-    check = subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    check = zygote.manage(["check", "--deploy", "--fail-level", "WARNING"], env)
     assert check.returncode == 0, check.stdout + check.stderr
 
 

@@ -9,13 +9,15 @@ the suite starts a few hundred of them.
 So each pytest process keeps one *zygote*: a Python that has imported those libraries (never the
 project's settings, nor anything that reads them) and forks the processes the tests ask for. The new
 process takes the command's environment, working directory and standard streams, and runs the
-command's script or module as ``python SCRIPT ARGS`` / ``python -m MODULE ARGS`` would (``runpy``:
-the same ``__main__``); the test gets a handle like ``subprocess.Popen``'s (its pid, to signal it;
-``poll``, ``wait``, ``communicate``; the exit status, negative for a signal). Only the import work
-is shared: Django is set up, and every connection opened, in the new process.
+command's script, module or code as ``python SCRIPT ARGS`` / ``python -m MODULE ARGS`` / ``python -c
+CODE ARGS`` would (``runpy``: the same ``__main__``); the test gets a handle like
+``subprocess.Popen``'s (its pid, to signal it; ``poll``, ``wait``, ``communicate``; the exit status,
+negative for a signal). Only the import work is shared: Django is set up, and every connection
+opened, in the new process.
 
-Commands that are not ``sys.executable`` running a script or a module (a virtualenv's console script,
-as the Procfile test runs it) are started with ``subprocess`` as before; so are ``asyncio``'s.
+Commands that are not ``sys.executable`` running a script, a module or ``-c`` code (a virtualenv's
+console script, as the Procfile test runs it) are started with ``subprocess`` as before; so are
+``asyncio``'s.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -111,11 +114,14 @@ def _receive(sock: socket.socket, buffer: bytearray) -> dict[str, Any] | None:
 
 
 def _target(command: Sequence[str]) -> tuple[str, str, list[str]] | None:
-    """``("module", name, args)`` or ``("path", script, args)`` for ``python -m NAME``/``python SCRIPT``."""
+    """``("module", name, args)``, ``("code", source, args)`` or ``("path", script, args)`` for
+    ``python -m NAME``, ``python -c CODE`` or ``python SCRIPT``."""
     if len(command) < 2 or os.path.realpath(command[0]) != os.path.realpath(sys.executable):
         return None
     if command[1] == "-m" and len(command) > 2:
         return "module", command[2], list(command[3:])
+    if command[1] == "-c" and len(command) > 2:
+        return "code", command[2], list(command[3:])
     if not command[1].startswith("-"):
         return "path", command[1], list(command[2:])
     return None
@@ -361,6 +367,14 @@ def _run_command(request: dict[str, Any]) -> int:
             sys.argv = [request["name"], *request["args"]]
             sys.path[0] = os.getcwd()
             runpy.run_module(request["name"], run_name="__main__", alter_sys=True)
+        elif request["kind"] == "code":
+            # As ``python -c``: the code in a new ``__main__`` module, the working directory first on
+            # the path.
+            sys.argv = ["-c", *request["args"]]
+            sys.path[0] = ""
+            main = types.ModuleType("__main__")
+            sys.modules["__main__"] = main
+            exec(compile(request["name"], "<string>", "exec"), main.__dict__)
         else:
             script = os.path.join(os.getcwd(), request["name"])
             sys.argv = [request["name"], *request["args"]]

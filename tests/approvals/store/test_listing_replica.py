@@ -6,22 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
+from tests.support import templates, zygote
 from tests.support.server import TEST_SETTINGS
-
-ROOT = Path(__file__).resolve().parents[3]
 
 PROBE = """
 import json, django
 django.setup()
-from django.core.management import call_command
-call_command("migrate", verbosity=0)
 from django.conf import settings
-if "replica" in settings.DATABASES:
-    call_command("migrate", database="replica", verbosity=0)  # (a real replica has the primary's schema)
 from agents_runtime.store import RunQuery
 from approvals import agents
 from approvals.store import DjangoRunStore
@@ -49,9 +43,13 @@ def _probe(tmp_path: Path, replica: bool) -> dict[str, object]:
         "DJANGO_SETTINGS_MODULE": TEST_SETTINGS,
         "DATABASE_URL": f"sqlite:///{tmp_path}/primary.sqlite3",
     }
+    # Both migrated (a copy of a database `manage.py migrate` made once); a real replica has the
+    # primary's schema.
+    templates.migrated(env["DATABASE_URL"], env)
     if replica:
         env["DATABASE_REPLICA_URL"] = f"sqlite:///{tmp_path}/replica.sqlite3"
-    done = subprocess.run([sys.executable, "-c", PROBE], env=env, cwd=ROOT, capture_output=True, text=True)
+        templates.migrated(env["DATABASE_REPLICA_URL"], env)
+    done = zygote.zygote.run([sys.executable, "-c", PROBE], env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     answer: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
     return answer

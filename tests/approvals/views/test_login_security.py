@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-from pathlib import Path
 
 from django.contrib.auth.models import User
 from django.test import Client
 
+from tests.support import zygote
 from tests.support.users import PASSWORD
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def _login(client: Client, username: str, password: str, address: str) -> int:
@@ -69,10 +66,8 @@ def test_debug_is_off_unless_asked_for() -> None:
     env = {k: v for k, v in os.environ.items() if k != "DEBUG"}
     env["DJANGO_SETTINGS_MODULE"] = "config.settings"
     probe = "from django.conf import settings; print(settings.DEBUG)"
-    off = subprocess.run([sys.executable, "-c", probe], env=env, cwd=ROOT, capture_output=True, text=True)
-    on = subprocess.run(
-        [sys.executable, "-c", probe], env={**env, "DEBUG": "true"}, cwd=ROOT, capture_output=True, text=True
-    )
+    off = zygote.zygote.run([sys.executable, "-c", probe], env=env)
+    on = zygote.zygote.run([sys.executable, "-c", probe], env={**env, "DEBUG": "true"})
     assert (off.stdout.strip(), on.stdout.strip()) == ("False", "True")
 
 

@@ -1,0 +1,51 @@
+"""The processes the tests start from the zygote (``tests/support/zygote.py``) behave as the ones
+``python`` would start: what a test asserts of a forked process holds of a real one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.support import zygote
+
+ROOT = zygote.ROOT
+
+#: What a ``python -c`` process sees of itself (and whether the libraries were imported before it
+#: started), a line on stderr, and an uncaught exception (its traceback, exit status 1).
+CODE = """
+import os, sys
+print(__name__, sys.argv, repr(sys.path[0]), os.getcwd(), os.environ["ZYGOTE_PROBE"])
+print("preloaded" if "pydantic_ai" in sys.modules else "fresh")
+print("to stderr", file=sys.stderr)
+if sys.argv[1:] == ["fail"]:
+    raise LookupError("raised by the probe")
+"""
+
+
+def _both(*args: str) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+    command = [sys.executable, "-c", CODE, *args]
+    env = {**os.environ, "ZYGOTE_PROBE": "from the environment"}
+    real = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    forked = zygote.zygote.run(command, env=env, cwd=ROOT)
+    return real, forked
+
+
+def test_python_dash_c_runs_as_python_would_run_it() -> None:
+    real, forked = _both("an argument")
+    assert forked.returncode == real.returncode == 0
+    (seen, fresh), (seen_forked, preloaded) = real.stdout.splitlines(), forked.stdout.splitlines()
+    assert seen_forked == seen
+    assert seen.startswith("__main__ ['-c', 'an argument'] '' ")
+    # Forked from the zygote (its imports already made), not started afresh.
+    assert (fresh, preloaded) == ("fresh", "preloaded")
+    assert forked.stderr == real.stderr == "to stderr\n"
+
+
+def test_an_uncaught_exception_ends_it_as_python_would() -> None:
+    real, forked = _both("fail")
+    assert forked.returncode == real.returncode == 1
+    assert (
+        forked.stderr.splitlines()[-1] == real.stderr.splitlines()[-1] == "LookupError: raised by the probe"
+    )
+    assert "Traceback (most recent call last):" in forked.stderr
