@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,8 +14,8 @@ from django.core.exceptions import ImproperlyConfigured
 from redis.asyncio.sentinel import SentinelConnectionPool
 
 from config.channel_layers import channel_layers, redis_hosts
+from tests.support import zygote
 
-ROOT = Path(__file__).resolve().parent.parent
 VARIABLES = ("REDIS_URL", "REDIS_SENTINELS", "REDIS_SENTINEL_MASTER", "REDIS_SENTINEL_PASSWORD")
 
 
@@ -141,18 +140,8 @@ def test_what_cannot_work_is_refused_at_start(values: dict[str, str], complaint:
 
 def _layers_from_environment(**env: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if k not in VARIABLES}
-    return subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import json; from config import settings; print(json.dumps(settings.CHANNEL_LAYERS))",
-        ],
-        cwd=ROOT,
-        env={**clean, **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    code = "import json; from config import settings; print(json.dumps(settings.CHANNEL_LAYERS))"
+    return zygote.zygote.run([sys.executable, "-c", code], env={**clean, **env})
 
 
 def _layers(**env: str) -> dict[str, Any]:

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support import services
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import services, zygote
 
 _READ = (
     "import json; from config import settings; db = settings.DATABASES['default']; "
@@ -27,15 +23,8 @@ _READ = (
 def _database_settings(**env: str) -> dict[str, Any]:
     names = ("DATABASE_URL", "DATABASE_POOL_MAX_SIZE", "DATABASE_POOL_TIMEOUT", "DATABASE_POOL_STATS_SECONDS")
     clean = {k: v for k, v in os.environ.items() if k not in names}
-    done = subprocess.run(
-        [sys.executable, "-c", _READ],
-        cwd=ROOT,
-        env={**clean, **env},
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
+    done = zygote.zygote.run([sys.executable, "-c", _READ], env={**clean, **env})
+    assert done.returncode == 0, done.stderr
     loaded: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return loaded
 
