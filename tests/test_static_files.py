@@ -25,6 +25,10 @@ from approvals.server.static_files import StaticFiles
 from tests.support import zygote
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# The module's tests share its collected files: one worker runs them all, so collectstatic runs once,
+# not once per worker.
+pytestmark = pytest.mark.xdist_group("test_static_files")
 APP_CSS = (ROOT / "static" / "countersign" / "app.css").read_bytes()
 HASHED = re.compile(r"/static/countersign/app\.[0-9a-f]{12}\.css")
 TEN_YEARS = "max-age=315360000, public, immutable"

@@ -29,7 +29,9 @@ from tests.e2e.conftest import ROOT, _start_daphne, _stop
 from tests.support import templates
 from tests.support.server import TEST_SETTINGS
 
-pytestmark = pytest.mark.slow
+# The module's tests share its server: one worker runs them all, so it is started once, not once per
+# worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_ag_ui_client")]
 
 ARTIFACTS = ROOT / "test-artifacts" / "ag-ui-client"
 

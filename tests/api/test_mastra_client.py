@@ -33,7 +33,9 @@ from tests.support import templates
 from tests.support.golden_compare import differences, normalise
 from tests.support.server import TEST_SETTINGS
 
-pytestmark = pytest.mark.slow
+# The module's tests share its server: one worker runs them all, so it is started once, not once per
+# worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_mastra_client")]
 
 HERE = Path(__file__).resolve().parent / "mastra"
 ARTIFACTS = ROOT / "test-artifacts" / "api-client"

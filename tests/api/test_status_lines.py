@@ -12,6 +12,10 @@ from tests.e2e.conftest import ROOT, _start_daphne, _stop
 from tests.support import templates
 from tests.support.server import TEST_SETTINGS
 
+# The module's tests share its server: one worker runs them all, so it is started once, not once per
+# worker.
+pytestmark = pytest.mark.xdist_group("test_status_lines")
+
 _TOKEN = """
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group

@@ -24,7 +24,9 @@ from pydantic_ai import DeferredToolRequests
 
 from tests.clients.conftest import AGENT, RELEASES, Desk
 
-pytestmark = pytest.mark.slow
+# The module's tests share its desk (a server): one worker runs them all, so it is started once, not
+# once per worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_python_client")]
 
 
 @pytest.fixture

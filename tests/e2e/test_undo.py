@@ -15,7 +15,9 @@ from playwright.sync_api import Page, expect
 from tests.e2e.conftest import Pages, RunRequest, Server, screenshot, serving, unique
 from tests.e2e.test_keys_and_bulk import QUIET, current_call, visit
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+# The module's tests share its server: one worker runs them all, so it is started once, not once per
+# worker.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("test_undo")]
 
 DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 #: Long enough for a browser to click Undo on a busy machine, short enough to wait out once.
