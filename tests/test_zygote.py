@@ -49,3 +49,36 @@ def test_an_uncaught_exception_ends_it_as_python_would() -> None:
         forked.stderr.splitlines()[-1] == real.stderr.splitlines()[-1] == "LookupError: raised by the probe"
     )
     assert "Traceback (most recent call last):" in forked.stderr
+
+
+def test_a_launched_process_is_forked_and_ends_as_python_would() -> None:
+    """``Zygote.launcher``: the command a library that starts its own processes runs (the MCP SDK)."""
+    env = {**os.environ, "ZYGOTE_PROBE": "from the environment"}
+    launched = subprocess.run(
+        zygote.zygote.launcher([sys.executable, "-c", CODE, "fail"]),
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    seen, preloaded = launched.stdout.splitlines()
+    assert seen.startswith("__main__ ['-c', 'fail'] '' ")
+    assert preloaded == "preloaded"
+    assert launched.stderr.splitlines()[-1] == "LookupError: raised by the probe"
+    assert launched.returncode == 1
+
+
+def test_a_signal_to_the_launcher_reaches_the_forked_process() -> None:
+    waits = """
+import signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))
+print("waiting", flush=True)
+time.sleep(60)
+"""
+    launcher = zygote.zygote.launcher([sys.executable, "-c", waits])
+    with subprocess.Popen(launcher, cwd=ROOT, stdout=subprocess.PIPE, text=True) as process:
+        assert process.stdout is not None and process.stdout.readline() == "waiting\n"
+        process.terminate()
+        # The forked process ended as its handler said (the launcher itself would have died of SIGTERM).
+        assert process.wait(timeout=30) == 3

@@ -73,6 +73,9 @@ PRELOAD = (
     "prometheus_client",
     "psycopg_pool",
     "sqlparse",
+    # The MCP gateway and the upstream its tests run (``Zygote.launcher``).
+    "mcp.server",
+    "mcp.client.stdio",
 )
 
 PIPE = subprocess.PIPE
@@ -295,6 +298,15 @@ class Zygote:
         err = open(read_err, mode, encoding="utf-8" if text else None) if read_err is not None else None  # noqa: SIM115
         return ForkedProcess(command, sock, out, err)
 
+    def launcher(self, command: Sequence[str]) -> list[str]:
+        """A command that runs ``command`` (this Python running a script, a module or ``-c`` code) as a
+        child of the zygote, for code that starts its processes itself (the MCP SDK's stdio client):
+        a small Python that hands its environment, working directory and standard streams to the
+        zygote, passes signals on to the forked process and exits with its status (``--exec``)."""
+        if _target(command) is None:
+            raise ValueError(f"not this Python running a script, a module or -c code: {command}")
+        return [sys.executable, "-m", "tests.support.zygote", "--exec", self._started(), "--", *command]
+
     def run(
         self, command: Sequence[str], *, env: Mapping[str, str], cwd: Path | str = ROOT, timeout: float = 120
     ) -> subprocess.CompletedProcess[str]:
@@ -482,5 +494,35 @@ def _serve(address: str) -> None:
         connection.close()
 
 
+def _exec(address: str, command: list[str]) -> int:
+    """``Zygote.launcher``'s process: the forked one's stand-in, to its end."""
+    target = _target(command)
+    assert target is not None, command
+    kind, name, args = target
+    request = _encode({"kind": kind, "name": name, "args": args, "env": dict(os.environ), "cwd": os.getcwd()})
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(address)
+    sent = socket.send_fds(sock, [request], [0, 1, 2])
+    sock.sendall(request[sent:])
+    # Only the forked process holds the streams now: a reader sees their end when it ends.
+    with open(os.devnull, "r+b") as null:
+        for fd in (0, 1, 2):
+            os.dup2(null.fileno(), fd)
+    buffer = bytearray()
+    started = _receive(sock, buffer)
+    if started is None:
+        return 1
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda number, frame: os.kill(started["pid"], number))
+    done = _receive(sock, buffer)
+    code = 1 if done is None else int(done["returncode"])
+    if code < 0:  # ended by a signal: end the same way
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    return code & 0xFF
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--exec":
+        sys.exit(_exec(sys.argv[2], sys.argv[4:]))
     _serve(sys.argv[1])

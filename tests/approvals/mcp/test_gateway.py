@@ -46,7 +46,7 @@ from approvals.mcp.server import http_server
 from approvals.models import ApprovalRequest, AuditEntry, EndedRun, RequestExecution, RunRecord
 from approvals.services import requests
 from approvals.services.tokens import create_token
-from tests.support import server
+from tests.support import server, zygote
 from tests.support.api import Api
 from tests.support.runtime_fixtures import DashboardAgents
 from tests.support.services import database_url
@@ -161,14 +161,17 @@ async def connect(
     writes to stderr is kept in the test's artifacts (``gateway-stderr.log``)."""
     config = tmp_path / "gateway.toml"
     if request.param == "stdio":
-        command = json.dumps([sys.executable, UPSTREAM, "--log", str(upstream.log)])
+        # Both the gateway and its upstream are forked from the zygote (each a Python that imported
+        # Django or the MCP SDK already), through the small process the SDK starts and stops.
+        command = json.dumps(zygote.zygote.launcher([sys.executable, UPSTREAM, "--log", str(upstream.log)]))
         config.write_text(CONFIG.format(upstream=f"command = {command}", http_auth="none"))
         env = server.env_for(database_url(), redis_url=_redis_url())
         with (artifacts_dir / "gateway-stderr.log").open("a") as errlog:
 
             def over_stdio() -> AbstractAsyncContextManager[Client]:
-                args = [server.MANAGE, "mcp_gateway", "--config", str(config), "--session", "s-stdio"]
-                launch = StdioServerParameters(command=sys.executable, args=args, env=env, cwd=server.ROOT)
+                gateway = [sys.executable, server.MANAGE, "mcp_gateway", "--config", str(config)]
+                command, *args = zygote.zygote.launcher([*gateway, "--session", "s-stdio"])
+                launch = StdioServerParameters(command=command, args=args, env=env, cwd=server.ROOT)
                 return Client(stdio_client(launch, errlog=errlog))
 
             yield over_stdio
