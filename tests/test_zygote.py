@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -82,3 +83,11 @@ time.sleep(60)
         process.terminate()
         # The forked process ended as its handler said (the launcher itself would have died of SIGTERM).
         assert process.wait(timeout=30) == 3
+
+
+def test_a_launched_process_killed_by_a_signal_ends_its_launcher_the_same_way() -> None:
+    killed = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+    launched = subprocess.run(
+        zygote.zygote.launcher([sys.executable, "-c", killed]), cwd=ROOT, capture_output=True, timeout=60
+    )
+    assert launched.returncode == -signal.SIGKILL, launched.stderr

@@ -516,8 +516,9 @@ def _exec(address: str, command: list[str]) -> int:
         signal.signal(sig, lambda number, frame: os.kill(started["pid"], number))
     done = _receive(sock, buffer)
     code = 1 if done is None else int(done["returncode"])
-    if code < 0:  # ended by a signal: end the same way
-        signal.signal(-code, signal.SIG_DFL)
+    if code < 0:  # ended by a signal: end the same way (SIGKILL's handler cannot be set, nor need be)
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     return code & 0xFF
 
