@@ -314,23 +314,30 @@ def log_in(page: Page, login: Login) -> None:
     page.get_by_role("button", name="Log in").click()
 
 
+#: ``login_states``' cookies, by server (its address and database: a port may be used again) and user.
+#: Kept for the worker's whole run: tests that end a session end one of their own (``login=None``).
+_LOGIN_STATES: dict[tuple[str, str, Login], dict[str, Any]] = {}
+
+
 @pytest.fixture(scope="module")
 def login_states(server: Server) -> Callable[[Login], dict[str, Any]]:
-    """Each user's cookies after one real login, so that tests start logged in without paying for it."""
-    states: dict[Login, dict[str, Any]] = {}
+    """Each user's cookies after one real login on the server, so that tests start logged in without
+    paying for it (once per server and user in a worker, whichever modules use them)."""
+    states = _LOGIN_STATES
 
     def state_for(login: Login) -> dict[str, Any]:
-        if login not in states:
+        key = (server.base_url, server.env.get("DATABASE_URL", ""), login)
+        if key not in states:
             context = launcher.get().new_context(base_url=server.base_url)
             try:
                 page = context.new_page()
                 page.goto("/accounts/login/")
                 log_in(page, login)
                 page.wait_for_url(server.url("/"), timeout=TIMEOUT_MS)
-                states[login] = dict(context.storage_state())
+                states[key] = dict(context.storage_state())
             finally:
                 context.close()
-        return states[login]
+        return states[key]
 
     return state_for
 
