@@ -138,21 +138,21 @@ class Server:
     def pass_deadline(self, run_id: str) -> None:
         """Move the waiting run's clock on to its first deadline: its calls' deadlines and the moment
         it parked, earlier by the time left, as if that time had passed. The server's sweep (every
-        second) then expires the call as it would have, with the same reason ("within 20 seconds").
+        second) then expires the call as it would have, with the same reason ("No reviewer answered
+        within 10 minutes" for a ten-minute deadline).
         A test opens its page first, then calls this: it neither waits the deadline out nor races a
         short one against the page's loading on a busy machine."""
-        self.manage("shell", "--command", _PASS_DEADLINE % json.dumps(run_id))
+        self.manage("shell", "--command", _PASS_DEADLINE % (run_id,))
 
 
 #: ``Server.pass_deadline``: one transaction, so the sweep never sees the deadline moved alone.
 _PASS_DEADLINE = """
-import json
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 from approvals.models import ParkedCallRecord, RunRecord
 with transaction.atomic():
-    run = RunRecord.objects.select_for_update().get(run_id=json.loads(%r))
+    run = RunRecord.objects.select_for_update().get(run_id=%r)
     waiting = ParkedCallRecord.objects.filter(run=run, expires_at__isnull=False).undecided()
     left = min(call.expires_at for call in waiting) - timezone.now()
     waiting.update(expires_at=F("expires_at") - left)
@@ -323,21 +323,20 @@ _LOGIN_STATES: dict[tuple[str, str, Login], dict[str, Any]] = {}
 def login_states(server: Server) -> Callable[[Login], dict[str, Any]]:
     """Each user's cookies after one real login on the server, so that tests start logged in without
     paying for it (once per server and user in a worker, whichever modules use them)."""
-    states = _LOGIN_STATES
 
     def state_for(login: Login) -> dict[str, Any]:
         key = (server.base_url, server.env.get("DATABASE_URL", ""), login)
-        if key not in states:
+        if key not in _LOGIN_STATES:
             context = launcher.get().new_context(base_url=server.base_url)
             try:
                 page = context.new_page()
                 page.goto("/accounts/login/")
                 log_in(page, login)
                 page.wait_for_url(server.url("/"), timeout=TIMEOUT_MS)
-                states[key] = dict(context.storage_state())
+                _LOGIN_STATES[key] = dict(context.storage_state())
             finally:
                 context.close()
-        return states[key]
+        return _LOGIN_STATES[key]
 
     return state_for
 

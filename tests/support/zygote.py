@@ -280,16 +280,7 @@ class Zygote:
             fd_in, _ = _stream(stdin, 0, opened)
             fd_out, read_out = _stream(stdout, 1, opened)
             fd_err, read_err = (fd_out, None) if stderr == STDOUT else _stream(stderr, 2, opened)
-            kind, name, args = target
-            request = _encode({"kind": kind, "name": name, "args": args, "env": dict(env), "cwd": str(cwd)})
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                sock.connect(self._started())
-                sent = socket.send_fds(sock, [request], [fd_in, fd_out, fd_err])
-                sock.sendall(request[sent:])
-            except BaseException:
-                sock.close()
-                raise
+            sock = _ask(self._started(), target, env, cwd, [fd_in, fd_out, fd_err])
         finally:
             for fd in opened:
                 os.close(fd)
@@ -348,6 +339,24 @@ def manage(
 
 
 # --- The zygote process --------------------------------------------------------------------------------
+
+
+def _ask(
+    address: str, target: tuple[str, str, list[str]], env: Mapping[str, str], cwd: Path | str, fds: list[int]
+) -> socket.socket:
+    """Ask the zygote at ``address`` to fork ``target`` with ``fds`` as its standard streams; the
+    connection its pid and exit status come back on."""
+    kind, name, args = target
+    request = _encode({"kind": kind, "name": name, "args": args, "env": dict(env), "cwd": str(cwd)})
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(address)
+        sent = socket.send_fds(sock, [request], fds)
+        sock.sendall(request[sent:])
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def _binary(fd: int, unbuffered: bool) -> Any:
@@ -498,12 +507,7 @@ def _exec(address: str, command: list[str]) -> int:
     """``Zygote.launcher``'s process: the forked one's stand-in, to its end."""
     target = _target(command)
     assert target is not None, command
-    kind, name, args = target
-    request = _encode({"kind": kind, "name": name, "args": args, "env": dict(os.environ), "cwd": os.getcwd()})
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.connect(address)
-    sent = socket.send_fds(sock, [request], [0, 1, 2])
-    sock.sendall(request[sent:])
+    sock = _ask(address, target, os.environ, os.getcwd(), [0, 1, 2])
     # Only the forked process holds the streams now: a reader sees their end when it ends.
     with open(os.devnull, "r+b") as null:
         for fd in (0, 1, 2):
