@@ -20,6 +20,12 @@ backends of the scratch database, and everything else on the machine (``others``
 CPUs are shared, and what others take shows in the figures). The clients' share says whether they,
 not the server, were the limit: about 0.5 ms of CPU per decision, a hundredth of a core.
 
+``--workers K`` runs the continuations off the request, as a deployment with ``TASKS_BACKEND=database``
+does: the answer is the "continuing" card, and K ``manage.py db_worker`` processes run the decided
+runs. Their CPU is counted apart (``workers``), from the level's start until the queue has drained
+(every run decided in the level has ended), so the two columns together are the whole cost of a
+decision, split between the web processes and the workers.
+
 Then exactly-once, from the database and the tool's own log (``check_exactly_once``): every decided
 call has exactly one audit row that took effect, with the action and reviewer that were posted; the
 runtime's tool appends ``<run> <call> <pid>`` to a file each time it runs (``BENCH_TOOL_LOG``), and
@@ -27,7 +33,7 @@ every approved call is there exactly once, no declined or undecided call at all;
 did not decide was decided; every decided run has ended and left the store.
 
 Prints a table and writes ``bench/results/decide_throughput.json`` (entries of one
-``--server-processes`` value replace that value's, others are kept).
+``--server-processes`` and ``--workers`` pair replace that pair's, others are kept).
 
 ``--profile DIR`` runs each Daphne process under cProfile (``bench/_profiled_server.py``) from the
 end of the warm-up to the end of the last level, and writes ``DIR/<P>p-daphne-<i>.pstats`` with its
@@ -37,6 +43,7 @@ down (about 2x), so a profiled run's figures are not the ones to quote.
     .venv/bin/python bench/decide_throughput.py                        # one Daphne process
     .venv/bin/python bench/decide_throughput.py --server-processes 1 2 --seconds 15
     .venv/bin/python bench/decide_throughput.py --levels 1 --seconds 20 --profile var/profile
+    .venv/bin/python bench/decide_throughput.py --workers 1 --levels 1 4 8     # continuations in a worker
 """
 
 from __future__ import annotations
@@ -252,10 +259,32 @@ def _machine_busy() -> tuple[int, int]:
     return sum(values) - idle, sum(values)
 
 
+def _drain(database_url: str, run_ids: list[str], timeout: float = 600) -> None:
+    """Waits until none of ``run_ids`` is in the run store any more (the workers ran them all)."""
+    import psycopg
+
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        while conn.execute(
+            "SELECT count(*) FROM approvals_run WHERE run_id = ANY(%s)", (run_ids,)
+        ).fetchone() != (0,):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the workers did not run the level's runs within {timeout} s")
+            time.sleep(0.05)
+
+
 def level(
-    n: int, reviewers: list[Reviewer], runs: Runs, seconds: float, servers: list[int], database: str
+    n: int,
+    reviewers: list[Reviewer],
+    runs: Runs,
+    seconds: float,
+    servers: list[int],
+    database_url: str,
+    workers: list[int],
 ) -> dict[str, Any]:
-    """N reviewers deciding for ``seconds``; the figures and the decisions."""
+    """N reviewers deciding for ``seconds``; the figures and the decisions. With ``workers``, their
+    CPU is counted until they have run every run decided here."""
+    database = database_url.rsplit("/", 1)[1]
     hz = os.sysconf("SC_CLK_TCK")
     decisions: list[Decision] = []
     lock = threading.Lock()
@@ -275,6 +304,7 @@ def level(
         thread.start()
     own, pg, busy = resource.getrusage(resource.RUSAGE_SELF), _postgres_ticks(database), _machine_busy()
     server = [_cpu_ticks(pid) for pid in servers]
+    worker = [_cpu_ticks(pid) for pid in workers]
     started = time.perf_counter()
     stop_at[0] = started + seconds
     barrier.wait()
@@ -284,6 +314,11 @@ def level(
     own_after, busy_after = resource.getrusage(resource.RUSAGE_SELF), _machine_busy()
     client_cpu = (own_after.ru_utime + own_after.ru_stime) - (own.ru_utime + own.ru_stime)
     server_cpu = sum(_cpu_ticks(pid) - before for pid, before in zip(servers, server, strict=True)) / hz
+    drained = 0.0
+    if workers:
+        _drain(database_url, [d.run_id for d in decisions])
+        drained = time.perf_counter() - started
+    worker_cpu = sum(_cpu_ticks(pid) - before for pid, before in zip(workers, worker, strict=True)) / hz
     pg_cpu = (_postgres_ticks(database) - pg) / hz
     machine = (busy_after[0] - busy[0]) / max(1, busy_after[1] - busy[1]) * (os.cpu_count() or 1)
     p50, p95 = p50_p95([d.ms for d in decisions]) if decisions else (0.0, 0.0)
@@ -295,23 +330,32 @@ def level(
         "decisions_per_s": round(len(decisions) / elapsed, 1) if elapsed else 0.0,
         "p50_ms": p50,
         "p95_ms": p95,
-        "failed": sum(d.status != 200 or d.outcome != "completed" for d in decisions),
+        "failed": sum(d.status != 200 or d.outcome != _answer(workers) for d in decisions),
+        # With workers: from the level's start until they had run all its runs.
+        "drained_s": round(drained, 2),
         "cpu_cores": {
             "clients": round(client_cpu / wall, 2),
             "daphne": round(server_cpu / wall, 2),
+            "workers": round(worker_cpu / (drained or wall), 2),
             "postgres": round(pg_cpu / wall, 2),
             "machine": round(machine, 2),
             # Everything else on the machine meanwhile (other work sharing its CPUs).
-            "others": round(machine - (client_cpu + server_cpu + pg_cpu) / wall, 2),
+            "others": round(machine - (client_cpu + server_cpu + worker_cpu + pg_cpu) / wall, 2),
         },
         "cpu_ms_per_decision": {
             "clients": round(client_cpu * 1000 / max(1, len(decisions)), 2),
             "daphne": round(server_cpu * 1000 / max(1, len(decisions)), 2),
+            "workers": round(worker_cpu * 1000 / max(1, len(decisions)), 2),
             "postgres": round(pg_cpu * 1000 / max(1, len(decisions)), 2),
         },
         "pool_exhausted": runs.exhausted,
         "_decisions": decisions,
     }
+
+
+def _answer(workers: list[int] | Any) -> str:
+    """The outcome the decision's answer shows: the run's end, or "continuing" when workers run it."""
+    return "continuing" if workers else "completed"
 
 
 # -- exactly-once -----------------------------------------------------------------------------------
@@ -385,8 +429,11 @@ def read_record(database_url: str, tool_log: Path) -> dict[str, list[tuple[Any, 
 
 
 @contextmanager
-def servers(env: dict[str, str], count: int, logs: Path, profiles: list[Path]) -> Iterator[list[Any]]:
-    """``count`` Daphne processes; under cProfile when ``profiles`` names a stats file for each."""
+def servers(
+    env: dict[str, str], count: int, logs: Path, profiles: list[Path], workers: int
+) -> Iterator[tuple[list[Any], list[Any]]]:
+    """``count`` Daphne processes, under cProfile when ``profiles`` names a stats file for each, and
+    ``workers`` task workers."""
     from tests.support import server
 
     with ExitStack() as stack:
@@ -395,8 +442,9 @@ def servers(env: dict[str, str], count: int, logs: Path, profiles: list[Path]) -
             daphne.env = {**env, "BENCH_PROFILE": str(stats)}
             python, _, _, *arguments = daphne.command  # python -m daphne ...
             daphne.command = [python, str(ROOT / "bench" / "_profiled_server.py"), *arguments]
-        stack.enter_context(server.running(*daphnes))
-        yield daphnes
+        db_workers = [server.db_worker(env, logs / f"worker-{i}.log", f"bench-{i}") for i in range(workers)]
+        stack.enter_context(server.running(*daphnes, *db_workers))
+        yield daphnes, db_workers
 
 
 def profile_tops(stats_path: Path, rows: int = 15) -> str:
@@ -437,6 +485,7 @@ def one_configuration(processes: int, args: argparse.Namespace, logs: Path) -> d
             if k not in {"REDIS_URL", "TASKS_BACKEND", "DATABASE_URL", "AGENTS_MODEL"}
         }
         env.update(
+            TASKS_BACKEND="database" if args.workers else "immediate",
             DATABASE_URL=database_url,
             DJANGO_SETTINGS_MODULE="config.settings",
             AGENTS_RUNTIME=RUNTIME,
@@ -476,18 +525,21 @@ def one_configuration(processes: int, args: argparse.Namespace, logs: Path) -> d
         for stats in profiles:
             stats.parent.mkdir(parents=True, exist_ok=True)
             stats.unlink(missing_ok=True)
-        with servers(env, processes, logs, profiles) as daphnes:
+        with servers(env, processes, logs, profiles, args.workers) as (daphnes, workers):
             pids = [d.popen.pid for d in daphnes]
+            worker_pids = [w.popen.pid for w in workers]
             reviewers = [Reviewer(i, daphnes[i % processes].url) for i in range(REVIEWERS)]
             for r in reviewers:  # warm-up, every reviewer and process: pools, caches, imports
                 for _ in range(2):
                     taken = runs.take()
                     assert taken is not None
                     decisions.append(r.decide(0, *taken))
+            if workers:
+                _drain(database_url, [d.run_id for d in decisions])
             if profiles:
                 _profiling(pids, profiles, signal.SIGUSR1)
             for n in args.levels:
-                row = level(n, reviewers, runs, args.seconds, pids, database_url.rsplit("/", 1)[1])
+                row = level(n, reviewers, runs, args.seconds, pids, database_url, worker_pids)
                 decisions += row.pop("_decisions")
                 rows.append(row)
                 print(f"[{processes}p] N={n}: {json.dumps(row)}", file=sys.stderr)
@@ -498,8 +550,8 @@ def one_configuration(processes: int, args: argparse.Namespace, logs: Path) -> d
         record = read_record(database_url, tool_log)
     errors = [
         line
-        for i in range(processes)
-        for line in (logs / f"daphne-{i}.log").read_text(errors="replace").splitlines()
+        for log in sorted(logs.glob("*.log"))
+        for line in log.read_text(errors="replace").splitlines()
         if "Error" in line or "Traceback" in line
     ]
     problems = check_exactly_once(
@@ -516,9 +568,10 @@ def one_configuration(processes: int, args: argparse.Namespace, logs: Path) -> d
     by_level = collections.Counter(level_of.get(re.split("[/: ]", p, maxsplit=1)[0], -1) for p in problems)
     for row in rows:
         row["exactly_once_problems"] = by_level.get(row["reviewers"], 0)
-    bad = [d for d in decisions if d.status != 200 or d.outcome != "completed"]
+    bad = [d for d in decisions if d.status != 200 or d.outcome != _answer(args.workers)]
     return {
         "server_processes": processes,
+        "workers": args.workers,
         "runs_seeded": args.runs,
         "seconds_per_level": args.seconds,
         "levels": rows,
@@ -536,20 +589,22 @@ def one_configuration(processes: int, args: argparse.Namespace, logs: Path) -> d
 def report(entries: list[dict[str, Any]]) -> None:
     print(
         f"{'procs':>5} {'N':>3} {'decided':>7} {'dec/s':>7} {'p50 ms':>8} {'p95 ms':>8} {'failed':>6}"
-        f" {'cpu clients':>11} {'daphne':>6} {'pg':>5} {'others':>6} {'once':>5}"
+        f" {'cpu clients':>11} {'daphne':>6} {'workers':>7} {'pg':>5} {'others':>6}"
+        f" {'ms/dec daphne':>13} {'workers':>7} {'once':>5}"
     )
     for e in entries:
         for row in e["levels"]:
-            cpu, wrong = row["cpu_cores"], row["exactly_once_problems"]
+            cpu, ms, wrong = row["cpu_cores"], row["cpu_ms_per_decision"], row["exactly_once_problems"]
             print(
                 f"{e['server_processes']:5} {row['reviewers']:3} {row['decisions']:7}"
                 f" {row['decisions_per_s']:7} {row['p50_ms']:8} {row['p95_ms']:8} {row['failed']:6}"
-                f" {cpu['clients']:11} {cpu['daphne']:6} {cpu['postgres']:5} {cpu['others']:6}"
-                f" {'ok' if wrong == 0 else wrong:>5}"
+                f" {cpu['clients']:11} {cpu['daphne']:6} {cpu['workers']:7} {cpu['postgres']:5}"
+                f" {cpu['others']:6} {ms['daphne']:13} {ms['workers']:7} {'ok' if wrong == 0 else wrong:>5}"
             )
         verdict = "ok" if e["exactly_once"] else f"FAILED: {e['problem_count']} problems"
         print(
-            f"{e['server_processes']} process(es): {e['decisions_checked']} decisions checked"
+            f"{e['server_processes']} process(es), {e['workers']} worker(s):"
+            f" {e['decisions_checked']} decisions checked"
             f" (warm-up included), exactly-once {verdict}; {e['audit_rows']} audit rows,"
             f" {e['tool_executions']} tool executions"
         )
@@ -559,8 +614,8 @@ def report(entries: list[dict[str, Any]]) -> None:
 
 def save(entries: list[dict[str, Any]]) -> None:
     kept: list[dict[str, Any]] = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
-    replaced = {e["server_processes"] for e in entries}
-    kept = [e for e in kept if e.get("server_processes") not in replaced]
+    replaced = {(e["server_processes"], e["workers"]) for e in entries}
+    kept = [e for e in kept if (e.get("server_processes"), e.get("workers", 0)) not in replaced]
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(kept + entries, indent=2) + "\n")
 
@@ -573,6 +628,9 @@ def main() -> None:
     parser.add_argument("--levels", type=int, nargs="+", default=list(LEVELS), choices=list(LEVELS))
     parser.add_argument("--seconds", type=float, default=15.0, help="how long each level decides")
     parser.add_argument("--runs", type=int, default=8_000, help="suspended runs to seed (enough for all)")
+    parser.add_argument(
+        "--workers", type=int, default=0, help="continuations in this many db_worker processes (0: inline)"
+    )
     parser.add_argument("--logs", type=Path, default=None, help="keep the servers' logs in this folder")
     parser.add_argument(
         "--profile", type=Path, default=None, help="profile the servers; their stats in this folder"
