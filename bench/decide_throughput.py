@@ -24,7 +24,9 @@ not the server, were the limit: about 0.5 ms of CPU per decision, a hundredth of
 does: the answer is the "continuing" card, and K ``manage.py db_worker`` processes run the decided
 runs. Their CPU is counted apart (``workers``), from the level's start until the queue has drained
 (every run decided in the level has ended), so the two columns together are the whole cost of a
-decision, split between the web processes and the workers.
+decision, split between the web processes and the workers. ``--redis URL`` gives the processes that
+channel layer (production's, docs/deploy.md); without it live events go through the database's
+outbox, as with any layer that cannot leave its process.
 
 Then exactly-once, from the database and the tool's own log (``check_exactly_once``): every decided
 call has exactly one audit row that took effect, with the action and reviewer that were posted; the
@@ -33,7 +35,7 @@ every approved call is there exactly once, no declined or undecided call at all;
 did not decide was decided; every decided run has ended and left the store.
 
 Prints a table and writes ``bench/results/decide_throughput.json`` (entries of one
-``--server-processes`` and ``--workers`` pair replace that pair's, others are kept).
+``--server-processes``, ``--workers`` and ``--redis`` replace that configuration's, others are kept).
 
 ``--profile DIR`` runs each Daphne process under cProfile (``bench/_profiled_server.py``) from the
 end of the warm-up to the end of the last level, and writes ``DIR/<P>p-daphne-<i>.pstats`` with its
@@ -486,6 +488,7 @@ def one_configuration(processes: int, args: argparse.Namespace, logs: Path) -> d
         }
         env.update(
             TASKS_BACKEND="database" if args.workers else "immediate",
+            REDIS_URL=args.redis,
             DATABASE_URL=database_url,
             DJANGO_SETTINGS_MODULE="config.settings",
             AGENTS_RUNTIME=RUNTIME,
@@ -572,6 +575,7 @@ def one_configuration(processes: int, args: argparse.Namespace, logs: Path) -> d
     return {
         "server_processes": processes,
         "workers": args.workers,
+        "redis": bool(args.redis),
         "runs_seeded": args.runs,
         "seconds_per_level": args.seconds,
         "levels": rows,
@@ -603,7 +607,8 @@ def report(entries: list[dict[str, Any]]) -> None:
             )
         verdict = "ok" if e["exactly_once"] else f"FAILED: {e['problem_count']} problems"
         print(
-            f"{e['server_processes']} process(es), {e['workers']} worker(s):"
+            f"{e['server_processes']} process(es), {e['workers']} worker(s)"
+            f"{', Redis' if e['redis'] else ''}:"
             f" {e['decisions_checked']} decisions checked"
             f" (warm-up included), exactly-once {verdict}; {e['audit_rows']} audit rows,"
             f" {e['tool_executions']} tool executions"
@@ -614,8 +619,12 @@ def report(entries: list[dict[str, Any]]) -> None:
 
 def save(entries: list[dict[str, Any]]) -> None:
     kept: list[dict[str, Any]] = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
-    replaced = {(e["server_processes"], e["workers"]) for e in entries}
-    kept = [e for e in kept if (e.get("server_processes"), e.get("workers", 0)) not in replaced]
+
+    def key(e: dict[str, Any]) -> tuple[Any, ...]:
+        return e.get("server_processes"), e.get("workers", 0), e.get("redis", False)
+
+    replaced = {key(e) for e in entries}
+    kept = [e for e in kept if key(e) not in replaced]
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(kept + entries, indent=2) + "\n")
 
@@ -631,6 +640,7 @@ def main() -> None:
     parser.add_argument(
         "--workers", type=int, default=0, help="continuations in this many db_worker processes (0: inline)"
     )
+    parser.add_argument("--redis", default="", help="REDIS_URL of the processes (default: none, the outbox)")
     parser.add_argument("--logs", type=Path, default=None, help="keep the servers' logs in this folder")
     parser.add_argument(
         "--profile", type=Path, default=None, help="profile the servers; their stats in this folder"
