@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-
-from django.conf import settings
-from django.urls import get_script_prefix, get_urlconf, reverse
 
 from agents_runtime import (
     Agent,
@@ -53,35 +49,6 @@ RESUME_PREFIX = "resume"
 #: The edit form's prefix (fields ``args-<parameter>``); ``ARGS_FORM_MARK`` says it was this form.
 ARGS_PREFIX = "args"
 ARGS_FORM_MARK = "args_form"
-
-
-# -- the card's links ----------------------------------------------------------------------------
-
-#: Ids that every converter of ``approvals/urls.py`` writes as they are and that Django's quoting
-#: leaves alone; any other id goes through ``reverse`` itself.
-_PLAIN_ID = re.compile(r"[A-Za-z0-9_-]{1,255}")
-#: A URL's text around its ids, by URL name and the URLconf and script prefix it was reversed under.
-_URL_SHAPES: dict[tuple[str, int, str, object], tuple[str, ...]] = {}
-
-
-def id_url(name: str, *ids: str) -> str:
-    """``reverse(name, args=ids)``, with the URL's shape reversed once and the ids put in their
-    places: a page of fifty cards links each call several times."""
-    if not all(isinstance(i, str) and _PLAIN_ID.fullmatch(i) for i in ids):
-        return reverse(name, args=ids)
-    key = (name, len(ids), get_script_prefix(), get_urlconf() or settings.ROOT_URLCONF)
-    shape = _URL_SHAPES.get(key)
-    if shape is None:
-        marks = [f"csid{n}x" for n in range(len(ids))]
-        url = reverse(name, args=marks)
-        parts = []
-        for mark in marks:
-            before, found, url = url.partition(mark)
-            if not found:
-                return reverse(name, args=ids)
-            parts.append(before)
-        shape = _URL_SHAPES[key] = (*parts, url)
-    return "".join(part + value for part, value in zip(shape, (*ids, ""), strict=True))
 
 
 # -- why it waits -------------------------------------------------------------------------------
@@ -253,7 +220,7 @@ def deadline_view(call: AgentRunToolCall, run_id: str, now: datetime | None = No
         remaining_seconds=max(0, int(left)),
         on_expiry=call.on_expiry or "decline",
         escalated_to=call.escalated_to or "",
-        extend_url=id_url("approvals:extend_deadline", run_id, call.tool_call_id),
+        extend_url=ids.id_url("approvals:extend_deadline", run_id, call.tool_call_id),
     )
 
 
@@ -381,7 +348,7 @@ class CallView:
     # Reversed when the card shows them, once each (an inbox page has 50 cards).
     @functools.cached_property
     def body_url(self) -> str:
-        return id_url("approvals:call", self.run_id, self.call.tool_call_id)
+        return ids.id_url("approvals:call", self.run_id, self.call.tool_call_id)
 
     @property
     def body_key(self) -> str:
@@ -392,19 +359,19 @@ class CallView:
 
     @functools.cached_property
     def approve_url(self) -> str:
-        return id_url("approvals:approve", self.run_id, self.call.tool_call_id)
+        return ids.id_url("approvals:approve", self.run_id, self.call.tool_call_id)
 
     @functools.cached_property
     def claim_url(self) -> str:
-        return id_url("approvals:claim", self.run_id, self.call.tool_call_id)
+        return ids.id_url("approvals:claim", self.run_id, self.call.tool_call_id)
 
     @functools.cached_property
     def decline_url(self) -> str:
-        return id_url("approvals:decline", self.run_id, self.call.tool_call_id)
+        return ids.id_url("approvals:decline", self.run_id, self.call.tool_call_id)
 
     @functools.cached_property
     def resume_url(self) -> str:
-        return id_url("approvals:resume", self.run_id, self.call.tool_call_id)
+        return ids.id_url("approvals:resume", self.run_id, self.call.tool_call_id)
 
 
 def _question(payload: Any) -> str:

@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.urls import reverse
-
 from agents_runtime import Agent, AgentRun
 from agents_runtime.store import DecisionAction, Outcome, StoredRun
 from agents_runtime.untrusted import clean_text, reveal_invisible
@@ -100,7 +98,7 @@ class RunCard:
 
     @functools.cached_property
     def run_url(self) -> str:
-        return reverse("approvals:run", args=[self.run_id])
+        return ids.id_url("approvals:run", self.run_id)
 
 
 def run_card(

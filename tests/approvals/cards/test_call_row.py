@@ -13,7 +13,8 @@ from django.template import engines
 from django.urls import reverse
 
 from approvals.cards.args import ArgView
-from approvals.cards.call import DeadlineView, id_url
+from approvals.cards.call import DeadlineView
+from approvals.ids import id_url
 
 #: The row as run_card.html wrote it before the tags (its head, "|", a folded row's body).
 BEFORE = engines["django"].from_string((Path(__file__).parent / "call_row_before.html").read_text())
