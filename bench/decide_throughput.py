@@ -22,9 +22,10 @@ not the server, were the limit: about 0.5 ms of CPU per decision, a hundredth of
 
 ``--workers K`` runs the continuations off the request, as a deployment with ``TASKS_BACKEND=database``
 does: the answer is the "continuing" card, and K ``manage.py db_worker`` processes run the decided
-runs. Their CPU is counted apart (``workers``), from the level's start until the queue has drained
-(every run decided in the level has ended), so the two columns together are the whole cost of a
-decision, split between the web processes and the workers. ``--redis URL`` gives the processes that
+runs. Their CPU is counted apart (``workers``): in cores while the reviewers decide, like the
+others', and per decision from the level's start until the queue has drained (every run decided in
+the level has ended; PostgreSQL's per decision too), so the web and worker figures per decision
+together are the whole cost of a decision. ``--redis URL`` gives the processes that
 channel layer (production's, docs/deploy.md); without it live events go through the database's
 outbox, as with any layer that cannot leave its process.
 
@@ -314,17 +315,21 @@ def level(
         thread.join()
     elapsed = max((d.ended for d in decisions), default=started) - started
     own_after, busy_after = resource.getrusage(resource.RUSAGE_SELF), _machine_busy()
+    wall = time.perf_counter() - started
     client_cpu = (own_after.ru_utime + own_after.ru_stime) - (own.ru_utime + own.ru_stime)
     server_cpu = sum(_cpu_ticks(pid) - before for pid, before in zip(servers, server, strict=True)) / hz
-    drained = 0.0
+    pg_cpu = (_postgres_ticks(database) - pg) / hz
+    # The workers' and PostgreSQL's CPU while the reviewers decided (the machine's shares), then until
+    # the workers have run every run decided here (the cost per decision).
+    worker_cpu = sum(_cpu_ticks(pid) - before for pid, before in zip(workers, worker, strict=True)) / hz
+    drained, worker_all, pg_all = 0.0, worker_cpu, pg_cpu
     if workers:
         _drain(database_url, [d.run_id for d in decisions])
         drained = time.perf_counter() - started
-    worker_cpu = sum(_cpu_ticks(pid) - before for pid, before in zip(workers, worker, strict=True)) / hz
-    pg_cpu = (_postgres_ticks(database) - pg) / hz
+        worker_all = sum(_cpu_ticks(pid) - before for pid, before in zip(workers, worker, strict=True)) / hz
+        pg_all = (_postgres_ticks(database) - pg) / hz
     machine = (busy_after[0] - busy[0]) / max(1, busy_after[1] - busy[1]) * (os.cpu_count() or 1)
     p50, p95 = p50_p95([d.ms for d in decisions]) if decisions else (0.0, 0.0)
-    wall = time.perf_counter() - started
     return {
         "reviewers": n,
         "decisions": len(decisions),
@@ -332,13 +337,13 @@ def level(
         "decisions_per_s": round(len(decisions) / elapsed, 1) if elapsed else 0.0,
         "p50_ms": p50,
         "p95_ms": p95,
-        "failed": sum(d.status != 200 or d.outcome != _answer(workers) for d in decisions),
+        "failed": sum(d.status != 200 or d.outcome != _answer(bool(workers)) for d in decisions),
         # With workers: from the level's start until they had run all its runs.
         "drained_s": round(drained, 2),
         "cpu_cores": {
             "clients": round(client_cpu / wall, 2),
             "daphne": round(server_cpu / wall, 2),
-            "workers": round(worker_cpu / (drained or wall), 2),
+            "workers": round(worker_cpu / wall, 2),
             "postgres": round(pg_cpu / wall, 2),
             "machine": round(machine, 2),
             # Everything else on the machine meanwhile (other work sharing its CPUs).
@@ -347,17 +352,17 @@ def level(
         "cpu_ms_per_decision": {
             "clients": round(client_cpu * 1000 / max(1, len(decisions)), 2),
             "daphne": round(server_cpu * 1000 / max(1, len(decisions)), 2),
-            "workers": round(worker_cpu * 1000 / max(1, len(decisions)), 2),
-            "postgres": round(pg_cpu * 1000 / max(1, len(decisions)), 2),
+            "workers": round(worker_all * 1000 / max(1, len(decisions)), 2),
+            "postgres": round(pg_all * 1000 / max(1, len(decisions)), 2),
         },
         "pool_exhausted": runs.exhausted,
         "_decisions": decisions,
     }
 
 
-def _answer(workers: list[int] | Any) -> str:
+def _answer(in_workers: bool) -> str:
     """The outcome the decision's answer shows: the run's end, or "continuing" when workers run it."""
-    return "continuing" if workers else "completed"
+    return "continuing" if in_workers else "completed"
 
 
 # -- exactly-once -----------------------------------------------------------------------------------
@@ -571,7 +576,7 @@ def one_configuration(processes: int, args: argparse.Namespace, logs: Path) -> d
     by_level = collections.Counter(level_of.get(re.split("[/: ]", p, maxsplit=1)[0], -1) for p in problems)
     for row in rows:
         row["exactly_once_problems"] = by_level.get(row["reviewers"], 0)
-    bad = [d for d in decisions if d.status != 200 or d.outcome != _answer(args.workers)]
+    bad = [d for d in decisions if d.status != 200 or d.outcome != _answer(args.workers > 0)]
     return {
         "server_processes": processes,
         "workers": args.workers,
