@@ -10,11 +10,9 @@ from typing import Any
 
 import pytest
 from django.template import engines
-from django.urls import reverse
 
 from approvals.cards.args import ArgView
 from approvals.cards.call import DeadlineView
-from approvals.ids import id_url
 
 #: The row as run_card.html wrote it before the tags (its head, "|", a folded row's body).
 BEFORE = engines["django"].from_string((Path(__file__).parent / "call_row_before.html").read_text())
@@ -132,20 +130,3 @@ def test_without_a_user_every_claim_is_someone_elses() -> None:
 
     assert AFTER.render(context) == BEFORE.render(context)
     assert "chip-claim" in AFTER.render(context)
-
-
-@pytest.mark.parametrize(
-    ("name", "ids"),
-    [
-        ("approvals:run", ["0ece8c17f450c59c23050c13d7f4d36a"]),
-        ("approvals:call", ["run-1_a", "call_abc-1"]),
-        ("approvals:approve", ["run1", "toolu_01ABC"]),
-        ("approvals:decline", ["run1", "sub:inner/../x y%?#"]),
-        ("approvals:resume", ["run 1", ".."]),
-        ("approvals:claim", ["r\u00e9n", "c"]),
-        ("approvals:extend_deadline", ["run1", "c" * 300]),
-    ],
-)
-def test_id_url_is_reverse(name: str, ids: list[str]) -> None:
-    assert id_url(name, *ids) == reverse(name, args=ids)
-    assert id_url(name, *ids) == reverse(name, args=ids)  # the second time from the URL's shape
