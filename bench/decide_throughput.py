@@ -243,6 +243,12 @@ def _cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])  # utime, stime
 
 
+def _cpu_seconds(pids: list[int], ticks_before: list[int]) -> float:
+    """The CPU the processes ``pids`` used since their ``_cpu_ticks`` were ``ticks_before``."""
+    used = sum(_cpu_ticks(pid) - before for pid, before in zip(pids, ticks_before, strict=True))
+    return used / os.sysconf("SC_CLK_TCK")
+
+
 def _postgres_ticks(database: str) -> int:
     """CPU of the PostgreSQL backends connected to ``database`` (their title names it)."""
     total = 0
@@ -317,19 +323,20 @@ def level(
     own_after, busy_after = resource.getrusage(resource.RUSAGE_SELF), _machine_busy()
     wall = time.perf_counter() - started
     client_cpu = (own_after.ru_utime + own_after.ru_stime) - (own.ru_utime + own.ru_stime)
-    server_cpu = sum(_cpu_ticks(pid) - before for pid, before in zip(servers, server, strict=True)) / hz
+    server_cpu = _cpu_seconds(servers, server)
     pg_cpu = (_postgres_ticks(database) - pg) / hz
     # The workers' and PostgreSQL's CPU while the reviewers decided (the machine's shares), then until
     # the workers have run every run decided here (the cost per decision).
-    worker_cpu = sum(_cpu_ticks(pid) - before for pid, before in zip(workers, worker, strict=True)) / hz
+    worker_cpu = _cpu_seconds(workers, worker)
     drained, worker_all, pg_all = 0.0, worker_cpu, pg_cpu
     if workers:
         _drain(database_url, [d.run_id for d in decisions])
         drained = time.perf_counter() - started
-        worker_all = sum(_cpu_ticks(pid) - before for pid, before in zip(workers, worker, strict=True)) / hz
+        worker_all = _cpu_seconds(workers, worker)
         pg_all = (_postgres_ticks(database) - pg) / hz
     machine = (busy_after[0] - busy[0]) / max(1, busy_after[1] - busy[1]) * (os.cpu_count() or 1)
     p50, p95 = p50_p95([d.ms for d in decisions]) if decisions else (0.0, 0.0)
+    ms_each = 1000 / max(1, len(decisions))
     return {
         "reviewers": n,
         "decisions": len(decisions),
@@ -350,10 +357,10 @@ def level(
             "others": round(machine - (client_cpu + server_cpu + worker_cpu + pg_cpu) / wall, 2),
         },
         "cpu_ms_per_decision": {
-            "clients": round(client_cpu * 1000 / max(1, len(decisions)), 2),
-            "daphne": round(server_cpu * 1000 / max(1, len(decisions)), 2),
-            "workers": round(worker_all * 1000 / max(1, len(decisions)), 2),
-            "postgres": round(pg_all * 1000 / max(1, len(decisions)), 2),
+            "clients": round(client_cpu * ms_each, 2),
+            "daphne": round(server_cpu * ms_each, 2),
+            "workers": round(worker_all * ms_each, 2),
+            "postgres": round(pg_all * ms_each, 2),
         },
         "pool_exhausted": runs.exhausted,
         "_decisions": decisions,
