@@ -15,6 +15,7 @@ from typing import Any
 import dj_database_url
 from django.conf import global_settings
 from django.utils.csp import CSP
+from django.utils.module_loading import import_string
 
 from config.channel_layers import channel_layers
 
@@ -60,30 +61,54 @@ INSTALLED_APPS = [
     "approvals",
 ]
 
-MIDDLEWARE = [
-    # Django's own; those of approvals.server.loop_middleware run their hooks on the event loop under ASGI
-    # when they do no I/O. (Security, CSRF and X-Frame-Options keep Django's names: its deploy checks
-    # look for them by name.)
-    "django.middleware.security.SecurityMiddleware",
-    # A read the database dropped runs again; otherwise 503 with Retry-After (approvals/middleware.py).
-    "approvals.middleware.DatabaseOutageMiddleware",
-    "approvals.server.loop_middleware.SessionMiddleware",
-    "approvals.server.loop_middleware.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "approvals.server.loop_middleware.AuthenticationMiddleware",
-    "approvals.server.loop_middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "django_htmx.middleware.HtmxMiddleware",
-    "approvals.middleware.htmx_login_redirect",
-    "approvals.middleware.private_pages",
-    # Times in the viewer's zone (approvals/times.py).
-    "approvals.middleware.viewer_time_zone",
-    # The address pages are served at: links in messages without COUNTERSIGN_BASE_URL (approvals/site.py).
-    "approvals.middleware.served_address",
-    "approvals.server.loop_middleware.ContentSecurityPolicyMiddleware",
-    # Last, as django-axes asks: it turns a locked-out login into its 429 page.
-    "axes.middleware.AxesMiddleware",
-]
+
+class Middleware(list[str]):
+    """``MIDDLEWARE``, in which ``path in MIDDLEWARE`` also finds a subclass of the class ``path`` names.
+
+    Django's deploy checks look for the security, CSRF and X-Frame-Options middlewares by their dotted
+    names, and skip the checks of their settings (HSTS, the HTTPS redirect, the CSRF cookie...) when
+    the name is absent; its admin checks already accept a subclass. The loop versions listed below
+    are subclasses of Django's, and their settings stay checked.
+    """
+
+    def __contains__(self, path: object) -> bool:
+        if super().__contains__(path):
+            return True
+        if not isinstance(path, str):
+            return False
+        try:
+            wanted = import_string(path)
+        except ImportError:
+            return False
+        listed = (import_string(entry) for entry in self)
+        return any(isinstance(entry, type) and issubclass(entry, wanted) for entry in listed)
+
+
+MIDDLEWARE = Middleware(
+    [
+        # Django's own, as approvals.server.loop_middleware's subclasses: under ASGI their hooks run on
+        # the event loop when they do no I/O.
+        "approvals.server.loop_middleware.SecurityMiddleware",
+        # A read the database dropped runs again; otherwise 503 with Retry-After (approvals/middleware.py).
+        "approvals.middleware.DatabaseOutageMiddleware",
+        "approvals.server.loop_middleware.SessionMiddleware",
+        "approvals.server.loop_middleware.CommonMiddleware",
+        "approvals.server.loop_middleware.CsrfViewMiddleware",
+        "approvals.server.loop_middleware.AuthenticationMiddleware",
+        "approvals.server.loop_middleware.MessageMiddleware",
+        "approvals.server.loop_middleware.XFrameOptionsMiddleware",
+        "django_htmx.middleware.HtmxMiddleware",
+        "approvals.middleware.htmx_login_redirect",
+        "approvals.middleware.private_pages",
+        # Times in the viewer's zone (approvals/times.py).
+        "approvals.middleware.viewer_time_zone",
+        # The address pages are served at: links in messages without COUNTERSIGN_BASE_URL (approvals/site.py).
+        "approvals.middleware.served_address",
+        "approvals.server.loop_middleware.ContentSecurityPolicyMiddleware",
+        # Last, as django-axes asks: it turns a locked-out login into its 429 page.
+        "axes.middleware.AxesMiddleware",
+    ]
+)
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"

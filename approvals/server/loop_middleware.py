@@ -3,34 +3,36 @@
 Under ASGI Django runs every hook of a ``MiddlewareMixin`` middleware through ``sync_to_async``: a
 hop to the request's thread and back for each ``process_request``, ``process_view`` and
 ``process_response``, a dozen per request in this stack, for hooks that mostly read and set headers.
-That was about a quarter of an API request's time (``bench/api.py``). Django means to ship async
-versions some day (django/new-features#102); until then these subclasses run a hook inline when it
-cannot touch the database, and keep the thread for the cases that can (a session or messages to
-save). Under WSGI they are Django's own, unchanged.
+That was about a quarter of an API request's time (``bench/api.py``), and an eighth of a decision's
+(``bench/decide_throughput.py``). Django means to ship async versions some day
+(django/new-features#102); until then these subclasses run a hook inline when it cannot touch the
+database, and keep the thread for the cases that can (a session or messages to save, a CSRF refusal's
+page). Under WSGI they are Django's own, unchanged. Delete each when Django's own runs on the loop.
 
-``settings.MIDDLEWARE`` names these in place of Django's classes, in the same order. Not here:
-``SecurityMiddleware``, ``CsrfViewMiddleware`` and ``XFrameOptionsMiddleware``, whose deploy checks
-(``manage.py check --deploy``) find them by their dotted names only and would go quiet.
+``settings.MIDDLEWARE`` names these in place of Django's classes, in the same order. Django's deploy
+checks (``manage.py check --deploy``) look for the security, CSRF and X-Frame-Options middlewares by
+their dotted names; ``config.settings.Middleware`` has them find these subclasses too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth import middleware as auth
 from django.contrib.messages import middleware as messages
 from django.contrib.sessions import middleware as sessions
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponseForbidden
 from django.http.response import HttpResponseBase
-from django.middleware import common, csp
+from django.middleware import clickjacking, common, csp, csrf, security
 from django.utils.deprecation import MiddlewareMixin
 
 
 class OnTheLoop(MiddlewareMixin):
     """``MiddlewareMixin`` whose async path calls its hooks directly, unless the response's hook says
-    it must write (``response_needs_thread``). (None of these has a ``process_view``.)"""
+    it must write (``response_needs_thread``). (``process_view``: see ``CsrfViewMiddleware``.)"""
 
     def response_needs_thread(self, request: HttpRequest, response: HttpResponseBase) -> bool:
         return False
@@ -81,3 +83,61 @@ class MessageMiddleware(OnTheLoop, messages.MessageMiddleware):
     def response_needs_thread(self, request: HttpRequest, response: HttpResponseBase) -> bool:
         storage = getattr(request, "_messages", None)
         return storage is not None and bool(storage.used or storage.added_new)
+
+
+class SecurityMiddleware(OnTheLoop, security.SecurityMiddleware):
+    """The redirect to HTTPS and the security headers: the request read, headers set."""
+
+
+class XFrameOptionsMiddleware(OnTheLoop, clickjacking.XFrameOptionsMiddleware):
+    """The ``X-Frame-Options`` header."""
+
+
+#: Django's refusal: the CSRF failure view's page (private in Django, absent from its type stubs).
+_refusal_page: Callable[..., HttpResponseBase] = csrf.CsrfViewMiddleware._reject  # type: ignore[attr-defined]
+
+
+class _Refusal(HttpResponseForbidden):
+    """A refusal decided on the loop, whose page is yet to be made (on the request's thread)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason
+
+
+class CsrfViewMiddleware(OnTheLoop, csrf.CsrfViewMiddleware):
+    """The token read from its cookie and checked on the loop (the posted form is already in memory,
+    or in the temporary file Django spooled it to); a refusal's page is made on the request's thread,
+    as the CSRF failure view may read the user. With ``CSRF_USE_SESSIONS`` the token lives in the
+    session, which the loop may not load: every hook then goes to the thread, as in Django."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        super().__init__(get_response)
+        self._on_the_loop = self.async_mode and not settings.CSRF_USE_SESSIONS
+        if self._on_the_loop:
+            # The handler takes each middleware's ``process_view`` as the instance has it, and awaits
+            # a coroutine function as it is (Django's ``adapt_method_mode``).
+            self.process_view = self._process_view_on_the_loop  # type: ignore[method-assign,assignment]
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
+        if not self._on_the_loop:
+            return await MiddlewareMixin.__acall__(self, request)
+        return await super().__acall__(request)
+
+    async def _process_view_on_the_loop(
+        self, request: HttpRequest, callback: Any, callback_args: Any, callback_kwargs: Any
+    ) -> HttpResponseBase | None:
+        verdict = csrf.CsrfViewMiddleware.process_view(
+            self, request, callback, callback_args, callback_kwargs
+        )
+        if isinstance(verdict, _Refusal):
+            page: HttpResponseBase = await sync_to_async(_refusal_page, thread_sensitive=True)(
+                self, request, verdict.reason
+            )
+            return page
+        return verdict
+
+    def _reject(self, request: HttpRequest, reason: str) -> HttpResponseBase:
+        if self._on_the_loop:
+            return _Refusal(reason)
+        return _refusal_page(self, request, reason)

@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings as configured
 from django.contrib.auth.models import User
+from django.core import checks
 from django.test import Client
 
 from tests.support import zygote
@@ -65,6 +67,30 @@ def test_check_deploy_passes_with_the_documented_production_settings() -> None:
     }
     check = zygote.manage(["check", "--deploy", "--fail-level", "WARNING"], env)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def _deploy_warnings() -> set[str]:
+    found = checks.run_checks(include_deployment_checks=True, tags=[checks.Tags.security])
+    return {message.id for message in found if message.id and message.id.startswith("security.")}
+
+
+def test_deploy_checks_still_check_the_settings_of_the_middlewares_run_on_the_loop(settings: Any) -> None:
+    """The security, CSRF and X-Frame-Options middlewares are listed as their loop versions
+    (approvals/server/loop_middleware.py); Django's checks of their settings still run."""
+    assert "django.middleware.csrf.CsrfViewMiddleware" not in list(configured.MIDDLEWARE)
+    settings.SECURE_HSTS_SECONDS = 0
+    settings.SECURE_SSL_REDIRECT = False
+    settings.CSRF_COOKIE_SECURE = False
+    settings.X_FRAME_OPTIONS = "SAMEORIGIN"
+
+    warnings = _deploy_warnings()
+
+    assert {"security.W004", "security.W008", "security.W016", "security.W019"} <= warnings
+    assert not warnings & {"security.W001", "security.W002", "security.W003"}  # none seen as absent
+
+    # The same names in a plain list: Django finds none of the three, and checks none of their settings.
+    settings.MIDDLEWARE = list(configured.MIDDLEWARE)
+    assert {"security.W001", "security.W002", "security.W003"} <= _deploy_warnings()
 
 
 def _start(*, debug: str, secret_key: str | None, code: str) -> subprocess.CompletedProcess[str]:
