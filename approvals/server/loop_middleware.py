@@ -2,9 +2,9 @@
 
 Under ASGI Django runs every hook of a ``MiddlewareMixin`` middleware through ``sync_to_async``: a
 hop to the request's thread and back for each ``process_request``, ``process_view`` and
-``process_response``, a dozen per request in this stack, for hooks that mostly read and set headers.
-That was about a quarter of an API request's time (``bench/api.py``), and an eighth of a decision's
-(``bench/decide_throughput.py``). Django means to ship async versions some day
+``process_response``, a dozen per request in this stack, for hooks that mostly read and set headers:
+a good part of an API request's and of a decision's CPU (``bench/api.py``,
+``bench/decide_throughput.py``; docs/scaling.md). Django means to ship async versions some day
 (django/new-features#102); until then these subclasses run a hook inline when it cannot touch the
 database, and keep the thread for the cases that can (a session or messages to save, a CSRF refusal's
 page). Under WSGI they are Django's own, unchanged. Delete each when Django's own runs on the loop.
