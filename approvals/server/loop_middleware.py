@@ -17,6 +17,7 @@ their dotted names; ``config.settings.Middleware`` has them find these subclasse
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -106,10 +107,11 @@ class _Refusal(HttpResponseForbidden):
 
 
 class CsrfViewMiddleware(OnTheLoop, csrf.CsrfViewMiddleware):
-    """The token read from its cookie and checked on the loop (the posted form is already in memory,
-    or in the temporary file Django spooled it to); a refusal's page is made on the request's thread,
-    as the CSRF failure view may read the user. With ``CSRF_USE_SESSIONS`` the token lives in the
-    session, which the loop may not load: every hook then goes to the thread, as in Django."""
+    """The token read from its cookie and checked on the loop (a url-encoded form is parsed in memory,
+    within ``DATA_UPLOAD_MAX_MEMORY_SIZE``; a multipart one on the thread); a refusal's page is made
+    on the request's thread, as the CSRF failure view may read the user. With ``CSRF_USE_SESSIONS``
+    the token lives in the session, which the loop may not load: every hook then goes to the thread,
+    as in Django."""
 
     def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
         super().__init__(get_response)
@@ -127,9 +129,15 @@ class CsrfViewMiddleware(OnTheLoop, csrf.CsrfViewMiddleware):
     async def _process_view_on_the_loop(
         self, request: HttpRequest, callback: Any, callback_args: Any, callback_kwargs: Any
     ) -> HttpResponseBase | None:
-        verdict = csrf.CsrfViewMiddleware.process_view(
-            self, request, callback, callback_args, callback_kwargs
+        check = partial(
+            csrf.CsrfViewMiddleware.process_view, self, request, callback, callback_args, callback_kwargs
         )
+        if request.content_type == "multipart/form-data":
+            # Reading the token parses the form, and a multipart form's files go to temporary files:
+            # disk writes of any size, not on the loop.
+            verdict = await sync_to_async(check, thread_sensitive=True)()
+        else:
+            verdict = check()
         if isinstance(verdict, _Refusal):
             page: HttpResponseBase = await sync_to_async(_refusal_page, thread_sensitive=True)(
                 self, request, verdict.reason

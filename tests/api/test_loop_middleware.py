@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from asgiref.sync import SyncToAsync
@@ -90,10 +91,22 @@ async def test_a_post_with_its_csrf_token_over_asgi_is_let_through(
     token = client.cookies["csrftoken"].value
     hops.clear()
 
-    response = await client.post("/account/api-tokens/nope/revoke", {"csrfmiddlewaretoken": token})
+    # As a browser posts a form: url-encoded, checked on the loop.
+    form = urlencode({"csrfmiddlewaretoken": token})
+    response = await client.post(
+        "/account/api-tokens/nope/revoke", form, content_type="application/x-www-form-urlencoded"
+    )
 
     assert response.status_code == 302
     # (Not the messages' hook: the revoke added one, which goes to the thread to be stored.)
     assert [name for name in hops if any(m in name for m in ("csrf", "security", "clickjacking"))] == []
     page = await client.get(response["Location"])
     assert "No such active token of yours." in page.content.decode()
+
+    # A multipart form (files go to temporary files) is checked on the thread, with the same verdicts.
+    hops.clear()
+    response = await client.post("/account/api-tokens/nope/revoke", {"csrfmiddlewaretoken": token})
+    assert response.status_code == 302
+    assert any("CsrfViewMiddleware.process_view" in name for name in hops), hops
+    refused = await client.post("/account/api-tokens/nope/revoke", {"csrfmiddlewaretoken": "x" * 64})
+    assert refused.status_code == 403 and "The CSRF check failed" in refused.content.decode()
