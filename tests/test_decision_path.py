@@ -21,11 +21,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import CodeType
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import connection
-from django.test import Client
+from django.test import AsyncClient, Client
 
 from approvals.live import events as live_events
 from tests.approvals.conftest import (  # (the dashboard's fixtures, for a test at the top of the tree)
@@ -125,6 +127,37 @@ def test_one_dashboard_approve_sends_at_most_a_few_statements(
     _approve(reviewer_client, agents)()
     approve = _approve(reviewer_client, agents)
 
+    with count_queries(background=False) as statements:
+        response = approve()
+
+    assert response.status_code == 200 and "Completed" in response.content.decode()
+    most = MOST_STATEMENTS[connection.vendor]
+    assert len(statements) <= most, f"{len(statements)} statements on {connection.vendor}:\n" + "\n".join(
+        statements.sql
+    )
+
+
+def test_one_dashboard_approve_over_asgi_sends_no_more_statements(
+    agents: DashboardAgents, reviewer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same Approve as Daphne serves it (the ASGI handler, its middlewares on the event loop):
+    no statement more than through the test client's WSGI path."""
+    monkeypatch.setattr(live_events, "OUTPUT_FLUSH_SECONDS", 60.0)
+    client = AsyncClient()
+    async_to_sync(client.aforce_login)(reviewer)
+
+    def approve_one() -> Callable[[], Any]:
+        run = agents.start("helpdesk", "refund first")
+        (call,) = run.tool_calls
+        return lambda: async_to_sync(client.post)(
+            f"/runs/{run.run_id}/calls/{call.tool_call_id}/approve",
+            urlencode({"agent": "helpdesk", "next": "/agents/helpdesk/"}),
+            content_type="application/x-www-form-urlencoded",
+            headers={"HX-Request": "true"},
+        )
+
+    approve_one()()
+    approve = approve_one()
     with count_queries(background=False) as statements:
         response = approve()
 

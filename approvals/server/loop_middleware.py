@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
+import django.contrib.auth as contrib_auth
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth import middleware as auth
@@ -29,6 +30,7 @@ from django.http import HttpRequest, HttpResponseForbidden
 from django.http.response import HttpResponseBase
 from django.middleware import clickjacking, common, csp, csrf, security
 from django.utils.deprecation import MiddlewareMixin
+from django.utils.functional import SimpleLazyObject
 
 
 class OnTheLoop(MiddlewareMixin):
@@ -67,7 +69,30 @@ class ContentSecurityPolicyMiddleware(OnTheLoop, csp.ContentSecurityPolicyMiddle
 
 
 class AuthenticationMiddleware(OnTheLoop, auth.AuthenticationMiddleware):
-    """Sets ``request.user`` lazily: nothing is read until a view asks (``await request.auser()``)."""
+    """Sets ``request.user`` lazily: nothing is read until a view asks (``await request.auser()``).
+
+    ``request.user`` and ``await request.auser()`` are one user, read once: Django caches each apart,
+    so a synchronous view's user and an async middleware's after it (``private_pages``) were two reads
+    of the session's user a request."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        super().__init__(get_response)
+        if self.async_mode:  # (under WSGI nothing awaits ``auser``: Django's, untouched)
+            self.process_request = self._process_request_on_the_loop  # type: ignore[method-assign]
+
+    def _process_request_on_the_loop(self, request: HttpRequest) -> None:
+        super().process_request(request)
+        request.auser = partial(_the_request_user, request)
+
+
+async def _the_request_user(request: HttpRequest) -> Any:
+    user = request.user  # (the lazy object itself: reading the attribute loads nothing)
+    if not isinstance(user, SimpleLazyObject):
+        return user  # set by login() or logout() during the request
+    if not hasattr(request, "_cached_user"):
+        # The cache ``request.user`` fills (Django's ``get_user``), filled here off the loop.
+        request._cached_user = await contrib_auth.aget_user(request)  # type: ignore[attr-defined]
+    return request._cached_user  # type: ignore[attr-defined]
 
 
 class SessionMiddleware(OnTheLoop, sessions.SessionMiddleware):

@@ -14,6 +14,7 @@ from django.test import AsyncClient
 
 from agents_runtime import Runtime
 from tests.support.api import Api
+from tests.support.queries import count_queries
 from tests.support.users import PASSWORD
 
 LIST = "/api/agents/approver/suspended-runs"
@@ -54,6 +55,33 @@ async def test_a_sign_in_over_asgi_saves_its_session(mastra: Runtime, reviewer: 
     page = await client.get("/")
     assert page.status_code == 200
     assert reviewer.username in page.content.decode()
+
+
+async def test_a_page_over_asgi_reads_its_user_once(mastra: Runtime, reviewer: User) -> None:
+    """The view reads ``request.user`` on its thread, ``private_pages`` awaits ``request.auser()`` on
+    the loop after it: one user, one read."""
+    client = AsyncClient()
+    await client.aforce_login(reviewer)
+    await client.get("/account/api-tokens/")
+
+    with count_queries(background=False) as statements:
+        page = await client.get("/account/api-tokens/")
+
+    assert page.status_code == 200 and reviewer.username in page.content.decode()
+    assert "no-store" in page["Cache-Control"]  # private_pages saw the signed-in user
+    assert len([sql for sql in statements.sql if 'FROM "auth_user"' in sql]) == 1, statements.sql
+
+
+async def test_the_answer_to_a_sign_in_over_asgi_is_private(mastra: Runtime, reviewer: User) -> None:
+    """login() replaces ``request.user`` during the request: the middlewares after the view see the
+    user it signed in, not the anonymous one the page began with."""
+    client = AsyncClient()
+    await client.get("/accounts/login/")
+
+    response = await client.post("/accounts/login/", {"username": reviewer.username, "password": PASSWORD})
+
+    assert response.status_code == 302
+    assert "no-store" in response["Cache-Control"]
 
 
 async def test_a_message_over_asgi_reaches_the_next_page(mastra: Runtime, reviewer: User) -> None:
