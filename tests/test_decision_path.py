@@ -85,15 +85,19 @@ def files_entered() -> Iterator[list[str]]:
         sys.monitoring.free_tool_id(tool)
 
 
-def _approve(client: Client, agents: DashboardAgents) -> Callable[[], Any]:
+def _approve(client: Client | AsyncClient, agents: DashboardAgents) -> Callable[[], Any]:
+    """One htmx Approve of a new run's call, url-encoded as htmx posts it, through ``client``'s
+    handler: the test client's WSGI one, or the ASGI one Daphne serves (``AsyncClient``)."""
     run = agents.start("helpdesk", "refund first")
     (call,) = run.tool_calls
+    post = async_to_sync(client.post) if isinstance(client, AsyncClient) else client.post
 
     def approve() -> Any:
-        return client.post(
+        return post(
             f"/runs/{run.run_id}/calls/{call.tool_call_id}/approve",
-            {"agent": "helpdesk", "next": "/agents/helpdesk/"},
-            HTTP_HX_REQUEST="true",
+            urlencode({"agent": "helpdesk", "next": "/agents/helpdesk/"}),
+            content_type="application/x-www-form-urlencoded",
+            headers={"HX-Request": "true"},
         )
 
     return approve
@@ -117,47 +121,27 @@ def test_one_dashboard_approve_enters_the_files_on_record(
     assert len(entered) <= MOST_FILES + (0 if reference else EXTRA_FILES_ELSEWHERE), "\n".join(entered)
 
 
+@pytest.mark.parametrize("handler", ["wsgi", "asgi"])
 def test_one_dashboard_approve_sends_at_most_a_few_statements(
-    agents: DashboardAgents, reviewer_client: Client, monkeypatch: pytest.MonkeyPatch
+    handler: str,
+    agents: DashboardAgents,
+    reviewer: Any,
+    reviewer_client: Client,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Through the test client's WSGI handler and the ASGI one Daphne serves (its middlewares on the
+    event loop), the same bound."""
     # The continuation's streamed output is written every OUTPUT_FLUSH_SECONDS while it runs: a
     # machine slow enough to take that long between two chunks writes one row more. Counted here:
     # the statements of the path, not the machine's speed (the final flush is written either way).
     monkeypatch.setattr(live_events, "OUTPUT_FLUSH_SECONDS", 60.0)
-    _approve(reviewer_client, agents)()
-    approve = _approve(reviewer_client, agents)
+    client: Client | AsyncClient = reviewer_client
+    if handler == "asgi":
+        client = AsyncClient()
+        async_to_sync(client.aforce_login)(reviewer)
+    _approve(client, agents)()
+    approve = _approve(client, agents)
 
-    with count_queries(background=False) as statements:
-        response = approve()
-
-    assert response.status_code == 200 and "Completed" in response.content.decode()
-    most = MOST_STATEMENTS[connection.vendor]
-    assert len(statements) <= most, f"{len(statements)} statements on {connection.vendor}:\n" + "\n".join(
-        statements.sql
-    )
-
-
-def test_one_dashboard_approve_over_asgi_sends_no_more_statements(
-    agents: DashboardAgents, reviewer: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The same Approve as Daphne serves it (the ASGI handler, its middlewares on the event loop):
-    no statement more than through the test client's WSGI path."""
-    monkeypatch.setattr(live_events, "OUTPUT_FLUSH_SECONDS", 60.0)
-    client = AsyncClient()
-    async_to_sync(client.aforce_login)(reviewer)
-
-    def approve_one() -> Callable[[], Any]:
-        run = agents.start("helpdesk", "refund first")
-        (call,) = run.tool_calls
-        return lambda: async_to_sync(client.post)(
-            f"/runs/{run.run_id}/calls/{call.tool_call_id}/approve",
-            urlencode({"agent": "helpdesk", "next": "/agents/helpdesk/"}),
-            content_type="application/x-www-form-urlencoded",
-            headers={"HX-Request": "true"},
-        )
-
-    approve_one()()
-    approve = approve_one()
     with count_queries(background=False) as statements:
         response = approve()
 
