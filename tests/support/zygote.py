@@ -507,6 +507,10 @@ def _exec(address: str, command: list[str]) -> int:
     """``Zygote.launcher``'s process: the forked one's stand-in, to its end."""
     target = _target(command)
     assert target is not None, command
+    # A signal that comes before the forked process's pid waits (blocked) until it can be passed on:
+    # the process may already be running, and seen running, when its pid reaches this one.
+    forwarded = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    signal.pthread_sigmask(signal.SIG_BLOCK, forwarded)
     sock = _ask(address, target, os.environ, os.getcwd(), [0, 1, 2])
     # Only the forked process holds the streams now: a reader sees their end when it ends.
     with open(os.devnull, "r+b") as null:
@@ -516,8 +520,9 @@ def _exec(address: str, command: list[str]) -> int:
     started = _receive(sock, buffer)
     if started is None:
         return 1
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for sig in forwarded:
         signal.signal(sig, lambda number, frame: os.kill(started["pid"], number))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, forwarded)
     done = _receive(sock, buffer)
     code = 1 if done is None else int(done["returncode"])
     if code < 0:  # ended by a signal: end the same way (SIGKILL's handler cannot be set, nor need be)
