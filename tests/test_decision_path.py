@@ -36,7 +36,7 @@ from tests.approvals.conftest import (  # (the dashboard's fixtures, for a test 
     reviewer,
     reviewer_client,
 )
-from tests.support.queries import count_queries, in_background
+from tests.support.queries import count_queries, in_background, thread_hops
 from tests.support.runtime_fixtures import DashboardAgents
 
 __all__ = ["agents", "client_for", "reviewer", "reviewer_client"]
@@ -52,6 +52,11 @@ EXTRA_FILES_ELSEWHERE = 3
 #: The most SQL statements one Approve may send, by database (the floor issue asks for 8 on both):
 #: today's counts; SQLite's decision and its end are several statements each, where PostgreSQL sends one.
 MOST_STATEMENTS = {"postgresql": 8, "sqlite": 18}
+#: The most functions one Approve over ASGI sends from the event loop to a thread (each a round trip
+#: through the executor), today's: Django's request signals and the response's close, the view, the
+#: store's three steps, the endpoints' read; on the reference set-up, also the live events' outbox rows
+#: (its channel layer cannot leave the process), which PostgreSQL with Redis does not write.
+MOST_HOPS = 11
 
 
 @contextmanager
@@ -150,6 +155,24 @@ def test_one_dashboard_approve_sends_at_most_a_few_statements(
     assert len(statements) <= most, f"{len(statements)} statements on {connection.vendor}:\n" + "\n".join(
         statements.sql
     )
+
+
+def test_one_dashboard_approve_over_asgi_goes_to_a_thread_a_few_times(
+    agents: DashboardAgents, reviewer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ASGI handler Daphne serves: the request's sync parts and its database reads and writes
+    go to the request's thread, the rest stays on the event loop; what goes, by name."""
+    monkeypatch.setattr(live_events, "OUTPUT_FLUSH_SECONDS", 60.0)  # (as above)
+    client = AsyncClient()
+    async_to_sync(client.aforce_login)(reviewer)
+    _approve(client, agents)()
+    approve = _approve(client, agents)
+
+    with thread_hops() as hops:
+        response = approve()
+
+    assert response.status_code == 200 and "Completed" in response.content.decode()
+    assert len(hops) <= MOST_HOPS, f"{len(hops)} hops:\n" + "\n".join(hops)
 
 
 def test_the_architecture_document_prints_the_walk_on_record() -> None:

@@ -139,6 +139,11 @@ async def adecide(
     else:
         attempt = Attempt(error=RunNotFound(request.run_id), edited_args=request.edited_args)
     agent_id = access.agent.id if isinstance(access, AgentAccess) else ""
+    if attempt.error is None and attempt.crash is None:
+        # Taken, and the run went on: the store wrote the record in the deciding step and settles its
+        # outcome as the run ends, and the run's own events (call-decided, then how it ended) tell
+        # pages to look again: nothing is left to read or write (no hop to the database thread).
+        return replace(_outcome(who, agent_id, attempt, request), audit_entry_id=attempt.record_id)
     return await sync_to_async(_recorded)(who, agent_id, attempt, request)
 
 
@@ -346,34 +351,17 @@ def _still_waits(run: AgentRun, result: Any) -> bool:
 
 
 def _recorded(who: Access, agent_id: str, attempt: Attempt, request: DecisionRequest) -> DecisionOutcome:
-    """What the attempt came to, with its audit row (the store wrote it for a decision it took)."""
-    call = attempt.call
-    if call is None and attempt.error is not None and agent_id:
-        call, attempt.run_before = _as_shown(agent_id, request)
-    base: dict[str, Any] = {
-        "action": request.action,
-        "agent_id": agent_id,
-        "run_id": request.run_id,
-        "tool_call_id": call.tool_call_id if call is not None else (request.tool_call_id or ""),
-        "decided_by": who.username,
-        "decided_at": timezone.now(),
-        "tool_name": call.tool_name if call is not None else "",
-        "thread_id": attempt.run_before.thread_id if attempt.run_before else None,
-        "resource_id": attempt.run_before.resource_id if attempt.run_before else None,
-        "args": call.args if call is not None else None,
-        "edited_args": attempt.edited_args,
-    }
-    attempt.call = call
-    outcome = outcome_of(attempt, base, visible=list(who.agent_ids))
+    """What a refused or broken attempt came to, with its audit row (written here for a refusal; the
+    store's, settled as failed, for a continuation that broke)."""
+    if attempt.call is None and attempt.error is not None and agent_id:
+        attempt.call, attempt.run_before = _as_shown(agent_id, request)
+    outcome = _outcome(who, agent_id, attempt, request)
     if outcome.status in {Outcome.NOT_FOUND, Outcome.UNCONFIRMED}:
         # Nothing was decided and nothing of the run changed (as a form that fails validation).
         return outcome
-    if outcome.took_effect:
-        if attempt.crash is None:
-            # The store wrote the row when it took the decision, and settles its outcome as the run
-            # ends: the run's own events (call-decided, then how it ended) tell pages to look again.
-            return replace(outcome, audit_entry_id=attempt.record_id)
-        # The continuation broke in this process before the run settled: say so on the record.
+    if attempt.crash is not None:
+        # The store wrote the row when it took the decision; the continuation broke in this process
+        # before the run settled: say so on the record.
         AuditEntry.objects.settle(request.run_id, Outcome.FAILED, clean_text(outcome.message))
         entry_id = attempt.record_id
     else:
@@ -390,6 +378,25 @@ def _recorded(who: Access, agent_id: str, attempt: Attempt, request: DecisionReq
     }
     transaction.on_commit(partial(live.announce, event), robust=True)
     return replace(outcome, audit_entry_id=entry_id)
+
+
+def _outcome(who: Access, agent_id: str, attempt: Attempt, request: DecisionRequest) -> DecisionOutcome:
+    """What the attempt came to, for the page that took it: who decided which call, as shown."""
+    call = attempt.call
+    base: dict[str, Any] = {
+        "action": request.action,
+        "agent_id": agent_id,
+        "run_id": request.run_id,
+        "tool_call_id": call.tool_call_id if call is not None else (request.tool_call_id or ""),
+        "decided_by": who.username,
+        "decided_at": timezone.now(),
+        "tool_name": call.tool_name if call is not None else "",
+        "thread_id": attempt.run_before.thread_id if attempt.run_before else None,
+        "resource_id": attempt.run_before.resource_id if attempt.run_before else None,
+        "args": call.args if call is not None else None,
+        "edited_args": attempt.edited_args,
+    }
+    return outcome_of(attempt, base, visible=list(who.agent_ids))
 
 
 def _as_shown(agent_id: str, request: DecisionRequest) -> tuple[Any, AgentRun | None]:

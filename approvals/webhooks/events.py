@@ -50,6 +50,9 @@ async def on_run_event(event: RunEvent) -> None:
     """The runtime listener (``apps.compose``): record the deliveries this event calls for."""
     if event.type not in _TYPES:
         return
+    held = _read.get()
+    if held is not None and "active" in held and not _wanting(held["active"], event):
+        return  # (the endpoints this decision read want none of it: nothing to write, no thread hop)
     await database_sync_to_async(record)(event)
 
 
@@ -149,10 +152,14 @@ def _active_endpoints() -> list[WebhookEndpoint]:
     return held["active"]
 
 
+def _wanting(endpoints: list[WebhookEndpoint], event: RunEvent) -> list[WebhookEndpoint]:
+    return [e for e in endpoints if e.wants(_TYPES[event.type], event.agent_id)]
+
+
 def record(event: RunEvent) -> list[WebhookDelivery]:
     """One delivery per (webhook event, endpoint that wants it); sending is scheduled after commit."""
     event_type = _TYPES[event.type]
-    endpoints = [e for e in _active_endpoints() if e.wants(event_type, event.agent_id)]
+    endpoints = _wanting(_active_endpoints(), event)
     if not endpoints:
         return []
     try:

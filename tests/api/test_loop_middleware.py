@@ -4,35 +4,24 @@ still go to the request's thread (approvals/server/loop_middleware.py)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from asgiref.sync import SyncToAsync
 from django.contrib.auth.models import User
 from django.test import AsyncClient
 
 from agents_runtime import Runtime
 from tests.support.api import Api
-from tests.support.queries import count_queries
+from tests.support.queries import count_queries, thread_hops
 from tests.support.users import PASSWORD
 
 LIST = "/api/agents/approver/suspended-runs"
 
 
 @pytest.fixture
-def hops(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The qualified names of the functions each request sent to a thread."""
-    seen: list[str] = []
-    original = SyncToAsync.__call__
-
-    async def counted(self: SyncToAsync, *args: Any, **kwargs: Any) -> Any:
-        func = getattr(self.func, "__func__", self.func)
-        seen.append(f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', func)}")
-        return await original(self, *args, **kwargs)
-
-    monkeypatch.setattr(SyncToAsync, "__call__", counted)
-    yield seen
+def hops() -> Iterator[list[str]]:
+    with thread_hops() as seen:
+        yield seen
 
 
 async def test_an_api_listing_sends_no_middleware_hook_to_a_thread(

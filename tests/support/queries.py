@@ -1,4 +1,5 @@
-"""Counting the SQL statements a piece of the app sends, on every thread."""
+"""Counting the SQL statements a piece of the app sends, on every thread, and the functions it sends
+from the event loop to a thread."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from asgiref.sync import SyncToAsync
 from django.db.backends.utils import CursorWrapper
 
 
@@ -55,3 +57,23 @@ def count_queries(*, background: bool = True) -> Iterator[QueryCounter]:
     finally:
         CursorWrapper._execute = original_execute  # type: ignore[method-assign]
         CursorWrapper._executemany = original_executemany  # type: ignore[method-assign]
+
+
+@contextmanager
+def thread_hops() -> Iterator[list[str]]:
+    """The qualified names of the functions sent from an event loop to a thread inside the block
+    (``sync_to_async``, Channels' ``database_sync_to_async``): each a round trip through the
+    executor and back to the loop."""
+    seen: list[str] = []
+    original = SyncToAsync.__call__
+
+    async def counted(self: SyncToAsync, *args: Any, **kwargs: Any) -> Any:
+        func = getattr(self.func, "__func__", self.func)
+        seen.append(f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', func)}")
+        return await original(self, *args, **kwargs)
+
+    SyncToAsync.__call__ = counted  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        SyncToAsync.__call__ = original  # type: ignore[method-assign]
