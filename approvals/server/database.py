@@ -9,7 +9,8 @@ saying below what it replaces, why, and when to delete it:
   (psycopg's pool reports nothing by itself), which errors mean the database is out of reach.
   ``approvals.server.postgresql`` is Django's backend building that pool.
 - **Prepared statements** (``cursor``, ``fixed_rows``): the run store's and a request's fixed
-  statements prepared once per connection on PostgreSQL (Django prepares none).
+  statements prepared once per connection on PostgreSQL (Django prepares none), compiled once per
+  process; the signed-in session's read among them (``SessionStore``, the ``SESSION_ENGINE``).
 
 One module because they are one job: how the app's async server reaches its database (a request's
 thread holds one pooled connection, on which the fixed statements are prepared)."""
@@ -28,8 +29,10 @@ from typing import Any, cast
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
+from django.contrib.sessions.backends import db as db_sessions
 from django.db import close_old_connections, connections, router
 from django.db.backends.utils import CursorWrapper
+from django.utils import timezone
 from psycopg import OperationalError as PsycopgOperationalError
 from psycopg_pool import ConnectionPool as PsycopgPool
 from psycopg_pool import PoolTimeout
@@ -426,3 +429,33 @@ def _stand_in(position: int, value: Any) -> Any:
 
 def _adapted(connection: Any, value: Any) -> Any:
     return connection.ops.adapt_datetimefield_value(value) if isinstance(value, datetime) else value
+
+
+class SessionStore(db_sessions.SessionStore):
+    """Django's database sessions (``SESSION_ENGINE``), their read a fixed one.
+
+    Every signed-in request reads its session, and Django builds and compiles ``Session.objects.get``
+    for it each time: several times the CPU of the read itself (``bench/decide_throughput.py``,
+    docs/scaling.md). The same statement, compiled once: the session's data, if the key is one and it
+    has not expired. Writes (login, logout, a changed session) are Django's. Delete when Django's
+    ORM keeps compiled queries, or its session backend a compiled read.
+    """
+
+    def _get_session_from_db(self) -> Any:
+        key = self.session_key
+        if key is None:
+            return None
+        rows = fixed_rows("session", self.model, _session_read, session_key=key, now=timezone.now())
+        if not rows:
+            self._session_key = None  # (as Django's: a key that matches no live session is dropped)
+            return None
+        return self.model(session_key=key, session_data=rows[0][0])
+
+    async def _aget_session_from_db(self) -> Any:
+        return await sync_to_async(self._get_session_from_db)()
+
+
+def _session_read(session_key: str, now: datetime) -> Any:
+    from django.contrib.sessions.models import Session
+
+    return Session.objects.filter(session_key=session_key, expire_date__gt=now).values_list("session_data")
