@@ -25,12 +25,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
 from django.contrib.sessions.backends import db as db_sessions
-from django.db import close_old_connections, connections, router
+from django.db import close_old_connections, connections, models, router
 from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 from psycopg import OperationalError as PsycopgOperationalError
@@ -373,9 +373,20 @@ def _prepared_cursor_class() -> type[Any]:
 
 # -- fixed reads --------------------------------------------------------------------------------------
 
-#: Compiled fixed reads by (name, database alias, vendor): their SQL and, for each parameter, the name
-#: of the value that goes there (None: a constant of the query, sent as compiled).
-_fixed: dict[tuple[str, str, str], tuple[str, tuple[tuple[str | None, Any], ...]]] = {}
+
+class _Compiled(NamedTuple):
+    """A fixed read, compiled."""
+
+    sql: str
+    #: For each parameter, the name of the value that goes there (None: a constant, sent as compiled).
+    slots: tuple[tuple[str | None, Any], ...]
+    #: The selected columns' attribute names and the ORM's converters by position (``fixed_models``).
+    names: tuple[str, ...]
+    converters: dict[int, tuple[list[Any], Any]]
+
+
+#: Compiled fixed reads by (name, database alias, vendor).
+_fixed: dict[tuple[str, str, str], _Compiled] = {}
 _fixing = threading.Lock()
 
 
@@ -390,6 +401,27 @@ def fixed_rows(
     queryset cost more of the server's CPU than its round trip. Values are ids, names and times (the
     last adapted for the database as the ORM would); rows come as the cursor gives them, unconverted.
     """
+    return _fixed_read(name, model, build, values)[1]
+
+
+def fixed_models[M: models.Model](
+    name: str, model: type[M], build: Callable[..., Any], **values: Any
+) -> list[M]:
+    """``fixed_rows`` as instances of ``model``: ``build(**stand_ins)`` makes a queryset of them (every
+    field), and each column is converted as the ORM's own iteration converts it."""
+    compiled, rows, connection = _fixed_read(name, model, build, values)
+    using = connection.alias
+    converted = [list(row) for row in rows]
+    for position, (converters, expression) in compiled.converters.items():
+        for row in converted:
+            for convert in converters:
+                row[position] = convert(row[position], expression, connection)
+    return [model.from_db(using, compiled.names, row) for row in converted]
+
+
+def _fixed_read(
+    name: str, model: type[Any], build: Callable[..., Any], values: dict[str, Any]
+) -> tuple[_Compiled, list[tuple[Any, ...]], Any]:
     using = router.db_for_read(model)
     connection = connections[using]
     key = (name, using, connection.vendor)
@@ -397,23 +429,29 @@ def fixed_rows(
     if compiled is None:
         with _fixing:
             compiled = _fixed[key] = _compile(connection, using, build, values)
-    sql, slots = compiled
-    params = [constant if slot is None else _adapted(connection, values[slot]) for slot, constant in slots]
+    params = [
+        constant if slot is None else _adapted(connection, values[slot]) for slot, constant in compiled.slots
+    ]
     with cursor(using) as fixed:
-        fixed.execute(sql, params)
-        return cast(list[tuple[Any, ...]], fixed.fetchall())
+        fixed.execute(compiled.sql, params)
+        return compiled, cast(list[tuple[Any, ...]], fixed.fetchall()), connection
 
 
-def _compile(
-    connection: Any, using: str, build: Callable[..., Any], values: dict[str, Any]
-) -> tuple[str, tuple[tuple[str | None, Any], ...]]:
+def _compile(connection: Any, using: str, build: Callable[..., Any], values: dict[str, Any]) -> _Compiled:
     stand_ins = {name: _stand_in(position, value) for position, (name, value) in enumerate(values.items())}
-    sql, params = build(**stand_ins).query.get_compiler(using).as_sql()
+    compiler = build(**stand_ins).query.get_compiler(using)
+    sql, params = compiler.as_sql()
     by_sent = {repr(_adapted(connection, stand_in)): name for name, stand_in in stand_ins.items()}
     slots = tuple((by_sent.get(repr(param)), param) for param in params)
     if {slot for slot, _ in slots} - {None} != set(values):
         raise AssertionError(f"A fixed read does not hold each of its values as sent: {sql}")
-    return sql, tuple((slot, None if slot else param) for slot, param in slots)
+    selected = [expression for expression, _, _ in compiler.select]
+    return _Compiled(
+        sql=sql,
+        slots=tuple((slot, None if slot else param) for slot, param in slots),
+        names=tuple(getattr(getattr(e, "target", None), "attname", "") for e in selected),
+        converters=compiler.get_converters(selected),
+    )
 
 
 def _stand_in(position: int, value: Any) -> Any:

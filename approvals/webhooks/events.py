@@ -29,6 +29,7 @@ from django.utils import timezone
 from agents_runtime import RunEvent, RunNotFound
 from approvals import agents, site
 from approvals.models import AuditEntry, WebhookDelivery, WebhookEndpoint
+from approvals.server.database import fixed_models
 
 logger = logging.getLogger(__name__)
 
@@ -146,10 +147,17 @@ def endpoints_read_once() -> Iterator[None]:
 def _active_endpoints() -> list[WebhookEndpoint]:
     held = _read.get()
     if held is None:
-        return list(WebhookEndpoint.objects.filter(active=True))
+        return _read_active()
     if "active" not in held:
-        held["active"] = list(WebhookEndpoint.objects.filter(active=True))
+        held["active"] = _read_active()
     return held["active"]
+
+
+def _read_active() -> list[WebhookEndpoint]:
+    # Read in every decision: compiled once (``fixed_models``), not built and compiled each time.
+    return fixed_models(
+        "active webhook endpoints", WebhookEndpoint, lambda: WebhookEndpoint.objects.filter(active=True)
+    )
 
 
 def _wanting(endpoints: list[WebhookEndpoint], event: RunEvent) -> list[WebhookEndpoint]:
