@@ -8,9 +8,10 @@ saying below what it replaces, why, and when to delete it:
   within ``DATABASE_UNREACHABLE_SECONDS`` when the server cannot be reached, its figures in the log
   (psycopg's pool reports nothing by itself), which errors mean the database is out of reach.
   ``approvals.server.postgresql`` is Django's backend building that pool.
-- **Prepared statements** (``cursor``, ``fixed_rows``): the run store's and a request's fixed
-  statements prepared once per connection on PostgreSQL (Django prepares none), compiled once per
-  process; the signed-in session's read among them (``SessionStore``, the ``SESSION_ENGINE``).
+- **Prepared statements** (``cursor``, ``fixed_rows``, ``fixed_models``): the run store's and a
+  request's fixed statements prepared once per connection on PostgreSQL (Django prepares none),
+  compiled once per process (Django builds and compiles a query each time); the signed-in session's
+  read among them (``SessionStore``, the ``SESSION_ENGINE``), an API token's, the webhook endpoints'.
 
 One module because they are one job: how the app's async server reaches its database (a request's
 thread holds one pooled connection, on which the fixed statements are prepared)."""
@@ -32,6 +33,7 @@ from django.conf import settings
 from django.contrib.sessions.backends import db as db_sessions
 from django.db import close_old_connections, connections, models, router
 from django.db.backends.utils import CursorWrapper
+from django.db.models.query import get_related_populators
 from django.utils import timezone
 from psycopg import OperationalError as PsycopgOperationalError
 from psycopg_pool import ConnectionPool as PsycopgPool
@@ -380,9 +382,12 @@ class _Compiled(NamedTuple):
     sql: str
     #: For each parameter, the name of the value that goes there (None: a constant, sent as compiled).
     slots: tuple[tuple[str | None, Any], ...]
-    #: The selected columns' attribute names and the ORM's converters by position (``fixed_models``).
-    names: tuple[str, ...]
+    #: The ORM's converters of the selected columns, by position.
     converters: dict[int, tuple[list[Any], Any]]
+    #: ``fixed_models``: the model's own columns (first, past the last, their attribute names) and the
+    #: populators of its ``select_related`` objects, as Django's ``ModelIterable`` makes them.
+    columns: tuple[int, int, tuple[str, ...]] | None
+    related: list[Any]
 
 
 #: Compiled fixed reads by (name, database alias, vendor).
@@ -401,26 +406,33 @@ def fixed_rows(
     queryset cost more of the server's CPU than its round trip. Values are ids, names and times (the
     last adapted for the database as the ORM would); rows come as the cursor gives them, unconverted.
     """
-    return _fixed_read(name, model, build, values)[1]
+    return _fixed_read(name, model, build, values, instances=False)[1]
 
 
 def fixed_models[M: models.Model](
     name: str, model: type[M], build: Callable[..., Any], **values: Any
 ) -> list[M]:
     """``fixed_rows`` as instances of ``model``: ``build(**stand_ins)`` makes a queryset of them (every
-    field), and each column is converted as the ORM's own iteration converts it."""
-    compiled, rows, connection = _fixed_read(name, model, build, values)
-    using = connection.alias
-    converted = [list(row) for row in rows]
-    for position, (converters, expression) in compiled.converters.items():
-        for row in converted:
+    field, and the objects it ``select_related``), each column converted as the ORM's own iteration
+    converts it."""
+    compiled, rows, connection = _fixed_read(name, model, build, values, instances=True)
+    assert compiled.columns is not None
+    first, past, names = compiled.columns
+    instances = []
+    for fetched in rows:
+        row = list(fetched)
+        for position, (converters, expression) in compiled.converters.items():
             for convert in converters:
                 row[position] = convert(row[position], expression, connection)
-    return [model.from_db(using, compiled.names, row) for row in converted]
+        instance = model.from_db(connection.alias, names, row[first:past])
+        for populator in compiled.related:
+            populator.populate(row, instance)
+        instances.append(instance)
+    return instances
 
 
 def _fixed_read(
-    name: str, model: type[Any], build: Callable[..., Any], values: dict[str, Any]
+    name: str, model: type[Any], build: Callable[..., Any], values: dict[str, Any], *, instances: bool
 ) -> tuple[_Compiled, list[tuple[Any, ...]], Any]:
     using = router.db_for_read(model)
     connection = connections[using]
@@ -428,7 +440,7 @@ def _fixed_read(
     compiled = _fixed.get(key)
     if compiled is None:
         with _fixing:
-            compiled = _fixed[key] = _compile(connection, using, build, values)
+            compiled = _fixed[key] = _compile(connection, using, build, values, instances=instances)
     params = [
         constant if slot is None else _adapted(connection, values[slot]) for slot, constant in compiled.slots
     ]
@@ -437,20 +449,33 @@ def _fixed_read(
         return compiled, cast(list[tuple[Any, ...]], fixed.fetchall()), connection
 
 
-def _compile(connection: Any, using: str, build: Callable[..., Any], values: dict[str, Any]) -> _Compiled:
+def _compile(
+    connection: Any, using: str, build: Callable[..., Any], values: dict[str, Any], *, instances: bool
+) -> _Compiled:
     stand_ins = {name: _stand_in(position, value) for position, (name, value) in enumerate(values.items())}
-    compiler = build(**stand_ins).query.get_compiler(using)
+    queryset = build(**stand_ins)
+    compiler = queryset.query.get_compiler(using)
     sql, params = compiler.as_sql()
     by_sent = {repr(_adapted(connection, stand_in)): name for name, stand_in in stand_ins.items()}
     slots = tuple((by_sent.get(repr(param)), param) for param in params)
     if {slot for slot, _ in slots} - {None} != set(values):
         raise AssertionError(f"A fixed read does not hold each of its values as sent: {sql}")
-    selected = [expression for expression, _, _ in compiler.select]
+    columns, related = None, []
+    if instances:
+        # What Django's ModelIterable reads of the compiler to make instances, kept with the SQL.
+        klass_info = compiler.klass_info
+        if klass_info is None:
+            raise AssertionError(f"A fixed read of instances is not a queryset of model instances: {sql}")
+        own = klass_info["select_fields"]
+        first, past = own[0], own[-1] + 1
+        columns = (first, past, tuple(e.target.attname for e, _, _ in compiler.select[first:past]))
+        related = get_related_populators(klass_info, compiler.select, using, queryset._fetch_mode)
     return _Compiled(
         sql=sql,
         slots=tuple((slot, None if slot else param) for slot, param in slots),
-        names=tuple(getattr(getattr(e, "target", None), "attname", "") for e in selected),
-        converters=compiler.get_converters(selected),
+        converters=compiler.get_converters([expression for expression, _, _ in compiler.select]),
+        columns=columns,
+        related=related,
     )
 
 

@@ -1,23 +1,25 @@
 """Fixed reads (approvals/server/database.py): a read every request or decision makes, compiled once.
 ``fixed_models`` gives the instances the ORM's own query gives, each field converted as the ORM
-converts it (JSON, times), on SQLite and PostgreSQL."""
+converts it (JSON, times), with the objects it selects related, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
 import pytest
+from django.contrib.auth.models import User
+from django.db.models import Model
 
-from approvals.models import WebhookEndpoint
+from approvals.models import ApiToken, ExternalAgent, WebhookEndpoint
 from approvals.server.database import fixed_models
+from approvals.services.tokens import create_token
+from tests.support.queries import count_queries
 
 pytestmark = pytest.mark.django_db
 
 
-def _fields(endpoint: WebhookEndpoint) -> dict[str, object]:
-    return {
-        field.attname: getattr(endpoint, field.attname) for field in WebhookEndpoint._meta.concrete_fields
-    }
+def _fields(instance: Model) -> dict[str, object]:
+    return {field.attname: getattr(instance, field.attname) for field in instance._meta.concrete_fields}
 
 
 def test_fixed_models_are_the_instances_the_orm_reads() -> None:
@@ -44,3 +46,36 @@ def test_fixed_models_are_the_instances_the_orm_reads() -> None:
     assert not first.wants("run.completed", "helpdesk") and not first.wants("call.decided", "help")
     assert first.wants("call.decided", "helpdesk") and second.wants("run.completed", "anyone")
     assert not first._state.adding and first._state.db == "default"
+
+
+def test_fixed_models_fill_what_the_query_selects_related() -> None:
+    """An API token's read (``services.tokens.authenticated``, every API request): the token with its
+    user and its external agent, or none, as the ORM's ``select_related`` gives them."""
+    person = User.objects.create_user("tess", email="tess@example.com", password="x")
+    account = User.objects.create_user("external:deployer", password=None)
+    agent = ExternalAgent.objects.create(
+        agent_id="deployer", tools={"deploy": {"approvals": 2}}, user=account
+    )
+    person_token = create_token(person, name="laptop").token
+    agent_token = create_token(account, name="ci", external_agent=agent).token
+
+    def read(key_id: str) -> list[ApiToken]:
+        return fixed_models(
+            "test token",
+            ApiToken,
+            lambda key_id: ApiToken.objects.select_related("user", "external_agent").filter(key_id=key_id),
+            key_id=key_id,
+        )
+
+    for made in (person_token, agent_token, person_token):
+        orm = ApiToken.objects.select_related("user", "external_agent").get(key_id=made.key_id)
+        with count_queries() as statements:
+            (token,) = read(made.key_id)
+            related = (token.user, token.external_agent)  # (filled by the read: no query of their own)
+        assert len(statements) == 1
+        assert _fields(token) == _fields(orm) and _fields(related[0]) == _fields(orm.user)
+        assert (related[1] is None) == (orm.external_agent is None)
+        if related[1] is not None:
+            assert _fields(related[1]) == _fields(orm.external_agent)
+            assert related[1].tools == {"deploy": {"approvals": 2}}
+    assert read("no-such-key") == []
