@@ -220,15 +220,19 @@ def _session_data(session_keys: Collection[str]) -> dict[str, dict[str, Any]]:
 def _reads_like_the_database_engine(
     store: type[SessionBase],
 ) -> TypeGuard[type[db_sessions.SessionStore]]:
-    """Django's database engine, or a subclass that reads sessions the same way (another model)."""
+    """Django's database engine, or a subclass that reads sessions the same way (another model, or
+    its own read of the same rows that says so: ``reads_as_the_database_engine``, as the desk's)."""
     if not issubclass(store, db_sessions.SessionStore):
         return False
-    if issubclass(store, cached_db_sessions.SessionStore):
-        own = store.__mro__[: store.__mro__.index(cached_db_sessions.SessionStore)]
-        # Django's cached_db keeps every session in the database as well: that is the record.
-        return not any(name in vars(cls) for cls in own for name in ("load", "_get_session_from_db"))
-    own = store.__mro__[: store.__mro__.index(db_sessions.SessionStore)]
-    return not any(name in vars(cls) for cls in own for name in ("load", "_get_session_from_db"))
+    # (Django's cached_db keeps every session in the database as well: that is the record.)
+    base = cached_db_sessions.SessionStore if issubclass(store, cached_db_sessions.SessionStore) else None
+    own = store.__mro__[: store.__mro__.index(base or db_sessions.SessionStore)]
+    return not any(
+        name in vars(cls)
+        for cls in own
+        if not vars(cls).get("reads_as_the_database_engine")
+        for name in ("load", "_get_session_from_db")
+    )
 
 
 def _users(backend_path: str, user_pks: set[Any]) -> dict[Any, Any]:

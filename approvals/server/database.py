@@ -504,6 +504,10 @@ class SessionStore(db_sessions.SessionStore):
     ORM keeps compiled queries, or its session backend a compiled read.
     """
 
+    #: It reads the rows Django's engine reads, as it reads them: the live pages' session checks
+    #: (``approvals.live.sessions``) may read many at once the same way.
+    reads_as_the_database_engine = True
+
     def _get_session_from_db(self) -> Any:
         key = self.session_key
         if key is None:
