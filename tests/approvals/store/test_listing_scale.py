@@ -189,3 +189,37 @@ def test_a_page_of_sub_agents_calls_reads_only_the_delegated_runs(store: DjangoR
     plan = _plan(*listing)
     # Either index holds only the delegated runs (PostgreSQL may take the parent index and sort the few).
     assert "run_delegated_oldest_idx" in plan or "Index Cond: (parent_run_id IS NOT NULL)" in plan, plan
+
+
+def test_a_page_of_a_sub_agents_own_calls_is_read_in_order_not_sorted(store: DjangoRunStore) -> None:
+    # Its own runs are filtered as COALESCE(parent_run_id, '') = '' (the store's ``_matches``), of
+    # which PostgreSQL, without statistics on the expression (migration 0047), guessed it keeps 0.5%
+    # of the rows: with thousands waiting, it read the whole table and sorted it for a page.
+    RunRecord.objects.bulk_create(
+        RunRecord(
+            run_id=f"own-{i:05d}",
+            agent_id="support",
+            created_at=T0,
+            suspended_at=T0 + timedelta(seconds=i),
+            snapshot={"messages": []},
+        )
+        for i in range(5000)
+    )
+    store.insert_suspended(suspension("inner-0", parent_run_id="boss-1"))
+    sent: list[tuple[str, Any]] = []
+
+    def keep(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        sent.append((sql, params))
+        return execute(sql, params, many, context)
+
+    query = RunQuery(agent_id="support", delegated=False, oldest_first=True, limit=50)
+    with connection.execute_wrapper(keep):
+        runs, _total = store.list_suspended(query)
+
+    assert [r.run_id for r in runs] == [f"own-{i:05d}" for i in range(50)]
+    (listing,) = [(sql, params) for sql, params in sent if "COALESCE" in sql and " page" in sql]
+    plan = _plan(*listing)
+    if connection.vendor == "postgresql":
+        assert "Seq Scan on approvals_run " not in plan, plan
+    else:
+        assert "USE TEMP B-TREE FOR ORDER BY" not in plan.split("SCAN page")[0], plan
