@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
-from agents_runtime import Agent, AgentRun, AgentRunToolCall, RunNotFound, Tool
+from agents_runtime import Agent, AgentRun, AgentRunToolCall, ListSuspendedRunsResult, RunNotFound, Tool
 from agents_runtime.store import CallKind, StoredRun
 from approvals import agents
 from approvals.models import (
@@ -34,6 +34,7 @@ from approvals.models import (
     RunRecord,
 )
 from approvals.policy import MANAGE_GRANTS_PERMISSION, Access, may_decide, may_manage_rules
+from approvals.server.database import fixed_models, fixed_rows
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,8 @@ class InboxPage:
     #: 1-based, as in the query string.
     page: int
     per_page: int
+    #: A sub-agent's inner runs that match the same filters, their first page (when asked for).
+    delegated: InboxPage | None = None
 
     @property
     def num_pages(self) -> int:
@@ -128,24 +131,43 @@ def inbox_page(
     per_page: int = 20,
     delegated: bool | None = None,
     escalated_to: frozenset[str] | None = None,
+    delegated_shown: int = 0,
 ) -> InboxPage:
     """One page of the agent's suspended runs; ``page`` is 1-based (the runtime's is 0-based).
 
-    ``delegated=False`` leaves out a sub-agent's inner runs, ``True`` lists only them."""
-    result = async_to_sync(agent.list_suspended_runs)(
-        thread_id=thread_id,
-        resource_id=resource_id,
-        from_date=from_date,
-        to_date=to_date,
-        tool_name=tool_name,
-        kind=kind,
-        order=order,
+    ``delegated=False`` leaves out a sub-agent's inner runs, ``True`` lists only them.
+    ``delegated_shown``: also the first so many of the inner runs that match the same filters
+    (``InboxPage.delegated``), read in the same trip to the runtime."""
+    filters: dict[str, Any] = {
+        "thread_id": thread_id,
+        "resource_id": resource_id,
+        "from_date": from_date,
+        "to_date": to_date,
+        "tool_name": tool_name,
+        "kind": kind,
+        "order": order,
+    }
+
+    async def read() -> tuple[ListSuspendedRunsResult, ListSuspendedRunsResult | None]:
+        listed = await agent.list_suspended_runs(
+            **filters, per_page=per_page, page=page - 1, delegated=delegated, escalated_to=escalated_to
+        )
+        if not delegated_shown:
+            return listed, None
+        return listed, await agent.list_suspended_runs(
+            **filters, per_page=delegated_shown, page=0, delegated=True
+        )
+
+    listed, inner = async_to_sync(read)()
+    return InboxPage(
+        runs=list(listed.runs),
+        total=listed.total,
+        page=page,
         per_page=per_page,
-        page=page - 1,
-        delegated=delegated,
-        escalated_to=escalated_to,
+        delegated=None
+        if inner is None
+        else InboxPage(runs=list(inner.runs), total=inner.total, page=1, per_page=delegated_shown),
     )
-    return InboxPage(runs=list(result.runs), total=result.total, page=page, per_page=per_page)
 
 
 def run_locate(
@@ -220,7 +242,24 @@ def run_decisions(run_id: str) -> AuditEntryQuerySet:
 
 def follows(user: Any, agent_id: str) -> bool:
     """Whether ``user`` follows the agent (notifications of its new calls)."""
-    return FollowedAgent.objects.filter(user=user, agent_id=agent_id).exists()
+    return agent_id in followed_agent_ids(user)
+
+
+def followed_agent_ids(user: Any) -> list[str]:
+    """The ids of the agents ``user`` follows. Every page's header asks (the page's notifications), and
+    an inbox whether its agent is one: read once for the user's request (kept on the user object, as
+    Django keeps a user's permissions) and compiled once (``fixed_rows``)."""
+    try:
+        followed: list[str] = user._countersign_followed
+    except AttributeError:
+        rows = fixed_rows("followed agents", FollowedAgent, _followed, user_id=user.pk)
+        followed = [agent_id for (agent_id,) in rows]
+        user._countersign_followed = followed
+    return followed
+
+
+def _followed(user_id: int) -> QuerySet[FollowedAgent, tuple[str]]:
+    return FollowedAgent.objects.filter(user_id=user_id).values_list("agent_id")
 
 
 def run_record(run_id: str, *, agent_ids: Collection[str]) -> EndedRun | None:
@@ -318,19 +357,29 @@ def audit_choices(agent_ids: Collection[str]) -> AuditChoices:
 
 
 def call_claims(run_ids: Collection[str]) -> dict[tuple[str, str], CallClaim]:
-    """The live claims on these runs' calls, by (run id, tool call id): one query for a page."""
+    """The live claims on these runs' calls, by (run id, tool call id): one query for a page, compiled
+    once for a page's length (``fixed_models``: every list of cards reads it)."""
     if not run_ids:
         return {}
-    live = CallClaim.objects.filter(run_id__in=list(run_ids), expires_at__gt=timezone.now())
+    live = fixed_models("claims", CallClaim, _live_claims, run_ids=list(run_ids), now=timezone.now())
     return {(c.run_id, c.tool_call_id): c for c in live}
+
+
+def _live_claims(run_ids: list[str], now: datetime) -> QuerySet[CallClaim]:
+    return CallClaim.objects.filter(run_id__in=run_ids, expires_at__gt=now)
 
 
 def call_holds(run_ids: Collection[str]) -> dict[tuple[str, str], HeldDecision]:
     """The decisions held for their undo window on these runs' calls, by (run id, tool call id): one
-    query for a page."""
+    query for a page (compiled once, as the claims)."""
     if not run_ids:
         return {}
-    return {(h.run_id, h.tool_call_id): h for h in HeldDecision.objects.filter(run_id__in=list(run_ids))}
+    held = fixed_models("holds", HeldDecision, _holds, run_ids=list(run_ids))
+    return {(h.run_id, h.tool_call_id): h for h in held}
+
+
+def _holds(run_ids: list[str]) -> QuerySet[HeldDecision]:
+    return HeldDecision.objects.filter(run_id__in=run_ids)
 
 
 def grants_visible(access: Any, *, live_only: bool, limit: int = 500) -> list[GrantRecord]:

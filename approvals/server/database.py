@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any, NamedTuple, cast
 
@@ -380,8 +380,9 @@ class _Compiled(NamedTuple):
     """A fixed read, compiled."""
 
     sql: str
-    #: For each parameter, the name of the value that goes there (None: a constant, sent as compiled).
-    slots: tuple[tuple[str | None, Any], ...]
+    #: For each parameter, the name of the value that goes there and, for a list of values, the
+    #: position in it (name None: a constant, sent as compiled).
+    slots: tuple[tuple[str | None, int | None, Any], ...]
     #: The ORM's converters of the selected columns, by position.
     converters: dict[int, tuple[list[Any], Any]]
     #: ``fixed_models``: the model's own columns (first, past the last, their attribute names) and the
@@ -390,8 +391,8 @@ class _Compiled(NamedTuple):
     related: list[Any]
 
 
-#: Compiled fixed reads by (name, database alias, vendor).
-_fixed: dict[tuple[str, str, str], _Compiled] = {}
+#: Compiled fixed reads by (name, database alias, vendor, the length of each list of values).
+_fixed: dict[tuple[str, str, str, tuple[int, ...]], _Compiled] = {}
 _fixing = threading.Lock()
 
 
@@ -404,7 +405,8 @@ def fixed_rows(
     a stand-in of the same type in place of each of ``values``; it is compiled the first time for the
     database and run with ``values`` in their places from then on. Building and compiling such a
     queryset cost more of the server's CPU than its round trip. Values are ids, names and times (the
-    last adapted for the database as the ORM would); rows come as the cursor gives them, unconverted.
+    last adapted for the database as the ORM would), or lists of them (``__in`` lookups: compiled once
+    for each length, a page's ids); rows come as the cursor gives them, unconverted.
     """
     return _fixed_read(name, model, build, values, instances=False)[1]
 
@@ -436,13 +438,17 @@ def _fixed_read(
 ) -> tuple[_Compiled, list[tuple[Any, ...]], Any]:
     using = router.db_for_read(model)
     connection = connections[using]
-    key = (name, using, connection.vendor)
+    shape = tuple(len(value) for value in values.values() if isinstance(value, list))
+    key = (name, using, connection.vendor, shape)
     compiled = _fixed.get(key)
     if compiled is None:
         with _fixing:
             compiled = _fixed[key] = _compile(connection, using, build, values, instances=instances)
     params = [
-        constant if slot is None else _adapted(connection, values[slot]) for slot, constant in compiled.slots
+        constant
+        if slot is None
+        else _adapted(connection, values[slot] if index is None else values[slot][index])
+        for slot, index, constant in compiled.slots
     ]
     with cursor(using) as fixed:
         fixed.execute(compiled.sql, params)
@@ -452,13 +458,20 @@ def _fixed_read(
 def _compile(
     connection: Any, using: str, build: Callable[..., Any], values: dict[str, Any], *, instances: bool
 ) -> _Compiled:
-    stand_ins = {name: _stand_in(position, value) for position, (name, value) in enumerate(values.items())}
+    stand_ins: dict[str, Any] = {}
+    by_sent: dict[str, tuple[str, int | None]] = {}
+    for position, (name, value) in enumerate(values.items()):
+        if isinstance(value, list):
+            stand_ins[name] = [_stand_in(position, item, index) for index, item in enumerate(value)]
+            by_sent.update((repr(_adapted(connection, s)), (name, i)) for i, s in enumerate(stand_ins[name]))
+        else:
+            stand_ins[name] = _stand_in(position, value)
+            by_sent[repr(_adapted(connection, stand_ins[name]))] = (name, None)
     queryset = build(**stand_ins)
     compiler = queryset.query.get_compiler(using)
     sql, params = compiler.as_sql()
-    by_sent = {repr(_adapted(connection, stand_in)): name for name, stand_in in stand_ins.items()}
-    slots = tuple((by_sent.get(repr(param)), param) for param in params)
-    if {slot for slot, _ in slots} - {None} != set(values):
+    slots = tuple((*by_sent.get(repr(param), (None, None)), param) for param in params)
+    if {(name, index) for name, index, _ in slots if name is not None} != set(by_sent.values()):
         raise AssertionError(f"A fixed read does not hold each of its values as sent: {sql}")
     columns, related = None, []
     if instances:
@@ -472,21 +485,22 @@ def _compile(
         related = get_related_populators(klass_info, compiler.select, using, queryset._fetch_mode)
     return _Compiled(
         sql=sql,
-        slots=tuple((slot, None if slot else param) for slot, param in slots),
+        slots=tuple((slot, index, None if slot else param) for slot, index, param in slots),
         converters=compiler.get_converters([expression for expression, _, _ in compiler.select]),
         columns=columns,
         related=related,
     )
 
 
-def _stand_in(position: int, value: Any) -> Any:
+def _stand_in(position: int, value: Any, index: int = 0) -> Any:
+    """A value of ``value``'s type that no other stand-in of the read has (``index``: in a list)."""
     if isinstance(value, datetime):
-        return datetime(2001, 2, 3, 4, 5, 6, 700 + position, tzinfo=UTC)
+        return datetime(2001, 2, 3, 4, 5, 6, 700 + position, tzinfo=UTC) + timedelta(minutes=index)
     if isinstance(value, int):
         # Within a 32-bit column's range: the ORM drops a lookup of a value that a column cannot hold.
-        return -1_734_091_700 - position
+        return -1_734_091_700 - position - 1000 * index
     if isinstance(value, str):
-        return f"countersign-stand-in-{position}"
+        return f"countersign-stand-in-{position}-{index}"
     raise TypeError(f"No stand-in for a {type(value).__name__} in a fixed read")
 
 

@@ -16,7 +16,7 @@ from django.utils.safestring import SafeData, SafeString, mark_safe
 from agents_runtime import Preview, store
 from agents_runtime.store import DecisionAction, Verdict
 from agents_runtime.untrusted import reveal_invisible
-from approvals import ids, times
+from approvals import ids, queries, times
 from approvals.cards.text import compact_json
 
 register = template.Library()
@@ -75,13 +75,11 @@ def approval_block(call_view: Any, user: Any) -> str:
 @register.simple_tag(takes_context=True)
 def followed_agents(context: template.Context) -> str:
     """The ids of the agents the user follows (JSON), for the page's notifications."""
-    from approvals.models import FollowedAgent
-
     request = context.get("request")
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return "[]"
-    return json.dumps(list(FollowedAgent.objects.filter(user=user).values_list("agent_id", flat=True)))
+    return json.dumps(queries.followed_agent_ids(user))
 
 
 @register.simple_tag

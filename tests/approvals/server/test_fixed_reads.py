@@ -4,13 +4,13 @@ converts it (JSON, times), with the objects it selects related, on SQLite and Po
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.contrib.auth.models import User
 from django.db.models import Model
 
-from approvals.models import ApiToken, ExternalAgent, WebhookEndpoint
+from approvals.models import ApiToken, CallClaim, ExternalAgent, WebhookEndpoint
 from approvals.server.database import fixed_models
 from approvals.services.tokens import create_token
 from tests.support.queries import count_queries
@@ -79,3 +79,35 @@ def test_fixed_models_fill_what_the_query_selects_related() -> None:
             assert _fields(related[1]) == _fields(orm.external_agent)
             assert related[1].tools == {"deploy": {"approvals": 2}}
     assert read("no-such-key") == []
+
+
+def test_a_list_of_values_reads_what_the_orms_in_lookup_reads_whatever_its_length() -> None:
+    """A page's claims (``queries.call_claims``): the ids of the runs on the page, as many as the page
+    holds, compiled once for each length; each id goes to its own place."""
+    now = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
+    rita = User.objects.create_user("rita", password=None)
+    for run, call, expires in [("r1", "c1", 60), ("r2", "c1", 60), ("r2", "c2", -60), ("r3", "c1", 60)]:
+        CallClaim.objects.create(
+            agent_id="helpdesk",
+            run_id=run,
+            tool_call_id=call,
+            user=rita,
+            username="rita",
+            claimed_at=now,
+            expires_at=now + timedelta(seconds=expires),
+        )
+
+    def read(run_ids: list[str]) -> list[tuple[str, str]]:
+        live = fixed_models(
+            "test claims",
+            CallClaim,
+            lambda run_ids, now: CallClaim.objects.filter(run_id__in=run_ids, expires_at__gt=now),
+            run_ids=run_ids,
+            now=now,
+        )
+        return sorted((c.run_id, c.tool_call_id) for c in live)
+
+    for run_ids in (["r2"], ["r1", "r3"], ["r3", "r1"], ["nope", "r3"], ["r1", "r2", "r3"], ["r1"]):
+        orm = CallClaim.objects.filter(run_id__in=run_ids, expires_at__gt=now)
+        assert read(run_ids) == sorted((c.run_id, c.tool_call_id) for c in orm), run_ids
+    assert read(["r1", "r2", "r3"]) == [("r1", "c1"), ("r2", "c1"), ("r3", "c1")]

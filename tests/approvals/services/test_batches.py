@@ -15,6 +15,7 @@ from agents_runtime import RunResult
 from approvals import tasks
 from approvals.models import AuditEntry, Batch, BatchItem, FollowedAgent, ParkedCallRecord
 from approvals.views.audit import AUDIT_CSV_COLUMNS
+from tests.support.queries import count_queries
 from tests.support.runtime_fixtures import DashboardAgents
 from tests.support.users import make_user
 
@@ -273,8 +274,15 @@ def test_following_an_agent_is_stored_per_user(
     assert list(FollowedAgent.objects.values_list("user__username", "agent_id")) == [("rita", "helpdesk")]
     page = reviewer_client.get("/").content.decode()
     assert 'data-follows="[&quot;helpdesk&quot;]"' in page
+    # The inbox's button and the header's list (the page's notifications), from one read.
+    with count_queries() as statements:
+        inbox = reviewer_client.get("/agents/helpdesk/").content.decode()
+    assert 'data-following="yes"' in inbox and 'data-follows="[&quot;helpdesk&quot;]"' in inbox
+    assert len([sql for sql in statements.sql if "followedagent" in sql]) == 1, statements.sql
     reviewer_client.post("/agents/helpdesk/follow", {"follow": "no"})
     assert FollowedAgent.objects.count() == 0
+    inbox = reviewer_client.get("/agents/helpdesk/").content.decode()
+    assert 'data-following="no"' in inbox and 'data-follows="[]"' in inbox
 
 
 def test_a_call_changed_since_the_preview_is_skipped_not_decided_unseen(
