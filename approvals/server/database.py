@@ -394,6 +394,9 @@ class _Compiled(NamedTuple):
 #: Compiled fixed reads by (name, database alias, vendor, the length of each list of values).
 _fixed: dict[tuple[str, str, str, tuple[int, ...]], _Compiled] = {}
 _fixing = threading.Lock()
+#: A read of a longer list is compiled for itself, not kept: one compiled read is kept per length, and
+#: a page lists at most 100 runs (``forms.filters.MAX_PER_PAGE``).
+LONGEST_KEPT_LIST = 100
 
 
 def fixed_rows(
@@ -443,7 +446,9 @@ def _fixed_read(
     compiled = _fixed.get(key)
     if compiled is None:
         with _fixing:
-            compiled = _fixed[key] = _compile(connection, using, build, values, instances=instances)
+            compiled = _compile(connection, using, build, values, instances=instances)
+            if max(shape, default=0) <= LONGEST_KEPT_LIST:
+                _fixed[key] = compiled
     params = [
         constant
         if slot is None

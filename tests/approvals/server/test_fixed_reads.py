@@ -11,6 +11,7 @@ from django.contrib.auth.models import User
 from django.db.models import Model
 
 from approvals.models import ApiToken, CallClaim, ExternalAgent, WebhookEndpoint
+from approvals.server import database
 from approvals.server.database import fixed_models
 from approvals.services.tokens import create_token
 from tests.support.queries import count_queries
@@ -111,3 +112,7 @@ def test_a_list_of_values_reads_what_the_orms_in_lookup_reads_whatever_its_lengt
         orm = CallClaim.objects.filter(run_id__in=run_ids, expires_at__gt=now)
         assert read(run_ids) == sorted((c.run_id, c.tool_call_id) for c in orm), run_ids
     assert read(["r1", "r2", "r3"]) == [("r1", "c1"), ("r2", "c1"), ("r3", "c1")]
+    # Longer than any page: read as well, but not kept (one compiled read a length would have no bound).
+    longer = [f"x{n}" for n in range(database.LONGEST_KEPT_LIST)] + ["r3"]
+    kept = len(database._fixed)
+    assert read(longer) == [("r3", "c1")] and len(database._fixed) == kept
