@@ -167,6 +167,21 @@ def _plan(sql: str, params: Any) -> str:
         return "\n".join(str(row) for row in cursor.fetchall())
 
 
+def _listed_with_plan(store: DjangoRunStore, query: RunQuery, marker: str) -> tuple[list[Any], int, str]:
+    """The page ``query`` lists, its total, and the plan of the page's statement (the one that holds
+    ``marker``), as the database would run it again."""
+    sent: list[tuple[str, Any]] = []
+
+    def keep(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        sent.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(keep):
+        runs, total = store.list_suspended(query)
+    (listing,) = [(sql, params) for sql, params in sent if marker in sql and " page" in sql]
+    return list(runs), total, _plan(*listing)
+
+
 def test_a_page_of_sub_agents_calls_reads_only_the_delegated_runs(store: DjangoRunStore) -> None:
     # The inbox lists an agent's sub-agent runs apart; among thousands of its own waiting runs, that
     # page walked them all to find the few delegated ones (18 ms of a 46 ms inbox page at 10,000).
@@ -174,19 +189,10 @@ def test_a_page_of_sub_agents_calls_reads_only_the_delegated_runs(store: DjangoR
         store.insert_suspended(suspension(f"own-{i:03d}", suspended_at=T0 + timedelta(seconds=i)))
     for i in range(3):
         store.insert_suspended(suspension(f"inner-{i}", parent_run_id="boss-1"))
-    sent: list[tuple[str, Any]] = []
-
-    def keep(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        sent.append((sql, params))
-        return execute(sql, params, many, context)
-
     query = RunQuery(agent_id="support", delegated=True, oldest_first=True, limit=20)
-    with connection.execute_wrapper(keep):
-        runs, total = store.list_suspended(query)
+    runs, total, plan = _listed_with_plan(store, query, "parent_run_id")
 
     assert ([r.run_id for r in runs], total) == (["inner-0", "inner-1", "inner-2"], 3)
-    (listing,) = [(sql, params) for sql, params in sent if "parent_run_id" in sql and " page" in sql]
-    plan = _plan(*listing)
     # Either index holds only the delegated runs (PostgreSQL may take the parent index and sort the few).
     assert "run_delegated_oldest_idx" in plan or "Index Cond: (parent_run_id IS NOT NULL)" in plan, plan
 
@@ -206,19 +212,10 @@ def test_a_page_of_a_sub_agents_own_calls_is_read_in_order_not_sorted(store: Dja
         for i in range(5000)
     )
     store.insert_suspended(suspension("inner-0", parent_run_id="boss-1"))
-    sent: list[tuple[str, Any]] = []
-
-    def keep(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        sent.append((sql, params))
-        return execute(sql, params, many, context)
-
     query = RunQuery(agent_id="support", delegated=False, oldest_first=True, limit=50)
-    with connection.execute_wrapper(keep):
-        runs, _total = store.list_suspended(query)
+    runs, _total, plan = _listed_with_plan(store, query, "COALESCE")
 
     assert [r.run_id for r in runs] == [f"own-{i:05d}" for i in range(50)]
-    (listing,) = [(sql, params) for sql, params in sent if "COALESCE" in sql and " page" in sql]
-    plan = _plan(*listing)
     if connection.vendor == "postgresql":
         assert "Seq Scan on approvals_run " not in plan, plan
     else:
