@@ -11,7 +11,8 @@ saying below what it replaces, why, and when to delete it:
 - **Prepared statements** (``cursor``, ``fixed_rows``, ``fixed_models``): the run store's and a
   request's fixed statements prepared once per connection on PostgreSQL (Django prepares none),
   compiled once per process (Django builds and compiles a query each time); the signed-in session's
-  read among them (``SessionStore``, the ``SESSION_ENGINE``), an API token's, the webhook endpoints'.
+  read among them (``SessionStore``, the ``SESSION_ENGINE``), an API token's, the webhook endpoints',
+  a page's claims and held decisions (a list of ids: compiled once for each length).
 
 One module because they are one job: how the app's async server reaches its database (a request's
 thread holds one pooled connection, on which the fixed statements are prepared)."""
