@@ -15,7 +15,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, date, datetime, timedelta
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypedDict, Unpack
 
 from . import _loop, _pydantic
 from ._loop import AgentContext, Decided, RunStream
@@ -434,42 +434,30 @@ class Agent:
         (False), ``expiring_before`` keeps runs with an undecided call whose deadline is earlier,
         ``escalated_to`` (group names) those with an undecided call escalated to one of them.
         """
-        if expiring_before is not None and not isinstance(expiring_before, datetime):
-            raise TypeError("expiring_before must be a datetime")
-        if isinstance(escalated_to, str):
-            raise TypeError("escalated_to is a collection of group names, not one string")
-        check_pagination(per_page, page)
-        for label, value in (
-            ("thread_id", thread_id),
-            ("resource_id", resource_id),
-            ("tool_name", tool_name),
-        ):
-            if value is not None and not isinstance(value, str):
-                raise TypeError(f"{label} must be a string")
-        if kind not in (None, *CallKind):
-            raise ValueError(f"kind must be {' or '.join(repr(k.value) for k in CallKind)}")
-        if order not in ("newest", "oldest", "deadline"):
-            raise ValueError("order must be 'newest', 'oldest' or 'deadline'")
-        paged = per_page is not None and page is not None
-        query = RunQuery(
-            agent_id=self.id,
+        query = _suspended_query(
+            self.id,
             thread_id=thread_id,
             resource_id=resource_id,
-            created_from=as_utc(from_date, end_of_day=False),
-            created_to=as_utc(to_date, end_of_day=True),
+            from_date=from_date,
+            to_date=to_date,
+            per_page=per_page,
+            page=page,
             tool_name=tool_name,
-            kind=CallKind(kind) if kind else None,
-            oldest_first=order == "oldest",
-            by_deadline=order == "deadline",
+            kind=kind,
+            order=order,
             delegated=delegated,
-            expiring_before=as_utc(expiring_before, end_of_day=False),
-            escalated_to=None if escalated_to is None else frozenset(escalated_to),
-            limit=per_page if paged else None,
-            offset=(per_page * page) if paged and per_page is not None and page is not None else 0,
+            expiring_before=expiring_before,
+            escalated_to=escalated_to,
         )
         ctx = self._context()
-        runs, total = await ctx.call(ctx.store.list_suspended, query)
-        return ListSuspendedRunsResult(runs=[agent_run(r) for r in runs], total=total)
+        return _listed(await ctx.call(ctx.store.list_suspended, query))
+
+    def list_suspended_runs_sync(self, **filters: Unpack[SuspendedRunFilters]) -> ListSuspendedRunsResult:
+        """``list_suspended_runs`` for synchronous code (beyond Mastra; a view, a command): the store
+        is read on the calling thread, with no event loop in between (each trip there and back cost
+        about as much as reading a page's rows). Never from async code: it blocks while it reads."""
+        ctx = self._context()
+        return _listed(ctx.store.list_suspended(_suspended_query(self.id, **filters)))
 
     async def get_suspended_run(self, run_id: str) -> AgentRun:
         """One of this agent's suspended runs (beyond Mastra); ``RunNotFound`` otherwise."""
@@ -492,6 +480,68 @@ class Agent:
         if run is None or run.agent_id != self.id or run.status != "suspended":
             raise RunNotFound(run_id)
         return run
+
+
+class SuspendedRunFilters(TypedDict, total=False):
+    """The keyword arguments of ``Agent.list_suspended_runs`` (for its synchronous twin)."""
+
+    thread_id: str | None
+    resource_id: str | None
+    from_date: datetime | date | None
+    to_date: datetime | date | None
+    per_page: int | None
+    page: int | None
+    tool_name: str | None
+    kind: CallKind | str | None
+    order: Literal["newest", "oldest", "deadline"]
+    delegated: bool | None
+    expiring_before: datetime | None
+    escalated_to: Iterable[str] | None
+
+
+def _suspended_query(agent_id: str, **filters: Unpack[SuspendedRunFilters]) -> RunQuery:
+    """The store's query for a listing's arguments, each checked (``Agent.list_suspended_runs``)."""
+    unknown = filters.keys() - SuspendedRunFilters.__annotations__.keys()
+    if unknown:
+        raise TypeError(f"list_suspended_runs() got unexpected keyword arguments {sorted(unknown)}")
+    per_page, page, kind = filters.get("per_page"), filters.get("page"), filters.get("kind")
+    order = filters.get("order", "newest")
+    expiring_before, escalated_to = filters.get("expiring_before"), filters.get("escalated_to")
+    if expiring_before is not None and not isinstance(expiring_before, datetime):
+        raise TypeError("expiring_before must be a datetime")
+    if isinstance(escalated_to, str):
+        raise TypeError("escalated_to is a collection of group names, not one string")
+    check_pagination(per_page, page)
+    for label in ("thread_id", "resource_id", "tool_name"):
+        value = filters.get(label)
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{label} must be a string")
+    if kind not in (None, *CallKind):
+        raise ValueError(f"kind must be {' or '.join(repr(k.value) for k in CallKind)}")
+    if order not in ("newest", "oldest", "deadline"):
+        raise ValueError("order must be 'newest', 'oldest' or 'deadline'")
+    paged = per_page is not None and page is not None
+    return RunQuery(
+        agent_id=agent_id,
+        thread_id=filters.get("thread_id"),
+        resource_id=filters.get("resource_id"),
+        created_from=as_utc(filters.get("from_date"), end_of_day=False),
+        created_to=as_utc(filters.get("to_date"), end_of_day=True),
+        tool_name=filters.get("tool_name"),
+        kind=CallKind(kind) if kind else None,
+        oldest_first=order == "oldest",
+        by_deadline=order == "deadline",
+        delegated=filters.get("delegated"),
+        expiring_before=as_utc(expiring_before, end_of_day=False),
+        escalated_to=None if escalated_to is None else frozenset(escalated_to),
+        limit=per_page if paged else None,
+        offset=(per_page * page) if paged and per_page is not None and page is not None else 0,
+    )
+
+
+def _listed(found: tuple[list[StoredRun], int]) -> ListSuspendedRunsResult:
+    runs, total = found
+    return ListSuspendedRunsResult(runs=[agent_run(r) for r in runs], total=total)
 
 
 def _rerun(confirmed: bool) -> frozenset[Confirmation]:

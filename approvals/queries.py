@@ -1,12 +1,12 @@
 """Reads for the dashboard's pages, all through the runtime's public API (and the audit log).
 
-Each function is synchronous for the views; the runtime's async calls run inside one
-``async_to_sync`` per page.
+Each function is synchronous for the views: listings through the runtime's synchronous
+``list_suspended_runs_sync`` (the store read on the view's thread), the runtime's other calls inside
+one ``async_to_sync`` each.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
-from agents_runtime import Agent, AgentRun, AgentRunToolCall, ListSuspendedRunsResult, RunNotFound, Tool
+from agents_runtime import Agent, AgentRun, AgentRunToolCall, RunNotFound, Tool
 from agents_runtime.store import CallKind, StoredRun
 from approvals import agents
 from approvals.models import (
@@ -50,10 +50,10 @@ def overview_rows(*, agent_ids: Collection[str] | None = None) -> list[AgentSumm
     """Every registered agent (or those of ``agent_ids``), with its pending count and oldest waiting run."""
     listed = [a for a in agents.all_agents() if agent_ids is None or a.id in agent_ids]
 
-    async def summarise(agent: Agent) -> AgentSummary:
+    def summarise(agent: Agent) -> AgentSummary:
         # A sub-agent's inner runs are counted once: on the supervisor that decides them.
         delegated = False if is_sub_agent(agent) else None
-        oldest = await agent.list_suspended_runs(per_page=1, page=0, order="oldest", delegated=delegated)
+        oldest = agent.list_suspended_runs_sync(per_page=1, page=0, order="oldest", delegated=delegated)
         return AgentSummary(
             agent_id=agent.id,
             name=agent.name or agent.id,
@@ -61,10 +61,7 @@ def overview_rows(*, agent_ids: Collection[str] | None = None) -> list[AgentSumm
             oldest_suspended_at=oldest.runs[0].suspended_at if oldest.runs else None,
         )
 
-    async def summarise_all() -> list[AgentSummary]:
-        return list(await asyncio.gather(*(summarise(a) for a in listed)))
-
-    return async_to_sync(summarise_all)()
+    return [summarise(a) for a in listed]
 
 
 def is_sub_agent(agent: Agent) -> bool:
@@ -137,7 +134,7 @@ def inbox_page(
 
     ``delegated=False`` leaves out a sub-agent's inner runs, ``True`` lists only them.
     ``delegated_shown``: also the first so many of the inner runs that match the same filters
-    (``InboxPage.delegated``), read in the same trip to the runtime."""
+    (``InboxPage.delegated``)."""
     filters: dict[str, Any] = {
         "thread_id": thread_id,
         "resource_id": resource_id,
@@ -147,18 +144,14 @@ def inbox_page(
         "kind": kind,
         "order": order,
     }
-
-    async def read() -> tuple[ListSuspendedRunsResult, ListSuspendedRunsResult | None]:
-        listed = await agent.list_suspended_runs(
-            **filters, per_page=per_page, page=page - 1, delegated=delegated, escalated_to=escalated_to
-        )
-        if not delegated_shown:
-            return listed, None
-        return listed, await agent.list_suspended_runs(
-            **filters, per_page=delegated_shown, page=0, delegated=True
-        )
-
-    listed, inner = async_to_sync(read)()
+    listed = agent.list_suspended_runs_sync(
+        **filters, per_page=per_page, page=page - 1, delegated=delegated, escalated_to=escalated_to
+    )
+    inner = (
+        agent.list_suspended_runs_sync(**filters, per_page=delegated_shown, page=0, delegated=True)
+        if delegated_shown
+        else None
+    )
     return InboxPage(
         runs=list(listed.runs),
         total=listed.total,

@@ -101,7 +101,7 @@ def _matching(agent: Agent, filters: dict[str, Any]) -> Iterator[_Found]:
     query = {k: v for k, v in filters.items() if k not in {"page", "per_page"}}
     page = 0
     while True:
-        result = async_to_sync(agent.list_suspended_runs)(**query, per_page=_LIST_PAGE, page=page)
+        result = agent.list_suspended_runs_sync(**query, per_page=_LIST_PAGE, page=page)
         for run in result.runs:
             for call in run.tool_calls:
                 yield _decidable(run, call)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -400,3 +401,44 @@ async def test_listing_from_another_event_loop_sees_the_same_runs(runtime_for: R
     listing = await asyncio.to_thread(lambda: asyncio.run(other.list_suspended_runs()))
 
     assert run_ids(listing) == ids[::-1]
+
+
+# -- the synchronous twin ----------------------------------------------------------------------------
+
+
+async def test_the_synchronous_listing_lists_what_the_async_one_lists(runtime_for: RuntimeFor) -> None:
+    agent = refund_agent()
+    runtime_for(agent)
+    first = await suspend_runs(agent, 3, thread_id="t-1")
+    await suspend_runs(agent, 2, thread_id="t-2")
+    asked: list[dict[str, Any]] = [
+        {},
+        {"thread_id": "t-1", "per_page": 2, "page": 1},
+        {"order": "oldest", "per_page": 3, "page": 0},
+        {"kind": "approval", "tool_name": "refund"},
+        {"thread_id": "t-nobody"},
+    ]
+
+    listed = [await off_loop(lambda f=f: agent.list_suspended_runs_sync(**f)) for f in asked]
+
+    assert listed == [await agent.list_suspended_runs(**f) for f in asked]
+    assert [len(page.runs) for page in listed] == [5, 1, 3, 5, 0]
+    assert run_ids(listed[1]) == [first[0]] and listed[1].total == 3
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"per_page": 10, "page": -1}, {"order": "sideways"}, {"kind": "vote"}, {"thread_id": 7}],
+    ids=repr,
+)
+async def test_the_synchronous_listing_refuses_what_the_async_one_refuses(
+    runtime_for: RuntimeFor, bad: dict[str, Any]
+) -> None:
+    agent = refund_agent()
+    runtime_for(agent)
+    await suspend_runs(agent, 1)
+
+    with pytest.raises((AgentsRuntimeError, TypeError, ValueError)) as from_async:
+        await agent.list_suspended_runs(**bad)
+    with pytest.raises(type(from_async.value), match=re.escape(str(from_async.value))):
+        await off_loop(lambda: agent.list_suspended_runs_sync(**bad))

@@ -1,5 +1,5 @@
-"""Counting the SQL statements a piece of the app sends, on every thread, and the functions it sends
-from the event loop to a thread."""
+"""Counting the SQL statements a piece of the app sends, on every thread, the functions it sends
+from the event loop to a thread, and the coroutines synchronous code runs on an event loop."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from asgiref.sync import SyncToAsync
+from asgiref.sync import AsyncToSync, SyncToAsync
 from django.db.backends.utils import CursorWrapper
 
 
@@ -77,3 +77,22 @@ def thread_hops() -> Iterator[list[str]]:
         yield seen
     finally:
         SyncToAsync.__call__ = original  # type: ignore[method-assign]
+
+
+@contextmanager
+def loops_entered() -> Iterator[list[str]]:
+    """The qualified names of the coroutine functions synchronous code ran through ``async_to_sync``
+    inside the block: each a trip to an event loop and back to the calling thread."""
+    seen: list[str] = []
+    original = AsyncToSync.__call__
+
+    def counted(self: AsyncToSync, *args: Any, **kwargs: Any) -> Any:
+        func = getattr(self.awaitable, "__func__", self.awaitable)
+        seen.append(f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', func)}")
+        return original(self, *args, **kwargs)
+
+    AsyncToSync.__call__ = counted  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        AsyncToSync.__call__ = original  # type: ignore[method-assign]

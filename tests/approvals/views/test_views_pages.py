@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from tests.support.inbox_rows import inbox
 from tests.support.markup import card_ids
-from tests.support.queries import count_queries
+from tests.support.queries import count_queries, loops_entered
 from tests.support.runtime_fixtures import XSS, DashboardAgents
 
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -303,6 +303,27 @@ def test_inbox_query_count_does_not_grow_with_page_size(
     assert len(card_ids(response.content.decode())) == 12
 
     assert len(large) == len(small), (small.sql, large.sql)
+
+
+def test_listings_are_read_on_the_views_thread_without_an_event_loop(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    """The overview, an inbox, a sub-agent's inbox (its own runs and those decided through its
+    supervisor) and their partials list runs through the runtime's synchronous listing: a trip to an
+    event loop and back cost a page about as much as reading its rows."""
+    agents.start("helpdesk", "refund one")
+    agents.start("boss", "delegate")  # waits in the worker's inbox too, as a delegated run
+    pages = ["/agents/", "/agents/helpdesk/", "/agents/worker/", "/agents/boss/"]
+
+    with loops_entered() as entered:
+        html = {url: reviewer_client.get(url).content.decode() for url in pages}
+        partials = [reviewer_client.get(url, **HX).status_code for url in pages[1:]]
+
+    assert entered == []
+    assert partials == [200, 200, 200]
+    assert len(card_ids(html["/agents/helpdesk/"])) == 1
+    assert "Decided through a supervisor" in html["/agents/worker/"]
+    assert 'data-pending="1"' in html["/agents/"]
 
 
 def test_new_run_page_starts_a_run_and_opens_it_when_it_waits(
