@@ -114,6 +114,10 @@ ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
 ASGI_APPLICATION = "config.asgi.application"
 
+# Django's form renderer, its plain inputs and selects written without their templates
+# (approvals/server/widgets.py).
+FORM_RENDERER = "approvals.server.widgets.FormRenderer"
+
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",

@@ -17,4 +17,5 @@ elsewhere.
 - ``layers``: Channels' in-process layer without its O(N) work per message.
 - ``static_files``: WhiteNoise as ASGI middleware, before Django (its Django middleware is sync-only).
 - ``reason_phrases``: the reason phrases Twisted's table lacks (429), for Daphne's status lines.
+- ``widgets``: Django's form renderer with its plain inputs and selects written without templates.
 """
