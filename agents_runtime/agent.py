@@ -464,6 +464,11 @@ class Agent:
         run = await self._own_run(run_id, with_snapshot=False)
         return agent_run(run)
 
+    def get_suspended_run_sync(self, run_id: str) -> AgentRun:
+        """``get_suspended_run`` for synchronous code, as ``list_suspended_runs_sync`` (beyond Mastra)."""
+        ctx = self._context()
+        return agent_run(self._owned(run_id, ctx.store.get_run(run_id, with_snapshot=False)))
+
     async def run_messages(self, run_id: str) -> list[dict[str, Any]]:
         """The conversation that led to a suspended run's suspension, as plain dicts (beyond Mastra)."""
         run = await self._own_run(run_id)
@@ -476,7 +481,10 @@ class Agent:
 
     async def _own_run(self, run_id: str, *, with_snapshot: bool = True) -> StoredRun:
         ctx = self._context()
-        run: StoredRun | None = await ctx.call(ctx.store.get_run, run_id, with_snapshot=with_snapshot)
+        return self._owned(run_id, await ctx.call(ctx.store.get_run, run_id, with_snapshot=with_snapshot))
+
+    def _owned(self, run_id: str, run: StoredRun | None) -> StoredRun:
+        """``run`` (as read for ``run_id``) if it is one of this agent's suspended runs."""
         if run is None or run.agent_id != self.id or run.status != "suspended":
             raise RunNotFound(run_id)
         return run

@@ -173,16 +173,12 @@ def run_locate(
     """
     candidates = [a for a in agents.all_agents() if agent_ids is None or a.id in agent_ids]
     candidates.sort(key=lambda a: a.id != agent_hint)
-
-    async def find() -> tuple[Agent, AgentRun] | None:
-        for agent in candidates:
-            try:
-                return agent, await agent.get_suspended_run(run_id)
-            except RunNotFound:
-                continue
-        return None
-
-    return async_to_sync(find)()
+    for agent in candidates:
+        try:
+            return agent, agent.get_suspended_run_sync(run_id)
+        except RunNotFound:
+            continue
+    return None
 
 
 class WaitingCall(NamedTuple):

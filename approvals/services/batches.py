@@ -85,7 +85,7 @@ def _selected(agent: Agent, selection: Iterable[tuple[str, str]]) -> Iterator[_F
     for run_id, tool_call_id in selection:
         if run_id not in runs:
             try:
-                runs[run_id] = async_to_sync(agent.get_suspended_run)(run_id)
+                runs[run_id] = agent.get_suspended_run_sync(run_id)
             except RunNotFound:
                 runs[run_id] = None
         run = runs[run_id]

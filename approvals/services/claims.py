@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 
-from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -46,7 +45,7 @@ def claim_call(access: AgentAccess, *, run_id: str, tool_call_id: str) -> ClaimC
     who = access.access
     who.require(DECIDE_PERMISSION, to="claim tool calls")
     try:
-        run = async_to_sync(access.agent.get_suspended_run)(run_id)
+        run = access.agent.get_suspended_run_sync(run_id)
     except RunNotFound:
         raise ClaimRefused("This run is not waiting any more.") from None
     if not any(c.tool_call_id == tool_call_id for c in run.tool_calls):

@@ -404,7 +404,7 @@ def _as_shown(agent_id: str, request: DecisionRequest) -> tuple[Any, AgentRun | 
     from approvals import agents
 
     try:
-        run = async_to_sync(agents.get(agent_id).get_suspended_run)(request.run_id)
+        run = agents.get(agent_id).get_suspended_run_sync(request.run_id)
     except (RunNotFound, agents.UnknownAgent):
         return None, None
     wanted = request.tool_call_id
@@ -465,7 +465,7 @@ def attempt_invalid_record(
     who = access.access
     who.require(DECIDE_PERMISSION, to="decide on suspended runs")
     try:
-        run = async_to_sync(access.agent.get_suspended_run)(run_id)
+        run = access.agent.get_suspended_run_sync(run_id)
     except RunNotFound:
         return None
     call = next((c for c in run.tool_calls if c.tool_call_id == tool_call_id), None)

@@ -68,7 +68,7 @@ def approve_and_allow(
     """
     agent = access.agent
     try:
-        shown = async_to_sync(agent.get_suspended_run)(decision.run_id)
+        shown = agent.get_suspended_run_sync(decision.run_id)
     except RunNotFound:
         shown = None
     wanted = decision.tool_call_id

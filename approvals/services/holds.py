@@ -21,7 +21,6 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -130,7 +129,7 @@ def hold_undo(access: AgentAccess, *, run_id: str, tool_call_id: str) -> Undo:
     if held is None or held.committing_since is not None:
         return Undo(False, _too_late(run_id, tool_call_id, who.username))
     try:
-        run = async_to_sync(access.agent.get_suspended_run)(run_id)
+        run = access.agent.get_suspended_run_sync(run_id)
     except RunNotFound:
         run = None
     call = next((c for c in run.tool_calls if c.tool_call_id == tool_call_id), None) if run else None

@@ -15,6 +15,7 @@ from agents_runtime import (
     Call,
     InvalidPagination,
     Reply,
+    RunNotFound,
     RunStore,
     ScriptContext,
     ToolContext,
@@ -442,3 +443,22 @@ async def test_the_synchronous_listing_refuses_what_the_async_one_refuses(
         await agent.list_suspended_runs(**bad)
     with pytest.raises(type(from_async.value), match=re.escape(str(from_async.value))):
         await off_loop(lambda: agent.list_suspended_runs_sync(**bad))
+
+
+async def test_the_synchronous_read_of_one_run_finds_what_the_async_one_finds(
+    runtime_for: RuntimeFor,
+) -> None:
+    agent, other = refund_agent(), refund_agent("billing")
+    runtime_for(agent, other)
+    mine, theirs = await agent.generate("5"), await other.generate("6")
+
+    found = await off_loop(lambda: agent.get_suspended_run_sync(mine.run_id))
+
+    assert found == await agent.get_suspended_run(mine.run_id)
+    assert found.tool_calls[0].args == {"amount": 5}
+    for missing in (theirs.run_id, "run-nobody"):
+        with pytest.raises(RunNotFound):
+            await off_loop(lambda r=missing: agent.get_suspended_run_sync(r))
+    await agent.approve_tool_call(run_id=mine.run_id, tool_call_id="call-5")
+    with pytest.raises(RunNotFound):  # decided: no longer waiting
+        await off_loop(lambda: agent.get_suspended_run_sync(mine.run_id))

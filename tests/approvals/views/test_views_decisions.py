@@ -211,13 +211,18 @@ def test_a_decision_from_the_card_reads_the_waiting_run_only_for_its_form(
     # A plain approval reads nothing before the door: the store's decision step reads the run once,
     # and the record ("as shown") comes from that read. An answer reads the run for its form.
     reads: list[str] = []
-    read = Agent.get_suspended_run
+    read, read_sync = Agent.get_suspended_run, Agent.get_suspended_run_sync
 
     async def counted(self: Agent, run_id: str) -> AgentRun:
         reads.append(run_id)
         return await read(self, run_id)
 
+    def counted_sync(self: Agent, run_id: str) -> AgentRun:
+        reads.append(run_id)
+        return read_sync(self, run_id)
+
     monkeypatch.setattr(Agent, "get_suspended_run", counted)
+    monkeypatch.setattr(Agent, "get_suspended_run_sync", counted_sync)
     refund, schedule = agents.start("helpdesk", "refund parcel"), agents.start("helpdesk", "schedule")
     answer = {
         "agent": "helpdesk",

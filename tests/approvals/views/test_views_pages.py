@@ -305,22 +305,26 @@ def test_inbox_query_count_does_not_grow_with_page_size(
     assert len(large) == len(small), (small.sql, large.sql)
 
 
-def test_listings_are_read_on_the_views_thread_without_an_event_loop(
+def test_listings_and_rows_are_read_on_the_views_thread_without_an_event_loop(
     agents: DashboardAgents, reviewer_client: Client
 ) -> None:
     """The overview, an inbox, a sub-agent's inbox (its own runs and those decided through its
-    supervisor) and their partials list runs through the runtime's synchronous listing: a trip to an
-    event loop and back cost a page about as much as reading its rows."""
-    agents.start("helpdesk", "refund one")
+    supervisor) and their partials list runs through the runtime's synchronous listing, and an opened
+    row reads its run the same way: a trip to an event loop and back cost a page about as much as
+    reading its rows."""
+    run = agents.start("helpdesk", "refund one")
     agents.start("boss", "delegate")  # waits in the worker's inbox too, as a delegated run
     pages = ["/agents/", "/agents/helpdesk/", "/agents/worker/", "/agents/boss/"]
+    body_url = f"/runs/{run.run_id}/calls/{run.tool_calls[0].tool_call_id}/"
 
     with loops_entered() as entered:
         html = {url: reviewer_client.get(url).content.decode() for url in pages}
         partials = [reviewer_client.get(url, **HX).status_code for url in pages[1:]]
+        body = reviewer_client.get(body_url, {"agent": "worker"}, **HX).content.decode()
 
     assert entered == []
     assert partials == [200, 200, 200]
+    assert ">Approve</button>" in body  # the row's run found, though the hint named another agent
     assert len(card_ids(html["/agents/helpdesk/"])) == 1
     assert "Decided through a supervisor" in html["/agents/worker/"]
     assert 'data-pending="1"' in html["/agents/"]
