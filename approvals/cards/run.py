@@ -79,6 +79,18 @@ class RunCard:
     def waiting(self) -> bool:
         return bool(self.calls)
 
+    @property
+    def folded_rows_only(self) -> bool:
+        """A waiting card of folded rows and nothing else: no outcome, not a supervisor's inner run
+        (what most of a list's cards are; written by ``{% waiting_card %}``)."""
+        return (
+            not self.folded
+            and self.outcome is None
+            and self.parent_run_id is None
+            and bool(self.calls)
+            and all(cv.lazy for cv in self.calls)
+        )
+
     @functools.cached_property
     def outcome_args_json(self) -> str:
         """The decided call's arguments as the card showed them (the model's), pretty JSON."""

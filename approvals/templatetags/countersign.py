@@ -264,6 +264,27 @@ def call_head(context: template.Context, card: Any, cv: Any) -> SafeString:
     )
 
 
+@register.simple_tag(takes_context=True)
+def waiting_card(context: template.Context, card: Any) -> SafeString:
+    """``{% waiting_card card %}``: a card of folded rows only (``RunCard.folded_rows_only``: most of
+    a list's cards) as the ``run-card`` partial writes it, byte for byte, without its wrapper's tags
+    and tests (``tests/approvals/cards/test_waiting_card.py`` renders both ways)."""
+    run_id = _e(card.run_id)
+    rows = "".join(
+        f"\n  {call_head(context, card, cv)}\n    \n    \n    {folded_body(card, cv)}\n    \n"
+        "   </details>\n  </section>\n  "
+        for cv in card.calls
+    )
+    return mark_safe(
+        f'<article id="{_e(card.dom_id)}" class="card run-card" data-run-id="{run_id}" '
+        f'data-agent-id="{_e(card.agent_id)}">\n  \n'
+        '  <p class="gone-note" role="status" hidden>Decided or changed elsewhere: this card updates once'
+        " you move on</p>\n  \n"
+        f'  <p class="presence" data-presence-run="{run_id}" hidden></p>\n  \n\n  \n\n  \n\n'
+        f"  {rows}\n  \n</article>"
+    )
+
+
 @functools.lru_cache(maxsize=64)
 def _quoted(value: str) -> str:
     """``{{ value|urlencode }}`` (a page's cards all return to the same page)."""
