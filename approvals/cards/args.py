@@ -133,15 +133,22 @@ def _resolved(prop: Any, root: Mapping[str, Any]) -> Mapping[str, Any]:
     return prop
 
 
-def arg_views(args: Any, tool: Tool | None, *, json_text: Any = None) -> list[ArgView]:
-    """Every top-level argument, in the order the tool declares its parameters (then any others)."""
+def arg_views(
+    args: Any, tool: Tool | None, *, json_text: Any = None, risky_only: bool = False
+) -> list[ArgView]:
+    """Every top-level argument, in the order the tool declares its parameters (then any others);
+    ``risky_only``: those holding a value the tool marks risky (a folded row's chips)."""
     if not isinstance(args, Mapping):
+        return []
+    risky = tool.risky if tool is not None else {}
+    if risky_only and not any(name in args for name in risky):
         return []
     schema = tool.parameters_json_schema if tool is not None else {}
     props = _properties(schema)
     money = tool.money if tool is not None else {}
-    risky = tool.risky if tool is not None else {}
     order = [n for n in props if n in args] + [n for n in args if n not in props]
+    if risky_only:
+        order = [n for n in order if _is_in(args[n], tuple(risky.get(n, ())))]
     return [
         arg_view(
             str(name),

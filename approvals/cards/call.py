@@ -264,8 +264,9 @@ class CallView:
     via_agent: str = ""
     #: The row starts expanded (errors or a notice to show, or the only call on its page).
     open: bool = False
-    #: A folded inbox row: only its summary is built; the body (why, arguments, forms) is fetched
-    #: from ``body_url`` when the reviewer opens it (an inbox page shows fifty rows, most unread).
+    #: A folded inbox row: only its summary is built (of the arguments, the risky ones; no preview);
+    #: the body (why, arguments, forms) is fetched from ``body_url`` when the reviewer opens it (an
+    #: inbox page shows fifty rows, most unread).
     lazy: bool = False
     #: ``tool(approvals=N, separate_duties=...)``: approvals the call needs, and whether the run's
     #: starter is refused (``call.approved_by``: who approved so far).
@@ -470,11 +471,12 @@ def call_view(
     form's errors, a notice): the body comes from ``body_url`` when the reviewer opens the row."""
     call_dom = ids.call_block_id(run.run_id, call.tool_call_id)
     tool = find_tool(agent, call.tool_name, call)
-    summary = _summary(call, tool, agent)
     forms_given = notice or any(
         f is not None for f in (resume_form, decline_form, edited_args_form, args_form, grant_form)
     )
-    if folded and not forms_given and (call.requires_approval or not _broken_notice(call)):
+    lazy = folded and not forms_given and (call.requires_approval or not _broken_notice(call))
+    summary = _summary(call, tool, agent, row_only=lazy)
+    if lazy:
         view = CallView(
             call, run.run_id, run.agent_id, call_dom, "", False, 0, None, lazy=True, claim=claim, **summary
         )
@@ -548,8 +550,11 @@ def preview_of(call: AgentRunToolCall) -> Preview | None:
     return Preview.from_json(call.context.preview if call.context is not None else None)
 
 
-def _summary(call: AgentRunToolCall, tool: Tool | None, agent: Agent | None) -> dict[str, Any]:
-    """What a folded row shows: the title, the arguments' chips, the question, the sub-agent."""
+def _summary(
+    call: AgentRunToolCall, tool: Tool | None, agent: Agent | None, *, row_only: bool = False
+) -> dict[str, Any]:
+    """What a folded row shows: the title, the arguments' chips, the question, the sub-agent; with
+    what its body shows besides (every argument, the preview, a recheck) unless ``row_only``."""
     shown_args = call.args if call.requires_approval else call.suspend_payload
     question = "" if call.requires_approval else _question(call.suspend_payload)
     via = ""
@@ -564,17 +569,18 @@ def _summary(call: AgentRunToolCall, tool: Tool | None, agent: Agent | None) -> 
             suspend_payload=call.suspend_payload,
             approval=call.requires_approval,
         ),
-        # (The row's chips are the risky ones among them.)
+        # (The row's chips are the risky ones among them: all a folded row builds.)
         "args": arg_views(
             _without_question(shown_args, question),
             tool if call.requires_approval else None,
             json_text=compact_json,
+            risky_only=row_only,
         ),
         "question": question,
         "via_agent": via,
-        "preview": preview_of(call) if call.requires_approval else None,
+        "preview": preview_of(call) if call.requires_approval and not row_only else None,
         "tool_version": tool.version if tool is not None else "",
-        **_recheck(call),
+        **({} if row_only else _recheck(call)),
     }
 
 

@@ -21,6 +21,7 @@ from agents_runtime.presentation import ApprovalRule
 from approvals import agents as served
 from approvals.apps import compose
 from approvals.cards.args import arg_view
+from approvals.cards.call import call_view
 from approvals.store import DjangoRunStore
 from demo import agents as demo_agents
 from demo import tools as demo_tools
@@ -141,6 +142,25 @@ def test_risky_values_and_enums_are_chips(desk: Runtime, reviewer_client: Client
     )
     assert re.search(r'<div class="arg arg-enum"><dt>Environment</dt><dd><span class="chip">staging', page)
     assert staging in page
+
+
+def test_a_folded_row_builds_its_risky_chips_and_leaves_the_rest_to_its_body(desk: Runtime) -> None:
+    ops = desk.get_agent("ops")
+    staging_run, prod_run = (
+        start(desk, "ops", "deploy search to staging"),
+        start(desk, "ops", "deploy search to production"),
+    )
+    async_to_sync(ops.resume_stream)({"start": "2026-12-01T22:00:00+00:00", "risk": "low"}, run_id=prod_run)
+    prod, staging = ops.get_suspended_run_sync(prod_run), ops.get_suspended_run_sync(staging_run)
+
+    row = call_view(prod, prod.tool_calls[0], agent=ops, folded=True)
+    body = call_view(prod, prod.tool_calls[0], agent=ops)
+    quiet = call_view(staging, staging.tool_calls[0], agent=ops, folded=True)
+
+    assert row.lazy and [(a.label, a.text) for a in row.risky_args] == [("Environment", "production")]
+    assert [a.name for a in row.args] == ["environment"] and row.preview is None
+    assert len(body.args) > 1 and body.risky_args == row.risky_args and body.preview is not None
+    assert quiet.args == [] and quiet.title == call_view(staging, staging.tool_calls[0], agent=ops).title
 
 
 def test_urls_show_their_host_apart_and_never_as_links() -> None:
