@@ -77,8 +77,6 @@ class InboxPage:
     #: 1-based, as in the query string.
     page: int
     per_page: int
-    #: A sub-agent's inner runs that match the same filters, their first page (when asked for).
-    delegated: InboxPage | None = None
 
     @property
     def num_pages(self) -> int:
@@ -128,39 +126,24 @@ def inbox_page(
     per_page: int = 20,
     delegated: bool | None = None,
     escalated_to: frozenset[str] | None = None,
-    delegated_shown: int = 0,
 ) -> InboxPage:
     """One page of the agent's suspended runs; ``page`` is 1-based (the runtime's is 0-based).
 
-    ``delegated=False`` leaves out a sub-agent's inner runs, ``True`` lists only them.
-    ``delegated_shown``: also the first so many of the inner runs that match the same filters
-    (``InboxPage.delegated``)."""
-    filters: dict[str, Any] = {
-        "thread_id": thread_id,
-        "resource_id": resource_id,
-        "from_date": from_date,
-        "to_date": to_date,
-        "tool_name": tool_name,
-        "kind": kind,
-        "order": order,
-    }
-    listed = agent.list_suspended_runs_sync(
-        **filters, per_page=per_page, page=page - 1, delegated=delegated, escalated_to=escalated_to
-    )
-    inner = (
-        agent.list_suspended_runs_sync(**filters, per_page=delegated_shown, page=0, delegated=True)
-        if delegated_shown
-        else None
-    )
-    return InboxPage(
-        runs=list(listed.runs),
-        total=listed.total,
-        page=page,
+    ``delegated=False`` leaves out a sub-agent's inner runs, ``True`` lists only them."""
+    result = agent.list_suspended_runs_sync(
+        thread_id=thread_id,
+        resource_id=resource_id,
+        from_date=from_date,
+        to_date=to_date,
+        tool_name=tool_name,
+        kind=kind,
+        order=order,
         per_page=per_page,
-        delegated=None
-        if inner is None
-        else InboxPage(runs=list(inner.runs), total=inner.total, page=1, per_page=delegated_shown),
+        page=page - 1,
+        delegated=delegated,
+        escalated_to=escalated_to,
     )
+    return InboxPage(runs=list(result.runs), total=result.total, page=page, per_page=per_page)
 
 
 def run_locate(

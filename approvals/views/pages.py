@@ -86,17 +86,15 @@ def inbox(request: HtmxHttpRequest, agent_id: str) -> HttpResponse:
     # A sub-agent's inner runs wait on its supervisor: listed apart, read-only, not counted here.
     # Seen only for calls escalated to the user's groups: only those are listed.
     page = queries.inbox_page(
-        agent,
-        **form.filters(),
-        delegated=False if sub_agent else None,
-        escalated_to=access.escalation_scope,
-        delegated_shown=DELEGATED_SHOWN if sub_agent and not access.escalated_only else 0,
+        agent, **form.filters(), delegated=False if sub_agent else None, escalated_to=access.escalation_scope
     )
     next_url = request.get_full_path()
     name = agent.name or agent.id
     context["page"] = page
     context["cards"] = _cards(request, page.runs, {agent.id: agent}, next_url=next_url, access=access.access)
-    if (inner := page.delegated) is not None:
+    if sub_agent and not access.escalated_only:
+        shown = {**form.filters(), "page": 1, "per_page": DELEGATED_SHOWN}
+        inner = queries.inbox_page(agent, **shown, delegated=True)
         context["delegated_total"] = inner.total
         context["delegated_cards"] = [
             cards.run_card(run, agent=agent, agent_name=name, next_url=next_url) for run in inner.runs
