@@ -21,7 +21,10 @@ store, building the cards and their forms, and rendering. Cases:
   the session and the user, the access check, the filter form, the listing and the claims and held
   decisions of its runs, and the partial's markup around an empty list. What a page of cards can cost
   no less than, whatever its cards' markup; the partial's figure over it is what the cards cost;
-- ``overview``: ``/agents/``, every agent with its count of waiting runs and the oldest.
+- ``overview``: ``/agents/``, every agent with its count of waiting runs and the oldest;
+- ``inbox by deadline``: the page in deadline order (``sort=deadline``);
+- ``queue``: ``/queue/``, the reviewer's queue across agents (20 cards) with its filters' suggestions;
+- ``queue, tool filter``: the queue filtered by part of a tool's name (``?tool=deploy``).
 
 Each case: warm-up requests, then ``--requests`` timed ones (at least 30), the two cases taking
 turns so that both see the same machine; wall time is what is reported, the process's CPU time is
@@ -67,9 +70,20 @@ CASES = {
     "partial (HX-Request)": {"HX-Request": "true"},
     FLOOR: {"HX-Request": "true"},
     "overview": {},
+    "inbox by deadline": {},
+    "queue": {},
+    "queue, tool filter": {},
 }
-#: Cases on another page than the inbox: the overview (counts per agent).
-PATHS = {"overview": "/agents/"}
+#: Cases on another page than the inbox's first: the overview (counts per agent), the inbox in
+#: deadline order, the reviewer's queue across agents, and the queue filtered by part of a tool's name.
+PATHS = {
+    "overview": "/agents/",
+    "inbox by deadline": f"/agents/{AGENT}/?per_page={PER_PAGE}&sort=deadline",
+    "queue": "/queue/",
+    "queue, tool filter": "/queue/?tool=deploy",
+}
+#: The queue's cards a page (its default).
+QUEUE_PAGE = 20
 #: How much slower the largest size may be than 10,000 (issue 15).
 GROWTH = 1.5
 
@@ -246,6 +260,8 @@ def _get(client: Any, url: str, headers: dict[str, str], case: str = "") -> int:
     if url.startswith(f"/agents/{AGENT}/"):
         cards = 0 if case == FLOOR else PER_PAGE
         assert body.count(b'class="card run-card') == cards, f"expected {cards} cards"
+    if url.startswith("/queue/"):
+        assert body.count(b'class="card run-card') == QUEUE_PAGE, f"expected {QUEUE_PAGE} cards"
     return len(body)
 
 
