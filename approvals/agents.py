@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import DatabaseError
 
 from agents_runtime import Agent, AgentRun, Continuation, ExternalAgent, Runtime, ToolRules, agent_run
-from approvals.models import AGENT_ID
+from approvals.models import AGENT_ID, QueueScope
 from approvals.models import ExternalAgent as ExternalAgentRow
 from approvals.store import DjangoRunStore, QueuePage, QueuePosition, QueueQuery
 
@@ -206,3 +206,12 @@ def queue_page(query: QueueQuery) -> tuple[list[AgentRun], QueuePage]:
         return [], QueuePage(runs=[], positions=[], more=False)
     page = store.queue(query)
     return [agent_run(run) for run in page.runs], page
+
+
+def queue_names(scope: QueueScope, column: str, limit: int) -> list[str]:
+    """Threads (``column`` "thread_id") or end users ("resource_id") the reviewer's queue waits on,
+    to suggest in its filters (``approvals.store.queue_names``); none without the database store."""
+    store = runtime().storage
+    if not isinstance(store, DjangoRunStore):
+        return []
+    return store.queue_names(scope, column, limit)

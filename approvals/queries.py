@@ -31,7 +31,6 @@ from approvals.models import (
     HeldDecision,
     ParkedCallRecord,
     RoutingRule,
-    RunRecord,
 )
 from approvals.policy import MANAGE_GRANTS_PERMISSION, Access, may_decide, may_manage_rules
 from approvals.server.database import fixed_models, fixed_rows
@@ -498,13 +497,11 @@ def queue_suggestions(access: Access, *, waiting: bool = True) -> QueueSuggestio
     tools: set[str] = set()
     for agent in listed:
         tools |= _tool_names(agent)
-    runs = RunRecord.objects.in_queue(scope).order_by()
 
     def names(column: str) -> list[str]:
         if not scope or not waiting:
             return []
-        found = runs.exclude(**{column: None}).values_list(column, flat=True).distinct()[:SUGGESTED]
-        return sorted(found)
+        return agents.queue_names(scope, column, SUGGESTED)
 
     return QueueSuggestions(
         agents=[(a.id, f"{a.name} ({a.id})" if a.name and a.name != a.id else a.id) for a in listed],

@@ -1961,6 +1961,13 @@ def _values(connection: Any, query: RunQuery) -> dict[Any, Any]:
 #
 # A page reads the first walk from its position, and the second once the first has run out. Its runs
 # and their calls are then read by id in one statement, as a listing's are.
+#
+# The tool filter takes any part of a name, in any case: matched against the names of the tools calls
+# wait on (a few, found by skipping through their index), it becomes a filter on those exact names,
+# which the planner can estimate and so walk the queue's order with (a pattern it cannot estimate, it
+# read every matching call first). The threads and end users the filters suggest come, for the agents
+# seen whole on PostgreSQL, from the waiting counters (one row per agent and name, in name order)
+# rather than from every waiting run.
 
 
 @dataclass(frozen=True)
@@ -2000,11 +2007,12 @@ class QueuePage:
 def queue_page(using: str, query: QueueQuery) -> QueuePage:
     """The runs of ``query``'s page (each with its calls), their places, and whether more follow."""
     wanted = query.limit + 1  # one more than the page: whether anything follows it
+    matching = _matching(query, tools_named_like(using, query.tool) if query.tool else None)
     places: list[QueuePosition] = []
     if query.after is None or query.after.deadline is not None:
-        places = _with_deadline(using, query, wanted)
+        places = _with_deadline(using, query, matching("run__"), wanted)
     if len(places) < wanted:
-        places += _without_deadline(using, query, wanted - len(places))
+        places += _without_deadline(using, query, matching(""), wanted - len(places))
     more = len(places) > query.limit
     places = places[: query.limit]
     if not places:
@@ -2024,25 +2032,74 @@ def queue_page(using: str, query: QueueQuery) -> QueuePage:
     return QueuePage(runs=[read[p.run_id] for p in kept], positions=kept, more=more)
 
 
-def _matching(query: QueueQuery, run: str = "") -> Q:
-    """The query's filters and scope, on runs (``run``: the path to the run from the rows filtered)."""
-    conditions = queue_condition(query.scope, run)
-    if query.thread:
-        conditions &= Q(**{f"{run}thread_id__icontains": query.thread})
-    if query.resource:
-        conditions &= Q(**{f"{run}resource_id__icontains": query.resource})
-    if query.created_from is not None:
-        conditions &= Q(**{f"{run}created_at__gte": query.created_from})
-    if query.created_to is not None:
-        conditions &= Q(**{f"{run}created_at__lte": query.created_to})
-    if query.tool:
-        key = OuterRef(run.removesuffix("__") or "pk")
-        tools = ParkedCallRecord.objects.filter(run=key, tool_name__icontains=query.tool).undecided()
-        conditions &= Q(Exists(tools))
+def _matching(query: QueueQuery, tools: list[str] | None) -> Callable[[str], Q]:
+    """The query's filters and scope on runs, given the path to the run from the rows filtered
+    (``"run__"`` from calls); ``tools``: the names the query's tool filter matches."""
+
+    def conditions(run: str) -> Q:
+        found = queue_condition(query.scope, run)
+        if query.thread:
+            found &= Q(**{f"{run}thread_id__icontains": query.thread})
+        if query.resource:
+            found &= Q(**{f"{run}resource_id__icontains": query.resource})
+        if query.created_from is not None:
+            found &= Q(**{f"{run}created_at__gte": query.created_from})
+        if query.created_to is not None:
+            found &= Q(**{f"{run}created_at__lte": query.created_to})
+        if tools is not None:
+            key = OuterRef(run.removesuffix("__") or "pk")
+            calls = ParkedCallRecord.objects.filter(run=key, tool_name__in=tools).undecided()
+            found &= Q(Exists(calls))
+        return found
+
     return conditions
 
 
-def _with_deadline(using: str, query: QueueQuery, n: int) -> list[QueuePosition]:
+#: The names of the tools undecided calls wait on, one index probe each (call_undecided_by_tool_idx).
+_WAITING_TOOLS = """
+WITH RECURSIVE tools(name) AS (
+    SELECT MIN(tool_name) FROM {calls} WHERE action IS NULL
+    UNION ALL
+    SELECT (SELECT MIN(tool_name) FROM {calls} WHERE action IS NULL AND tool_name > tools.name)
+    FROM tools WHERE tools.name IS NOT NULL
+)
+SELECT name FROM tools WHERE name IS NOT NULL
+"""
+
+
+def tools_named_like(using: str, part: str) -> list[str]:
+    """The names of the tools undecided calls wait on that hold ``part``, in any case."""
+    with database.cursor(using) as cursor:
+        cursor.execute(_WAITING_TOOLS.format(calls=ParkedCallRecord._meta.db_table))
+        names = [name for (name,) in cursor.fetchall()]
+    part = part.casefold()
+    return [name for name in names if part in name.casefold()]
+
+
+def queue_names(using: str, scope: QueueScope, column: str, limit: int) -> list[str]:
+    """Up to ``limit`` of the threads (``column`` "thread_id") or end users ("resource_id") the
+    queue's runs wait on, in name order: on PostgreSQL, an agent seen whole gives its first ``limit``
+    from its waiting counters; the others', and SQLite's, come from their runs."""
+    whole = [agent_id for agent_id, groups in scope if groups is None]
+    names: set[str] = set()
+    from_runs = scope
+    if connections[using].vendor == "postgresql" and whole:
+        table = {"thread_id": _THREADS, "resource_id": _RESOURCES}[column]
+        each = f"SELECT {column} FROM {table} WHERE agent_id = %s AND NOT delegated AND n > 0"
+        with database.cursor(using) as cursor:
+            cursor.execute(
+                " UNION ALL ".join([f"({each} ORDER BY 1 LIMIT %s)"] * len(whole)),
+                [value for agent_id in whole for value in (agent_id, limit)],
+            )
+            names.update(name for (name,) in cursor.fetchall())
+        from_runs = tuple((agent_id, groups) for agent_id, groups in scope if groups is not None)
+    if from_runs:
+        runs = RunRecord.objects.using(using).in_queue(from_runs).exclude(**{column: None})
+        names.update(runs.order_by(column).values_list(column, flat=True).distinct()[:limit])
+    return sorted(names)[:limit]
+
+
+def _with_deadline(using: str, query: QueueQuery, matching: Q, n: int) -> list[QueuePosition]:
     """Up to ``n`` places of runs with a deadline, after the query's: each run at its first
     undecided call that has one (deadline, then call id)."""
     due = OuterRef("expires_at")
@@ -2051,7 +2108,7 @@ def _with_deadline(using: str, query: QueueQuery, n: int) -> list[QueuePosition]
     calls = (
         ParkedCallRecord.objects.using(using)
         .undecided()
-        .filter(_matching(query, "run__"), expires_at__isnull=False)
+        .filter(matching, expires_at__isnull=False)
         .exclude(Exists(earlier.undecided()))
     )
     after = query.after
@@ -2068,10 +2125,10 @@ def _with_deadline(using: str, query: QueueQuery, n: int) -> list[QueuePosition]
     return [QueuePosition(due and utc(due), utc(suspended), run_id) for due, suspended, run_id in found]
 
 
-def _without_deadline(using: str, query: QueueQuery, n: int) -> list[QueuePosition]:
+def _without_deadline(using: str, query: QueueQuery, matching: Q, n: int) -> list[QueuePosition]:
     """Up to ``n`` places of runs without a deadline, after the query's, oldest suspension first."""
     due = ParkedCallRecord.objects.filter(run=OuterRef("pk"), expires_at__isnull=False).undecided()
-    runs = RunRecord.objects.using(using).filter(_matching(query)).exclude(Exists(due))
+    runs = RunRecord.objects.using(using).filter(matching).exclude(Exists(due))
     after = query.after
     if after is not None and after.deadline is None:
         runs = runs.filter(suspended_at__gte=after.suspended_at).filter(
@@ -2306,6 +2363,11 @@ class DjangoRunStore(RunStore, GrantStore, RuleStore):
             # (An indexed probe, as before a listing: a run whose claim ran out waits again.)
             self.tables.reclaim_expired()
             return queue_page(self.tables.using, query)
+
+    def queue_names(self, scope: QueueScope, column: str, limit: int) -> list[str]:
+        """Threads or end users the queue's runs wait on, to suggest (``queue_names``)."""
+        with self.tables.connection_scope():
+            return queue_names(self.tables.using, scope, column, limit)
 
     def claim(
         self,

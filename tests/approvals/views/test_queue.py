@@ -217,6 +217,59 @@ def test_the_filters_suggest_agents_tools_threads_and_end_users(
     assert 'name="thread" value="infra"' in page and 'list="id_thread-suggestions"' in page
 
 
+def suggested(page: str, field: str) -> list[str]:
+    """The names the filter ``field`` suggests, in order (none: no datalist)."""
+    found = re.search(rf'<datalist id="id_{field}-suggestions">(.*?)</datalist>', page, re.S)
+    return re.findall(r'<option value="([^"]*)"></option>', found.group(1)) if found else []
+
+
+def test_the_threads_and_end_users_suggested_are_of_calls_the_user_decides_that_wait(
+    agents: DashboardAgents, reviewer_client: Client, client_for: Callable[[User], Client]
+) -> None:
+    escalated = escalate(agents, "refund escalate me")
+    RunRecord.objects.filter(run_id=escalated.run_id).update(thread_id="t-escalated", resource_id="u-lead")
+    start(agents, "helpdesk", "refund waiting", thread_id="t-waiting", resource_id="u-waiting")
+    decided = start(agents, "helpdesk", "refund decided", thread_id="t-decided", resource_id="u-decided")
+    start(agents, "boss", "wipe it", thread_id="t-boss")
+    approve(reviewer_client, decided)
+
+    whole = reviewer_client.get(QUEUE).content.decode()
+    lead = client_for(member("leo", "leads")).get(QUEUE).content.decode()
+
+    # Every waiting run of the agents seen whole, in name order; a run decided waits no more.
+    assert suggested(whole, "thread") == ["t-boss", "t-escalated", "t-waiting"]
+    assert suggested(whole, "resource") == ["u-lead", "u-waiting"]
+    # An escalation-only user is told the names of the calls escalated to them, and no other.
+    assert suggested(lead, "thread") == ["t-escalated"] and suggested(lead, "resource") == ["u-lead"]
+
+
+def test_the_suggestions_stop_at_fifty_names_the_first_in_name_order(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    for n in range(53):
+        start(agents, "helpdesk" if n % 2 else "boss", f"refund {n}", thread_id=f"t-{n:02d}")
+
+    page = reviewer_client.get(QUEUE).content.decode()
+
+    assert suggested(page, "thread") == [f"t-{n:02d}" for n in range(50)]
+
+
+def test_the_tool_filter_matches_the_tools_calls_wait_on_and_nothing_else(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    refund = start(agents, "helpdesk", "refund one")
+    boss = start(agents, "boss", "wipe it")
+    decided = start(agents, "helpdesk", "transfer 500")
+    assert "Completed" in approve(reviewer_client, decided, **HX)
+
+    def matched(part: str) -> list[str]:
+        return listed(reviewer_client.get(f"{QUEUE}?tool={part}", **HX).content.decode())
+
+    assert matched("E") == [refund.run_id, boss.run_id]  # a part of both names, either case
+    assert matched("und") == [refund.run_id] and matched("_DISK") == [boss.run_id]
+    assert matched("transfer") == [] and matched("%25") == [] and matched("zzz") == []
+
+
 @pytest.mark.parametrize(
     ("query", "message"),
     [
