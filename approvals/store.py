@@ -1597,6 +1597,12 @@ def _audit_values(
 # never a sweep of its own per listing. A page past the end (no rows to carry them) reads the two
 # columns alone.
 #
+# A page in deadline order is the exception: in one statement it would compute every match's soonest
+# deadline and sort them all (half a second at a million runs). ``deadline_page`` reads it as the
+# queue does, two walks that stop at the page (the runs with a deadline from the calls' deadline
+# index, then the others in suspension order), after the header's statement; the whole listing (no
+# window) is still the one statement, and the tests check each page against it.
+#
 # A deep page (``DEEP_OFFSET`` runs in or more) of a listing filtered by agent only, newest or oldest
 # first, on PostgreSQL, does not skip every run before it in the index one by one: the statement first
 # finds, from per-day waiting counters (``approvals_waiting_day``, kept by triggers like the others:
@@ -1723,6 +1729,9 @@ def listing_page(
         matches, rows = querysets(runs, query)
         total = matches.count()
         return ([] if _past_the_end(query, total) else by_run(list(rows))), total, _expired(using, values)
+    if query.by_deadline and query.limit:
+        _, total, expired = listing_page(runs, using, replace(query, limit=0, offset=0), now=now)
+        return ([] if _past_the_end(query, total) else deadline_page(runs, using, query)), total, expired
     # (A window of no rows compiles to no page: only the header is run for it.)
     compiled_as = query if (query.limit or 0) > 0 else replace(query, limit=None)
     deep = _is_deep(connection.vendor, compiled_as)
@@ -1765,6 +1774,50 @@ def by_run(rows: list[Row]) -> Listing:
             call["run_id"] = row["pk"]
             calls.append(call)
     return listed
+
+
+def deadline_page(runs: RunRecordQuerySet, using: str, query: RunQuery) -> Listing:
+    """The page of ``query`` in deadline order, read as two walks that stop at the page: the runs
+    with an undecided call that has a deadline, from the calls' deadline index, each run at its
+    soonest; then, once they run out, the others in suspension order. The order of ``in_suspension_order
+    (by_deadline=True)``, which sorts every match by its soonest deadline to give it."""
+    assert query.limit is not None
+    matches, _ = _matches_in_order(runs, replace(query, by_deadline=False))
+    due = ParkedCallRecord.objects.filter(run=OuterRef("pk"), expires_at__isnull=False).undecided()
+    soonest = OuterRef("expires_at")
+    earlier = ParkedCallRecord.objects.filter(
+        Q(expires_at__lt=soonest) | Q(expires_at=soonest, pk__lt=OuterRef("pk")),
+        run=OuterRef("run"),
+        expires_at__isnull=False,
+    ).undecided()
+    calls = (
+        ParkedCallRecord.objects.using(using)
+        .undecided()
+        .filter(expires_at__isnull=False, run__in=matches.values("pk"))
+        .exclude(Exists(earlier))
+        .order_by("expires_at", "run__suspended_at", "run__run_id")
+    )
+    start, end = query.offset, query.offset + query.limit
+    run_ids = list(calls.values_list("run__run_id", flat=True)[start:end])
+    if len(run_ids) < query.limit:
+        # Where the page starts among the runs without a deadline: after every run with one.
+        with_deadline = start + len(run_ids) if run_ids or not start else matches.filter(Exists(due)).count()
+        others = (
+            matches.exclude(Exists(due)).order_by("suspended_at", "run_id").values_list("run_id", flat=True)
+        )
+        skip = max(0, start - with_deadline)
+        run_ids += others[skip : skip + query.limit - len(run_ids)]
+    return listed_by_id(runs.using(using), run_ids)
+
+
+def listed_by_id(runs: RunRecordQuerySet, run_ids: list[str]) -> Listing:
+    """The runs ``run_ids`` names, each with its call rows, in that order (a run gone is left out)."""
+    rows = runs.filter(run_id__in=run_ids).order_by("pk", "calls__position")
+    read = {
+        run["run_id"]: (run, calls)
+        for run, calls in by_run(list(rows.values(*RUN_COLUMNS, *JOINED_CALL_COLUMNS)))
+    }
+    return [read[run_id] for run_id in run_ids if run_id in read]
 
 
 def _expired(using: str, values: dict[Any, Any]) -> bool:
@@ -2017,16 +2070,8 @@ def queue_page(using: str, query: QueueQuery) -> QueuePage:
     places = places[: query.limit]
     if not places:
         return QueuePage(runs=[], positions=[], more=False)
-    rows = (
-        RunRecord.objects.using(using)
-        .filter(run_id__in=[p.run_id for p in places])
-        .order_by("pk", "calls__position")
-        .values(*RUN_COLUMNS, *JOINED_CALL_COLUMNS)
-    )
-    read = {
-        run["run_id"]: stored_run(run, parked_calls(calls), with_snapshot=False)
-        for run, calls in by_run(list(rows))
-    }
+    listed = listed_by_id(RunRecord.objects.using(using), [p.run_id for p in places])
+    read = {run["run_id"]: stored_run(run, parked_calls(calls), with_snapshot=False) for run, calls in listed}
     # (A run decided between the two reads is left out: it waits no more.)
     kept = [p for p in places if p.run_id in read]
     return QueuePage(runs=[read[p.run_id] for p in kept], positions=kept, more=more)

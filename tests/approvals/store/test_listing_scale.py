@@ -23,13 +23,16 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _seed(store: DjangoRunStore) -> None:
-    """37 runs of ``support`` over 3 threads, some sharing a suspension time, some with a deadline,
-    two inner runs of a supervisor; 4 runs of another agent."""
+    """37 runs of ``support`` over 3 threads, some sharing a suspension time, some with a deadline
+    (three with two), two inner runs of a supervisor; 4 runs of another agent."""
     for i in range(37):
         first = approval(f"c{i}")
         if i % 4 == 1:  # some with a deadline (some the same), for the deadline order
             first = replace(first, expires_at=T0 + timedelta(hours=(i * 7) % 5))
-        calls = [first] + ([suspend_call(f"s{i}")] if i % 3 == 0 else [])
+        second = suspend_call(f"s{i}")
+        if i in (9, 21, 33):  # a run with two deadlines: listed once, at its soonest (or the same)
+            second = replace(second, expires_at=T0 + timedelta(hours=(i * 7) % 5 - (i == 9), minutes=i == 33))
+        calls = [first] + ([second] if i % 3 == 0 else [])
         store.insert_suspended(
             suspension(
                 f"run-{i:02d}",
