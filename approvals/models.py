@@ -277,11 +277,15 @@ class RunRecord(models.Model):
                 name="run_running_lease_idx",
             ),
             models.Index(fields=["parent_run_id"], name="run_parent_idx"),
-            # The reviewer's queue across agents (``in_queue``, store/queue.py): waiting runs oldest
-            # first, walked in order whichever agents are in it (their ids checked in the index).
+            # The reviewer's queue across agents (``in_queue``, ``approvals.store.queue_page``): the
+            # runs it lists oldest first, walked in order whichever agents are in it (their ids
+            # checked in the index). Partial, so that a prepared listing of one agent (its status a
+            # parameter) cannot use it: its generic plan, which cannot tell a small agent from a big
+            # one, walked every waiting run in this order to find a small agent's oldest (migration 0048).
             models.Index(
-                fields=["status", "suspended_at", "run_id", "agent_id", "parent_run_id"],
-                name="run_queue_idx",
+                fields=["suspended_at", "run_id", "agent_id"],
+                condition=Q(status=RunStatus.SUSPENDED, parent_run_id__isnull=True),
+                name="run_queue_waiting_idx",
             ),
         ]
 

@@ -2010,7 +2010,7 @@ def _values(connection: Any, query: RunQuery) -> dict[Any, Any]:
 #
 # - runs with a deadline: the undecided calls' deadline index (``call_undecided_expiry_idx``), each
 #   run taken at its first such call (a probe of its own few calls says which is first);
-# - the others: the runs' queue index (``run_queue_idx``: status, then suspension order).
+# - the others: the waiting runs' queue index (``run_queue_waiting_idx``: suspension order).
 #
 # A page reads the first walk from its position, and the second once the first has run out. Its runs
 # and their calls are then read by id in one statement, as a listing's are.

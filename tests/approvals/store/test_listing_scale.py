@@ -7,12 +7,14 @@ Runs on the database of ``DATABASE_URL`` (SQLite by default; PostgreSQL with
 
 from __future__ import annotations
 
+import itertools
+import re
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from agents_runtime.store import RunQuery
 from approvals.models import RunRecord
@@ -223,3 +225,48 @@ def test_a_page_of_a_sub_agents_own_calls_is_read_in_order_not_sorted(store: Dja
         assert "Seq Scan on approvals_run " not in plan, plan
     else:
         assert "USE TEMP B-TREE FOR ORDER BY" not in plan.split("SCAN page")[0], plan
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="prepared statements and generic plans are PostgreSQL's"
+)
+def test_a_small_agents_oldest_run_is_read_from_its_own_index_whatever_the_plan(
+    store: DjangoRunStore,
+) -> None:
+    # A listing's statement is prepared, and after a few executions PostgreSQL may plan it once for
+    # every agent. Beside one big agent, the generic plan of a small agent's oldest-first page (the
+    # overview's "oldest waiting") walked the queue's index in that order past every waiting run.
+    RunRecord.objects.bulk_create(
+        RunRecord(
+            run_id=f"big-{i:05d}",
+            agent_id="support",
+            created_at=T0,
+            suspended_at=T0 + timedelta(seconds=i),
+            snapshot={"messages": []},
+        )
+        for i in range(3000)
+    )
+    query = RunQuery(agent_id="billing", oldest_first=True, limit=1)  # (none waits: the overview's
+    # common case, and the one the statistics cannot tell from the big agent)
+    sent: list[tuple[str, Any]] = []
+
+    def keep(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        sent.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE approvals_run")
+    with transaction.atomic(), connection.cursor() as cursor:  # (one connection, the setting undone)
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        with connection.execute_wrapper(keep):
+            runs, total = store.list_suspended(query)
+        sql, listing = next((sql, params) for sql, params in sent if " page " in sql)
+        number = itertools.count(1)
+        on_the_server = re.sub("%s", lambda _: f"${next(number)}", sql).replace("%%", "%")
+        cursor.execute("SELECT name FROM pg_prepared_statements WHERE statement = %s", [on_the_server])
+        ((name,),) = cursor.fetchall()
+        cursor.execute(f"EXPLAIN EXECUTE {name}({', '.join(['%s'] * len(listing))})", listing)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+
+    assert (runs, total) == ([], 0)
+    assert "run_queue" not in plan and "Index Cond: (((agent_id)::text = $" in plan, plan
