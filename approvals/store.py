@@ -2018,9 +2018,10 @@ def _values(connection: Any, query: RunQuery) -> dict[Any, Any]:
 # The tool filter takes any part of a name, in any case: matched against the names of the tools calls
 # wait on (a few, found by skipping through their index), it becomes a filter on those exact names,
 # which the planner can estimate and so walk the queue's order with (a pattern it cannot estimate, it
-# read every matching call first). The threads and end users the filters suggest come, for the agents
-# seen whole on PostgreSQL, from the waiting counters (one row per agent and name, in name order)
-# rather than from every waiting run.
+# read every matching call first). On PostgreSQL the thread and end-user filters are resolved the same
+# way, from the names in the waiting counters (one row per agent and name: migration 0027), where a
+# pattern read every waiting run. The threads and end users the filters suggest come, for the agents
+# seen whole on PostgreSQL, from the same counters, in name order, rather than from every waiting run.
 
 
 @dataclass(frozen=True)
@@ -2060,7 +2061,12 @@ class QueuePage:
 def queue_page(using: str, query: QueueQuery) -> QueuePage:
     """The runs of ``query``'s page (each with its calls), their places, and whether more follow."""
     wanted = query.limit + 1  # one more than the page: whether anything follows it
-    matching = _matching(query, tools_named_like(using, query.tool) if query.tool else None)
+    matching = _matching(
+        query,
+        tools=tools_named_like(using, query.tool) if query.tool else None,
+        threads=waiting_names_like(using, query.scope, "thread_id", query.thread),
+        resources=waiting_names_like(using, query.scope, "resource_id", query.resource),
+    )
     places: list[QueuePosition] = []
     if query.after is None or query.after.deadline is not None:
         places = _with_deadline(using, query, matching("run__"), wanted)
@@ -2077,16 +2083,23 @@ def queue_page(using: str, query: QueueQuery) -> QueuePage:
     return QueuePage(runs=[read[p.run_id] for p in kept], positions=kept, more=more)
 
 
-def _matching(query: QueueQuery, tools: list[str] | None) -> Callable[[str], Q]:
+def _matching(
+    query: QueueQuery, *, tools: list[str] | None, threads: list[str] | None, resources: list[str] | None
+) -> Callable[[str], Q]:
     """The query's filters and scope on runs, given the path to the run from the rows filtered
-    (``"run__"`` from calls); ``tools``: the names the query's tool filter matches."""
+    (``"run__"`` from calls); ``tools``, ``threads``, ``resources``: the names the query's filters
+    match (None: that filter is none, or a thread's or end user's is a pattern on the runs)."""
 
     def conditions(run: str) -> Q:
         found = queue_condition(query.scope, run)
-        if query.thread:
-            found &= Q(**{f"{run}thread_id__icontains": query.thread})
-        if query.resource:
-            found &= Q(**{f"{run}resource_id__icontains": query.resource})
+        for column, part, names in (
+            ("thread_id", query.thread, threads),
+            ("resource_id", query.resource, resources),
+        ):
+            if names is not None:
+                found &= Q(**{f"{run}{column}__in": names})
+            elif part:
+                found &= Q(**{f"{run}{column}__icontains": part})
         if query.created_from is not None:
             found &= Q(**{f"{run}created_at__gte": query.created_from})
         if query.created_to is not None:
@@ -2119,6 +2132,24 @@ def tools_named_like(using: str, part: str) -> list[str]:
         names = [name for (name,) in cursor.fetchall()]
     part = part.casefold()
     return [name for name in names if part in name.casefold()]
+
+
+def waiting_names_like(using: str, scope: QueueScope, column: str, part: str | None) -> list[str] | None:
+    """The threads (``column`` "thread_id") or end users ("resource_id") that runs of ``scope``'s agents
+    wait on and that hold ``part`` in any case, read from the waiting counters (PostgreSQL): a few rows
+    an agent and name, where the runs are as many as wait. None without a part, or on SQLite (no
+    counters: the filter stays a pattern on the runs)."""
+    if not part or not scope or connections[using].vendor != "postgresql":
+        return None
+    table = {"thread_id": _THREADS, "resource_id": _RESOURCES}[column]
+    pattern = f"%{connections[using].ops.prep_for_like_query(part)}%"
+    with database.cursor(using) as cursor:
+        cursor.execute(
+            f"SELECT DISTINCT {column} FROM {table} WHERE agent_id = ANY(%s) AND NOT delegated AND n > 0"
+            f" AND UPPER({column}) LIKE UPPER(%s)",
+            [[agent_id for agent_id, _ in scope], pattern],
+        )
+        return [name for (name,) in cursor.fetchall()]
 
 
 def queue_names(using: str, scope: QueueScope, column: str, limit: int) -> list[str]:

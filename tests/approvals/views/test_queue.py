@@ -270,6 +270,22 @@ def test_the_tool_filter_matches_the_tools_calls_wait_on_and_nothing_else(
     assert matched("transfer") == [] and matched("%25") == [] and matched("zzz") == []
 
 
+def test_a_thread_or_end_user_filter_takes_its_part_as_written(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    underscore = start(agents, "helpdesk", "refund a", thread_id="a_b-1", resource_id="50%-off")
+    start(agents, "helpdesk", "refund b", thread_id="axb-2", resource_id="500-off")
+    decided = start(agents, "helpdesk", "transfer 500", thread_id="a_b-3")
+    assert "Completed" in approve(reviewer_client, decided, **HX)
+
+    def matched(query: str) -> list[str]:
+        return listed(reviewer_client.get(f"{QUEUE}?{query}", **HX).content.decode())
+
+    # "_" and "%" are characters of the name, not wildcards; a run that waits no more is not found.
+    assert matched("thread=A_B") == [underscore.run_id] and matched("resource=50%25") == [underscore.run_id]
+    assert matched("thread=a_b-3") == [] and matched("thread=zzz") == []
+
+
 @pytest.mark.parametrize(
     ("query", "message"),
     [
