@@ -2134,11 +2134,16 @@ def tools_named_like(using: str, part: str) -> list[str]:
     return [name for name in names if part in name.casefold()]
 
 
+#: The most names a thread or end-user filter of the queue is turned into; a part that more names
+#: hold stays a pattern, which then matches so many runs that the queue's walk soon fills its page.
+_MOST_NAMES = 500
+
+
 def waiting_names_like(using: str, scope: QueueScope, column: str, part: str | None) -> list[str] | None:
     """The threads (``column`` "thread_id") or end users ("resource_id") that runs of ``scope``'s agents
-    wait on and that hold ``part`` in any case, read from the waiting counters (PostgreSQL): a few rows
-    an agent and name, where the runs are as many as wait. None without a part, or on SQLite (no
-    counters: the filter stays a pattern on the runs)."""
+    wait on and that hold ``part`` in any case, read from the waiting counters (PostgreSQL): a row an
+    agent and name, where the runs are as many as wait. None without a part, past ``_MOST_NAMES``
+    names, or on SQLite (no counters): the filter is then a pattern on the runs."""
     if not part or not scope or connections[using].vendor != "postgresql":
         return None
     table = {"thread_id": _THREADS, "resource_id": _RESOURCES}[column]
@@ -2146,10 +2151,11 @@ def waiting_names_like(using: str, scope: QueueScope, column: str, part: str | N
     with database.cursor(using) as cursor:
         cursor.execute(
             f"SELECT DISTINCT {column} FROM {table} WHERE agent_id = ANY(%s) AND NOT delegated AND n > 0"
-            f" AND UPPER({column}) LIKE UPPER(%s)",
-            [[agent_id for agent_id, _ in scope], pattern],
+            f" AND UPPER({column}) LIKE UPPER(%s) LIMIT %s",
+            [[agent_id for agent_id, _ in scope], pattern, _MOST_NAMES + 1],
         )
-        return [name for (name,) in cursor.fetchall()]
+        names = [name for (name,) in cursor.fetchall()]
+    return names if len(names) <= _MOST_NAMES else None
 
 
 def queue_names(using: str, scope: QueueScope, column: str, limit: int) -> list[str]:

@@ -17,6 +17,7 @@ from django.urls import reverse
 
 from agents_runtime import RunResult
 from agents_runtime.store import Deadline
+from approvals import store as store_module
 from approvals.models import RunRecord
 from tests.support.inbox_rows import HX
 from tests.support.queries import count_queries
@@ -284,6 +285,16 @@ def test_a_thread_or_end_user_filter_takes_its_part_as_written(
     # "_" and "%" are characters of the name, not wildcards; a run that waits no more is not found.
     assert matched("thread=A_B") == [underscore.run_id] and matched("resource=50%25") == [underscore.run_id]
     assert matched("thread=a_b-3") == [] and matched("thread=zzz") == []
+
+
+def test_a_thread_filter_that_many_names_match_still_finds_every_run(
+    mixed: dict[str, RunResult], reviewer_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "_MOST_NAMES", 1)  # (two threads hold "infra": a pattern again)
+
+    page = reviewer_client.get(f"{QUEUE}?thread=INFRA", **HX)
+
+    assert listed(page.content.decode()) == [mixed["schedule"].run_id, mixed["boss"].run_id]
 
 
 @pytest.mark.parametrize(
