@@ -202,20 +202,25 @@ def test_a_page_of_sub_agents_calls_reads_only_the_delegated_runs(store: DjangoR
     assert "run_delegated_oldest_idx" in plan or "Index Cond: (parent_run_id IS NOT NULL)" in plan, plan
 
 
-def test_a_page_of_a_sub_agents_own_calls_is_read_in_order_not_sorted(store: DjangoRunStore) -> None:
-    # Its own runs are filtered as COALESCE(parent_run_id, '') = '' (the store's ``_matches``), of
-    # which PostgreSQL, without statistics on the expression (migration 0047), guessed it keeps 0.5%
-    # of the rows: with thousands waiting, it read the whole table and sorted it for a page.
+def _many_waiting(prefix: str, n: int) -> None:
+    """``n`` waiting runs of ``support`` without calls, one a second, bulk-inserted."""
     RunRecord.objects.bulk_create(
         RunRecord(
-            run_id=f"own-{i:05d}",
+            run_id=f"{prefix}-{i:05d}",
             agent_id="support",
             created_at=T0,
             suspended_at=T0 + timedelta(seconds=i),
             snapshot={"messages": []},
         )
-        for i in range(5000)
+        for i in range(n)
     )
+
+
+def test_a_page_of_a_sub_agents_own_calls_is_read_in_order_not_sorted(store: DjangoRunStore) -> None:
+    # Its own runs are filtered as COALESCE(parent_run_id, '') = '' (the store's ``_matches``), of
+    # which PostgreSQL, without statistics on the expression (migration 0047), guessed it keeps 0.5%
+    # of the rows: with thousands waiting, it read the whole table and sorted it for a page.
+    _many_waiting("own", 5000)
     store.insert_suspended(suspension("inner-0", parent_run_id="boss-1"))
     query = RunQuery(agent_id="support", delegated=False, oldest_first=True, limit=50)
     runs, _total, plan = _listed_with_plan(store, query, "COALESCE")
@@ -236,16 +241,7 @@ def test_a_small_agents_oldest_run_is_read_from_its_own_index_whatever_the_plan(
     # A listing's statement is prepared, and after a few executions PostgreSQL may plan it once for
     # every agent. Beside one big agent, the generic plan of a small agent's oldest-first page (the
     # overview's "oldest waiting") walked the queue's index in that order past every waiting run.
-    RunRecord.objects.bulk_create(
-        RunRecord(
-            run_id=f"big-{i:05d}",
-            agent_id="support",
-            created_at=T0,
-            suspended_at=T0 + timedelta(seconds=i),
-            snapshot={"messages": []},
-        )
-        for i in range(3000)
-    )
+    _many_waiting("big", 3000)
     query = RunQuery(agent_id="billing", oldest_first=True, limit=1)  # (none waits: the overview's
     # common case, and the one the statistics cannot tell from the big agent)
     sent: list[tuple[str, Any]] = []
