@@ -281,7 +281,9 @@ class RunRecord(models.Model):
             # runs it lists oldest first, walked in order whichever agents are in it (their ids
             # checked in the index). Partial, so that a prepared listing of one agent (its status a
             # parameter) cannot use it: its generic plan, which cannot tell a small agent from a big
-            # one, walked every waiting run in this order to find a small agent's oldest (migration 0048).
+            # one, walked every waiting run in this order to find a small agent's oldest. On SQLite,
+            # which cannot match a bound status against a partial index's condition, migration 0048
+            # keeps the whole index it replaced (status first) under this name.
             models.Index(
                 fields=["suspended_at", "run_id", "agent_id"],
                 condition=Q(status=RunStatus.SUSPENDED, parent_run_id__isnull=True),

@@ -2161,7 +2161,8 @@ def waiting_names_like(using: str, scope: QueueScope, column: str, part: str | N
 def queue_names(using: str, scope: QueueScope, column: str, limit: int) -> list[str]:
     """Up to ``limit`` of the threads (``column`` "thread_id") or end users ("resource_id") the
     queue's runs wait on, in name order: on PostgreSQL, an agent seen whole gives its first ``limit``
-    from its waiting counters; the others', and SQLite's, come from their runs."""
+    from its waiting counters; the others', and SQLite's, come from their runs, the first ``limit``
+    found (sorting them all first would read every waiting run)."""
     whole = [agent_id for agent_id, groups in scope if groups is None]
     names: set[str] = set()
     from_runs = scope
@@ -2177,7 +2178,7 @@ def queue_names(using: str, scope: QueueScope, column: str, limit: int) -> list[
         from_runs = tuple((agent_id, groups) for agent_id, groups in scope if groups is not None)
     if from_runs:
         runs = RunRecord.objects.using(using).in_queue(from_runs).exclude(**{column: None})
-        names.update(runs.order_by(column).values_list(column, flat=True).distinct()[:limit])
+        names.update(runs.order_by().values_list(column, flat=True).distinct()[:limit])
     return sorted(names)[:limit]
 
 

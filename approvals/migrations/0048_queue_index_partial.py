@@ -1,5 +1,5 @@
-# The reviewer's queue index becomes partial (the waiting runs it lists: suspended, not a sub-agent's
-# inner run), so that an agent's prepared listing cannot use it.
+# The reviewer's queue index becomes partial on PostgreSQL (the waiting runs it lists: suspended, not a
+# sub-agent's inner run), so that an agent's prepared listing cannot use it.
 #
 # A listing's statement is prepared once per connection (approvals/server/database.py) and its agent is
 # a parameter. After a few executions PostgreSQL may plan it once for any agent (a generic plan), from
@@ -8,10 +8,30 @@
 # index, which has the same order, past every waiting run to find the agent's first: ~55 ms an agent
 # at a million runs, against 0.05 ms from the agent's own index (run_agent_oldest_idx). A partial index
 # whose condition names the status cannot serve a statement whose status is a parameter, so the
-# generic plan takes the agent's index; the queue's statements, written with their values, still walk
-# this one.
+# generic plan takes the agent's index; the queue's statements, sent with their values, still walk it.
+#
+# SQLite prepares nothing across requests, and it cannot match a bound status (Django binds every
+# value there) against a partial index's condition either, which would leave the queue without an
+# index to walk: there the index keeps the columns it had, under the new name.
 
 from django.db import migrations, models
+
+TABLE = "approvals_run"
+OLD = "run_queue_idx"
+NEW = "run_queue_waiting_idx"
+WHOLE = "(status, suspended_at, run_id, agent_id, parent_run_id)"
+PARTIAL = "(suspended_at, run_id, agent_id) WHERE status = 'suspended' AND parent_run_id IS NULL"
+
+
+def _forward(apps, schema_editor):
+    shape = PARTIAL if schema_editor.connection.vendor == "postgresql" else WHOLE
+    schema_editor.execute(f"DROP INDEX IF EXISTS {OLD}")
+    schema_editor.execute(f"CREATE INDEX {NEW} ON {TABLE} {shape}")
+
+
+def _backward(apps, schema_editor):
+    schema_editor.execute(f"DROP INDEX IF EXISTS {NEW}")
+    schema_editor.execute(f"CREATE INDEX {OLD} ON {TABLE} {WHOLE}")
 
 
 class Migration(migrations.Migration):
@@ -20,16 +40,18 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RemoveIndex(
-            model_name="runrecord",
-            name="run_queue_idx",
-        ),
-        migrations.AddIndex(
-            model_name="runrecord",
-            index=models.Index(
-                condition=models.Q(("parent_run_id__isnull", True), ("status", "suspended")),
-                fields=["suspended_at", "run_id", "agent_id"],
-                name="run_queue_waiting_idx",
-            ),
-        ),
+        migrations.SeparateDatabaseAndState(
+            state_operations=[
+                migrations.RemoveIndex(model_name="runrecord", name=OLD),
+                migrations.AddIndex(
+                    model_name="runrecord",
+                    index=models.Index(
+                        condition=models.Q(("parent_run_id__isnull", True), ("status", "suspended")),
+                        fields=["suspended_at", "run_id", "agent_id"],
+                        name=NEW,
+                    ),
+                ),
+            ],
+            database_operations=[migrations.RunPython(_forward, _backward)],
+        )
     ]
