@@ -1598,7 +1598,7 @@ def _audit_values(
 # columns alone.
 #
 # A page in deadline order is the exception: in one statement it would compute every match's soonest
-# deadline and sort them all (half a second at a million runs). ``deadline_page`` reads it as the
+# deadline and sort them all (bench/inbox_page.py, docs/scaling.md). ``deadline_page`` reads it as the
 # queue does, two walks that stop at the page (the runs with a deadline from the calls' deadline
 # index, then the others in suspension order), after the header's statement; the whole listing (no
 # window) is still the one statement, and the tests check each page against it.

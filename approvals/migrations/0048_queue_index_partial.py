@@ -5,8 +5,8 @@
 # a parameter. After a few executions PostgreSQL may plan it once for any agent (a generic plan), from
 # the agents' average share of the runs. With one big agent among small ones, the oldest-first listing
 # of a small agent (the overview's "oldest waiting", the inbox's default order) then walked the queue's
-# index, which has the same order, past every waiting run to find the agent's first: ~55 ms an agent
-# at a million runs, against 0.05 ms from the agent's own index (run_agent_oldest_idx). A partial index
+# index, which has the same order, past every waiting run to find the agent's first, where the agent's
+# own index (run_agent_oldest_idx) has it at once (docs/scaling.md, bench/inbox_page.py). A partial index
 # whose condition names the status cannot serve a statement whose status is a parameter, so the
 # generic plan takes the agent's index; the queue's statements, sent with their values, still walk it.
 #
