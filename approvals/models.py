@@ -179,7 +179,7 @@ class RunRecordQuerySet(models.QuerySet["RunRecord"]):
     ) -> RunRecordQuerySet:
         # Ties by run_id ascending either way, so pages are stable.
         if by_deadline:
-            due = ParkedCallRecord.objects.filter(run=OuterRef("pk"), expires_at__isnull=False).undecided()
+            due = ParkedCallRecord.objects.filter(run=OuterRef("pk")).due()
             return self.alias(
                 next_deadline=Subquery(due.order_by("expires_at").values("expires_at")[:1])
             ).order_by(F("next_deadline").asc(nulls_last=True), "suspended_at", "run_id")
@@ -301,6 +301,18 @@ class ParkedCallRecordQuerySet(models.QuerySet["ParkedCallRecord"]):
 
     def decided(self) -> ParkedCallRecordQuerySet:
         return self.filter(action__isnull=False)
+
+    def due(self) -> ParkedCallRecordQuerySet:
+        """Undecided calls that have a deadline (``call_undecided_expiry_idx``)."""
+        return self.undecided().filter(expires_at__isnull=False)
+
+    def soonest_of_their_runs(self) -> ParkedCallRecordQuerySet:
+        """Of these, the due call of each run that is due first (ties by id): the run's place in
+        deadline order, one row a run (a probe of the run's own few calls says which)."""
+        soonest = OuterRef("expires_at")
+        before = Q(expires_at__lt=soonest) | Q(expires_at=soonest, pk__lt=OuterRef("pk"))
+        earlier = ParkedCallRecord.objects.filter(before, run=OuterRef("run")).due()
+        return self.due().exclude(Exists(earlier))
 
     def in_queue(self, scope: QueueScope) -> ParkedCallRecordQuerySet:
         """The undecided calls of ``RunRecordQuerySet.in_queue``'s runs that count there: every call

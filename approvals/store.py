@@ -1647,6 +1647,8 @@ _DAYS = "approvals_waiting_day"
 #: Waiting runs per agent and thread, and per agent and end user (migration 0027).
 _THREADS = "approvals_waiting_thread"
 _RESOURCES = "approvals_waiting_resource"
+#: Which of them counts the runs of each name column.
+_NAME_COUNTERS = {"thread_id": _THREADS, "resource_id": _RESOURCES}
 
 #: Whether a claim's lease ran out: the partial index run_running_lease_idx, status a literal.
 _EXPIRED = (
@@ -1783,18 +1785,11 @@ def deadline_page(runs: RunRecordQuerySet, using: str, query: RunQuery) -> Listi
     (by_deadline=True)``, which sorts every match by its soonest deadline to give it."""
     assert query.limit is not None
     matches, _ = _matches_in_order(runs, replace(query, by_deadline=False))
-    due = ParkedCallRecord.objects.filter(run=OuterRef("pk"), expires_at__isnull=False).undecided()
-    soonest = OuterRef("expires_at")
-    earlier = ParkedCallRecord.objects.filter(
-        Q(expires_at__lt=soonest) | Q(expires_at=soonest, pk__lt=OuterRef("pk")),
-        run=OuterRef("run"),
-        expires_at__isnull=False,
-    ).undecided()
+    due = ParkedCallRecord.objects.filter(run=OuterRef("pk")).due()
     calls = (
         ParkedCallRecord.objects.using(using)
-        .undecided()
-        .filter(expires_at__isnull=False, run__in=matches.values("pk"))
-        .exclude(Exists(earlier))
+        .filter(run__in=matches.values("pk"))
+        .soonest_of_their_runs()
         .order_by("expires_at", "run__suspended_at", "run__run_id")
     )
     start, end = query.offset, query.offset + query.limit
@@ -2146,7 +2141,7 @@ def waiting_names_like(using: str, scope: QueueScope, column: str, part: str | N
     names, or on SQLite (no counters): the filter is then a pattern on the runs."""
     if not part or not scope or connections[using].vendor != "postgresql":
         return None
-    table = {"thread_id": _THREADS, "resource_id": _RESOURCES}[column]
+    table = _NAME_COUNTERS[column]
     pattern = f"%{connections[using].ops.prep_for_like_query(part)}%"
     with database.cursor(using) as cursor:
         cursor.execute(
@@ -2167,7 +2162,7 @@ def queue_names(using: str, scope: QueueScope, column: str, limit: int) -> list[
     names: set[str] = set()
     from_runs = scope
     if connections[using].vendor == "postgresql" and whole:
-        table = {"thread_id": _THREADS, "resource_id": _RESOURCES}[column]
+        table = _NAME_COUNTERS[column]
         each = f"SELECT {column} FROM {table} WHERE agent_id = %s AND NOT delegated AND n > 0"
         with database.cursor(using) as cursor:
             cursor.execute(
@@ -2185,15 +2180,7 @@ def queue_names(using: str, scope: QueueScope, column: str, limit: int) -> list[
 def _with_deadline(using: str, query: QueueQuery, matching: Q, n: int) -> list[QueuePosition]:
     """Up to ``n`` places of runs with a deadline, after the query's: each run at its first
     undecided call that has one (deadline, then call id)."""
-    due = OuterRef("expires_at")
-    before = Q(expires_at__lt=due) | Q(expires_at=due, pk__lt=OuterRef("pk"))
-    earlier = ParkedCallRecord.objects.filter(before, run=OuterRef("run"), expires_at__isnull=False)
-    calls = (
-        ParkedCallRecord.objects.using(using)
-        .undecided()
-        .filter(matching, expires_at__isnull=False)
-        .exclude(Exists(earlier.undecided()))
-    )
+    calls = ParkedCallRecord.objects.using(using).filter(matching).soonest_of_their_runs()
     after = query.after
     if after is not None and after.deadline is not None:
         calls = calls.filter(expires_at__gte=after.deadline).filter(
@@ -2210,7 +2197,7 @@ def _with_deadline(using: str, query: QueueQuery, matching: Q, n: int) -> list[Q
 
 def _without_deadline(using: str, query: QueueQuery, matching: Q, n: int) -> list[QueuePosition]:
     """Up to ``n`` places of runs without a deadline, after the query's, oldest suspension first."""
-    due = ParkedCallRecord.objects.filter(run=OuterRef("pk"), expires_at__isnull=False).undecided()
+    due = ParkedCallRecord.objects.filter(run=OuterRef("pk")).due()
     runs = RunRecord.objects.using(using).filter(matching).exclude(Exists(due))
     after = query.after
     if after is not None and after.deadline is None:
