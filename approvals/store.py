@@ -1785,15 +1785,10 @@ def deadline_page(runs: RunRecordQuerySet, using: str, query: RunQuery) -> Listi
     (by_deadline=True)``, which sorts every match by its soonest deadline to give it."""
     assert query.limit is not None
     matches, _ = _matches_in_order(runs, replace(query, by_deadline=False))
-    due = ParkedCallRecord.objects.filter(run=OuterRef("pk")).due()
-    calls = (
-        ParkedCallRecord.objects.using(using)
-        .filter(run__in=matches.values("pk"))
-        .soonest_of_their_runs()
-        .order_by("expires_at", "run__suspended_at", "run__run_id")
-    )
+    due = ParkedCallRecord.objects.due_of(OuterRef("pk"))
+    calls = ParkedCallRecord.objects.using(using).filter(run__in=matches.values("pk")).soonest_of_their_runs()
     start, end = query.offset, query.offset + query.limit
-    run_ids = list(calls.values_list("run__run_id", flat=True)[start:end])
+    run_ids = [run_id for _, _, run_id in _in_deadline_order(calls, start, end)]
     if len(run_ids) < query.limit:
         # Where the page starts among the runs without a deadline: after every run with one.
         with_deadline = start + len(run_ids) if run_ids or not start else matches.filter(Exists(due)).count()
@@ -1803,6 +1798,24 @@ def deadline_page(runs: RunRecordQuerySet, using: str, query: RunQuery) -> Listi
         skip = max(0, start - with_deadline)
         run_ids += others[skip : skip + query.limit - len(run_ids)]
     return listed_by_id(runs.using(using), run_ids)
+
+
+def _in_deadline_order(calls: ParkedCallRecordQuerySet, start: int, end: int) -> list[tuple[Any, ...]]:
+    """Places ``start`` to ``end`` of ``calls`` (one a run: ``soonest_of_their_runs``) in deadline
+    order, ties by the run's suspension then its id: each a (deadline, suspended at, run id).
+
+    Read in the deadline index's own order, which any plan walks only as far as the page: sorted as a
+    whole, a page was only as quick as PostgreSQL's statistics were right (with a deadline newly on
+    many calls, minutes). Only when two of the deadlines read are alike does the index's order not
+    settle the page: then it is sorted, up to the last deadline it holds."""
+    columns = ("expires_at", "run__suspended_at", "run__run_id")
+    # (With the place before the page and the one after it: a deadline alike across either edge.)
+    first = max(start - 1, 0)
+    walked = list(calls.order_by("expires_at").values_list(*columns)[first : end + 1])
+    if len({place[0] for place in walked}) == len(walked):
+        return walked[start - first : end - first]
+    last = walked[min(end - first, len(walked)) - 1][0]
+    return list(calls.filter(expires_at__lte=last).order_by(*columns).values_list(*columns)[start:end])
 
 
 def listed_by_id(runs: RunRecordQuerySet, run_ids: list[str]) -> Listing:
@@ -2188,16 +2201,14 @@ def _with_deadline(using: str, query: QueueQuery, matching: Q, n: int) -> list[Q
             | Q(run__suspended_at__gt=after.suspended_at)
             | Q(run__suspended_at=after.suspended_at, run__run_id__gt=after.run_id)
         )
-    found = calls.order_by("expires_at", "run__suspended_at", "run__run_id").values_list(
-        "expires_at", "run__suspended_at", "run__run_id"
-    )[:n]
+    found = _in_deadline_order(calls, 0, n)
     # (Every deadline here is set: ``expires_at__isnull=False``.)
     return [QueuePosition(due and utc(due), utc(suspended), run_id) for due, suspended, run_id in found]
 
 
 def _without_deadline(using: str, query: QueueQuery, matching: Q, n: int) -> list[QueuePosition]:
     """Up to ``n`` places of runs without a deadline, after the query's, oldest suspension first."""
-    due = ParkedCallRecord.objects.filter(run=OuterRef("pk")).due()
+    due = ParkedCallRecord.objects.due_of(OuterRef("pk"))
     runs = RunRecord.objects.using(using).filter(matching).exclude(Exists(due))
     after = query.after
     if after is not None and after.deadline is None:

@@ -17,8 +17,8 @@ import pytest
 from django.db import connection, transaction
 
 from agents_runtime.store import RunQuery
-from approvals.models import RunRecord
-from approvals.store import DjangoRunStore
+from approvals.models import ParkedCallRecord, RunRecord
+from approvals.store import DjangoRunStore, QueueQuery, queue_page
 from tests.support.store_helpers import T0, Clock, approval, decision, suspend_call, suspension
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -266,3 +266,97 @@ def test_a_small_agents_oldest_run_is_read_from_its_own_index_whatever_the_plan(
 
     assert (runs, total) == ([], 0)
     assert "run_queue" not in plan and "Index Cond: (((agent_id)::text = $" in plan, plan
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 10])
+def test_the_queue_pages_through_deadlines_alike_in_suspension_order(
+    store: DjangoRunStore, limit: int
+) -> None:
+    # Four runs due at the same moment, suspended in another order than their ids; two with an
+    # earlier deadline too, one of them on a second call; three without a deadline.
+    alike = T0 + timedelta(hours=1)
+    due = {
+        "d-1": alike,
+        "d-2": alike,
+        "d-3": alike,
+        "d-4": alike,
+        "e-1": T0,
+        "e-2": T0 + timedelta(minutes=5),
+    }
+    for i, (run_id, deadline) in enumerate(due.items()):
+        calls = [replace(approval(), expires_at=deadline)]
+        if run_id == "e-2":
+            calls = [
+                replace(approval("late"), expires_at=alike),
+                replace(approval("soon"), expires_at=deadline),
+            ]
+        suspended = T0 + timedelta(minutes=(7 - i) % 4)  # d-4 and e-1 alike
+        store.insert_suspended(suspension(run_id, suspended_at=suspended, calls=calls))
+    for run_id in ("n-1", "n-2", "n-3"):
+        store.insert_suspended(suspension(run_id))
+    listed: list[str] = []
+    query = QueueQuery(scope=(("support", None),), limit=limit)
+    while True:
+        page = queue_page("default", query)
+        listed += [run.run_id for run in page.runs]
+        if not page.more:
+            break
+        query = replace(query, after=page.positions[-1])
+
+    # d-1..d-4 were suspended at minutes 3, 2, 1, 0 (d-4 first); the rest by suspension, then id.
+    assert listed == ["e-1", "e-2", "d-4", "d-3", "d-2", "d-1", "n-1", "n-2", "n-3"]
+
+
+def _expiry_index_rows(sql: str, params: Any) -> int:
+    """How many index entries ``sql`` reads from the calls' deadline index, run again under EXPLAIN."""
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, TIMING OFF) " + sql, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    found = re.findall(r"call_undecided_expiry_idx.*actual rows=(\d+) loops=(\d+)", plan)
+    return sum(int(rows) * int(loops) for rows, loops in found)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's statistics and plans")
+def test_a_page_in_deadline_order_reads_as_far_as_the_page_with_statistics_from_before_the_deadlines(
+    store: DjangoRunStore,
+) -> None:
+    # Statistics taken before many calls gained a deadline say that almost none has one. The deadline
+    # index then looked like a one-row probe: each run's soonest call was found by scanning it whole,
+    # every due call was read and sorted, and a queue page at a million runs took minutes.
+    _many_waiting("run", 2000)
+    runs = list(RunRecord.objects.order_by("pk"))
+    ParkedCallRecord.objects.bulk_create(
+        ParkedCallRecord(run=run, position=0, tool_call_id="call-1", tool_name="refund", kind="approval")
+        for run in runs
+    )
+    table = ParkedCallRecord._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {table}")
+            cursor.execute("ANALYZE approvals_run")
+        for i, run in enumerate(runs[::2]):  # half of them, each its own deadline, latest run first
+            ParkedCallRecord.objects.filter(run=run).update(expires_at=T0 + timedelta(hours=1, seconds=-i))
+        sent: list[tuple[str, Any]] = []
+
+        def keep(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+            sent.append((sql, params))
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(keep):
+            queue = queue_page("default", QueueQuery(scope=(("support", None),), limit=20))
+            listed, total = store.list_suspended(RunQuery(agent_id="support", by_deadline=True, limit=50))
+            whole, _ = store.list_suspended(RunQuery(agent_id="support", by_deadline=True))
+
+        latest_due = [run.run_id for run in runs[::2][::-1]]
+        assert [run.run_id for run in queue.runs] == latest_due[:20] and queue.more
+        assert [run.run_id for run in listed] == latest_due[:50] and total == 2000
+        assert [run.run_id for run in whole[:1000]] == latest_due and len(whole) == 2000
+        walks = [(sql, params) for sql, params in sent if "expires_at" in sql and table in sql]
+        assert walks
+        for sql, params in walks:
+            assert _expiry_index_rows(sql, params) <= 60, sql
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"ALTER TABLE {table} RESET (autovacuum_enabled)")
