@@ -21,7 +21,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Exists, F, Max, OuterRef, Q, Subquery, Value
+from django.db.models import Exists, F, Max, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -180,7 +180,7 @@ class RunRecordQuerySet(models.QuerySet["RunRecord"]):
     ) -> RunRecordQuerySet:
         # Ties by run_id ascending either way, so pages are stable.
         if by_deadline:
-            due = ParkedCallRecord.objects.due_of(OuterRef("pk"))
+            due = ParkedCallRecord.objects.filter(run=OuterRef("pk")).due()
             return self.alias(
                 next_deadline=Subquery(due.order_by("expires_at").values("expires_at")[:1])
             ).order_by(F("next_deadline").asc(nulls_last=True), "suspended_at", "run_id")
@@ -311,21 +311,17 @@ class ParkedCallRecordQuerySet(models.QuerySet["ParkedCallRecord"]):
         """Of these, the due call of each run that is due first (ties by id): the run's place in
         deadline order, one row a run (a probe of the run's own few calls says which)."""
         soonest = OuterRef("expires_at")
-        before = Q(expires_at__lt=soonest) | Q(expires_at=soonest, pk__lt=OuterRef("pk"))
-        earlier = ParkedCallRecord.objects.due_of(OuterRef("run")).filter(before)
+        # Compared through COALESCE (a call without a deadline is never before): so that no index of
+        # due calls can serve this probe, only the run's own. Statistics taken before many calls
+        # gained a deadline say that almost none has one; the deadline index then looked like a
+        # one-row probe and was scanned whole for every run (at a million runs, minutes a page).
+        before = Q(deadline_or_soonest__lt=soonest) | Q(expires_at=soonest, pk__lt=OuterRef("pk"))
+        earlier = (
+            ParkedCallRecord.objects.undecided()
+            .alias(deadline_or_soonest=Coalesce("expires_at", soonest, output_field=models.DateTimeField()))
+            .filter(before, run=OuterRef("run"))
+        )
         return self.due().exclude(Exists(earlier))
-
-    def due_of(self, run: OuterRef) -> ParkedCallRecordQuerySet:
-        """What ``due()`` holds of one run (``run``: a reference to its pk), for a probe run by run.
-
-        Read through the run's own calls (``call_run_tool_call_uniq``) whatever PostgreSQL's
-        statistics say: "undecided" is written so that no partial index of undecided calls matches.
-        Statistics taken before many calls gained a deadline say that almost none has one, and the
-        deadline index (``call_undecided_expiry_idx``) then looks like a one-row probe: scanned whole
-        for every run, a queue page took minutes, until the next ANALYZE.
-        """
-        undecided = self.alias(action_or_empty=Coalesce("action", Value("")))
-        return undecided.filter(run=run, action_or_empty="", expires_at__isnull=False)
 
     def in_queue(self, scope: QueueScope) -> ParkedCallRecordQuerySet:
         """The undecided calls of ``RunRecordQuerySet.in_queue``'s runs that count there: every call

@@ -1785,7 +1785,7 @@ def deadline_page(runs: RunRecordQuerySet, using: str, query: RunQuery) -> Listi
     (by_deadline=True)``, which sorts every match by its soonest deadline to give it."""
     assert query.limit is not None
     matches, _ = _matches_in_order(runs, replace(query, by_deadline=False))
-    due = ParkedCallRecord.objects.due_of(OuterRef("pk"))
+    due = ParkedCallRecord.objects.filter(run=OuterRef("pk")).due()
     calls = ParkedCallRecord.objects.using(using).filter(run__in=matches.values("pk")).soonest_of_their_runs()
     start, end = query.offset, query.offset + query.limit
     run_ids = [run_id for _, _, run_id in _in_deadline_order(calls, start, end)]
@@ -2208,7 +2208,7 @@ def _with_deadline(using: str, query: QueueQuery, matching: Q, n: int) -> list[Q
 
 def _without_deadline(using: str, query: QueueQuery, matching: Q, n: int) -> list[QueuePosition]:
     """Up to ``n`` places of runs without a deadline, after the query's, oldest suspension first."""
-    due = ParkedCallRecord.objects.due_of(OuterRef("pk"))
+    due = ParkedCallRecord.objects.filter(run=OuterRef("pk")).due()
     runs = RunRecord.objects.using(using).filter(matching).exclude(Exists(due))
     after = query.after
     if after is not None and after.deadline is None:
