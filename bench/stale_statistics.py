@@ -42,7 +42,7 @@ PATHS = {
 DUE_EVERY = 10
 
 
-def worker(n: int, requests: int, timeout: float) -> dict[str, Any]:
+def worker(n: int, requests: int, timeout: float) -> list[dict[str, Any]]:
     import django
 
     sys.path.insert(0, str(ROOT))
@@ -57,7 +57,6 @@ def worker(n: int, requests: int, timeout: float) -> dict[str, Any]:
     started = time.perf_counter()
     inbox_page.seed(n)
     seeded = time.perf_counter() - started
-    print(f"seeded {n:,} runs in {seeded:.1f} s", file=sys.stderr, flush=True)
     with connection.cursor() as cursor:
         cursor.execute(
             f"ALTER DATABASE {connection.settings_dict['NAME']} SET statement_timeout = %s",
@@ -68,18 +67,21 @@ def worker(n: int, requests: int, timeout: float) -> dict[str, Any]:
             "UPDATE approvals_parked_call SET expires_at = now() + id * interval '1 second'"
             f" WHERE id % {DUE_EVERY} = 0"
         )
-    connection.close()  # (the timeout applies to new connections)
+    connection.close()
+    connection.close_pool()  # (the timeout applies to new sessions: not the pool's)
     client = inbox_page._client()
-    results = [
-        {"stats": "stale", "case": case, **_timed(client, path, requests)} for case, path in PATHS.items()
-    ]
+    results = [_row(n, case, "stale", _timed(client, path, requests)) for case, path in PATHS.items()]
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE approvals_parked_call")
         cursor.execute("ANALYZE approvals_run")
-    results += [
-        {"stats": "fresh", "case": case, **_timed(client, path, requests)} for case, path in PATHS.items()
-    ]
-    return {"n": n, "seeded_s": round(seeded, 1), "timeout_s": timeout, "results": results}
+    results += [_row(n, case, "fresh", _timed(client, path, requests)) for case, path in PATHS.items()]
+    print(f"seeded {n:,} runs in {seeded:.1f} s", file=sys.stderr, flush=True)
+    return results
+
+
+def _row(n: int, case: str, statistics: str, timed: dict[str, Any]) -> dict[str, Any]:
+    """One row of the results (``bench/pair.py`` tells rows apart by backend, n and case)."""
+    return {"backend": "postgresql", "n": n, "case": f"{case}, {statistics} statistics", **timed}
 
 
 def _timed(client: Any, path: str, requests: int) -> dict[str, Any]:
@@ -112,7 +114,7 @@ def main() -> None:
     if args.worker:
         print(json.dumps(worker(int(args.sizes), args.requests, args.timeout)))
         return
-    reports = []
+    rows: list[dict[str, Any]] = []
     for n in [int(size) for size in args.sizes.split(",")]:
         with scratch_database("postgres", "countersign_bench_stale") as database_url:
             env = {
@@ -127,26 +129,18 @@ def main() -> None:
                 "ALLOWED_HOSTS": "testserver",
                 "LOG_LEVEL": "WARNING",
             }
-            command = [
-                sys.executable,
-                __file__,
-                "--worker",
-                "--sizes",
-                str(n),
-                "--requests",
-                str(args.requests),
-            ]
-            reports.append(worker_report([*command, "--timeout", str(args.timeout)], env))
-    print(f"{'n':>10}  {'statistics':<11}{'case':<30}{'p50 ms':>9}{'p95 ms':>9}")
-    for report in reports:
-        for r in report["results"]:
-            figures = (
-                f"{'timed out':>18} (> {report['timeout_s']:.0f} s)"
-                if r["timed_out"]
-                else f"{r['p50_ms']:9.2f}{r['p95_ms']:9.2f}"
-            )
-            print(f"{report['n']:>10,}  {r['stats']:<11}{r['case']:<30}{figures}")
-    RESULTS.write_text(json.dumps({"runs": reports}, indent=2) + "\n")
+            command = [sys.executable, __file__, "--worker", "--sizes", str(n)]
+            command += ["--requests", str(args.requests), "--timeout", str(args.timeout)]
+            rows += worker_report(command, env)
+    print(f"{'n':>10}  {'case':<52}{'p50 ms':>9}{'p95 ms':>9}")
+    for row in rows:
+        figures = (
+            f"  timed out (> {args.timeout:.0f} s)"
+            if row["timed_out"]
+            else f"{row['p50_ms']:9.2f}{row['p95_ms']:9.2f}"
+        )
+        print(f"{row['n']:>10,}  {row['case']:<52}{figures}")
+    RESULTS.write_text(json.dumps(rows, indent=2) + "\n")
     print(f"\nwritten to {RESULTS.relative_to(ROOT)}")
 
 
