@@ -22,6 +22,24 @@ from urllib.parse import urlsplit, urlunsplit
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def demo_server_env(**overrides: str) -> dict[str, str]:
+    """The environment of a worker that serves the demo's agents as production would, in process:
+    production settings (no query log, cached templates), the scripted demo model, the in-process
+    channel layer, continuations run at once; ``overrides`` (``DATABASE_URL=...``) on top."""
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "AGENTS_RUNTIME": "demo.agents:runtime",
+        "AGENTS_MODEL": "",  # the scripted demo model
+        "REDIS_URL": "",
+        "TASKS_BACKEND": "immediate",
+        "DEBUG": "false",
+        "ALLOWED_HOSTS": "testserver",
+        "LOG_LEVEL": "WARNING",
+        **overrides,
+    }
+
+
 def worker_report(command: Sequence[str], env: dict[str, str]) -> Any:
     """Run a bench's worker process (its output on stderr is shown as it goes); the JSON it printed
     last on stdout, its report."""

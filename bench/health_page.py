@@ -30,7 +30,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from _common import ROOT, p50_p95, worker_report
+from _common import ROOT, demo_server_env, p50_p95, worker_report
 
 RESULTS = ROOT / "bench" / "results" / "health_page.json"
 PENDING = 100_000
@@ -218,17 +218,7 @@ def main() -> None:
     if args.worker:
         print(json.dumps(worker(args.requests, args.warmup)))
         return
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-        "AGENTS_RUNTIME": "demo.agents:runtime",
-        "AGENTS_MODEL": "",
-        "REDIS_URL": "",
-        "TASKS_BACKEND": "immediate",
-        "DEBUG": "false",
-        "ALLOWED_HOSTS": "testserver",
-        "LOG_LEVEL": "WARNING",
-    }
+    env = demo_server_env()
     command = [
         sys.executable,
         __file__,

@@ -57,7 +57,16 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from _common import ROOT, analyze_run_tables, insert_rows, next_id, p50_p95, scratch_database, worker_report
+from _common import (
+    ROOT,
+    analyze_run_tables,
+    demo_server_env,
+    insert_rows,
+    next_id,
+    p50_p95,
+    scratch_database,
+    worker_report,
+)
 
 RESULTS = ROOT / "bench" / "results" / "inbox_page.json"
 AGENT = "ops"
@@ -406,18 +415,7 @@ def _parts(requests: int) -> dict[str, tuple[float, float]]:
 
 
 def _run_worker(database_url: str, args: argparse.Namespace) -> dict[str, Any]:
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-        "AGENTS_RUNTIME": "demo.agents:runtime",
-        "AGENTS_MODEL": "",  # the scripted demo model
-        "REDIS_URL": "",
-        "TASKS_BACKEND": "immediate",
-        "DEBUG": "false",  # production settings: no query log, cached templates
-        "ALLOWED_HOSTS": "testserver",
-        "LOG_LEVEL": "WARNING",
-    }
+    env = demo_server_env(DATABASE_URL=database_url)
     command = [sys.executable, __file__, "--worker", "--sizes", args.sizes, "--requests", str(args.requests)]
     command += ["--warmup", str(args.warmup), "--per-page", str(args.per_page)]
     command += ["--profile"] if args.profile else []

@@ -29,7 +29,7 @@ import sys
 import time
 from typing import Any
 
-from _common import ROOT, p50_p95, scratch_database, worker_report
+from _common import ROOT, demo_server_env, p50_p95, scratch_database, worker_report
 
 RESULTS = ROOT / "bench" / "results" / "stale_statistics.json"
 PATHS = {
@@ -117,18 +117,7 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     for n in [int(size) for size in args.sizes.split(",")]:
         with scratch_database("postgres", "countersign_bench_stale") as database_url:
-            env = {
-                **os.environ,
-                "DATABASE_URL": database_url,
-                "DJANGO_SETTINGS_MODULE": "config.settings",
-                "AGENTS_RUNTIME": "demo.agents:runtime",
-                "AGENTS_MODEL": "",
-                "REDIS_URL": "",
-                "TASKS_BACKEND": "immediate",
-                "DEBUG": "false",
-                "ALLOWED_HOSTS": "testserver",
-                "LOG_LEVEL": "WARNING",
-            }
+            env = demo_server_env(DATABASE_URL=database_url)
             command = [sys.executable, __file__, "--worker", "--sizes", str(n)]
             command += ["--requests", str(args.requests), "--timeout", str(args.timeout)]
             rows += worker_report(command, env)
