@@ -314,7 +314,7 @@ class ParkedCallRecordQuerySet(models.QuerySet["ParkedCallRecord"]):
         # Compared through COALESCE (a call without a deadline is never before): so that no index of
         # due calls can serve this probe, only the run's own. Statistics taken before many calls
         # gained a deadline say that almost none has one; the deadline index then looked like a
-        # one-row probe and was scanned whole for every run (at a million runs, minutes a page).
+        # one-row probe and was scanned whole for every run (bench/stale_statistics.py).
         before = Q(deadline_or_soonest__lt=soonest) | Q(expires_at=soonest, pk__lt=OuterRef("pk"))
         earlier = (
             ParkedCallRecord.objects.undecided()

@@ -1805,9 +1805,10 @@ def _in_deadline_order(calls: ParkedCallRecordQuerySet, start: int, end: int) ->
     order, ties by the run's suspension then its id: each a (deadline, suspended at, run id).
 
     Read in the deadline index's own order, which any plan walks only as far as the page: sorted as a
-    whole, a page was only as quick as PostgreSQL's statistics were right (with a deadline newly on
-    many calls, minutes). Only when two of the deadlines read are alike does the index's order not
-    settle the page: then it is sorted, up to the last deadline it holds."""
+    whole, a page was only as quick as PostgreSQL's statistics were right, and statistics from before
+    many calls gained a deadline are not (``bench/stale_statistics.py``). Only when two of the
+    deadlines read are alike does the index's order not settle the page: then it is sorted, up to the
+    last deadline it holds."""
     columns = ("expires_at", "run__suspended_at", "run__run_id")
     # (With the place before the page and the one after it: a deadline alike across either edge.)
     first = max(start - 1, 0)

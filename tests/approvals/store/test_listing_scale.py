@@ -322,7 +322,7 @@ def test_a_page_in_deadline_order_reads_as_far_as_the_page_with_statistics_from_
 ) -> None:
     # Statistics taken before many calls gained a deadline say that almost none has one. The deadline
     # index then looked like a one-row probe: each run's soonest call was found by scanning it whole,
-    # every due call was read and sorted, and a queue page at a million runs took minutes.
+    # and every due call was read and sorted for a page.
     _many_waiting("run", 2000)
     runs = list(RunRecord.objects.order_by("pk"))
     ParkedCallRecord.objects.bulk_create(
