@@ -90,7 +90,7 @@ from approvals import queries
 from approvals.api import deciding, params, precheck
 from approvals.api.auth import agent_access
 from approvals.api.errors import ApiError, invalid_body, issue
-from approvals.api.relay import POLL_SECONDS, RunFollower, continues_elsewhere, tapped
+from approvals.api.relay import OUTPUT_GRACE_SECONDS, POLL_SECONDS, RunFollower, continues_elsewhere, tapped
 from approvals.api.serialize import SSE_HEADERS
 from approvals.api.views import api_view
 from approvals.policy import AgentAccess
@@ -650,17 +650,23 @@ async def _none() -> AsyncIterator[Chunk]:
 async def _reviewer(events: AguiEvents, follower: RunFollower, left: list[str]) -> Events:
     """Once someone else decides the calls ``left`` to them: who did (``countersign.decided``), then
     the continuation to its end. Nothing after ``API_STREAM_MAX_SECONDS``; nothing more once the
-    run neither waits on those calls nor runs, and its output is in."""
+    run waits on other calls, or once it ended and its output is in (``OUTPUT_GRACE_SECONDS``)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + float(getattr(settings, "API_STREAM_MAX_SECONDS", 600))
-    over = False
+    going = await _still_going(events, left)
+    if not going:  # (over already: what it sent since this stream joined is in, or nearly)
+        deadline = min(deadline, loop.time() + POLL_SECONDS)
     while loop.time() < deadline and not events.ended:
         try:
-            chunk = await asyncio.wait_for(follower.queue.get(), POLL_SECONDS / 4 if over else POLL_SECONDS)
+            chunk = await asyncio.wait_for(follower.queue.get(), min(POLL_SECONDS, deadline - loop.time()))
         except TimeoutError:
-            if over:
-                return  # (what the run's end sent is in: ``_closing`` says the rest)
-            over = not await _still_going(events, left)
+            ending = deadline <= loop.time() + OUTPUT_GRACE_SECONDS
+            if not going or ending or await _still_going(events, left):
+                continue
+            if not await _ended(events):
+                return  # (it waits on other calls now: ``_closing`` says which)
+            # Seen going, so its output to its ``finish`` comes this way; without it, ``_closing`` ends.
+            deadline = loop.time() + OUTPUT_GRACE_SECONDS
             continue
         if not events.told:
             decided = await _who_decided(events, left)
@@ -670,6 +676,15 @@ async def _reviewer(events: AguiEvents, follower: RunFollower, left: list[str]) 
             yield event
         if events.parked:
             yield await events.finish()
+
+
+async def _ended(events: AguiEvents) -> bool:
+    """Whether the run waits no more (its continuation ran to an end)."""
+    try:
+        await events.access.agent.get_suspended_run(events.run_id)
+    except RunNotFound:
+        return True
+    return False
 
 
 async def _still_going(events: AguiEvents, left: list[str]) -> bool:

@@ -25,6 +25,10 @@ from approvals import live, tasks
 
 #: How often a stream waiting on a worker asks the task backend whether the continuation is over.
 POLL_SECONDS = 2.0
+#: How long a stream waits, once the continuation is over, for the rest of its output to arrive
+#: (its ``finish``), before it ends without it: the output comes through the live layer (with the
+#: in-process layer, the outbox's relay), which a busy machine can hold back for a while.
+OUTPUT_GRACE_SECONDS = 5.0
 
 
 def continues_elsewhere() -> bool:
@@ -70,14 +74,11 @@ class RunFollower:
         try:
             while loop.time() < deadline:
                 try:
-                    chunk = await asyncio.wait_for(self.queue.get(), POLL_SECONDS)
+                    wait = min(POLL_SECONDS, deadline - loop.time())
+                    chunk = await asyncio.wait_for(self.queue.get(), wait)
                 except TimeoutError:
-                    if await self._over():
-                        # Anything sent just before the end is already on its way: take it.
-                        await asyncio.sleep(POLL_SECONDS / 4)
-                        while not self.queue.empty():
-                            yield self.queue.get_nowait()
-                        return
+                    if deadline > loop.time() + OUTPUT_GRACE_SECONDS and await self._over():
+                        deadline = loop.time() + OUTPUT_GRACE_SECONDS  # (the rest is on its way)
                     continue
                 yield chunk
                 if chunk.type == "finish":
