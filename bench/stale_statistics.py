@@ -46,7 +46,6 @@ def worker(n: int, requests: int, timeout: float) -> list[dict[str, Any]]:
     import django
 
     sys.path.insert(0, str(ROOT))
-    sys.path.insert(0, str(ROOT / "bench"))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     django.setup()
     import inbox_page
@@ -57,6 +56,7 @@ def worker(n: int, requests: int, timeout: float) -> list[dict[str, Any]]:
     started = time.perf_counter()
     inbox_page.seed(n)
     seeded = time.perf_counter() - started
+    print(f"seeded {n:,} runs in {seeded:.1f} s", file=sys.stderr, flush=True)
     with connection.cursor() as cursor:
         cursor.execute(
             f"ALTER DATABASE {connection.settings_dict['NAME']} SET statement_timeout = %s",
@@ -75,7 +75,6 @@ def worker(n: int, requests: int, timeout: float) -> list[dict[str, Any]]:
         cursor.execute("ANALYZE approvals_parked_call")
         cursor.execute("ANALYZE approvals_run")
     results += [_row(n, case, "fresh", _timed(client, path, requests)) for case, path in PATHS.items()]
-    print(f"seeded {n:,} runs in {seeded:.1f} s", file=sys.stderr, flush=True)
     return results
 
 

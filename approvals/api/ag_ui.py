@@ -42,7 +42,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ag_ui.core import (
     PROTOCOL_VERSION,
@@ -660,13 +660,14 @@ async def _reviewer(events: AguiEvents, follower: RunFollower, left: list[str]) 
         try:
             chunk = await asyncio.wait_for(follower.queue.get(), min(POLL_SECONDS, deadline - loop.time()))
         except TimeoutError:
-            ending = deadline <= loop.time() + OUTPUT_GRACE_SECONDS
-            if not going or ending or await _still_going(events, left):
+            if not going or deadline <= loop.time() + OUTPUT_GRACE_SECONDS:
                 continue
-            if not await _ended(events):
+            state = await _run_state(events, left)
+            if state == "parked":
                 return  # (it waits on other calls now: ``_closing`` says which)
-            # Seen going, so its output to its ``finish`` comes this way; without it, ``_closing`` ends.
-            deadline = loop.time() + OUTPUT_GRACE_SECONDS
+            if state == "ended":
+                # Seen going, so its output to its ``finish`` comes this way; without it, ``_closing`` ends.
+                deadline = loop.time() + OUTPUT_GRACE_SECONDS
             continue
         if not events.told:
             decided = await _who_decided(events, left)
@@ -678,23 +679,20 @@ async def _reviewer(events: AguiEvents, follower: RunFollower, left: list[str]) 
             yield await events.finish()
 
 
-async def _ended(events: AguiEvents) -> bool:
-    """Whether the run waits no more (its continuation ran to an end)."""
-    try:
-        await events.access.agent.get_suspended_run(events.run_id)
-    except RunNotFound:
-        return True
-    return False
-
-
 async def _still_going(events: AguiEvents, left: list[str]) -> bool:
     """Whether the run still waits on one of ``left``, or a continuation works on it."""
+    return await _run_state(events, left) == "going"
+
+
+async def _run_state(events: AguiEvents, left: list[str]) -> Literal["going", "parked", "ended"]:
+    """Where the run is: "going" while it waits on one of ``left`` or a continuation works on it,
+    "parked" when it waits on other calls only, "ended" when it waits no more."""
     try:
         run = await events.access.agent.get_suspended_run(events.run_id)
     except RunNotFound:
         running = await sync_to_async(queries.run_continuing)(events.run_id)
-        return running is not None
-    return any(c.tool_call_id in left for c in run.tool_calls)
+        return "going" if running is not None else "ended"
+    return "going" if any(c.tool_call_id in left for c in run.tool_calls) else "parked"
 
 
 async def _recorded(events: AguiEvents, call_ids: list[str]) -> DecisionOutcome | None:
