@@ -6,7 +6,8 @@ passes websocket upgrades through, and tells the app the browser used HTTPS (``X
 and who the client was (``X-Forwarded-For``), replacing whatever the client sent in those headers.
 
 ``pin`` sends every new request to one upstream, so a test can say which server process serves what;
-``log`` records which upstream got each request.
+``log`` records which upstream got each request, ``errors`` the requests no upstream answered (the
+browser gets a 502 for those, as from nginx, rather than a dropped connection it would retry).
 """
 
 from __future__ import annotations
@@ -115,6 +116,8 @@ class ReverseProxy:
     port: int = 0
     pin: str | None = None
     log: list[Forwarded] = field(default_factory=list)
+    #: Upstreams that could not be reached or closed without answering, and the proxy's own failures.
+    errors: list[str] = field(default_factory=list)
     _cycle: itertools.cycle[Upstream] | None = None
     _loop: asyncio.AbstractEventLoop | None = None
     _server: asyncio.Server | None = None
@@ -189,6 +192,9 @@ class ReverseProxy:
             await self._serve_one(client_reader, client_writer)
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ssl.SSLError):
             pass
+        except Exception as error:
+            self.errors.append(f"{type(error).__name__}: {error}")
+            raise
         finally:
             client_writer.close()
 
@@ -211,12 +217,22 @@ class ReverseProxy:
         forwarded += (
             [("Connection", "Upgrade"), ("Upgrade", "websocket")] if websocket else [("Connection", "close")]
         )
-        upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", upstream.port)
+        try:
+            upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", upstream.port)
+        except OSError as error:
+            await self._bad_gateway(client_writer, f"{upstream.name} {method} {target}: {error!r}")
+            return
         try:
             upstream_writer.write(_join_head(first, forwarded))
             await upstream_writer.drain()
             to_upstream = asyncio.create_task(self._pipe(client_reader, upstream_writer))
-            status, response = _split_head((await upstream_reader.readuntil(b"\r\n\r\n"))[:-4])
+            try:
+                head = await upstream_reader.readuntil(b"\r\n\r\n")
+            except (ConnectionError, asyncio.IncompleteReadError) as error:
+                await self._bad_gateway(client_writer, f"{upstream.name} {method} {target}: {error!r}")
+                to_upstream.cancel()
+                return
+            status, response = _split_head(head[:-4])
             upgraded = status.split(" ")[1:2] == ["101"]
             if not upgraded:
                 # The browser must not send its next request down a connection the upstream closes.
@@ -233,6 +249,12 @@ class ReverseProxy:
             to_upstream.cancel()
         finally:
             upstream_writer.close()
+
+    async def _bad_gateway(self, writer: asyncio.StreamWriter, reason: str) -> None:
+        """What nginx answers when the upstream cannot be reached or closes without answering."""
+        self.errors.append(reason)
+        writer.write(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        await writer.drain()
 
     @staticmethod
     async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

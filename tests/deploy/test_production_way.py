@@ -126,6 +126,7 @@ def _watched(page: Page, problems: list[str]) -> Page:
     """Console errors (CSP violations among them) and failed static files become test failures."""
     page.on("console", lambda m: problems.append(f"console: {m.text}") if m.type == "error" else None)
     page.on("pageerror", lambda error: problems.append(f"uncaught: {error}"))
+    page.on("requestfailed", lambda r: problems.append(f"failed: {r.method} {r.url} {r.failure}"))
     page.on(
         "response",
         lambda r: problems.append(f"{r.status} {r.url}") if "/static/" in r.url and r.status != 200 else None,
@@ -190,4 +191,5 @@ def test_a_decision_through_one_server_reaches_a_page_served_by_the_other(
     # Static files came from STATIC_ROOT through the proxy; no page hit a CSP violation or an error.
     assert "system-ui" in page_a.evaluate("getComputedStyle(document.body).fontFamily")
     context.close()
-    assert not problems, problems
+    assert not problems, (problems, proxy.errors)
+    assert not proxy.errors, proxy.errors
