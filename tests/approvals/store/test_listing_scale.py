@@ -348,15 +348,29 @@ def test_a_page_in_deadline_order_reads_as_far_as_the_page_with_statistics_from_
             queue = queue_page("default", QueueQuery(scope=(("support", None),), limit=20))
             listed, total = store.list_suspended(RunQuery(agent_id="support", by_deadline=True, limit=50))
             whole, _ = store.list_suspended(RunQuery(agent_id="support", by_deadline=True))
+        near_the_start, sent = sent, []
+        last_due = queue_page("default", QueueQuery(scope=(("support", None),), limit=1000)).positions[-1]
+        with connection.execute_wrapper(keep):
+            # Past every run with a deadline: the runs without one, oldest first.
+            later, _ = store.list_suspended(
+                RunQuery(agent_id="support", by_deadline=True, limit=50, offset=1020)
+            )
+            after = queue_page("default", QueueQuery(scope=(("support", None),), limit=20, after=last_due))
 
         latest_due = [run.run_id for run in runs[::2][::-1]]
+        undue = [run.run_id for run in runs[1::2]]
         assert [run.run_id for run in queue.runs] == latest_due[:20] and queue.more
         assert [run.run_id for run in listed] == latest_due[:50] and total == 2000
         assert [run.run_id for run in whole[:1000]] == latest_due and len(whole) == 2000
-        walks = [(sql, params) for sql, params in sent if "expires_at" in sql and table in sql]
-        assert walks
-        for sql, params in walks:
-            assert _expiry_index_rows(sql, params) <= 60, sql
+        assert [run.run_id for run in later] == undue[20:70]
+        assert [run.run_id for run in after.runs] == undue[:20]
+        # Near the start, a walk reads as far as the page; past every due run, each due call once
+        # (which runs have one), never once a run.
+        for statements, most in ((near_the_start, 60), (sent, 1000 + 60)):
+            walks = [(sql, params) for sql, params in statements if "expires_at" in sql and table in sql]
+            assert walks
+            for sql, params in walks:
+                assert _expiry_index_rows(sql, params) <= most, sql
     finally:
         with connection.cursor() as cursor:
             cursor.execute(f"ALTER TABLE {table} RESET (autovacuum_enabled)")
