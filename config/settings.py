@@ -8,12 +8,14 @@ project reads the environment at import time.
 from __future__ import annotations
 
 import os
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import dj_database_url
 from django.conf import global_settings
+from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 from django.utils.module_loading import import_string
 
@@ -274,9 +276,14 @@ COUNTERSIGN_OPEN_VISIBILITY = _env_bool("COUNTERSIGN_OPEN_VISIBILITY", default=F
 
 # --- HTTP API -----------------------------------------------------------------------------------------
 
-# Decisions per API token: "<count>/<seconds>" (a fixed window; "0" turns the limit off). Counted in
+# Decisions per API token: "<count>/<seconds>" (a sliding window; "0" turns the limit off). Counted in
 # Django's cache: per process with the default local-memory cache, shared when CACHES is shared.
 API_DECISION_RATE_LIMIT = _env("API_DECISION_RATE_LIMIT", "120/60")
+if not re.fullmatch(r"0|[1-9][0-9]*(/[1-9][0-9]*)?", API_DECISION_RATE_LIMIT):
+    raise ImproperlyConfigured(
+        f"API_DECISION_RATE_LIMIT is {API_DECISION_RATE_LIMIT!r}: write it <count>/<seconds>, e.g. 120/60 "
+        "(at most 120 decisions a token in any 60 seconds), or 0 for no limit"
+    )
 # The longest a decision's stream waits for a background worker's continuation to finish.
 API_STREAM_MAX_SECONDS = float(_env("API_STREAM_MAX_SECONDS", "600"))
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -224,14 +222,13 @@ async def test_decisions_are_rate_limited_per_token_with_retry_after(
     settings.API_DECISION_RATE_LIMIT = "2/60"
     api = Api(reviewer_token)
     runs = [await start(api, "approver", f"Please delete /tmp/{n}.txt") for n in "abc"]
-    # The window is fixed (the minute): the three decisions go in one, 20 s before its end at least.
-    if (left := 60 - time.time() % 60) < 20:
-        await asyncio.sleep(left + 0.1)
     assert (await api.post(call_path("approver", runs[0], "approve"), {})).status_code == 200
     assert (await api.post("/api/agents/approver/approve-tool-call", runs[1])).status_code == 200
     limited = await api.post(call_path("approver", runs[2], "approve"), {})
     assert limited.status_code == 429
-    assert 1 <= int(limited["Retry-After"]) <= 60
+    # Once the two have slid out of the last minute far enough: give or take half a slice (a sixth
+    # of the window), the decisions of a slice counted as spread over it.
+    assert 55 <= int(limited["Retry-After"]) <= 65
     assert conforms(limited, "approveCall")["code"] == "rate_limited"
     mastra_limited = await api.post("/api/agents/approver/decline-tool-call", runs[2])
     assert mastra_limited.status_code == 429 and mastra_limited["Retry-After"]
@@ -242,6 +239,35 @@ async def test_decisions_are_rate_limited_per_token_with_retry_after(
     assert (await other.post(call_path("approver", runs[2], "approve"), {})).status_code == 200
     # Reads are not limited.
     assert (await api.get(f"{V1}/agents")).status_code == 200
+
+
+async def test_the_rate_limit_window_slides_no_burst_across_its_edge(
+    mastra: Runtime, reviewer_token: str, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from approvals.api import ratelimit
+
+    settings.API_DECISION_RATE_LIMIT = "3/60"
+    api = Api(reviewer_token)
+    runs = [await start(api, "approver", f"Please delete /tmp/{n}.txt") for n in "abcdef"]
+    now = [3_600_000.0 - 1]  # a second before a minute's end: a fixed window's edge
+    monkeypatch.setattr(ratelimit, "clock", lambda: now[0])
+
+    for run in runs[:3]:
+        assert (await api.post(call_path("approver", run, "approve"), {})).status_code == 200
+    now[0] += 2  # past the edge, where a fixed window counted from zero again
+    limited = await api.post(call_path("approver", runs[3], "approve"), {})
+    assert limited.status_code == 429
+    retry = int(limited["Retry-After"])
+    assert 50 <= retry <= 60
+    # The refused decision was not counted: once the three have slid out far enough, one more fits.
+    now[0] += retry - 5
+    assert (await api.post(call_path("approver", runs[3], "approve"), {})).status_code == 429
+    now[0] += 5
+    assert (await api.post(call_path("approver", runs[3], "approve"), {})).status_code == 200
+    assert (await api.post(call_path("approver", runs[4], "approve"), {})).status_code == 429
+    now[0] += 60  # a whole quiet minute later: the limit again
+    for run in runs[4:]:
+        assert (await api.post(call_path("approver", run, "approve"), {})).status_code == 200
 
 
 def test_the_openapi_document_covers_every_api_route_and_is_valid(client: Client) -> None:

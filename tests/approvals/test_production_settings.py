@@ -142,3 +142,19 @@ def test_make_run_with_debug_off_says_what_to_set() -> None:
     assert "DEBUG is off: set SECRET_KEY to a long random value first" in made.stdout
     # Nothing was installed, migrated or started before it said so.
     assert "migrate" not in made.stdout + made.stderr
+
+
+def test_a_malformed_rate_limit_stops_the_server_at_start_saying_how_to_write_it() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in {"DEBUG"}}
+    env |= {"DJANGO_SETTINGS_MODULE": "config.settings", "DEBUG": "true"}
+    refused = zygote.zygote.run([sys.executable, "-c", SERVE], env=env | {"API_DECISION_RATE_LIMIT": "lots"})
+    assert refused.returncode != 0
+    assert (
+        "ImproperlyConfigured: API_DECISION_RATE_LIMIT is 'lots': write it <count>/<seconds>"
+        in refused.stderr
+    )
+    for written in ("0", "120", "120/60"):
+        started = zygote.zygote.run(
+            [sys.executable, "-c", SERVE], env=env | {"API_DECISION_RATE_LIMIT": written}
+        )
+        assert started.stdout == "serving\n", started.stderr
