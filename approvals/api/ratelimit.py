@@ -95,7 +95,6 @@ def _retry_after(counts: list[int], count: int, width: float, into: float) -> in
 
     As the window slides, the slice its start is in counts in proportion to what is left of it, and
     the slices before it not at all: the first place where what is left plus one fits is the wait."""
-    start = into  # (the window's start, in seconds from the oldest slice's start)
     for i, partial in enumerate(counts):
         whole_after = sum(counts[i + 1 :])
         room = count - 1 - whole_after
@@ -103,5 +102,5 @@ def _retry_after(counts: list[int], count: int, width: float, into: float) -> in
             continue  # (not even with this slice gone)
         end = (i + 1) * width
         fits = end - width * room / partial if partial else i * width
-        return max(1, math.ceil(max(fits, start) - into))
+        return max(1, math.ceil(max(fits, into) - into))
     raise AssertionError("the newest slice alone fits once it has slid out")  # (count >= 1)
