@@ -279,7 +279,7 @@ COUNTERSIGN_OPEN_VISIBILITY = _env_bool("COUNTERSIGN_OPEN_VISIBILITY", default=F
 # Decisions per API token: "<count>/<seconds>" (a sliding window; "0" turns the limit off). Counted in
 # Django's cache: per process with the default local-memory cache, shared when CACHES is shared.
 API_DECISION_RATE_LIMIT = _env("API_DECISION_RATE_LIMIT", "120/60")
-if not re.fullmatch(r"0|[1-9][0-9]*(/[1-9][0-9]*)?", API_DECISION_RATE_LIMIT):
+if not re.fullmatch(r"(0|[1-9][0-9]*)(/[1-9][0-9]*)?", API_DECISION_RATE_LIMIT):
     raise ImproperlyConfigured(
         f"API_DECISION_RATE_LIMIT is {API_DECISION_RATE_LIMIT!r}: write it <count>/<seconds>, e.g. 120/60 "
         "(at most 120 decisions a token in any 60 seconds), or 0 for no limit"
