@@ -126,7 +126,15 @@ def _watched(page: Page, problems: list[str]) -> Page:
     """Console errors (CSP violations among them) and failed static files become test failures."""
     page.on("console", lambda m: problems.append(f"console: {m.text}") if m.type == "error" else None)
     page.on("pageerror", lambda error: problems.append(f"uncaught: {error}"))
-    page.on("requestfailed", lambda r: problems.append(f"failed: {r.method} {r.url} {r.failure}"))
+    # (Not a request the page itself gave up, or one cut short by closing the page: ERR_ABORTED.)
+    page.on(
+        "requestfailed",
+        lambda r: (
+            problems.append(f"failed: {r.method} {r.url} {r.failure}")
+            if "ERR_ABORTED" not in (r.failure or "")
+            else None
+        ),
+    )
     page.on(
         "response",
         lambda r: problems.append(f"{r.status} {r.url}") if "/static/" in r.url and r.status != 200 else None,
