@@ -68,10 +68,10 @@ def no_route(request: HttpRequest, path: str = "") -> JsonResponse:
 
 def unavailable(retry_after: int) -> ApiError:
     """The database could not serve the request (out of reach, or its connection dropped)."""
-    return ApiError(
-        503,
-        f"The database is not answering: try again in {retry_after} s",
-        "database_unavailable",
-        headers={"Retry-After": str(retry_after)},
-        retryAfter=retry_after,
-    )
+    message = f"The database is not answering: try again in {retry_after} s"
+    return try_later(503, message, "database_unavailable", retry_after)
+
+
+def try_later(status: int, message: str, code: str, retry_after: int) -> ApiError:
+    """A refusal the client may try again after ``retry_after`` seconds (header and body say when)."""
+    return ApiError(status, message, code, headers={"Retry-After": str(retry_after)}, retryAfter=retry_after)

@@ -26,7 +26,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpRequest
 
-from approvals.api.errors import ApiError
+from approvals.api.errors import try_later
 
 #: Counters a window is counted in (fewer for a window shorter than that many seconds).
 SLICES = 6
@@ -68,13 +68,8 @@ async def limit_decisions(request: HttpRequest, user: Any) -> None:
         await cache.adecr(f"{key}{slot}")
     counts[-1] -= 1
     retry = _retry_after(counts, count, width, now - window - (slot - slices) * width)
-    raise ApiError(
-        429,
-        f"Too many decisions with this token: at most {count} every {window} s",
-        "rate_limited",
-        headers={"Retry-After": str(retry)},
-        retryAfter=retry,
-    )
+    message = f"Too many decisions with this token: at most {count} every {window} s"
+    raise try_later(429, message, "rate_limited", retry)
 
 
 async def _count_one(key: str, kept: int) -> int:
