@@ -100,6 +100,17 @@ def _no_refunds_yet() -> Iterator[None]:
     tools.REFUNDED_CENTS.clear()
 
 
+@pytest.fixture(autouse=True)
+def _no_sender_left() -> Iterator[None]:
+    """No delivery's sender thread outlives its test (``deliveries.stop_senders``): one asleep until
+    its retry would wake in a later test and send that test's row of the same id, or at the end of
+    the run, with its database gone."""
+    from approvals.outbound import deliveries
+
+    yield
+    deliveries.stop_senders()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _decisions_at_once() -> Iterator[None]:
     """Browser decisions are taken at once in tests (production holds them 5 s for Undo): the suite's

@@ -15,6 +15,9 @@ delivery whose thread died with its process (a restart) is picked up by ``schedu
 server's background sweep, ``approvals.tasks``). A wait longer than ``LONG_WAIT`` (a daily digest, a
 late retry) is no thread at all: the row waits in the database, and the sweep hands it to a sender
 once it is due (a thread asleep for a day per reviewer would be lost with a restart anyway).
+``stop_senders`` wakes those threads and ends them without another attempt, their rows left to the
+sweep: a test's end, so that no thread of one test wakes in the next and sends that test's row of
+the same id.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -42,6 +44,25 @@ ORPHAN_GRACE = timedelta(seconds=30)
 
 #: With the Immediate backend, an attempt due later than this is left to the sweep (see above).
 LONG_WAIT = timedelta(minutes=5)
+
+#: The Immediate backend's sender threads of this process, and the event that stops the current ones.
+_senders: set[threading.Thread] = set()
+_senders_lock = threading.Lock()
+_stop = threading.Event()
+
+
+def stop_senders(timeout: float = 5.0) -> int:
+    """Wake every sender thread, end it before its next attempt, and wait for it (an attempt under
+    way finishes first; at most ``timeout`` seconds a thread). How many threads there were. Threads
+    started afterwards wait as usual."""
+    global _stop
+    with _senders_lock:
+        stopping, _stop = _stop, threading.Event()
+        threads = list(_senders)
+    stopping.set()
+    for thread in threads:
+        thread.join(timeout)
+    return len(threads)
 
 
 @dataclass(frozen=True)
@@ -120,12 +141,13 @@ class Outbox[M: models.Model]:
             self.schedule(pk, delay)
 
     def _in_thread(self, pk: int, delay: float) -> None:
-        def run() -> None:
+        def run(stop: threading.Event) -> None:
             wait: float | None = delay
             try:
                 # (A long wait is the sweep's: the row says when it is due.)
                 while wait is not None and wait <= LONG_WAIT.total_seconds():
-                    time.sleep(wait)
+                    if stop.wait(wait):
+                        return  # stopped: the row is the sweep's
                     wait = self.attempt(pk)
             except Exception:
                 logger.exception("%s %s: sending failed", self.name, pk)
@@ -134,8 +156,15 @@ class Outbox[M: models.Model]:
                 # ends quietly either way, its row the sweep's.
                 with contextlib.suppress(Exception):
                     close_old_connections()
+                with _senders_lock:
+                    _senders.discard(threading.current_thread())
 
-        threading.Thread(target=run, name=f"countersign-{self.name}-{pk}", daemon=True).start()
+        with _senders_lock:
+            thread = threading.Thread(
+                target=run, args=(_stop,), name=f"countersign-{self.name}-{pk}", daemon=True
+            )
+            _senders.add(thread)
+        thread.start()
 
     def immediate(self) -> bool:
         return isinstance(self.task.get_backend(), ImmediateBackend)

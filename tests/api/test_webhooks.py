@@ -328,3 +328,30 @@ def test_deliveries_orphaned_by_a_restart_go_out_with_their_own_ids(
     assert sorted(r["headers"]["webhook-id"] for r in receiver.events()) == ["msg_cut_off", "msg_waiting"]
     assert WebhookDelivery.objects.get(message_id="msg_later").status == "pending"
     assert schedule_orphans() == 0  # nothing is sent twice
+
+
+def test_a_sender_waiting_for_its_retry_is_stopped_and_leaves_the_row_to_the_sweep(
+    transactional_db: None, receiver: Receiver, settings: Any
+) -> None:
+    """What ends each test (``deliveries.stop_senders``): a thread asleep until its retry wakes at
+    once and ends without another attempt; its row keeps its place for the sweep."""
+    from approvals.outbound import deliveries
+    from approvals.webhooks.sending import schedule
+
+    settings.WEBHOOK_RETRY_SECONDS = [60]
+    endpoint(receiver.url, events=["call.suspended"])
+    receiver.plan = ["500"]
+    delivery = WebhookDelivery.objects.create(
+        endpoint=WebhookEndpoint.objects.get(), message_id="msg_retry", event_type="call.suspended",
+        payload={"n": 1},
+    )  # fmt: skip
+    schedule(delivery.pk, 0.0)  # its first attempt fails: its thread sleeps a minute
+    wait_for(lambda: WebhookDelivery.objects.filter(pk=delivery.pk, attempts=1, status="pending").exists())
+
+    began = time.monotonic()
+    assert deliveries.stop_senders() == 1
+    assert time.monotonic() - began < 2  # woken, not waited out
+    assert deliveries.stop_senders() == 0
+    row = WebhookDelivery.objects.get(pk=delivery.pk)
+    assert (row.status, row.attempts, row.last_error) == ("pending", 1, "HTTP 500")
+    assert len(receiver.events()) == 1
