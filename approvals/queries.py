@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
-from agents_runtime import Agent, AgentRun, AgentRunToolCall, RunNotFound, Tool
+from agents_runtime import Agent, AgentRun, AgentRunToolCall, RunNotFound, Tool, agent_run
 from agents_runtime.store import CallKind, StoredRun
 from approvals import agents
 from approvals.models import (
@@ -145,22 +145,22 @@ def inbox_page(
     return InboxPage(runs=list(result.runs), total=result.total, page=page, per_page=per_page)
 
 
-def run_locate(
-    run_id: str, *, agent_hint: str | None = None, agent_ids: Collection[str] | None = None
-) -> tuple[Agent, AgentRun] | None:
-    """The suspended run ``run_id`` and the agent that owns it, or None when no agent has it waiting.
+def run_locate(run_id: str, *, agent_ids: Collection[str] | None = None) -> tuple[Agent, AgentRun] | None:
+    """The suspended run ``run_id`` and the agent that owns it, or None when no agent has it waiting
+    (or it is not one of ``agent_ids``' when given: the agents the user may see).
 
-    Run ids do not say which agent they belong to; ask the hinted agent first, then the others (only
-    those of ``agent_ids`` when given: the agents the user may see).
-    """
-    candidates = [a for a in agents.all_agents() if agent_ids is None or a.id in agent_ids]
-    candidates.sort(key=lambda a: a.id != agent_hint)
-    for agent in candidates:
-        try:
-            return agent, agent.get_suspended_run_sync(run_id)
-        except RunNotFound:
-            continue
-    return None
+    Run ids are unique in the store, whatever their agent: one read finds the run, and the run names
+    its agent (an unknown id costs one read, not one per agent)."""
+    run = agents.runtime().storage.get_run(run_id, with_snapshot=False)
+    if run is None or run.status != "suspended":
+        return None
+    if agent_ids is not None and run.agent_id not in agent_ids:
+        return None
+    try:
+        agent = agents.get(run.agent_id)
+    except KeyError:  # a run of an agent this deployment no longer has
+        return None
+    return agent, agent_run(run)
 
 
 class WaitingCall(NamedTuple):
@@ -172,11 +172,11 @@ class WaitingCall(NamedTuple):
 
 
 def waiting_call(
-    run_id: str, tool_call_id: str, *, agent_hint: str | None = None, agent_ids: Collection[str] | None = None
+    run_id: str, tool_call_id: str, *, agent_ids: Collection[str] | None = None
 ) -> WaitingCall | None:
     """The call ``tool_call_id`` of the suspended run ``run_id`` while it waits (``run_locate``'s
     arguments), or None."""
-    found = run_locate(run_id, agent_hint=agent_hint, agent_ids=agent_ids)
+    found = run_locate(run_id, agent_ids=agent_ids)
     if found is None:
         return None
     agent, run = found

@@ -197,7 +197,7 @@ def _decided(request: HtmxHttpRequest, outcome: DecisionOutcome) -> HttpResponse
     access = access_of(request)
     if outcome.status in {Outcome.LOST_RACE, Outcome.NOT_FOUND} and outcome.run is None:
         # Show the run as it waits now, if it does (another call, or parked again).
-        found = queries.run_locate(outcome.run_id, agent_hint=outcome.agent_id, agent_ids=access.agent_ids)
+        found = queries.run_locate(outcome.run_id, agent_ids=access.agent_ids)
         if found is not None:
             outcome = replace(outcome, run=found[1])
     if is_partial(request):

@@ -179,9 +179,8 @@ def _cards(
 @login_required
 def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     access = access_of(request)
-    hint = request.GET.get("agent")
     # (Users who see no agent for escalations alone need no lookup before the decisions partial.)
-    found = _waiting_run(access, run_id, hint) if access.escalated_agent_ids else None
+    found = _waiting_run(access, run_id) if access.escalated_agent_ids else None
     visible = access.agent_ids if found is None else (*access.agent_ids, found[0].id)
     # Invalid attempts are kept apart from decisions (the audit log shows them on request).
     decisions = [
@@ -203,7 +202,7 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     if is_partial(request) and request.htmx.target == RUN_DECISIONS_ID:
         return render_page(request, "approvals/run.html", "run-decisions", context)
     if found is None:
-        found = _waiting_run(access, run_id, hint)
+        found = _waiting_run(access, run_id)
     if found is None:
         continuing = queries.run_continuing(run_id, agent_ids=visible)
         record = None if continuing is not None else queries.run_record(run_id, agent_ids=visible)
@@ -243,10 +242,10 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     return render_page(request, "approvals/run.html", "run-state", context)
 
 
-def _waiting_run(access: Access, run_id: str, hint: str | None) -> tuple[Agent, AgentRun] | None:
+def _waiting_run(access: Access, run_id: str) -> tuple[Agent, AgentRun] | None:
     """The waiting run if the user may see it: of an agent they see, or with a call escalated to
     one of their groups."""
-    found = queries.run_locate(run_id, agent_hint=hint, agent_ids=access.decidable_agent_ids)
+    found = queries.run_locate(run_id, agent_ids=access.decidable_agent_ids)
     if found is not None and not access.for_agent(found[0].id).sees(found[1]):
         return None
     return found
@@ -261,9 +260,7 @@ def call_body(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpR
     if not is_partial(request):
         return redirect(run_url)
     access = access_of(request)
-    found = queries.run_locate(
-        run_id, agent_hint=request.GET.get("agent"), agent_ids=access.decidable_agent_ids
-    )
+    found = queries.run_locate(run_id, agent_ids=access.decidable_agent_ids)
     call = next((c for c in found[1].tool_calls if c.tool_call_id == tool_call_id), None) if found else None
     if found is not None and call is not None and found[0].id not in access.agent_ids:
         # Seen only for calls escalated to the user's groups: only those.

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
-import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.messages import get_messages
 from django.test import Client
 
-from agents_runtime import Agent, AgentRun
 from approvals.models import AuditEntry
 from tests.support.inbox_rows import inbox
+from tests.support.queries import count_queries
 from tests.support.runtime_fixtures import DashboardAgents
 
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -206,23 +206,10 @@ def test_valid_resume_data_resumes_the_run(agents: DashboardAgents, reviewer_cli
 
 
 def test_a_decision_from_the_card_reads_the_waiting_run_only_for_its_form(
-    agents: DashboardAgents, reviewer_client: Client, monkeypatch: pytest.MonkeyPatch
+    agents: DashboardAgents, reviewer_client: Client
 ) -> None:
     # A plain approval reads nothing before the door: the store's decision step reads the run once,
-    # and the record ("as shown") comes from that read. An answer reads the run for its form.
-    reads: list[str] = []
-    read, read_sync = Agent.get_suspended_run, Agent.get_suspended_run_sync
-
-    async def counted(self: Agent, run_id: str) -> AgentRun:
-        reads.append(run_id)
-        return await read(self, run_id)
-
-    def counted_sync(self: Agent, run_id: str) -> AgentRun:
-        reads.append(run_id)
-        return read_sync(self, run_id)
-
-    monkeypatch.setattr(Agent, "get_suspended_run", counted)
-    monkeypatch.setattr(Agent, "get_suspended_run_sync", counted_sync)
+    # and the record ("as shown") comes from that read. An answer reads the run for its form too.
     refund, schedule = agents.start("helpdesk", "refund parcel"), agents.start("helpdesk", "schedule")
     answer = {
         "agent": "helpdesk",
@@ -230,17 +217,24 @@ def test_a_decision_from_the_card_reads_the_waiting_run_only_for_its_form(
         "resume-duration_minutes": "45",
         "resume-risk": "low",
     }
-    reads.clear()  # (a run's suspension is read by the notifications it sends)
 
-    approved = reviewer_client.post(
-        url(refund.run_id, refund.tool_calls[0].tool_call_id, "approve"), {"agent": "helpdesk"}, **HX
-    )
-    assert reads == []
-    answered = reviewer_client.post(
-        url(schedule.run_id, schedule.tool_calls[0].tool_call_id, "resume"), answer, **HX
-    )
+    def run_reads(statements: Any) -> int:
+        return sum(
+            1
+            for sql in statements.sql
+            if sql.startswith("SELECT") and 'FROM "approvals_run"' in sql and '"run_id" = %s' in sql
+        )
 
-    assert reads == [schedule.run_id]
+    with count_queries() as approving:
+        approved = reviewer_client.post(
+            url(refund.run_id, refund.tool_calls[0].tool_call_id, "approve"), {"agent": "helpdesk"}, **HX
+        )
+    with count_queries() as answering:
+        answered = reviewer_client.post(
+            url(schedule.run_id, schedule.tool_calls[0].tool_call_id, "resume"), answer, **HX
+        )
+
+    assert (run_reads(approving), run_reads(answering)) == (1, 2)
     assert "Completed" in approved.content.decode() and "Completed" in answered.content.decode()
     entries = {e.run_id: e for e in AuditEntry.objects.all()}
     assert entries[refund.run_id].args == {"order_id": "A-1", "amount_cents": 500, "note": "parcel"}

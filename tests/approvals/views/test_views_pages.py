@@ -254,6 +254,26 @@ def test_unknown_run_is_404(agents: DashboardAgents, reviewer_client: Client) ->
     assert reviewer_client.get("/runs/does-not-exist/").status_code == 404
 
 
+def test_a_run_is_found_by_one_read_whichever_agent_has_it(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    """Run ids are unique across agents: the run page finds a run with one read, not one per agent
+    until one has it (the sub-agent ``worker`` is the last of three): without ``?agent=`` it reads
+    the run as often as with it (that read, then its conversation's), and an unknown id costs two
+    (is it waiting, is it being carried out), however many agents there are."""
+    agents.start("boss", "wipe a disk")
+    (inner,) = agents.suspended("worker")  # (the worker's own run, waiting inside the supervisor's)
+
+    def run_reads(url: str) -> tuple[int, int]:
+        with count_queries() as statements:
+            status = reviewer_client.get(url).status_code
+        by_id = [sql for sql in statements.sql if 'FROM "approvals_run"' in sql and '"run_id" =' in sql]
+        return status, len(by_id)
+
+    assert run_reads(f"/runs/{inner.run_id}/") == run_reads(f"/runs/{inner.run_id}/?agent=worker") == (200, 2)
+    assert run_reads("/runs/does-not-exist/") == (404, 2)
+
+
 def test_tool_args_from_the_model_are_escaped_never_markup(
     agents: DashboardAgents, reviewer_client: Client
 ) -> None:
