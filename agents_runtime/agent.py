@@ -471,13 +471,12 @@ class Agent:
 
     async def run_messages(self, run_id: str) -> list[dict[str, Any]]:
         """The conversation that led to a suspended run's suspension, as plain dicts (beyond Mastra)."""
-        run = await self._own_run(run_id)
-        try:
-            snapshot = _pydantic.Snapshot.from_json(run.snapshot or {})
-        except Exception as exc:
-            logger.warning("Run %s has a corrupt snapshot: %s", run_id, exc)
-            return []
-        return plain_messages(snapshot.conversation.messages)
+        return _conversation(await self._own_run(run_id))
+
+    def run_messages_sync(self, run_id: str) -> list[dict[str, Any]]:
+        """``run_messages`` for synchronous code, as ``get_suspended_run_sync`` (beyond Mastra)."""
+        ctx = self._context()
+        return _conversation(self._owned(run_id, ctx.store.get_run(run_id)))
 
     async def _own_run(self, run_id: str, *, with_snapshot: bool = True) -> StoredRun:
         ctx = self._context()
@@ -505,6 +504,16 @@ class SuspendedRunFilters(TypedDict, total=False):
     delegated: bool | None
     expiring_before: datetime | None
     escalated_to: Iterable[str] | None
+
+
+def _conversation(run: StoredRun) -> list[dict[str, Any]]:
+    """A suspended run's conversation as plain dicts (none from a corrupt snapshot)."""
+    try:
+        snapshot = _pydantic.Snapshot.from_json(run.snapshot or {})
+    except Exception as exc:
+        logger.warning("Run %s has a corrupt snapshot: %s", run.run_id, exc)
+        return []
+    return plain_messages(snapshot.conversation.messages)
 
 
 def _suspended_query(agent_id: str, **filters: Unpack[SuspendedRunFilters]) -> RunQuery:

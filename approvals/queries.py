@@ -1,8 +1,8 @@
 """Reads for the dashboard's pages, all through the runtime's public API (and the audit log).
 
-Each function is synchronous for the views: listings through the runtime's synchronous
-``list_suspended_runs_sync`` (the store read on the view's thread), the runtime's other calls inside
-one ``async_to_sync`` each.
+Each function is synchronous for the views, and so are the runtime's reads they make
+(``list_suspended_runs_sync``, ``run_messages_sync``, the store's ``get_run``): the store is read on
+the view's thread, with no event loop in between.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal, NamedTuple
 
-from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
@@ -201,7 +200,7 @@ def run_continuing(run_id: str, *, agent_ids: Collection[str] | None = None) -> 
 def run_conversation(agent: Agent, run_id: str) -> list[dict[str, Any]]:
     """The messages that led to the suspension (empty when the run is gone)."""
     try:
-        return list(async_to_sync(agent.run_messages)(run_id))
+        return agent.run_messages_sync(run_id)
     except RunNotFound:
         return []
 

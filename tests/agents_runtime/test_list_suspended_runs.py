@@ -467,3 +467,19 @@ async def test_the_synchronous_read_of_one_run_finds_what_the_async_one_finds(
     await agent.approve_tool_call(run_id=mine.run_id, tool_call_id="call-5")
     with pytest.raises(RunNotFound):  # decided: no longer waiting
         await off_loop(lambda: agent.get_suspended_run_sync(mine.run_id))
+
+
+async def test_the_synchronous_read_of_a_conversation_finds_what_the_async_one_finds(
+    runtime_for: RuntimeFor,
+) -> None:
+    agent, other = refund_agent(), refund_agent("billing")
+    runtime_for(agent, other)
+    mine, theirs = await agent.generate("5"), await other.generate("6")
+
+    messages = await off_loop(lambda: agent.run_messages_sync(mine.run_id))
+
+    assert messages == await agent.run_messages(mine.run_id)
+    assert any("5" in str(message) for message in messages)
+    for missing in (theirs.run_id, "run-nobody"):
+        with pytest.raises(RunNotFound):
+            await off_loop(lambda r=missing: agent.run_messages_sync(r))

@@ -330,8 +330,8 @@ def test_listings_and_rows_are_read_on_the_views_thread_without_an_event_loop(
 ) -> None:
     """The overview, an inbox, a sub-agent's inbox (its own runs and those decided through its
     supervisor) and their partials list runs through the runtime's synchronous listing, and an opened
-    row reads its run the same way: a trip to an event loop and back cost a page about as much as
-    reading its rows."""
+    row and the run page (its conversation included) read their run the same way: a trip to an event
+    loop and back cost a page about as much as reading its rows."""
     run = agents.start("helpdesk", "refund one")
     agents.start("boss", "delegate")  # waits in the worker's inbox too, as a delegated run
     pages = ["/agents/", "/agents/helpdesk/", "/agents/worker/", "/agents/boss/"]
@@ -341,8 +341,10 @@ def test_listings_and_rows_are_read_on_the_views_thread_without_an_event_loop(
         html = {url: reviewer_client.get(url).content.decode() for url in pages}
         partials = [reviewer_client.get(url, **HX).status_code for url in pages[1:]]
         body = reviewer_client.get(body_url, {"agent": "worker"}, **HX).content.decode()
+        run_page = reviewer_client.get(f"/runs/{run.run_id}/").content.decode()
 
     assert entered == []
+    assert "refund one" in run_page and ">Approve</button>" in run_page  # the conversation, the card
     assert partials == [200, 200, 200]
     assert ">Approve</button>" in body  # the row's run found, though the hint named another agent
     assert len(card_ids(html["/agents/helpdesk/"])) == 1
