@@ -28,7 +28,7 @@ ARGS ?=
 WORKERS ?= 4
 PARALLEL := $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadgroup)
 
-.PHONY: help install-run install-dev venv-check chromium api-client run-settings run mcp-demo test test-fast lint lock bench clean
+.PHONY: help install-run install-dev venv-check chromium api-client run-settings run mcp-demo test test-fast screenshots lint lock bench clean
 
 help:
 	@echo "make run        set up .venv (the app only), migrate, seed the demo, serve on http://$(HOST):$(PORT)/"
@@ -38,6 +38,7 @@ help:
 	@echo "make test       set up .venv with the development tools (and Chromium), lint, run every test"
 	@echo "                (in WORKERS=4 processes side by side; ARGS=\"tests/api -x\" for pytest)"
 	@echo "make test-fast  every test except the slow ones (multi-process, browser), no lint"
+	@echo "make screenshots  the browser tests that take docs/screenshots/*.png, saving them there"
 	@echo "make lint       ruff check, ruff format --check, mypy, import-linter contracts"
 	@echo "make bench      run the benchmarks in bench/ (figures under bench/results/)"
 	@echo "make lock       re-resolve pyproject.toml into requirements.lock and requirements-dev.lock"
@@ -156,6 +157,11 @@ $(API_CLIENT_STAMP): $(API_CLIENT)/package.json $(API_CLIENT)/package-lock.json
 
 test-fast: install-dev
 	$(PY) -m pytest $(PARALLEL) -m "not slow" $(ARGS)
+
+# Tests save the docs' pictures under test-artifacts/docs-screenshots/; this writes them into the docs.
+screenshots: install-dev chromium
+	UPDATE_DOCS_SCREENSHOTS=1 $(PY) -m pytest $(PARALLEL) $(ARGS) tests/e2e/test_escalation.py \
+		tests/e2e/test_mobile.py tests/e2e/test_queue.py tests/e2e/test_undo.py tests/e2e/test_votes_and_claims.py
 
 lint: install-dev
 	$(VENV)/bin/ruff check .

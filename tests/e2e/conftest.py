@@ -307,6 +307,20 @@ def screenshot(page: Page, path: Path) -> None:
     page.screenshot(path=path, full_page=True, caret="initial")
 
 
+#: The screenshots the docs show: under test-artifacts/ on every run; into docs/screenshots/ only when
+#: asked (``make screenshots``), so that running the tests leaves the checkout as it was.
+DOCS_SCREENSHOTS = ROOT / "docs" / "screenshots"
+
+
+def docs_screenshot(page: Page, name: str) -> Path:
+    """``screenshot`` of one of the docs' pictures, ``name`` in docs/screenshots/; where it went."""
+    updating = os.environ.get("UPDATE_DOCS_SCREENSHOTS") == "1"
+    folder = DOCS_SCREENSHOTS if updating else ROOT / "test-artifacts" / "docs-screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    screenshot(page, folder / name)
+    return folder / name
+
+
 def log_in(page: Page, login: Login) -> None:
     """Log in through the login form (the page must show it)."""
     page.get_by_label("Username").fill(login.username)

@@ -1,22 +1,21 @@
 """An escalated call as its target sees it: a refund nobody answered in time moves to "Support
 leads"; a lead (``manage.py grant --escalation``, no decide permission) lands on the overview that
-says so, opens the call from it and approves it. Saves docs/screenshots/escalated.png."""
+says so, opens the call from it and approves it. Takes docs/screenshots/escalated.png
+(``docs_screenshot``)."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import Login, Pages, RunRequest, Server, screenshot, unique
+from tests.e2e.conftest import Login, Pages, RunRequest, Server, docs_screenshot, unique
 from tests.e2e.test_reviewer_safety import card, visit
 from tests.support.card_rows import APPROVE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 GROUP = "Support leads"
 LEAD = Login("lena", "lena-leads-e2e")
 
@@ -64,8 +63,7 @@ def test_an_escalated_call_reaches_its_group_who_decides_it(pages: Pages, server
     expect(shown.locator(".chip-deadline")).to_have_text("escalated to Support leads")
     approve = shown.get_by_role("button", name=APPROVE)
     expect(approve).to_have_accessible_name("Approve Refund $890.00 · A-1044")
-    DOCS_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    screenshot(page, DOCS_SCREENSHOTS / "escalated.png")
+    docs_screenshot(page, "escalated.png")
 
     approve.click()
     expect(page.locator(f"#run-{escalated_run}")).to_contain_text(f"{LEAD.username} approved issue_refund")

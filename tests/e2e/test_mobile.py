@@ -1,23 +1,21 @@
 """At a phone's width (390 px), every page: nothing scrolls sideways, the menu is folded behind its
 button (which works without JavaScript too), axe-core finds no serious violation; the first call of
 the queue and of an inbox shows without scrolling; a touch screen is offered no keyboard shortcuts.
-Saves docs/screenshots/mobile-queue.png.
+Takes docs/screenshots/mobile-queue.png (``docs_screenshot``).
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.e2e.conftest import ADMIN, Pages, RunRequest, Server, screenshot, unique
+from tests.e2e.conftest import ADMIN, Pages, RunRequest, Server, docs_screenshot, unique
 from tests.e2e.test_layout_and_accessibility import check_page, finish
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 #: An iPhone 12-15's viewport.
 WIDTH, HEIGHT = 390, 844
 
@@ -134,6 +132,5 @@ def test_on_a_phone_the_first_call_shows_without_scrolling_and_no_keys_are_offer
     desk.goto(path.format(thread=thread), wait_until="networkidle")
     expect(desk.locator(".keys-open")).to_be_visible()
     if path.startswith("/queue/"):
-        DOCS_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.set_viewport_size({"width": WIDTH, "height": HEIGHT})
-        screenshot(page, DOCS_SCREENSHOTS / "mobile-queue.png")
+        docs_screenshot(page, "mobile-queue.png")

@@ -6,18 +6,16 @@ in place; axe-core at a desk's and a phone's width; the screenshot docs/screensh
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.e2e.conftest import Pages, RunRequest, Server, screenshot, unique
+from tests.e2e.conftest import Pages, RunRequest, Server, docs_screenshot, unique
 from tests.e2e.test_keys_and_bulk import QUIET, current_call, visit
 from tests.e2e.test_layout_and_accessibility import check_page
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 #: Calls per page: twenty take three pages.
 PER_PAGE = 8
 
@@ -61,8 +59,7 @@ def test_twenty_calls_of_two_agents_cleared_from_the_queue_with_the_keyboard(
     visit(page, path)
     expect(page.get_by_role("heading", level=1)).to_contain_text("My queue")
     expect(page.locator(".run-card")).to_have_count(PER_PAGE)
-    DOCS_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    screenshot(page, DOCS_SCREENSHOTS / "queue.png")
+    docs_screenshot(page, "queue.png")
     problems = check_page(page, "queue", 1400)
     phone = pages.open(width=390, height=800)
     visit(phone, path)

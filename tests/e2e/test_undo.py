@@ -7,19 +7,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.e2e.conftest import Pages, RunRequest, Server, screenshot, serving, unique
+from tests.e2e.conftest import Pages, RunRequest, Server, docs_screenshot, serving, unique
 from tests.e2e.test_keys_and_bulk import QUIET, current_call, visit
 
 # The module's tests share its server: one worker runs them all, so it is started once, not once per
 # worker.
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("test_undo")]
 
-DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 #: Long enough for a browser to click Undo on a busy machine, short enough to wait out once.
 UNDO_SECONDS = 4
 
@@ -60,8 +58,7 @@ def test_approve_with_the_keyboard_then_undo_brings_the_card_back(pages: Pages, 
     undo = held.get_by_role("button", name="Undo")
     expect(undo).to_be_visible()
     expect(held.locator(".undo-left")).to_have_text(re.compile(rf"^[1-{UNDO_SECONDS}] s$"))
-    DOCS_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    screenshot(page, DOCS_SCREENSHOTS / "undo.png")
+    docs_screenshot(page, "undo.png")
 
     undo.click()
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import ADMIN, REVIEWER, Pages, RunRequest, Server, screenshot, unique
+from tests.e2e.conftest import ADMIN, REVIEWER, Pages, RunRequest, Server, docs_screenshot, unique
 from tests.e2e.test_reviewer_safety import card, visit
 from tests.support.card_rows import APPROVE
 
@@ -158,6 +157,4 @@ def test_the_bulk_preview_says_what_approving_each_payment_would_do_with_their_t
         ]
     )
     expect(page.locator(".batch-total")).to_have_text("In all: $5,000.00")
-    docs = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-    docs.mkdir(parents=True, exist_ok=True)
-    screenshot(page, docs / "bulk-preview.png")
+    docs_screenshot(page, "bulk-preview.png")
