@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -450,36 +451,29 @@ def test_the_synchronous_listing_takes_the_async_ones_arguments() -> None:
     assert SuspendedRunFilters.__annotations__.keys() == takes
 
 
+#: What each synchronous read of one run must find of run "5" (its call's arguments, its prompt).
+_FOUND_OF_FIVE: dict[str, Callable[[Any], bool]] = {
+    "get_suspended_run": lambda run: run.tool_calls[0].args == {"amount": 5},
+    "run_messages": lambda messages: any("5" in str(message) for message in messages),
+}
+
+
+@pytest.mark.parametrize("read", sorted(_FOUND_OF_FIVE))
 async def test_the_synchronous_read_of_one_run_finds_what_the_async_one_finds(
-    runtime_for: RuntimeFor,
+    runtime_for: RuntimeFor, read: str
 ) -> None:
     agent, other = refund_agent(), refund_agent("billing")
     runtime_for(agent, other)
     mine, theirs = await agent.generate("5"), await other.generate("6")
+    read_async, read_sync = getattr(agent, read), getattr(agent, f"{read}_sync")
 
-    found = await off_loop(lambda: agent.get_suspended_run_sync(mine.run_id))
+    found = await off_loop(lambda: read_sync(mine.run_id))
 
-    assert found == await agent.get_suspended_run(mine.run_id)
-    assert found.tool_calls[0].args == {"amount": 5}
+    assert found == await read_async(mine.run_id)
+    assert _FOUND_OF_FIVE[read](found)
     for missing in (theirs.run_id, "run-nobody"):
         with pytest.raises(RunNotFound):
-            await off_loop(lambda r=missing: agent.get_suspended_run_sync(r))
+            await off_loop(lambda r=missing: read_sync(r))
     await agent.approve_tool_call(run_id=mine.run_id, tool_call_id="call-5")
     with pytest.raises(RunNotFound):  # decided: no longer waiting
-        await off_loop(lambda: agent.get_suspended_run_sync(mine.run_id))
-
-
-async def test_the_synchronous_read_of_a_conversation_finds_what_the_async_one_finds(
-    runtime_for: RuntimeFor,
-) -> None:
-    agent, other = refund_agent(), refund_agent("billing")
-    runtime_for(agent, other)
-    mine, theirs = await agent.generate("5"), await other.generate("6")
-
-    messages = await off_loop(lambda: agent.run_messages_sync(mine.run_id))
-
-    assert messages == await agent.run_messages(mine.run_id)
-    assert any("5" in str(message) for message in messages)
-    for missing in (theirs.run_id, "run-nobody"):
-        with pytest.raises(RunNotFound):
-            await off_loop(lambda r=missing: agent.run_messages_sync(r))
+        await off_loop(lambda: read_sync(mine.run_id))
