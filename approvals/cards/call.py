@@ -298,7 +298,7 @@ class CallView:
         """Whether an approval of this call was sent back by its recheck before the tool ran."""
         return self.approved_preview is not None or bool(self.recheck_error)
 
-    @property
+    @functools.cached_property
     def seen(self) -> str:
         """The fingerprint of what this card shows (an approval's arguments, preview and tool
         version): a decision posts it back, and the door refuses it if the call is no longer this
@@ -307,10 +307,11 @@ class CallView:
             return ""
         return shown(self.call, self.tool_version)
 
-    @property
+    @functools.cached_property
     def shown_stamp(self) -> str:
         """The card's ``shown`` field: when it was rendered, signed, so the decision's record says
-        when its decider was shown the call (``forms.decisions.posted_shown_at``)."""
+        when its decider was shown the call (``forms.decisions.posted_shown_at``). Stamped once: every
+        form of the card carries the same moment, however long the page takes to render."""
         return shown_token(self.seen)
 
     @property

@@ -5,12 +5,14 @@ page shows each decision's chain (shown, decided on which fingerprint, executed)
 from __future__ import annotations
 
 import html as html_lib
+import itertools
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from django.core import signing
 from django.test import Client
 
 from agents_runtime import Runtime
@@ -146,6 +148,21 @@ def test_the_run_page_shows_each_decisions_chain(desk: Runtime, reviewer_client:
 
 
 SHOWN = re.compile(r'name="shown" value="([^"]+)"')
+
+
+def test_every_form_of_a_card_carries_the_moment_the_card_was_shown(
+    desk: Runtime, reviewer_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The card is shown once: its forms (approve, decline, ...) carry one stamp, however long the
+    page takes to render. Here a clock that moves a second at each reading (before, each form read
+    it: a page rendered across a second's turn gave its forms different stamps)."""
+    run = start(desk, "support", REFUND)
+    seconds = itertools.count(1_800_000_000)
+    monkeypatch.setattr(signing.TimestampSigner, "timestamp", lambda self: signing.b62_encode(next(seconds)))
+
+    stamps = SHOWN.findall(reviewer_client.get(f"/runs/{run.run_id}/").content.decode())
+
+    assert len(stamps) >= 2 and len(set(stamps)) == 1, stamps
 
 
 def test_a_card_decision_records_when_its_decider_was_shown_the_call(
