@@ -146,7 +146,7 @@ def inbox_page(
 
 def run_locate(run_id: str, *, agent_ids: Collection[str] | None = None) -> tuple[Agent, AgentRun] | None:
     """The suspended run ``run_id`` and the agent that owns it, or None when no agent has it waiting
-    (or it is not one of ``agent_ids``' when given: the agents the user may see).
+    (or, with ``agent_ids``, the agents the user may see, when its agent is not one of them).
 
     Run ids are unique in the store, whatever their agent: one read finds the run, and the run names
     its agent (an unknown id costs one read, not one per agent)."""
