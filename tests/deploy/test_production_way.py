@@ -27,6 +27,7 @@ from playwright.sync_api import Browser, Page, expect
 from approvals.tasks import continue_run
 from tests.deploy.proxy import ReverseProxy, Upstream, self_signed_certificate
 from tests.support import server, services
+from tests.support.browsers import launcher
 from tests.support.card_rows import expanded
 
 # Its tests share Redis database REDIS_DB: one pytest-xdist worker runs them, one after the other.
@@ -150,13 +151,10 @@ def trusting_browser(browser: Browser) -> Iterator[Browser]:
     Not Playwright's ``ignore_https_errors`` alone: with it each new connection fails on the certificate
     and Chromium restarts the request past the error (``RestartIgnoringLastError``), counting the
     restarts against the request's 32 (``ERR_TOO_MANY_RETRIES``). The proxy opens a connection per
-    request, and on a loaded CI machine one stylesheet ran out of restarts.
+    request, and on a loaded CI machine one stylesheet ran out of restarts. (Beside the ``browser``
+    fixture's, whose Playwright it shares and whose teardown stops it after this one closed.)
     """
-    trusting = browser.browser_type.launch(
-        executable_path=services.require_chromium(),
-        args=[*services.CHROMIUM_ARGS, "--ignore-certificate-errors"],
-        headless=True,
-    )
+    trusting = launcher.another("--ignore-certificate-errors")
     yield trusting
     trusting.close()
 

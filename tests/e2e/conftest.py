@@ -312,13 +312,12 @@ def screenshot(page: Page, path: Path) -> None:
 DOCS_SCREENSHOTS = ROOT / "docs" / "screenshots"
 
 
-def docs_screenshot(page: Page, name: str) -> Path:
-    """``screenshot`` of one of the docs' pictures, ``name`` in docs/screenshots/; where it went."""
+def docs_screenshot(page: Page, name: str) -> None:
+    """``screenshot`` of one of the docs' pictures, ``name`` in docs/screenshots/."""
     updating = os.environ.get("UPDATE_DOCS_SCREENSHOTS") == "1"
     folder = DOCS_SCREENSHOTS if updating else ROOT / "test-artifacts" / "docs-screenshots"
     folder.mkdir(parents=True, exist_ok=True)
     screenshot(page, folder / name)
-    return folder / name
 
 
 def log_in(page: Page, login: Login) -> None:

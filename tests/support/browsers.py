@@ -29,13 +29,21 @@ class Launcher:
 
         self._playwright = sync_playwright().start()
         try:
-            self._browser = self._playwright.chromium.launch(
-                executable_path=executable, args=services.CHROMIUM_ARGS, headless=True
-            )
+            self._browser = self._launch(executable)
         except BaseException:
             self.close()
             raise
         return self._browser
+
+    def another(self, *args: str) -> Any:
+        """A second Chromium with ``args`` besides the usual ones, for one test (the caller closes it)."""
+        self.get()
+        return self._launch(services.require_chromium(), *args)
+
+    def _launch(self, executable: str, *args: str) -> Any:
+        return self._playwright.chromium.launch(
+            executable_path=executable, args=[*services.CHROMIUM_ARGS, *args], headless=True
+        )
 
     @property
     def running(self) -> bool:

@@ -20,6 +20,14 @@ class QueryCounter:
     def __len__(self) -> int:
         return len(self.sql)
 
+    def run_reads(self) -> int:
+        """How many of the statements read a run by its id (``approvals_run``'s ``run_id``)."""
+        return sum(
+            1
+            for sql in self.sql
+            if sql.startswith("SELECT") and 'FROM "approvals_run"' in sql and '"run_id" = %s' in sql
+        )
+
 
 def in_background() -> bool:
     """Whether this thread is the app's background work (deliveries, sweeps, batches: threads named

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.contrib.messages import get_messages
@@ -218,13 +217,6 @@ def test_a_decision_from_the_card_reads_the_waiting_run_only_for_its_form(
         "resume-risk": "low",
     }
 
-    def run_reads(statements: Any) -> int:
-        return sum(
-            1
-            for sql in statements.sql
-            if sql.startswith("SELECT") and 'FROM "approvals_run"' in sql and '"run_id" = %s' in sql
-        )
-
     with count_queries() as approving:
         approved = reviewer_client.post(
             url(refund.run_id, refund.tool_calls[0].tool_call_id, "approve"), {"agent": "helpdesk"}, **HX
@@ -234,7 +226,7 @@ def test_a_decision_from_the_card_reads_the_waiting_run_only_for_its_form(
             url(schedule.run_id, schedule.tool_calls[0].tool_call_id, "resume"), answer, **HX
         )
 
-    assert (run_reads(approving), run_reads(answering)) == (1, 2)
+    assert (approving.run_reads(), answering.run_reads()) == (1, 2)
     assert "Completed" in approved.content.decode() and "Completed" in answered.content.decode()
     entries = {e.run_id: e for e in AuditEntry.objects.all()}
     assert entries[refund.run_id].args == {"order_id": "A-1", "amount_cents": 500, "note": "parcel"}

@@ -267,8 +267,7 @@ def test_a_run_is_found_by_one_read_whichever_agent_has_it(
     def run_reads(url: str) -> tuple[int, int]:
         with count_queries() as statements:
             status = reviewer_client.get(url).status_code
-        by_id = [sql for sql in statements.sql if 'FROM "approvals_run"' in sql and '"run_id" =' in sql]
-        return status, len(by_id)
+        return status, statements.run_reads()
 
     assert run_reads(f"/runs/{inner.run_id}/") == run_reads(f"/runs/{inner.run_id}/?agent=worker") == (200, 2)
     assert run_reads("/runs/does-not-exist/") == (404, 2)
