@@ -144,13 +144,18 @@ def inbox_page(
     return InboxPage(runs=list(result.runs), total=result.total, page=page, per_page=per_page)
 
 
-def run_locate(run_id: str, *, agent_ids: Collection[str] | None = None) -> tuple[Agent, AgentRun] | None:
-    """The suspended run ``run_id`` and the agent that owns it, or None when no agent has it waiting
-    (or, with ``agent_ids``, the agents the user may see, when its agent is not one of them).
+def run_now(run_id: str) -> StoredRun | None:
+    """The run ``run_id`` as the store holds it while it waits or a continuation works on it (None
+    once it ended, or for an unknown id), without its snapshot: one read, whichever its agent (run
+    ids are unique in the store). ``waiting`` and ``continuing`` say which, for a user."""
+    return agents.runtime().storage.get_run(run_id, with_snapshot=False)
 
-    Run ids are unique in the store, whatever their agent: one read finds the run, and the run names
-    its agent (an unknown id costs one read, not one per agent)."""
-    run = agents.runtime().storage.get_run(run_id, with_snapshot=False)
+
+def waiting(
+    run: StoredRun | None, *, agent_ids: Collection[str] | None = None
+) -> tuple[Agent, AgentRun] | None:
+    """``run`` (``run_now``'s) and the agent that owns it while it waits, or None (or, with
+    ``agent_ids``, the agents the user may see, when its agent is not one of them)."""
     if run is None or run.status != "suspended":
         return None
     if agent_ids is not None and run.agent_id not in agent_ids:
@@ -160,6 +165,24 @@ def run_locate(run_id: str, *, agent_ids: Collection[str] | None = None) -> tupl
     except KeyError:  # a run of an agent this deployment no longer has
         return None
     return agent, agent_run(run)
+
+
+def continuing(run: StoredRun | None, *, agent_ids: Collection[str] | None = None) -> StoredRun | None:
+    """``run`` (``run_now``'s) while a continuation works on it (its decisions are all in), else None.
+
+    Such a run is listed nowhere (it is not suspended), but its page should say what is going on
+    rather than that it does not exist.
+    """
+    if run is None or run.status != "running":
+        return None
+    if agent_ids is not None and run.agent_id not in agent_ids:
+        return None
+    return run
+
+
+def run_locate(run_id: str, *, agent_ids: Collection[str] | None = None) -> tuple[Agent, AgentRun] | None:
+    """The suspended run ``run_id`` and the agent that owns it (``waiting``), found by one read."""
+    return waiting(run_now(run_id), agent_ids=agent_ids)
 
 
 class WaitingCall(NamedTuple):
@@ -184,17 +207,8 @@ def waiting_call(
 
 
 def run_continuing(run_id: str, *, agent_ids: Collection[str] | None = None) -> StoredRun | None:
-    """The run while a continuation works on it (its decisions are all in), else None.
-
-    Such a run is listed nowhere (it is not suspended), but its page should say what is going on
-    rather than that it does not exist.
-    """
-    run = agents.runtime().storage.get_run(run_id)
-    if run is None or run.status != "running":
-        return None
-    if agent_ids is not None and run.agent_id not in agent_ids:
-        return None
-    return run
+    """The run ``run_id`` while a continuation works on it (``continuing``), else None."""
+    return continuing(run_now(run_id), agent_ids=agent_ids)
 
 
 def run_conversation(agent: Agent, run_id: str) -> list[dict[str, Any]]:

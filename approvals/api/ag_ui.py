@@ -686,13 +686,13 @@ async def _still_going(events: AguiEvents, left: list[str]) -> bool:
 
 async def _run_state(events: AguiEvents, left: list[str]) -> Literal["going", "parked", "ended"]:
     """Where the run is: "going" while it waits on one of ``left`` or a continuation works on it,
-    "parked" when it waits on other calls only, "ended" when it waits no more."""
-    try:
-        run = await events.access.agent.get_suspended_run(events.run_id)
-    except RunNotFound:
-        running = await sync_to_async(queries.run_continuing)(events.run_id)
-        return "going" if running is not None else "ended"
-    return "going" if any(c.tool_call_id in left for c in run.tool_calls) else "parked"
+    "parked" when it waits on other calls only, "ended" when it waits no more (one read)."""
+    run = await sync_to_async(queries.run_now)(events.run_id)
+    if run is None or run.agent_id != events.access.agent.id:
+        return "ended"
+    if run.status == "running":
+        return "going"
+    return "going" if any(c.tool_call_id in left for c in run.undecided) else "parked"
 
 
 async def _recorded(events: AguiEvents, call_ids: list[str]) -> DecisionOutcome | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from functools import partial
 from typing import Any
 
 from django.contrib import messages
@@ -14,7 +16,7 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods
 
 from agents_runtime import Agent, AgentRun
-from agents_runtime.store import NO_EFFECT_OUTCOMES, Outcome
+from agents_runtime.store import NO_EFFECT_OUTCOMES, Outcome, StoredRun
 from approvals import agents, queries, services, tasks
 from approvals.cards import record as run_records
 from approvals.cards import run as cards
@@ -179,8 +181,10 @@ def _cards(
 @login_required
 def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     access = access_of(request)
-    # (Users who see no agent for escalations alone need no lookup before the decisions partial.)
-    found = _waiting_run(access, run_id) if access.escalated_agent_ids else None
+    # The run as it is now, read once and only when asked: users who see an agent only for calls
+    # escalated to them need it before the decisions partial, the others after it.
+    stored = functools.cache(partial(queries.run_now, run_id))
+    found = _waiting_run(access, stored()) if access.escalated_agent_ids else None
     visible = access.agent_ids if found is None else (*access.agent_ids, found[0].id)
     # Invalid attempts are kept apart from decisions (the audit log shows them on request).
     decisions = [
@@ -202,9 +206,9 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     if is_partial(request) and request.htmx.target == RUN_DECISIONS_ID:
         return render_page(request, "approvals/run.html", "run-decisions", context)
     if found is None:
-        found = _waiting_run(access, run_id)
+        found = _waiting_run(access, stored())
     if found is None:
-        continuing = queries.run_continuing(run_id, agent_ids=visible)
+        continuing = queries.continuing(stored(), agent_ids=visible)
         record = None if continuing is not None else queries.run_record(run_id, agent_ids=visible)
         final = context["final"]
         if continuing is not None:
@@ -242,10 +246,10 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     return render_page(request, "approvals/run.html", "run-state", context)
 
 
-def _waiting_run(access: Access, run_id: str) -> tuple[Agent, AgentRun] | None:
-    """The waiting run if the user may see it: of an agent they see, or with a call escalated to
-    one of their groups."""
-    found = queries.run_locate(run_id, agent_ids=access.decidable_agent_ids)
+def _waiting_run(access: Access, run: StoredRun | None) -> tuple[Agent, AgentRun] | None:
+    """The run (``queries.run_now``'s) while it waits, if the user may see it: of an agent they see,
+    or with a call escalated to one of their groups."""
+    found = queries.waiting(run, agent_ids=access.decidable_agent_ids)
     if found is not None and not access.for_agent(found[0].id).sees(found[1]):
         return None
     return found

@@ -11,6 +11,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
+from agents_runtime.store import Decision, DecisionAction
 from tests.support.inbox_rows import inbox
 from tests.support.markup import card_ids
 from tests.support.queries import count_queries, loops_entered
@@ -259,9 +260,10 @@ def test_a_run_is_found_by_one_read_whichever_agent_has_it(
 ) -> None:
     """Run ids are unique across agents: the run page finds a run with one read, not one per agent
     until one has it (the sub-agent ``worker`` is the last of three): without ``?agent=`` it reads
-    the run as often as with it (that read, then its conversation's), and an unknown id costs two
-    (is it waiting, is it being carried out), however many agents there are."""
+    the run as often as with it (that read, then its conversation's). One read also says that a run
+    is being carried out, or that no run has an id, however many agents there are."""
     agents.start("boss", "wipe a disk")
+    carried_out = agents.start("helpdesk", "refund first")
     (inner,) = agents.suspended("worker")  # (the worker's own run, waiting inside the supervisor's)
 
     def run_reads(url: str) -> tuple[int, int]:
@@ -270,7 +272,12 @@ def test_a_run_is_found_by_one_read_whichever_agent_has_it(
         return status, statements.run_reads()
 
     assert run_reads(f"/runs/{inner.run_id}/") == run_reads(f"/runs/{inner.run_id}/?agent=worker") == (200, 2)
-    assert run_reads("/runs/does-not-exist/") == (404, 2)
+    assert run_reads("/runs/does-not-exist/") == (404, 1)
+    (call,) = carried_out.tool_calls
+    approval = Decision(action=DecisionAction.APPROVE, decided_at=timezone.now(), actor="rita")
+    assert agents.runtime.storage.claim(carried_out.run_id, decisions={call.tool_call_id: approval})
+    assert run_reads(f"/runs/{carried_out.run_id}/") == (200, 1)
+    assert "the run is continuing" in reviewer_client.get(f"/runs/{carried_out.run_id}/").content.decode()
 
 
 def test_tool_args_from_the_model_are_escaped_never_markup(
