@@ -1751,7 +1751,8 @@ def listing_page(
     if not found:
         found = run_statement(using, header.sql, [values.get(p, p) for p in header.params], header)
     total, expired = int(found[0]["total"] or 0), bool(found[0]["expired"])
-    return by_run([row for row in found if "pk" in row]), total, expired
+    # (The header's own statement has no run columns; an empty near page, one row with empty ones.)
+    return by_run([row for row in found if row.get("pk") is not None]), total, expired
 
 
 #: A listing's runs in order, each with its call rows in theirs.
@@ -1915,7 +1916,9 @@ def _page_from_the_index(
     runs: RunRecordQuerySet, using: str, query: RunQuery, header: str
 ) -> tuple[str, tuple[Any, ...]]:
     """SQL (and parameters) of a page near the start of a listing: its run rows straight from the
-    listing's index, in order, then joined with their calls; the header's columns after the calls'.
+    listing's index, in order, then joined with their calls; the header's columns after the calls',
+    from the one row of the header the page is joined to, so that an empty page (no run waits, the
+    common case of a desk that keeps up) is one row with the header's columns, not a second statement.
     Its columns are ``querysets``' rows' (the same names, in the same order), so their converters
     hold. PostgreSQL keeps the index's order through the join (an incremental sort of each run's few
     calls), where picking run ids first costs a hash of them, a lookup of each by run id and a full
@@ -1935,7 +1938,8 @@ def _page_from_the_index(
     )
     direction = "ASC" if query.oldest_first else "DESC"
     sql = (
-        f"SELECT {run_columns}, {call_columns}, {header} FROM ({inner.sql}) page"
+        f"SELECT {run_columns}, {call_columns}, header_row.total, header_row.expired"
+        f" FROM (SELECT {header}) header_row LEFT OUTER JOIN ({inner.sql}) page ON TRUE"
         f" LEFT OUTER JOIN {calls} ON (page.{quote('pk')} = {calls}.{quote(_call_column('run'))})"
         f" ORDER BY page.{quote('suspended_at')} {direction}, page.{quote('run_id')} ASC,"
         f" {calls}.{quote(_call_column('position'))} ASC"

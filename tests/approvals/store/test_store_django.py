@@ -59,6 +59,40 @@ def test_a_listing_is_one_statement_whatever_the_page_size(store: DjangoRunStore
     assert counts == [1, 1, 1]
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        RunQuery(agent_id="nobody", limit=50, offset=0),  # an agent nothing waits on
+        RunQuery(agent_id="support", thread_id="no-such-thread", limit=50, offset=0),
+        RunQuery(agent_id="support", tool_name="no-such-tool", limit=20, offset=20),
+    ],
+    ids=["no run", "no match", "no match on page 2"],
+)
+def test_an_empty_listing_is_one_statement_too(store: DjangoRunStore, query: RunQuery) -> None:
+    """A desk that keeps up lists nothing most of the time: its total (0) comes with the empty page."""
+    seed(store, 3)
+
+    with CaptureQueriesContext(connection) as queries:
+        assert store.list_suspended(query) == ([], 0)
+
+    assert len(queries) == 1, [q["sql"] for q in queries]
+
+
+def test_an_empty_listing_still_reclaims_a_run_whose_claim_ran_out(
+    store: DjangoRunStore, clock: Clock
+) -> None:
+    """The lease probe comes with the empty page: the run whose continuation died is waiting again."""
+    seed(store, 1)
+    claimed = store.claim("run-0000")
+    assert claimed is not None and store.start_continuation("run-0000", version=claimed.version)
+    assert store.list_suspended(RunQuery(agent_id="support", limit=50, offset=0)) == ([], 0)
+
+    clock.advance(seconds=31)
+    runs, total = store.list_suspended(RunQuery(agent_id="support", limit=50, offset=0))
+
+    assert ([r.run_id for r in runs], total) == (["run-0000"], 1)
+
+
 def test_a_listing_never_reads_snapshots(store: DjangoRunStore) -> None:
     seed(store, 3, thread_id="t1")
 
