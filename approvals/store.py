@@ -1920,9 +1920,9 @@ def _page_from_the_index(
     from the one row of the header the page is joined to, so that an empty page (no run waits, the
     common case of a desk that keeps up) is one row with the header's columns, not a second statement.
     Its columns are ``querysets``' rows' (the same names, in the same order), so their converters
-    hold. PostgreSQL keeps the index's order through the join (an incremental sort of each run's few
-    calls), where picking run ids first costs a hash of them, a lookup of each by run id and a full
-    sort (bench/list_suspended_runs.py)."""
+    hold. PostgreSQL reads the page's runs straight from the index and sorts only the page's few rows
+    at the end, where picking run ids first costs a hash of them and a lookup of each by run id
+    (bench/list_suspended_runs.py)."""
     _, ordered = _matches_in_order(runs, query)
     window = slice(query.offset, query.offset + (query.limit or 0))
     inner = statement_of(ordered.values(*RUN_COLUMNS)[window].query, using)

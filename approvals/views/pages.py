@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-from functools import partial
 from typing import Any
 
 from django.contrib import messages
@@ -183,7 +182,7 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     access = access_of(request)
     # The run as it is now, read once and only when asked: users who see an agent only for calls
     # escalated to them need it before the decisions partial, the others after it.
-    stored = functools.cache(partial(queries.run_now, run_id))
+    stored = functools.cache(functools.partial(queries.run_now, run_id))
     found = _waiting_run(access, stored()) if access.escalated_agent_ids else None
     visible = access.agent_ids if found is None else (*access.agent_ids, found[0].id)
     # Invalid attempts are kept apart from decisions (the audit log shows them on request).
