@@ -202,6 +202,39 @@ def test_a_page_of_sub_agents_calls_reads_only_the_delegated_runs(store: DjangoR
     assert "run_delegated_oldest_idx" in plan or "Index Cond: (parent_run_id IS NOT NULL)" in plan, plan
 
 
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="PostgreSQL's covering indexes (migration 0049)"
+)
+@pytest.mark.parametrize("filters", [{"tool_name": "refund"}, {"kind": "input"}], ids=["tool", "kind"])
+def test_a_total_filtered_by_tool_or_kind_is_counted_from_indexes_alone(
+    store: DjangoRunStore, filters: dict[str, str]
+) -> None:
+    # Counted from the tables, at a million waiting runs it read every run row of the agent (and their
+    # snapshots' pages) and every undecided call: ~0.5 s a page (docs/scaling.md). Runs here as wide
+    # as real ones (a conversation in each snapshot): their table dearer to read than an index of them.
+    snapshot = {"messages": ["a message of the conversation " * 50]}
+    for i in range(300):
+        calls = [approval(f"c{i}-a"), suspend_call(f"c{i}-s")]
+        at = T0 + timedelta(seconds=i)
+        store.insert_suspended(suspension(f"run-{i:03d}", suspended_at=at, calls=calls, snapshot=snapshot))
+    with connection.cursor() as cursor:  # (as autovacuum leaves a table: its pages all visible)
+        cursor.execute("VACUUM ANALYZE approvals_run, approvals_parked_call")
+    # (In one transaction: outside one the store gives its connection back after the listing.)
+    with transaction.atomic(), connection.cursor() as cursor:
+        # No scan of a whole table, nor a bitmap of one, left to the planner: can the total be
+        # counted from indexes alone?
+        for way in ("seqscan", "bitmapscan"):
+            cursor.execute(f"SET LOCAL enable_{way} = off")
+        query = RunQuery(agent_id="support", limit=20, **filters)  # type: ignore[arg-type]
+        runs, total, plan = _listed_with_plan(store, query, "header_row")
+
+    assert (len(runs), total) == (20, 300)
+    calls_index = "call_undecided_tool_runs_idx" if "tool_name" in filters else "call_undecided_kind_runs_idx"
+    total_plan = plan.split("InitPlan 2")[0]
+    assert "Index Only Scan using run_waiting_ids_idx" in total_plan, plan
+    assert f"Index Only Scan using {calls_index}" in total_plan, plan
+
+
 def _many_waiting(prefix: str, n: int) -> None:
     """``n`` waiting runs of ``support`` without calls, one a second, bulk-inserted."""
     RunRecord.objects.bulk_create(
