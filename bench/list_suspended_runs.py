@@ -12,6 +12,8 @@ times p50 / p95 over ``--calls`` calls of each case:
   agent 0's at every N (the first 60 seeded): whether a filtered listing's cost grows with N itself
   rather than with its matches
 - ``list date range``: created in a 3-day window
+- ``list tool`` / ``list kind``: runs with an undecided call of a tool / of a kind (input) that a
+  quarter of the agent's runs have (their totals: migration 0049's indexes)
 - ``approve e2e``: ``approve_tool_call`` + the continuation to the end, scripted model
 - ``store page 0``: ``DjangoRunStore.list_suspended`` alone (no runtime on top)
 
@@ -274,6 +276,15 @@ def _listing_cases() -> dict[str, tuple[str, Callable[[int], dict[str, Any]], in
     def steady_resource(i: int) -> dict[str, Any]:
         return {"resource_id": STEADY_RESOURCE}
 
+    def tool(i: int) -> dict[str, Any]:
+        return {"tool_name": "ask_environment"}
+
+    def kind(i: int) -> dict[str, Any]:
+        return {"kind": "input"}
+
+    undecided = (
+        "EXISTS (SELECT 1 FROM approvals_parked_call c WHERE c.run_id = approvals_run.id AND c.action IS NULL"
+    )
     return {
         "list page 0": ("", unfiltered, 0),
         "list page 1000": ("", unfiltered, 1000),
@@ -282,6 +293,8 @@ def _listing_cases() -> dict[str, tuple[str, Callable[[int], dict[str, Any]], in
         "list steady thread": (" AND thread_id = %s", steady_thread, 0),
         "list steady resource": (" AND resource_id = %s", steady_resource, 0),
         "list date range": (" AND created_at >= %s AND created_at <= %s", window, 0),
+        "list tool": (f" AND {undecided} AND c.tool_name = %s)", tool, 0),
+        "list kind": (f" AND {undecided} AND c.kind = %s)", kind, 0),
     }
 
 
