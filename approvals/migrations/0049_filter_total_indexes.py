@@ -2,9 +2,10 @@
 # waiting runs have an undecided call of that tool or kind. The waiting counters (0025, 0027) do not
 # hold it, so it is counted. At a million waiting runs PostgreSQL counted it by reading the agent's
 # run rows from the table (a parallel sequential scan: their snapshots make the table large) and
-# every undecided call likewise, ~400-500 ms a page (docs/scaling.md, "The cost of a page").
+# every undecided call likewise (docs/scaling.md, "The inbox in deadline order, the overview and the
+# queue's thread filter at a million runs").
 #
-# These two indexes hold what the count reads, so it is two index-only scans and a hash semi-join:
+# These three indexes hold what the count reads, so it is two index-only scans and a hash semi-join:
 # the agent's waiting runs' ids by (agent_id, status, parent_run_id), as the count filters them
 # (delegated or not), and the undecided calls' run ids by kind and by tool name. The runs' index
 # repeats run_agent_status_parent_idx's keys: that one stays, deduplicated, for plain counts

@@ -210,7 +210,7 @@ def test_a_total_filtered_by_tool_or_kind_is_counted_from_indexes_alone(
     store: DjangoRunStore, filters: dict[str, str]
 ) -> None:
     # Counted from the tables, at a million waiting runs it read every run row of the agent (and their
-    # snapshots' pages) and every undecided call: ~0.5 s a page (docs/scaling.md). Runs here as wide
+    # snapshots' pages) and every undecided call (docs/scaling.md). Runs here as wide
     # as real ones (a conversation in each snapshot): their table dearer to read than an index of them.
     snapshot = {"messages": ["a message of the conversation " * 50]}
     for i in range(300):
