@@ -204,7 +204,7 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     # The page's live partials refetch themselves; htmx names the one it swaps (HX-Target).
     if is_partial(request) and request.htmx.target == RUN_DECISIONS_ID:
         return render_page(request, "approvals/run.html", "run-decisions", context)
-    if found is None:
+    if not access.escalated_agent_ids:  # (else found above, once)
         found = _waiting_run(access, stored())
     if found is None:
         continuing = queries.continuing(stored(), agent_ids=visible)
