@@ -4,7 +4,6 @@ Pure Python: never imports Django. See ``Agent`` for runs and decisions, ``Runti
 """
 
 from ._loop import Decided, RunStream
-from ._pydantic import agent_run
 from .agent import Agent, Runtime
 from .conditions import Condition, ConditionVerdict, InvalidCondition
 from .errors import (
@@ -50,6 +49,7 @@ from .store import (
     ListSuspendedRunsResult,
     RunResult,
     RunStore,
+    agent_run,
 )
 from .tools import Tool, ToolContext, tool
 

@@ -63,11 +63,9 @@ from ._pydantic import (
     ClaimLost,
     Emit,
     RunDeps,
-    agent_run,
     as_utc,
     chunk_for,
     ignore,
-    listed_call,
     new_run_id,
     run_transcript,
     showing_edits,
@@ -137,9 +135,11 @@ from .store import (
     StoredRun,
     Suspension,
     Vote,
+    agent_run,
     call_store,
     decision_conflict,
     expiry_reason,
+    listed_call,
     tool_calls,
 )
 from .tools import Tool, ToolContext, _validate

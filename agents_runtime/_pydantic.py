@@ -40,16 +40,12 @@ from pydantic_ai.models.function import FunctionModel
 from .errors import InvalidPagination
 from .scripted import streaming
 from .store import (
-    AgentRun,
     AgentRunToolCall,
-    CallContext,
     CallKind,
     Chunk,
     Deadline,
     ParkedCall,
     RunResult,
-    StoredRun,
-    construct,
     deadline_from_json,
     deadline_to_json,
 )
@@ -383,45 +379,6 @@ def as_utc(value: datetime | date | None, *, end_of_day: bool) -> datetime | Non
         start = datetime.combine(value, time.min, tzinfo=UTC)
         return start + timedelta(days=1) - timedelta(microseconds=1) if end_of_day else start
     raise TypeError(f"Dates must be datetime or date objects, not {type(value).__name__}")
-
-
-def listed_call(call: ParkedCall) -> AgentRunToolCall:
-    approval = call.kind == CallKind.APPROVAL
-    return construct(
-        AgentRunToolCall,
-        tool_call_id=call.tool_call_id,
-        tool_name=call.tool_name,
-        args=call.args if approval else None,
-        requires_approval=approval,
-        suspend_payload=None if approval else call.suspend_payload,
-        resume_schema=call.resume_schema,
-        suspend_schema=call.suspend_schema,
-        tool_started_at=call.tool_started_at if call.decision is None else None,
-        context=CallContext.from_json(call.context),
-        via_agent_id=call.delegation.agent_id if call.delegation is not None else None,
-        expires_at=call.expires_at,
-        on_expiry=None if call.deadline is None else call.deadline.on_expiry,
-        escalated_to=call.escalated_to,
-        approved_by=tuple(v.actor or "" for v in call.votes),
-    )
-
-
-def agent_run(run: StoredRun) -> AgentRun:
-    """A stored suspended run as listings show it (for a host that reads its store its own way)."""
-    return construct(
-        AgentRun,
-        run_id=run.run_id,
-        agent_id=run.agent_id,
-        thread_id=run.thread_id,
-        resource_id=run.resource_id,
-        suspended_at=run.suspended_at,
-        created_at=run.created_at,
-        tool_calls=[listed_call(c) for c in run.undecided],
-        parent_run_id=run.parent_run_id,
-        started_by=run.started_by,
-        interrupted=run.interrupted,
-        status="suspended",
-    )
 
 
 def usage_json(input_tokens: int, output_tokens: int) -> dict[str, int]:

@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol, TypedDict, Unpack
 
 from . import _loop, _pydantic
 from ._loop import AgentContext, Decided, RunStream
-from ._pydantic import Emit, agent_run, as_utc, check_pagination, new_run_id, now, plain_messages
+from ._pydantic import Emit, as_utc, check_pagination, new_run_id, now, plain_messages
 from .errors import RunNotFound
 from .events import Continuation, RunEvent
 from .grants import Grant, GrantRequest, GrantScope
@@ -36,6 +36,7 @@ from .store import (
     RunResult,
     RunStore,
     StoredRun,
+    agent_run,
     as_deadline,
     call_store,
 )
@@ -450,14 +451,13 @@ class Agent:
             escalated_to=escalated_to,
         )
         ctx = self._context()
-        return _listed(await ctx.call(ctx.store.list_suspended, query))
+        return await ctx.call(_listing, ctx.store, query)
 
     def list_suspended_runs_sync(self, **filters: Unpack[SuspendedRunFilters]) -> ListSuspendedRunsResult:
         """``list_suspended_runs`` for synchronous code (beyond Mastra; a view, a command): the store
         is read on the calling thread, with no event loop in between (each trip there and back cost
         about as much as reading a page's rows). Never from async code: it blocks while it reads."""
-        ctx = self._context()
-        return _listed(ctx.store.list_suspended(_suspended_query(self.id, **filters)))
+        return _listing(self._context().store, _suspended_query(self.id, **filters))
 
     async def get_suspended_run(self, run_id: str) -> AgentRun:
         """One of this agent's suspended runs (beyond Mastra); ``RunNotFound`` otherwise."""
@@ -556,9 +556,15 @@ def _suspended_query(agent_id: str, **filters: Unpack[SuspendedRunFilters]) -> R
     )
 
 
-def _listed(found: tuple[list[StoredRun], int]) -> ListSuspendedRunsResult:
-    runs, total = found
-    return ListSuspendedRunsResult(runs=[agent_run(r) for r in runs], total=total)
+def _listing(store: RunStore, query: RunQuery) -> ListSuspendedRunsResult:
+    """A listing as ``list_suspended_runs`` returns it: made by a store that makes it from its own rows
+    (``list_waiting``, see ``RunStore``), else from the runs the store lists."""
+    list_waiting = getattr(store, "list_waiting", None)
+    if list_waiting is not None:
+        runs, total = list_waiting(query)
+        return ListSuspendedRunsResult(runs=runs, total=total)
+    stored, total = store.list_suspended(query)
+    return ListSuspendedRunsResult(runs=[agent_run(r) for r in stored], total=total)
 
 
 def _rerun(confirmed: bool) -> frozenset[Confirmation]:

@@ -901,6 +901,115 @@ class StoredRun:
         return tuple(c for c in self.calls if c.decision is None)
 
 
+# -- what a listing shows of a waiting run --------------------------------------------------------
+
+
+def waiting_call(
+    kind: CallKind,
+    *,
+    tool_call_id: str,
+    tool_name: str,
+    args: dict[str, Any] | None,
+    suspend_payload: Any,
+    resume_schema: dict[str, Any] | None,
+    suspend_schema: dict[str, Any] | None,
+    tool_started_at: datetime | None,
+    context: dict[str, Any] | None,
+    via_agent_id: str | None,
+    expires_at: datetime | None,
+    on_expiry: str | None,
+    escalated_to: str | None,
+    approved_by: tuple[str, ...],
+) -> AgentRunToolCall:
+    """An undecided call as listings show it: an approval's arguments, an input's payload, never both.
+
+    The one place that says it, from a stored call (``listed_call``) or from a store's own row (a store
+    that builds the listing itself: ``RunStore``'s ``list_waiting``). ``context`` is as stored."""
+    approval = kind == CallKind.APPROVAL
+    return construct(
+        AgentRunToolCall,
+        tool_call_id=tool_call_id,
+        tool_name=tool_name,
+        args=args if approval else None,
+        requires_approval=approval,
+        suspend_payload=None if approval else suspend_payload,
+        resume_schema=resume_schema,
+        suspend_schema=suspend_schema,
+        tool_started_at=tool_started_at,
+        context=CallContext.from_json(context),
+        via_agent_id=via_agent_id,
+        expires_at=expires_at,
+        on_expiry=on_expiry,
+        escalated_to=escalated_to,
+        approved_by=approved_by,
+    )
+
+
+def waiting_run(
+    *,
+    run_id: str,
+    agent_id: str,
+    thread_id: str | None,
+    resource_id: str | None,
+    suspended_at: datetime,
+    created_at: datetime,
+    tool_calls: list[AgentRunToolCall],
+    parent_run_id: str | None,
+    started_by: str | None,
+    interrupted: bool,
+) -> AgentRun:
+    """A suspended run as listings show it, its undecided calls already made (``waiting_call``)."""
+    return construct(
+        AgentRun,
+        run_id=run_id,
+        agent_id=agent_id,
+        thread_id=thread_id,
+        resource_id=resource_id,
+        suspended_at=suspended_at,
+        created_at=created_at,
+        tool_calls=tool_calls,
+        parent_run_id=parent_run_id,
+        started_by=started_by,
+        interrupted=interrupted,
+        status="suspended",
+    )
+
+
+def listed_call(call: ParkedCall) -> AgentRunToolCall:
+    return waiting_call(
+        call.kind,
+        tool_call_id=call.tool_call_id,
+        tool_name=call.tool_name,
+        args=call.args,
+        suspend_payload=call.suspend_payload,
+        resume_schema=call.resume_schema,
+        suspend_schema=call.suspend_schema,
+        tool_started_at=call.tool_started_at if call.decision is None else None,
+        context=call.context,
+        via_agent_id=call.delegation.agent_id if call.delegation is not None else None,
+        expires_at=call.expires_at,
+        on_expiry=None if call.deadline is None else call.deadline.on_expiry,
+        escalated_to=call.escalated_to,
+        approved_by=tuple(v.actor or "" for v in call.votes),
+    )
+
+
+def agent_run(run: StoredRun) -> AgentRun:
+    """A stored suspended run as listings show it (for a host that reads its store its own way)."""
+    return waiting_run(
+        run_id=run.run_id,
+        agent_id=run.agent_id,
+        thread_id=run.thread_id,
+        resource_id=run.resource_id,
+        suspended_at=run.suspended_at,
+        created_at=run.created_at,
+        tool_calls=[listed_call(c) for c in run.undecided],
+        parent_run_id=run.parent_run_id,
+        started_by=run.started_by,
+        interrupted=run.interrupted,
+    )
+
+
 @dataclass(frozen=True)
 class RunQuery:
     """A listing: filters, order and page, all evaluated inside the store."""
@@ -1041,7 +1150,13 @@ def reclaimed_calls(
 
 @runtime_checkable
 class RunStore(Protocol):
-    """The storage the runtime needs. Implementations must be safe to share between threads."""
+    """The storage the runtime needs. Implementations must be safe to share between threads.
+
+    A store may also make the listing's records itself, from its own rows, and say so by a method
+    ``list_waiting(query) -> tuple[list[AgentRun], int]``: what ``list_suspended`` lists, as
+    ``agent_run`` shows it (its calls by ``waiting_call``), and the same total. ``list_suspended_runs``
+    then takes it, one layer of records less for a listing than ``StoredRun`` and then ``AgentRun``.
+    """
 
     lease: timedelta
 

@@ -55,6 +55,8 @@ from agents_runtime.store import (
     CONTINUING_DETAIL,
     INTERRUPTED_AFTER_START_DETAIL,
     INTERRUPTED_DETAIL,
+    AgentRun,
+    AgentRunToolCall,
     CallKind,
     Deadline,
     DeadlineChange,
@@ -80,7 +82,9 @@ from agents_runtime.store import (
     failed_detail,
     recheck_detail,
     suspended_again_detail,
+    waiting_call,
     waiting_detail,
+    waiting_run,
 )
 from agents_runtime.untrusted import clean_text
 from approvals.models import (
@@ -267,41 +271,58 @@ def _optional_dict(row: Row, name: str) -> dict[str, Any] | None:
     return value
 
 
-def parked_call(row: Row) -> ParkedCall:
+def _call_head(row: Row) -> tuple[str, str, CallKind]:
     tool_call_id, tool_name = row["tool_call_id"], row["tool_name"]
     kind = _CALL_KINDS.get(row["kind"])
     if not isinstance(tool_call_id, str) or not tool_call_id or not isinstance(tool_name, str):
         raise CorruptRow(f"call row {row['id']} has no tool call id or tool name")
     if kind is None:
         raise CorruptRow(f"call {tool_call_id!r} has an unknown kind {row['kind']!r}")
+    return tool_call_id, tool_name, kind
+
+
+def _delegation(row: Row, tool_call_id: str) -> Delegation | None:
     delegation = _optional_dict(row, "delegation")
+    if delegation is None:
+        return None
     try:
-        parsed_delegation = (
-            None
-            if delegation is None
-            else Delegation(
-                tool_call_id=str(delegation["tool_call_id"]),
-                inner_run_id=str(delegation["inner_run_id"]),
-                inner_tool_call_id=str(delegation["inner_tool_call_id"]),
-                agent_id=None if delegation.get("agent_id") is None else str(delegation["agent_id"]),
-            )
+        return Delegation(
+            tool_call_id=str(delegation["tool_call_id"]),
+            inner_run_id=str(delegation["inner_run_id"]),
+            inner_tool_call_id=str(delegation["inner_tool_call_id"]),
+            agent_id=None if delegation.get("agent_id") is None else str(delegation["agent_id"]),
         )
     except KeyError as exc:
         raise CorruptRow(f"call {tool_call_id!r}: delegation lacks {exc}") from exc
-    decision = None
-    if row["action"] is not None:
-        action = _ACTIONS.get(row["action"])
-        if action is None or row["decided_at"] is None:
-            raise CorruptRow(f"call {tool_call_id!r} has an invalid decision ({row['action']!r})")
-        decision = Decision(
-            action=action,
-            decided_at=utc(row["decided_at"]),
-            actor=row["actor"],
-            reason=row["reason"],
-            resume_data=row["resume_data"],
-            edited_args=_optional_dict(row, "edited_args"),
-            grant_id=row["grant_id"],
-        )
+
+
+def _decision(row: Row, tool_call_id: str) -> Decision | None:
+    if row["action"] is None:
+        return None
+    action = _ACTIONS.get(row["action"])
+    if action is None or row["decided_at"] is None:
+        raise CorruptRow(f"call {tool_call_id!r} has an invalid decision ({row['action']!r})")
+    return Decision(
+        action=action,
+        decided_at=utc(row["decided_at"]),
+        actor=row["actor"],
+        reason=row["reason"],
+        resume_data=row["resume_data"],
+        edited_args=_optional_dict(row, "edited_args"),
+        grant_id=row["grant_id"],
+    )
+
+
+def _context(row: Row) -> dict[str, Any] | None:
+    return context if isinstance(context := row.get("context"), dict) else None
+
+
+def _optional_utc(value: datetime | None) -> datetime | None:
+    return None if value is None else utc(value)
+
+
+def parked_call(row: Row) -> ParkedCall:
+    tool_call_id, tool_name, kind = _call_head(row)
     return construct(
         ParkedCall,
         tool_call_id=tool_call_id,
@@ -311,14 +332,41 @@ def parked_call(row: Row) -> ParkedCall:
         suspend_payload=row["suspend_payload"],
         suspend_schema=_optional_dict(row, "suspend_schema"),
         resume_schema=_optional_dict(row, "resume_schema"),
-        delegation=parsed_delegation,
-        decision=decision,
-        tool_started_at=None if row["tool_started_at"] is None else utc(row["tool_started_at"]),
-        context=context if isinstance(context := row.get("context"), dict) else None,
-        expires_at=None if row["expires_at"] is None else utc(row["expires_at"]),
+        delegation=_delegation(row, tool_call_id),
+        decision=_decision(row, tool_call_id),
+        tool_started_at=_optional_utc(row["tool_started_at"]),
+        context=_context(row),
+        expires_at=_optional_utc(row["expires_at"]),
         deadline=_deadline(row),
         escalated_to=row["escalated_to"],
         votes=_votes(row),
+    )
+
+
+def listed_call_from_row(row: Row) -> AgentRunToolCall | None:
+    """An undecided call's row as listings show it (``waiting_call``), checked as ``parked_call``
+    checks it; None for a decided call's row (checked too: an unreadable row leaves its run out)."""
+    if row["action"] is not None:
+        parked_call(row)
+        return None
+    tool_call_id, tool_name, kind = _call_head(row)
+    delegation = _delegation(row, tool_call_id)
+    deadline = _deadline(row)
+    return waiting_call(
+        kind,
+        tool_call_id=tool_call_id,
+        tool_name=tool_name,
+        args=_optional_dict(row, "args"),
+        suspend_payload=row["suspend_payload"],
+        resume_schema=_optional_dict(row, "resume_schema"),
+        suspend_schema=_optional_dict(row, "suspend_schema"),
+        tool_started_at=_optional_utc(row["tool_started_at"]),
+        context=_context(row),
+        via_agent_id=None if delegation is None else delegation.agent_id,
+        expires_at=_optional_utc(row["expires_at"]),
+        on_expiry=None if deadline is None else deadline.on_expiry,
+        escalated_to=row["escalated_to"],
+        approved_by=tuple(vote.actor or "" for vote in _votes(row)),
     )
 
 
@@ -345,10 +393,15 @@ def parked_calls(rows: Iterable[Row]) -> tuple[ParkedCall, ...]:
     return tuple(parked_call(row) for row in rows)
 
 
-def stored_run(row: Row, calls: tuple[ParkedCall, ...], *, with_snapshot: bool) -> StoredRun:
+def _history(row: Row) -> list[dict[str, Any]]:
     history = row["history"]
     if not isinstance(history, list) or not all(isinstance(entry, dict) for entry in history):
         raise CorruptRow("history is not a list of objects")
+    return history
+
+
+def stored_run(row: Row, calls: tuple[ParkedCall, ...], *, with_snapshot: bool) -> StoredRun:
+    history = _history(row)
     snapshot: dict[str, Any] | None = None
     if with_snapshot:
         snapshot = row["snapshot"]
@@ -371,6 +424,28 @@ def stored_run(row: Row, calls: tuple[ParkedCall, ...], *, with_snapshot: bool) 
         history=tuple(history),
         started_by=row.get("started_by"),
     )
+
+
+def listed_run_from_rows(row: Row, call_rows: list[Row]) -> AgentRun:
+    """A suspended run's row and its calls' as listings show it (``waiting_run``), checked as
+    ``stored_run`` and ``parked_call`` check them, without making those records first."""
+    _history(row)
+    return waiting_run(
+        run_id=row["run_id"],
+        agent_id=row["agent_id"],
+        thread_id=row["thread_id"],
+        resource_id=row["resource_id"],
+        suspended_at=utc(row["suspended_at"]),
+        created_at=utc(row["created_at"]),
+        tool_calls=[call for call in map(listed_call_from_row, call_rows) if call is not None],
+        parent_run_id=row["parent_run_id"],
+        started_by=row.get("started_by"),
+        interrupted=row["interrupted"],
+    )
+
+
+def _stored_listed(row: Row, call_rows: list[Row]) -> StoredRun:
+    return stored_run(row, parked_calls(call_rows), with_snapshot=False)
 
 
 # -- the hottest reads, compiled once per shape ----------------------------------------------------
@@ -2418,6 +2493,14 @@ class DjangoRunStore(RunStore, GrantStore, RuleStore):
                 return None
 
     def list_suspended(self, query: RunQuery) -> tuple[list[StoredRun], int]:
+        return self._listing(query, _stored_listed)
+
+    def list_waiting(self, query: RunQuery) -> tuple[list[AgentRun], int]:
+        """``list_suspended``'s runs as the runtime's listing shows them, made from the rows
+        (``RunStore``: one layer of records less)."""
+        return self._listing(query, listed_run_from_rows)
+
+    def _listing[R](self, query: RunQuery, record: Callable[[Row, list[Row]], R]) -> tuple[list[R], int]:
         reading = self.tables.listings_using
         with self.tables.connection_scope(reading), self.tables.connection_scope():
             query = replace(
@@ -2435,7 +2518,7 @@ class DjangoRunStore(RunStore, GrantStore, RuleStore):
             listed = []
             for run, call_rows in runs:
                 try:
-                    listed.append(stored_run(run, parked_calls(call_rows), with_snapshot=False))
+                    listed.append(record(run, call_rows))
                 except CorruptRow as exc:
                     logger.warning(
                         "Suspended run %s is unreadable and left out of the listing: %s", run["run_id"], exc

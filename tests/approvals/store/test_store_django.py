@@ -14,10 +14,18 @@ from django.apps import apps as django_apps
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
-from agents_runtime.store import RunQuery, RunStore
+from agents_runtime.store import Deadline, RunQuery, RunStore, agent_run
 from approvals.models import ParkedCallRecord, RunRecord, ThreadMessage
 from approvals.store import DjangoRunStore
-from tests.support.store_helpers import T0, Clock, approval, decision, suspend_call, suspension
+from tests.support.store_helpers import (
+    T0,
+    Clock,
+    approval,
+    decision,
+    delegated,
+    suspend_call,
+    suspension,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -230,6 +238,73 @@ def test_a_corrupt_call_row_skips_its_run_with_a_warning(
     assert total == 3  # counted in SQL, like every other match; the page is just shorter
     warnings = " ".join(r.getMessage() for r in caplog.records)
     assert "run-0001" in warnings and "run-0002" in warnings
+
+
+def _every_kind_of_call(store: DjangoRunStore) -> None:
+    """Runs whose calls hold everything a listing shows: an approval with its context, deadline,
+    votes, escalation and a started tool; an input; a sub-agent's call; a decided call beside them."""
+    voted = replace(
+        approval("c-voted", amount=900),
+        context={"user_message": "Refund it", "key_results": [{"tool_name": "lookup", "values": {"a": 1}}]},
+        deadline=Deadline(timedelta(hours=1), on_expiry="escalate", escalate_to="leads"),
+        expires_at=T0 + timedelta(hours=1),
+        escalated_to="leads",
+        votes=(decision(actor="ann"), decision(actor=None)),
+        tool_started_at=T0 + timedelta(minutes=2),
+    )
+    decided = replace(approval("c-decided"), decision=decision("decline", reason="no"))
+    store.insert_suspended(suspension("run-a", thread_id="t", resource_id="u", calls=[voted, suspend_call()]))
+    store.insert_suspended(
+        suspension(
+            "run-b", parent_run_id="run-a", suspended_at=T0 + timedelta(seconds=1), calls=[delegated()]
+        )
+    )
+    store.insert_suspended(
+        suspension("run-c", suspended_at=T0 + timedelta(seconds=2), calls=[decided, approval("c-open")])
+    )
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        RunQuery(agent_id="support"),
+        RunQuery(agent_id="support", limit=2, offset=1),
+        RunQuery(agent_id="support", thread_id="t"),
+        RunQuery(agent_id="support", kind="input", oldest_first=True),
+        RunQuery(agent_id="support", limit=2, offset=0, by_deadline=True),
+    ],
+    ids=["all", "page 2", "thread", "input calls", "by deadline"],
+)
+def test_the_listing_made_from_rows_is_the_listing_made_from_stored_runs(
+    store: DjangoRunStore, query: RunQuery
+) -> None:
+    """``list_waiting`` (what ``list_suspended_runs`` takes) makes from the rows what ``agent_run``
+    makes of ``list_suspended``'s runs: every field of every run and call, the same total."""
+    _every_kind_of_call(store)
+
+    stored, total = store.list_suspended(query)
+    listed = store.list_waiting(query)
+
+    assert stored, "the query matches nothing: it compares nothing"
+    assert listed == ([agent_run(run) for run in stored], total)
+
+
+def test_a_corrupt_row_leaves_the_same_runs_out_of_both_listings(
+    store: DjangoRunStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    _every_kind_of_call(store)
+    seed(store, 3)
+    ParkedCallRecord.objects.filter(tool_call_id="c1-a").update(args=["not", "an", "object"])
+    ParkedCallRecord.objects.filter(tool_call_id="c-decided").update(decided_at=None)  # (not listed itself)
+    RunRecord.objects.filter(run_id="run-0002").update(history={"not": "a list"})
+
+    with caplog.at_level(logging.WARNING, logger="approvals.store"):
+        runs, total = store.list_waiting(RunQuery(agent_id="support"))
+
+    assert sorted(run.run_id for run in runs) == ["run-0000", "run-a", "run-b"] and total == 6
+    assert runs == [agent_run(run) for run in store.list_suspended(RunQuery(agent_id="support"))[0]]
+    warnings = " ".join(r.getMessage() for r in caplog.records)
+    assert all(run_id in warnings for run_id in ("run-0001", "run-0002", "run-c"))
 
 
 def test_migration_0011_renames_stored_suspend_calls_to_input_and_back(store: DjangoRunStore) -> None:
