@@ -19,7 +19,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DatabaseError
 
-from agents_runtime import Agent, AgentRun, Continuation, ExternalAgent, Runtime, ToolRules, agent_run
+from agents_runtime import Agent, Continuation, ExternalAgent, Runtime, ToolRules
 from approvals.models import AGENT_ID, QueueScope
 from approvals.models import ExternalAgent as ExternalAgentRow
 from approvals.store import DjangoRunStore, QueuePage, QueuePosition, QueueQuery
@@ -198,14 +198,13 @@ def unstarted_continuations(*, decided_before: datetime) -> list[Continuation]:
     return store.unstarted_claims(decided_before=decided_before)
 
 
-def queue_page(query: QueueQuery) -> tuple[list[AgentRun], QueuePage]:
-    """A page of the reviewer's queue across agents (``approvals.store.queue_page``), its runs as listings
-    show them. Only the database store keeps one; a runtime that brought its own store has none."""
+def queue_page(query: QueueQuery) -> QueuePage:
+    """A page of the reviewer's queue across agents (``approvals.store.queue_page``). Only the database
+    store keeps one; a runtime that brought its own store has none."""
     store = runtime().storage
     if not isinstance(store, DjangoRunStore):
-        return [], QueuePage(runs=[], positions=[], more=False)
-    page = store.queue(query)
-    return [agent_run(run) for run in page.runs], page
+        return QueuePage(runs=[], positions=[], next_after=None)
+    return store.queue(query)
 
 
 def queue_names(scope: QueueScope, column: str, limit: int) -> list[str]:

@@ -427,14 +427,16 @@ def queue_page(
         return QueuePage(runs=[], agents_by_id={}, next_after=None, positions={})
     start = agents.QueuePosition(*after) if after is not None else None
     query = agents.QueueQuery(scope=scope, after=start, limit=per_page, **filters)
-    runs, page = agents.queue_page(query)
+    page = agents.queue_page(query)
     by_id = {a.id: a for a in agents.all_agents()}
     # Of an agent seen for its escalated calls only, the card shows those (the others are not theirs).
-    shown = [replace(run, tool_calls=[c for c in run.tool_calls if _decides(access, run, c)]) for run in runs]
+    shown = [
+        replace(run, tool_calls=[c for c in run.tool_calls if _decides(access, run, c)]) for run in page.runs
+    ]
     return QueuePage(
         runs=[run for run in shown if run.tool_calls],
         agents_by_id={run.agent_id: by_id[run.agent_id] for run in shown if run.agent_id in by_id},
-        next_after=page.positions[-1] if page.more and page.positions else None,
+        next_after=page.next_after,
         positions={p.run_id: p for p in page.positions},
     )
 

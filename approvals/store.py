@@ -2139,11 +2139,17 @@ class QueueQuery:
 
 @dataclass(frozen=True)
 class QueuePage:
-    runs: list[StoredRun]
-    #: Each run's place, in the same order (the next page starts after the last).
+    #: The page's runs as listings show them.
+    runs: list[AgentRun]
+    #: Each run's place, in the same order.
     positions: list[QueuePosition]
-    #: Whether any run follows the last of this page.
-    more: bool
+    #: Where the next page starts: after the last run this page read, shown or not (a run decided
+    #: meanwhile, or unreadable, is left out of ``runs``); None when no run follows.
+    next_after: QueuePosition | None
+
+    @property
+    def more(self) -> bool:
+        return self.next_after is not None
 
 
 def queue_page(using: str, query: QueueQuery) -> QueuePage:
@@ -2163,12 +2169,18 @@ def queue_page(using: str, query: QueueQuery) -> QueuePage:
     more = len(places) > query.limit
     places = places[: query.limit]
     if not places:
-        return QueuePage(runs=[], positions=[], more=False)
-    listed = listed_by_id(RunRecord.objects.using(using), [p.run_id for p in places])
-    read = {run["run_id"]: stored_run(run, parked_calls(calls), with_snapshot=False) for run, calls in listed}
+        return QueuePage(runs=[], positions=[], next_after=None)
+    read = {}
+    for run, calls in listed_by_id(RunRecord.objects.using(using), [p.run_id for p in places]):
+        try:
+            read[run["run_id"]] = listed_run_from_rows(run, calls)
+        except CorruptRow as exc:
+            logger.warning("Suspended run %s is unreadable and left out of the queue: %s", run["run_id"], exc)
     # (A run decided between the two reads is left out: it waits no more.)
     kept = [p for p in places if p.run_id in read]
-    return QueuePage(runs=[read[p.run_id] for p in kept], positions=kept, more=more)
+    return QueuePage(
+        runs=[read[p.run_id] for p in kept], positions=kept, next_after=places[-1] if more else None
+    )
 
 
 def _matching(

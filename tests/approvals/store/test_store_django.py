@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 
 from agents_runtime.store import Deadline, RunQuery, RunStore, agent_run
 from approvals.models import ParkedCallRecord, RunRecord, ThreadMessage
-from approvals.store import DjangoRunStore
+from approvals.store import DjangoRunStore, QueueQuery
 from tests.support.store_helpers import (
     T0,
     Clock,
@@ -305,6 +305,31 @@ def test_a_corrupt_row_leaves_the_same_runs_out_of_both_listings(
     assert runs == [agent_run(run) for run in store.list_suspended(RunQuery(agent_id="support"))[0]]
     warnings = " ".join(r.getMessage() for r in caplog.records)
     assert all(run_id in warnings for run_id in ("run-0001", "run-0002", "run-c"))
+
+
+def test_a_corrupt_row_leaves_its_run_out_of_the_queue_with_a_warning(
+    store: DjangoRunStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The reviewer's queue reads its runs as listings do: an unreadable one is left out and logged,
+    the others are shown (it failed the whole queue page), and a page whose every run was left out
+    still leads to the next."""
+    seed(store, 4)
+    ParkedCallRecord.objects.filter(tool_call_id="c1-a").update(args=["not", "an", "object"])
+    ParkedCallRecord.objects.filter(tool_call_id="c2-s").update(kind="teleport")
+
+    pages: list[list[str]] = []
+    query = QueueQuery(scope=(("support", None),), limit=1)
+    with caplog.at_level(logging.WARNING, logger="approvals.store"):
+        while len(pages) < 10:
+            page = store.queue(query)
+            pages.append([run.run_id for run in page.runs])
+            if page.next_after is None:
+                break
+            query = replace(query, after=page.next_after)
+
+    assert pages == [["run-0000"], [], [], ["run-0003"]]
+    warnings = " ".join(r.getMessage() for r in caplog.records)
+    assert "run-0001" in warnings and "run-0002" in warnings
 
 
 def test_migration_0011_renames_stored_suspend_calls_to_input_and_back(store: DjangoRunStore) -> None:

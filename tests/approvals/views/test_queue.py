@@ -19,7 +19,7 @@ from django.urls import reverse
 from agents_runtime import RunResult
 from agents_runtime.store import Deadline
 from approvals import store as store_module
-from approvals.models import RunRecord
+from approvals.models import ParkedCallRecord, RunRecord
 from tests.support.inbox_rows import HX
 from tests.support.queries import count_queries
 from tests.support.runtime_fixtures import DashboardAgents
@@ -359,6 +359,30 @@ def test_a_decision_taken_elsewhere_keeps_its_whole_outcome(
     card = approve(reviewer_client, run, **HX)
 
     assert "is-folded" not in card and "Then the run:" in card
+
+
+def test_an_unreadable_run_is_left_out_and_next_still_leads_past_it(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    """A run whose stored call no longer reads (hand-edited, or written by a broken migration) is left
+    out of the queue, as listings leave it out; the page answers, and a page of such runs only still
+    leads on to the next (the whole queue page failed)."""
+    runs = [start(agents, "helpdesk", f"refund {n}") for n in range(4)]
+    for run in runs[1:3]:
+        ParkedCallRecord.objects.filter(run__run_id=run.run_id).update(args=["not", "an", "object"])
+
+    seen: list[list[str]] = []
+    url = f"{QUEUE}?per_page=1"
+    while len(seen) < 10:
+        response = reviewer_client.get(url, **HX)
+        assert response.status_code == 200
+        page = response.content.decode()
+        seen.append(listed(page))
+        if 'rel="next"' not in page:
+            break
+        url = next_link(page)
+
+    assert seen == [[runs[0].run_id], [], [], [runs[3].run_id]]
 
 
 def test_the_deadline_part_pages_into_the_part_without_deadlines(
