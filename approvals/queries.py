@@ -475,8 +475,16 @@ def queue_counts(access: Access, *, now: datetime | None = None) -> QueueCounts:
         due_soon=calls.filter(expires_at__isnull=False, expires_at__lte=soon).count(),
         escalated=escalated_count(access, calls),
         claimed=claims.count(),
-        second_vote=sum(1 for cast in votes if me not in {v.get("actor") for v in cast}) if voting else 0,
+        second_vote=sum(1 for cast in votes if _waits_on_a_vote_of(me, cast)) if voting else 0,
     )
+
+
+def _waits_on_a_vote_of(username: str, votes: Any) -> bool:
+    """Whether a call's stored ``votes`` (some approvals) lack ``username``'s. An unreadable value
+    counts for nothing: its run is left out of the queue too (``store.queue_page``)."""
+    if not isinstance(votes, list) or not all(isinstance(vote, dict) for vote in votes):
+        return False
+    return username not in {vote.get("actor") for vote in votes}
 
 
 def escalated_count(access: Access, calls: QuerySet[ParkedCallRecord] | None = None) -> int:

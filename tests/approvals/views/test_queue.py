@@ -171,6 +171,23 @@ def test_counts_say_what_is_due_soon_escalated_claimed_and_waiting_on_a_second_v
     assert mine["due_soon"] == sams["due_soon"] == 1
 
 
+def test_an_unreadable_vote_leaves_its_run_out_and_the_counts_standing(
+    agents: DashboardAgents, client_for: Callable[[User], Client]
+) -> None:
+    sam, rita = member("sam", "Reviewers"), member("rita", "Reviewers")
+    payout, other = start(agents, "helpdesk", "payout"), start(agents, "helpdesk", "payout too")
+    assert "1 of 2" in approve(client_for(sam), payout, **HX)
+    assert "1 of 2" in approve(client_for(sam), other, **HX)
+    ParkedCallRecord.objects.filter(run__run_id=payout.run_id).update(votes=["not a vote"])
+
+    response = client_for(rita).get(QUEUE)
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert listed(page) == [other.run_id]
+    assert counts(page)["second_vote"] == 1
+
+
 # --- filters -----------------------------------------------------------------------------------------
 
 
