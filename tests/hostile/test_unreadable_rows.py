@@ -1,0 +1,82 @@
+"""A stored run that no longer reads (a row edited by hand, a broken migration, another version's
+writer): every page and API that lists or shows runs leaves it out or says so, answers, and still
+shows the runs beside it. The store's listings promise as much (``tests/approvals/store``); this
+checks every door that reads them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.contrib.auth.models import User
+from django.test import Client
+
+from agents_runtime import RunResult
+from approvals.models import ParkedCallRecord, RunRecord
+from approvals.services.tokens import create_token
+from tests.approvals.conftest import agents  # (the dashboard's test agents)
+from tests.hostile.conftest import HX, assert_no_5xx
+from tests.support.runtime_fixtures import DashboardAgents
+
+__all__ = ["agents"]
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+#: Each way a stored run can stop reading: the table, the column and what it holds.
+UNREADABLE: dict[str, tuple[type[Any], str, Any]] = {
+    "arguments a list": (ParkedCallRecord, "args", ["not", "an", "object"]),
+    "an unknown kind of call": (ParkedCallRecord, "kind", "teleport"),
+    "votes that are not votes": (ParkedCallRecord, "votes", ["not a vote"]),
+    "a deadline that is not one": (ParkedCallRecord, "deadline", {"after": "soon"}),
+    "a delegation without its run": (ParkedCallRecord, "delegation", {"agent_id": "x"}),
+    "a schema that is a list": (ParkedCallRecord, "resume_schema", [1, 2]),
+    "a history that is not a list": (RunRecord, "history", {"not": "a list"}),
+    "a snapshot that is not an object": (RunRecord, "snapshot", "not an object"),
+}
+
+
+def _break(run: RunResult, model: type[Any], column: str, value: Any) -> None:
+    rows = model.objects.filter(run__run_id=run.run_id) if model is ParkedCallRecord else None
+    rows = rows if rows is not None else model.objects.filter(run_id=run.run_id)
+    assert rows.update(**{column: value}) >= 1
+
+
+@pytest.mark.parametrize("case", list(UNREADABLE))
+def test_every_door_answers_and_shows_the_other_runs_beside_an_unreadable_one(
+    case: str, agents: DashboardAgents, reviewer: User, reviewer_client: Client
+) -> None:
+    generate = async_to_sync(agents.agent("helpdesk").generate)
+    broken, sound = generate("refund the broken one"), generate("refund the sound one")
+    _break(broken, *UNREADABLE[case])
+    bearer = {"HTTP_AUTHORIZATION": f"Bearer {create_token(reviewer, name='hostile').plaintext}"}
+
+    pages = {
+        (url, bool(extra.get("HTTP_HX_REQUEST"))): assert_no_5xx(reviewer_client, url, **extra)
+        for url, extra in (
+            ("/agents/helpdesk/", {}),
+            ("/agents/helpdesk/", HX),
+            ("/queue/", {}),
+            ("/queue/", HX),
+            ("/agents/", {}),
+            ("/", {}),
+            ("/health/", {}),
+            (f"/runs/{broken.run_id}/?agent=helpdesk", {}),
+            (f"/runs/{sound.run_id}/?agent=helpdesk", {}),
+            ("/api/agents/helpdesk/suspended-runs", bearer),
+            (f"/api/v1/agents/helpdesk/runs/{broken.run_id}", bearer),
+            (f"/api/v1/agents/helpdesk/runs/{sound.run_id}", bearer),
+        )
+    }
+
+    # A run whose snapshot alone is unreadable is still listed (what a listing shows reads), and its
+    # page shows it; it is only never handed to a continuation (test_store_django).
+    listed = case == "a snapshot that is not an object"
+    for url in ("/agents/helpdesk/", "/queue/", "/api/agents/helpdesk/suspended-runs"):
+        for partial in (False, True) if not url.startswith("/api/") else (False,):
+            shown = pages[url, partial].content.decode()
+            assert sound.run_id in shown and (broken.run_id in shown) == listed, (url, partial)
+    assert pages[f"/runs/{broken.run_id}/?agent=helpdesk", False].status_code == (200 if listed else 404)
+    assert pages[f"/api/v1/agents/helpdesk/runs/{broken.run_id}", False].status_code == 404
+    for url in (f"/runs/{sound.run_id}/?agent=helpdesk", f"/api/v1/agents/helpdesk/runs/{sound.run_id}"):
+        assert pages[url, False].status_code == 200 and sound.run_id in pages[url, False].content.decode()
