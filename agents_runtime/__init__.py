@@ -21,6 +21,7 @@ from .errors import (
     RiskyNotConfirmed,
     RunAlreadyDecided,
     RunNotFound,
+    RunUnreadable,
     SelfApprovalRefused,
     ToolCallNotSuspended,
 )
@@ -108,6 +109,7 @@ __all__ = [
     "RunResult",
     "RunStore",
     "RunStream",
+    "RunUnreadable",
     "Runtime",
     "ScriptContext",
     "SelfApprovalRefused",

@@ -18,6 +18,20 @@ class RunNotFound(AgentsRuntimeError):
         self.run_id = run_id
 
 
+class RunUnreadable(RunNotFound):
+    """A run its store holds but can no longer read (a row changed by hand, or by another version's
+    writer): it cannot be decided or continued, and it stays as stored until someone repairs it (the
+    store's log says what is wrong). A ``RunNotFound`` to a caller that only asks whether the run waits."""
+
+    def __init__(self, run_id: str) -> None:
+        AgentsRuntimeError.__init__(
+            self,
+            f"Run {run_id!r} is stored in a form that can no longer be read, so it cannot be decided or "
+            "continued. Nothing was changed.",
+        )
+        self.run_id = run_id
+
+
 class ToolCallNotSuspended(AgentsRuntimeError):
     """The tool call is not parked on that run (stale, wrong, empty or ambiguous)."""
 

@@ -40,7 +40,7 @@ from django.db.models import DateTimeField, Exists, F, Field, OuterRef, Q, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
-from agents_runtime import Continuation, RunAlreadyDecided, RunNotFound
+from agents_runtime import Continuation, RunAlreadyDecided, RunNotFound, RunUnreadable
 from agents_runtime.grants import (
     Grant,
     GrantNotFound,
@@ -1477,8 +1477,8 @@ class Decisions:
         try:
             run = stored_run(row, parked_calls(call_rows), with_snapshot=True)
         except CorruptRow as exc:
-            logger.warning("Run %s is unreadable and treated as missing: %s", run_id, exc)
-            raise RunNotFound(run_id) from exc
+            logger.warning("Run %s is unreadable and cannot be decided: %s", run_id, exc)
+            raise RunUnreadable(run_id) from exc
         tool_call_id, verdict = rule(run)
         index = next((i for i, c in enumerate(run.calls) if c.tool_call_id == tool_call_id), None)
         if index is None:
@@ -1609,8 +1609,8 @@ class Deadlines:
             try:
                 run = stored_run(row, parked_calls(call_rows), with_snapshot=False)
             except CorruptRow as exc:
-                logger.warning("Run %s is unreadable and treated as missing: %s", run_id, exc)
-                raise RunNotFound(run_id) from exc
+                logger.warning("Run %s is unreadable and its deadline cannot change: %s", run_id, exc)
+                raise RunUnreadable(run_id) from exc
             change = rule(run)
             index = next((i for i, c in enumerate(run.calls) if c.tool_call_id == change.tool_call_id), None)
             call = None if index is None else run.calls[index]

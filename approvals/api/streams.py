@@ -75,11 +75,11 @@ def outcome_error(outcome: DecisionOutcome, calls: list[AgentRunToolCall]) -> Ap
     """The refusal a decision's outcome is over HTTP, or ``None`` when it took effect."""
     status = outcome.status
     if status == Outcome.NOT_FOUND:
-        if calls:
+        if calls or outcome.refusal:
             return ApiError(
                 404,
                 outcome.message,
-                "tool_call_not_found",
+                outcome.refusal or "tool_call_not_found",
                 runId=outcome.run_id,
                 toolCallId=outcome.tool_call_id,
             )

@@ -60,6 +60,7 @@ from agents_runtime import (
     RunAlreadyDecided,
     RunNotFound,
     RunResult,
+    RunUnreadable,
     ToolCallNotSuspended,
 )
 from agents_runtime.store import (
@@ -537,7 +538,7 @@ class DecisionOutcome:
     #: "Approve and allow": the standing grant made with the approval, in words.
     grant_note: str = ""
     #: The rule that refused the decision (``DecisionRefused.rule``: "claimed", "risky_unconfirmed",
-    #: "separation_of_duties", ...; "rerun_unconfirmed"), or "".
+    #: "separation_of_duties", ...; "rerun_unconfirmed"; "run_unreadable"), or "".
     refusal: str = ""
 
     @property
@@ -651,12 +652,18 @@ def _refused(error: Exception, base: dict[str, Any], visible: list[str]) -> Deci
 
 
 NOT_WAITING = "This run is not waiting for a decision any more (it ended, or it does not exist)."
+UNREADABLE = (
+    "This run's stored record can no longer be read, so it cannot be decided or continued: nothing was "
+    "changed. The server's log says what is wrong with it; an administrator can repair or remove it."
+)
 
 
 def _stale(error: Exception, base: dict[str, Any], visible: list[str]) -> DecisionOutcome:
     """The card was stale: if someone decided this call, say who; otherwise nothing happened."""
     if isinstance(error, CallHeld):
         return _held_by_someone(base, error.held_by)
+    if isinstance(error, RunUnreadable):
+        return DecisionOutcome(status=Outcome.NOT_FOUND, message=UNREADABLE, refusal="run_unreadable", **base)
     # Who decided a call is told only about agents the user may see: to anyone else, a call of a
     # foreign run is as unknown as one that never existed.
     decisions = (

@@ -1,19 +1,22 @@
 """A stored run that no longer reads (a row edited by hand, a broken migration, another version's
 writer): every page and API that lists or shows runs leaves it out or says so, answers, and still
-shows the runs beside it. The store's listings promise as much (``tests/approvals/store``); this
-checks every door that reads them."""
+shows the runs beside it; a decision on it says why it cannot be taken and changes nothing. The
+store's listings promise as much (``tests/approvals/store``); this checks every door that reads them."""
 
 from __future__ import annotations
 
+import html
+import json
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import User
 from django.test import Client
+from django.urls import reverse
 
 from agents_runtime import RunResult
-from approvals.models import ParkedCallRecord, RunRecord
+from approvals.models import AuditEntry, ParkedCallRecord, RunRecord
 from approvals.services.tokens import create_token
 from tests.approvals.conftest import agents  # (the dashboard's test agents)
 from tests.hostile.conftest import HX, assert_no_5xx
@@ -80,3 +83,33 @@ def test_every_door_answers_and_shows_the_other_runs_beside_an_unreadable_one(
     assert pages[f"/api/v1/agents/helpdesk/runs/{broken.run_id}", False].status_code == 404
     for url in (f"/runs/{sound.run_id}/?agent=helpdesk", f"/api/v1/agents/helpdesk/runs/{sound.run_id}"):
         assert pages[url, False].status_code == 200 and sound.run_id in pages[url, False].content.decode()
+
+
+@pytest.mark.parametrize("case", ["a snapshot that is not an object", "arguments a list"])
+def test_deciding_an_unreadable_run_says_so_through_every_door_and_changes_nothing(
+    case: str, agents: DashboardAgents, reviewer: User, reviewer_client: Client
+) -> None:
+    """It said the run was no longer waiting (or did not exist) while its card stayed in the inbox."""
+    run = async_to_sync(agents.agent("helpdesk").generate)("refund the broken one")
+    call = run.tool_calls[0].tool_call_id
+    _break(run, *UNREADABLE[case])
+    bearer = {"HTTP_AUTHORIZATION": f"Bearer {create_token(reviewer, name='hostile').plaintext}"}
+
+    card = reviewer_client.post(
+        reverse("approvals:approve", args=[run.run_id, call]), {"agent": "helpdesk"}, **HX
+    ).content.decode()
+    answers = [
+        reviewer_client.post(url, json.dumps(body), content_type="application/json", **bearer)
+        for url, body in (
+            (f"/api/v1/agents/helpdesk/runs/{run.run_id}/calls/{call}/approve", {}),
+            ("/api/agents/helpdesk/approve-tool-call", {"runId": run.run_id, "toolCallId": call}),
+            ("/api/agents/helpdesk/decline-tool-call", {"runId": run.run_id, "toolCallId": call}),
+        )
+    ]
+
+    assert "can no longer be read" in html.unescape(card)
+    for answer in answers:
+        assert answer.status_code == 404 and answer.json()["code"] == "run_unreadable", answer.content
+        assert "can no longer be read" in answer.json()["error"]
+    assert RunRecord.objects.get(run_id=run.run_id).status == "suspended"
+    assert not AuditEntry.objects.filter(run_id=run.run_id).exists()
