@@ -80,14 +80,15 @@ async def continue_run(agent_id: str, run_id: str, version: int) -> dict[str, An
 
 async def _continue(continuation: Continuation) -> RunResult:
     agent = await agents.aget(continuation.agent_id)
-    stream = agent.continue_run(
-        continuation.run_id,
-        version=continuation.version,
-        claimed=continuation.claimed,
-        started=continuation.started,
-    )
     # Best effort: a page that misses output still refetches how the run ended from its events.
+    # (Started inside: the run's events go out with its output.)
     async with live.RunOutput(continuation.agent_id) as output:
+        stream = agent.continue_run(
+            continuation.run_id,
+            version=continuation.version,
+            claimed=continuation.claimed,
+            started=continuation.started,
+        )
         async for chunk in stream:
             await output.send(chunk)
     return await stream.result()

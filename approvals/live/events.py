@@ -15,7 +15,7 @@ import json
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from functools import cache, partial
 from typing import Any
 
@@ -85,11 +85,13 @@ async def publish(event: RunEvent) -> None:
     if event.type == "call-decided" and event.action == DecisionAction.EXPIRE and event.tool_call_id:
         expired_as = database_sync_to_async(AuditEntry.objects.expired_as)
         payload["expired_as"] = await expired_as(event.run_id, event.tool_call_id)
-    if uses_outbox():
-        row = (LiveEvent.Kind.EVENT, event.agent_id, event.run_id, payload)
-        await database_sync_to_async(write_outbox)([row])
-    else:
+    if not uses_outbox():
         await deliver(payload)
+        return
+    row = (LiveEvent.Kind.EVENT, event.agent_id, event.run_id, payload)
+    output = _writing.get()
+    if output is None or not await output.add_event(row):
+        await database_sync_to_async(write_outbox)([row])
 
 
 def write_outbox(rows: list[tuple[str, str, str, Any]]) -> None:
@@ -170,6 +172,10 @@ def _shown(value: Any) -> Any:
     return value
 
 
+#: The continuation's output open in this context (``RunOutput``, the in-process layer only): the run
+#: events published meanwhile join its outbox rows, in order, rather than each being a write of its own.
+_writing: ContextVar[RunOutput | None] = ContextVar("countersign_run_output", default=None)
+
 #: A listener of the continuations this context starts: the API request that decided a run streams
 #: the continuation's chunks to its client. A context variable because the continuation runs as a
 #: task (``approvals.tasks``) the decision hands to the scheduler; with the Immediate backend it runs
@@ -203,9 +209,13 @@ class RunOutput:
     With Redis each chunk goes to the run's group at once. With the in-process layer the chunks go
     through the outbox, in order: consecutive text deltas of a run are merged, and what has come
     is written at most ``OUTPUT_FLUSH_SECONDS`` after it came, and at once when a run finishes or
-    fails. Publishing never fails the continuation: a chunk that cannot be sent is logged and dropped.
+    fails. The run events published in its context while it is open (the run resumed, completed,
+    parked again) are written with them, in the order they came: a continuation's events and output
+    are then one outbox write, not one each. Publishing never fails the continuation: a chunk that
+    cannot be sent is logged and dropped.
 
         async with RunOutput(agent_id) as output:
+            stream = agent.continue_run(...)  # (started inside: its events join the output)
             async for chunk in stream:
                 await output.send(chunk)
     """
@@ -213,16 +223,35 @@ class RunOutput:
     def __init__(self, agent_id: str) -> None:
         self.agent_id = agent_id
         self._outbox = uses_outbox()
-        self._pending: list[dict[str, Any]] = []
+        #: Output chunks, and run events as outbox rows (``add_event``), in the order they came.
+        self._pending: list[dict[str, Any] | tuple[str, str, str, Any]] = []
         self._lock = asyncio.Lock()
         self._timer: asyncio.Task[None] | None = None
         self._listener = _tap.get()
+        self._open = False
+        self._token: Token[RunOutput | None] | None = None
 
     async def __aenter__(self) -> RunOutput:
+        self._open = True
+        if self._outbox:
+            self._token = _writing.set(self)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        if self._token is not None:
+            _writing.reset(self._token)
+            self._token = None
         await self.aclose()
+
+    async def add_event(self, row: tuple[str, str, str, Any]) -> bool:
+        """Write the outbox row of a run event with this output (at most ``OUTPUT_FLUSH_SECONDS``
+        later, and before anything that comes after it); False once this output is closed: the
+        caller writes it itself."""
+        if not self._open:
+            return False
+        self._pending.append(row)
+        self._flush_later()
+        return True
 
     async def send(self, chunk: Chunk) -> None:
         if self._listener is not None:
@@ -241,7 +270,7 @@ class RunOutput:
         last = self._pending[-1] if self._pending else None
         if (
             body["type"] == "text-delta"
-            and last is not None
+            and isinstance(last, dict)
             and last["type"] == "text-delta"
             and last["run_id"] == body["run_id"]
         ):
@@ -250,11 +279,15 @@ class RunOutput:
             self._pending.append(body)
         if body["type"] in ("finish", "error"):
             await self.flush()
-        elif self._timer is None or self._timer.done():
+        else:
+            self._flush_later()
+
+    def _flush_later(self) -> None:
+        if self._timer is None or self._timer.done():
             self._timer = asyncio.create_task(self._flush_soon())
 
     async def flush(self) -> None:
-        """Write what has come so far to the outbox (one row per run, in order)."""
+        """Write what has come so far to the outbox, in order (a row per run's chunks, per event)."""
         async with self._lock:
             batch, self._pending = self._pending, []
             if not batch:
@@ -262,9 +295,12 @@ class RunOutput:
             try:
                 await database_sync_to_async(_write_output)(self.agent_id, batch)
             except Exception:
-                logger.exception("Live output of run %s could not be written; dropped", batch[0]["run_id"])
+                first = batch[0]
+                run_id = first[2] if isinstance(first, tuple) else first["run_id"]
+                logger.exception("Live output and events of run %s could not be written; dropped", run_id)
 
     async def aclose(self) -> None:
+        self._open = False
         if self._timer is not None and not self._timer.done():
             self._timer.cancel()  # a flush it started goes on (shielded) and keeps its place in line
         await self.flush()
@@ -275,11 +311,14 @@ class RunOutput:
             await asyncio.shield(self.flush())
 
 
-def _write_output(agent_id: str, chunks: list[dict[str, Any]]) -> None:
-    rows: list[tuple[str, str, str, dict[str, Any]]] = []
-    for chunk in chunks:
-        if rows and rows[-1][2] == chunk["run_id"]:
-            rows[-1][3]["chunks"].append(chunk)
+def _write_output(agent_id: str, pending: list[dict[str, Any] | tuple[str, str, str, Any]]) -> None:
+    """The output chunks (a row per run's consecutive chunks) and event rows, in order, in one INSERT."""
+    rows: list[tuple[str, str, str, Any]] = []
+    for item in pending:
+        if isinstance(item, tuple):
+            rows.append(item)
+        elif rows and rows[-1][0] == LiveEvent.Kind.OUTPUT and rows[-1][2] == item["run_id"]:
+            rows[-1][3]["chunks"].append(item)
         else:
-            rows.append((LiveEvent.Kind.OUTPUT, agent_id, chunk["run_id"], {"chunks": [chunk]}))
+            rows.append((LiveEvent.Kind.OUTPUT, agent_id, item["run_id"], {"chunks": [item]}))
     write_outbox(rows)

@@ -9,6 +9,7 @@ suite's database (SQLite or PostgreSQL).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,9 +19,10 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 
-from agents_runtime import Chunk, Runtime
+from agents_runtime import Chunk, RunEvent, Runtime
 from approvals import agents as served
 from approvals import live
+from approvals.live import events as live_events
 from approvals.models import LiveEvent
 from tests.support import server
 from tests.support.live_sockets import WAIT, Session, is_event, messages_until, next_message
@@ -259,3 +261,51 @@ async def test_relay_delivers_a_row_that_commits_after_a_later_one_on_postgresql
         later = await next_message(socket, "event")
     assert [earlier["event"]["run_id"], later["event"]["run_id"]] == ["earlier", "later"]
     await socket.disconnect()
+
+
+async def test_a_continuations_events_go_out_with_its_output_in_one_write_in_the_order_they_came(
+    in_process_layer: None, agents: DashboardAgents, reviewer: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run resumed, its output and the run completed: one outbox write, not one each (the
+    decision's own event goes out at once, before the continuation starts)."""
+    monkeypatch.setattr(live_events, "OUTPUT_FLUSH_SECONDS", 60.0)  # (all of it at the finish)
+    run = await agents.agent("helpdesk").generate("refund scratched table")
+    writes: list[list[tuple[str, str]]] = []
+    write_outbox = live_events.write_outbox
+
+    def counted(rows: list[tuple[str, str, str, Any]]) -> None:
+        writes.append([(kind, payload.get("type") or "output") for kind, _, _, payload in rows])
+        write_outbox(rows)
+
+    monkeypatch.setattr(live_events, "write_outbox", counted)
+    stream = await agents.agent("helpdesk").approve_tool_call(
+        run_id=run.run_id, tool_call_id=run.tool_calls[0].tool_call_id
+    )
+    assert (await stream.result()).status == "success"
+
+    event, output = LiveEvent.Kind.EVENT, LiveEvent.Kind.OUTPUT
+    assert writes == [
+        [(event, "call-decided")],
+        [(event, "run-resumed"), (output, "output"), (event, "run-completed"), (output, "output")],
+    ]
+    rows = await sync_to_async(list)(
+        LiveEvent.objects.filter(run_id=run.run_id, kind=output)
+        .order_by("id")
+        .values_list("payload", flat=True)
+    )
+    assert [c["type"] for row in rows for c in row["chunks"]][-1] == "finish"
+
+
+async def test_an_event_after_the_output_closed_is_written_at_once(
+    in_process_layer: None, transactional_db: None
+) -> None:
+    async with live.RunOutput("helpdesk") as output:
+        await output.send(Chunk("finish", "r-4", {"status": "success"}))
+        # (The producer of a continuation keeps the context it started in, this output in it.)
+        context = contextvars.copy_context()
+
+    late = live.publish(RunEvent("run-completed", "helpdesk", "r-4"))
+    await asyncio.get_running_loop().create_task(late, context=context)
+
+    kinds = await sync_to_async(list)(LiveEvent.objects.order_by("id").values_list("kind", flat=True))
+    assert kinds == [LiveEvent.Kind.OUTPUT, LiveEvent.Kind.EVENT]
