@@ -549,7 +549,8 @@ class DecisionOutcome:
     def verdict(self) -> Verdict | None:
         """What was decided (None: this decision was not taken: lost a race, refused, unconfirmed)."""
         if self.status == Outcome.NOT_FOUND:
-            return Verdict.EXPIRED
+            # (Unless the run still waits, only unreadable: then nothing stopped waiting either.)
+            return None if self.refusal == UNREADABLE_RUN else Verdict.EXPIRED
         if self.status == Outcome.HELD:
             # Decided, not yet taken: what the reviewer chose, undoable.
             return Verdict.of(DecisionAction(self.action), edited=self.edited_args is not None)
@@ -561,7 +562,7 @@ class DecisionOutcome:
 
     @property
     def status_label(self) -> str:
-        return Outcome(self.status).status_label
+        return "Unreadable" if self.refusal == UNREADABLE_RUN else Outcome(self.status).status_label
 
     @property
     def undo_seconds_left(self) -> int:
@@ -652,6 +653,8 @@ def _refused(error: Exception, base: dict[str, Any], visible: list[str]) -> Deci
 
 
 NOT_WAITING = "This run is not waiting for a decision any more (it ended, or it does not exist)."
+#: The refusal (and the HTTP API's error code) of a decision on a run whose stored rows do not read.
+UNREADABLE_RUN = "run_unreadable"
 UNREADABLE = (
     "This run's stored record can no longer be read, so it cannot be decided or continued: nothing was "
     "changed. The server's log says what is wrong with it; an administrator can repair or remove it."
@@ -663,7 +666,7 @@ def _stale(error: Exception, base: dict[str, Any], visible: list[str]) -> Decisi
     if isinstance(error, CallHeld):
         return _held_by_someone(base, error.held_by)
     if isinstance(error, RunUnreadable):
-        return DecisionOutcome(status=Outcome.NOT_FOUND, message=UNREADABLE, refusal="run_unreadable", **base)
+        return DecisionOutcome(status=Outcome.NOT_FOUND, message=UNREADABLE, refusal=UNREADABLE_RUN, **base)
     # Who decided a call is told only about agents the user may see: to anyone else, a call of a
     # foreign run is as unknown as one that never existed.
     decisions = (

@@ -108,6 +108,7 @@ def test_deciding_an_unreadable_run_says_so_through_every_door_and_changes_nothi
     ]
 
     assert "can no longer be read" in html.unescape(card)
+    assert ">Unreadable</span>" in card and "Expired" not in card  # (it did not stop waiting)
     for answer in answers:
         assert answer.status_code == 404 and answer.json()["code"] == "run_unreadable", answer.content
         assert "can no longer be read" in answer.json()["error"]
