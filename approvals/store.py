@@ -1838,6 +1838,20 @@ Listing = list[tuple[Row, list[Row]]]
 _JOINED_NAMES = tuple((name, f"calls__{name}") for name in CALL_COLUMNS if name != "run_id")
 
 
+def readable[R](listing: Listing, record: Callable[[Row, list[Row]], R]) -> list[R]:
+    """The records ``record`` makes of a listing's runs, in order; an unreadable run is left out and
+    logged (a listing, or the queue, still shows the others)."""
+    made = []
+    for run, call_rows in listing:
+        try:
+            made.append(record(run, call_rows))
+        except CorruptRow as exc:
+            logger.warning(
+                "Suspended run %s is unreadable and left out of the listing: %s", run["run_id"], exc
+            )
+    return made
+
+
 def by_run(rows: list[Row]) -> Listing:
     # (A run's first joined row stands for the run: it holds the run's columns, and its call
     # columns are never read as the run's.)
@@ -2170,12 +2184,8 @@ def queue_page(using: str, query: QueueQuery) -> QueuePage:
     places = places[: query.limit]
     if not places:
         return QueuePage(runs=[], positions=[], next_after=None)
-    read = {}
-    for run, calls in listed_by_id(RunRecord.objects.using(using), [p.run_id for p in places]):
-        try:
-            read[run["run_id"]] = listed_run_from_rows(run, calls)
-        except CorruptRow as exc:
-            logger.warning("Suspended run %s is unreadable and left out of the queue: %s", run["run_id"], exc)
+    listed = listed_by_id(RunRecord.objects.using(using), [p.run_id for p in places])
+    read = {run.run_id: run for run in readable(listed, listed_run_from_rows)}
     # (A run decided between the two reads is left out: it waits no more.)
     kept = [p for p in places if p.run_id in read]
     return QueuePage(
@@ -2527,15 +2537,7 @@ class DjangoRunStore(RunStore, GrantStore, RuleStore):
             runs, total, expired = listing_page(runs_read, reading, query, now=self.tables.clock())
             if expired and self.tables.reclaim_expired():
                 runs, total, _ = listing_page(runs_read, reading, query, now=self.tables.clock())
-            listed = []
-            for run, call_rows in runs:
-                try:
-                    listed.append(record(run, call_rows))
-                except CorruptRow as exc:
-                    logger.warning(
-                        "Suspended run %s is unreadable and left out of the listing: %s", run["run_id"], exc
-                    )
-            return listed, total
+            return readable(runs, record), total
 
     def queue(self, query: QueueQuery) -> QueuePage:
         """A page of the reviewer's queue across agents (``store.queue``; beyond the runtime's
