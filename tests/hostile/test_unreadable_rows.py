@@ -40,9 +40,8 @@ UNREADABLE: dict[str, tuple[type[Any], str, Any]] = {
 
 
 def _break(run: RunResult, model: type[Any], column: str, value: Any) -> None:
-    rows = model.objects.filter(run__run_id=run.run_id) if model is ParkedCallRecord else None
-    rows = rows if rows is not None else model.objects.filter(run_id=run.run_id)
-    assert rows.update(**{column: value}) >= 1
+    of_run = "run__run_id" if model is ParkedCallRecord else "run_id"
+    assert model.objects.filter(**{of_run: run.run_id}).update(**{column: value}) >= 1
 
 
 @pytest.mark.parametrize("case", list(UNREADABLE))
