@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from django.test import Client
 from django.urls import reverse
 
 from agents_runtime import RunResult
+from agents_runtime.store import Deadline
 from approvals.models import AuditEntry, ParkedCallRecord, RunRecord
 from approvals.services.tokens import create_token
 from tests.approvals.conftest import agents  # (the dashboard's test agents)
@@ -113,3 +115,20 @@ def test_deciding_an_unreadable_run_says_so_through_every_door_and_changes_nothi
         assert "can no longer be read" in answer.json()["error"]
     assert RunRecord.objects.get(run_id=run.run_id).status == "suspended"
     assert not AuditEntry.objects.filter(run_id=run.run_id).exists()
+
+
+@pytest.mark.parametrize("case", ["arguments a list", "votes that are not votes"])
+def test_the_deadline_sweep_expires_the_other_calls_and_leaves_an_unreadable_run_as_stored(
+    case: str, agents: DashboardAgents
+) -> None:
+    generate = async_to_sync(agents.agent("helpdesk").generate)
+    broken = generate("refund the broken one", deadline=Deadline(timedelta(minutes=5), "decline"))
+    sound = generate("refund the sound one", deadline=Deadline(timedelta(minutes=6), "decline"))
+    _break(broken, *UNREADABLE[case])
+
+    expired = async_to_sync(agents.runtime.expire_due)(datetime.now(UTC) + timedelta(minutes=7))
+
+    assert expired == 1
+    assert list(RunRecord.objects.values_list("run_id", "status")) == [(broken.run_id, "suspended")]
+    assert AuditEntry.objects.filter(run_id=sound.run_id, action="expire").exists()
+    assert not AuditEntry.objects.filter(run_id=broken.run_id).exists()
