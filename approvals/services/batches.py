@@ -40,7 +40,7 @@ from agents_runtime.untrusted import clean_text
 from approvals import agents, live
 from approvals.models import BULK_ACTIONS, DECIDING_BATCH, Batch, BatchItem
 from approvals.policy import DECIDE_PERMISSION, Access, AgentAccess
-from approvals.services.decisions import decide
+from approvals.services.decisions import UNREADABLE_RUN, DecisionOutcome, decide
 
 logger = logging.getLogger(__name__)
 
@@ -197,11 +197,13 @@ def _access_for(batch: Batch) -> AgentAccess | None:
         return None
 
 
-def _skip_reason(status: str, message: str) -> str:
+def _skip_reason(outcome: DecisionOutcome) -> str:
+    status, message = outcome.status, outcome.message
     if status == Outcome.LOST_RACE:
         return message or "Already decided elsewhere."
     if status == Outcome.NOT_FOUND:
-        return NOT_WAITING
+        # (A run that no longer reads still waits: the door's words say so, not "gone".)
+        return message if outcome.refusal == UNREADABLE_RUN else NOT_WAITING
     if status == Outcome.UNCONFIRMED:
         return f"Needs a confirmation on its own card: {message}"
     return message or str(status)
@@ -255,7 +257,7 @@ def _decide_item(access: AgentAccess, batch: Batch, item: BatchItem) -> tuple[st
         DECIDING_BATCH.reset(token)
     if outcome.took_effect:
         return BatchItem.State.DECIDED, bulk_result_line(batch.action, outcome.status)
-    return BatchItem.State.SKIPPED, _skip_reason(outcome.status, outcome.message)
+    return BatchItem.State.SKIPPED, _skip_reason(outcome)
 
 
 @dataclass(frozen=True)

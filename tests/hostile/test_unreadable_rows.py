@@ -18,9 +18,10 @@ from django.urls import reverse
 
 from agents_runtime import RunResult
 from agents_runtime.store import Deadline
-from approvals.models import AuditEntry, ParkedCallRecord, RunRecord
+from approvals.models import AuditEntry, BatchItem, ParkedCallRecord, RunRecord
 from approvals.services.tokens import create_token
 from tests.approvals.conftest import agents  # (the dashboard's test agents)
+from tests.approvals.services.test_batches import key, prepare, start
 from tests.hostile.conftest import HX, assert_no_5xx
 from tests.support.runtime_fixtures import DashboardAgents
 
@@ -74,14 +75,18 @@ def test_every_door_answers_and_shows_the_other_runs_beside_an_unreadable_one(
     }
 
     # A run whose snapshot alone is unreadable is still listed (what a listing shows reads), and its
-    # page shows it; it is only never handed to a continuation (test_store_django).
+    # page and the API show it, without the conversation that no longer reads; it is only never
+    # handed to a continuation (test_store_django).
     listed = case == "a snapshot that is not an object"
     for url in ("/agents/helpdesk/", "/queue/", "/api/agents/helpdesk/suspended-runs"):
         for partial in (False, True) if not url.startswith("/api/") else (False,):
             shown = pages[url, partial].content.decode()
             assert sound.run_id in shown and (broken.run_id in shown) == listed, (url, partial)
-    assert pages[f"/runs/{broken.run_id}/?agent=helpdesk", False].status_code == (200 if listed else 404)
-    assert pages[f"/api/v1/agents/helpdesk/runs/{broken.run_id}", False].status_code == 404
+    for url in (f"/runs/{broken.run_id}/?agent=helpdesk", f"/api/v1/agents/helpdesk/runs/{broken.run_id}"):
+        assert pages[url, False].status_code == (200 if listed else 404), url
+    if listed:
+        shown_run = pages[f"/api/v1/agents/helpdesk/runs/{broken.run_id}", False].json()
+        assert shown_run["runId"] == broken.run_id and shown_run["messages"] == []
     for url in (f"/runs/{sound.run_id}/?agent=helpdesk", f"/api/v1/agents/helpdesk/runs/{sound.run_id}"):
         assert pages[url, False].status_code == 200 and sound.run_id in pages[url, False].content.decode()
 
@@ -132,3 +137,24 @@ def test_the_deadline_sweep_expires_the_other_calls_and_leaves_an_unreadable_run
     assert list(RunRecord.objects.values_list("run_id", "status")) == [(broken.run_id, "suspended")]
     assert AuditEntry.objects.filter(run_id=sound.run_id, action="expire").exists()
     assert not AuditEntry.objects.filter(run_id=broken.run_id).exists()
+
+
+@pytest.mark.parametrize("case", ["a snapshot that is not an object", "arguments a list"])
+def test_a_batch_decides_the_sound_calls_and_skips_an_unreadable_run_saying_why(
+    case: str, agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    broken, sound = agents.start("helpdesk", "refund the broken one"), agents.start("helpdesk", "refund")
+    batch = prepare(reviewer_client, [key(broken), key(sound)])
+    _break(broken, *UNREADABLE[case])  # (after the preview: the batch meets it when it decides)
+
+    start(reviewer_client, batch, "approve")
+
+    items = {item.run_id: item for item in batch.items.all()}
+    assert items[sound.run_id].state == BatchItem.State.DECIDED
+    assert items[broken.run_id].state == BatchItem.State.SKIPPED
+    assert "can no longer be read" in items[broken.run_id].detail
+    assert RunRecord.objects.get(run_id=broken.run_id).status == "suspended"
+    assert not AuditEntry.objects.filter(run_id=broken.run_id).exists()
+    assert agents.executed["refund"].count == 1
+    page = reviewer_client.get(f"/batches/{batch.pk}/")
+    assert page.status_code == 200 and "can no longer be read" in html.unescape(page.content.decode())

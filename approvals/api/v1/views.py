@@ -161,13 +161,22 @@ async def run_detail(request: HttpRequest, agent_id: str, run_id: str) -> HttpRe
         run = await access.agent.get_suspended_run(run_id)
         if not access.sees(run):
             raise RunNotFound(run_id)  # (escalation only: as unknown as a run that never existed)
-        messages = await access.agent.run_messages(run_id)
     except RunNotFound:
         past = await sync_to_async(_run_past_waiting)(agent_id, run_id, access.access.agent_ids)
         if past is None:
             raise not_found(run_id) from None
         return _json(past)
-    return _json(run_out(agent_id, run, messages, access.agent))
+    return _json(run_out(agent_id, run, await _conversation(access.agent, run_id), access.agent))
+
+
+async def _conversation(agent: Agent, run_id: str) -> list[dict[str, Any]]:
+    """The messages that led to the run's wait; none once they cannot be read (its snapshot no longer
+    reads, or it ended since it was read): the run is still shown as it was read, as its dashboard page
+    shows it."""
+    try:
+        return await agent.run_messages(run_id)
+    except RunNotFound:
+        return []
 
 
 def _audit_page(access: Access, query: s.AuditQuery) -> s.AuditPage:
