@@ -198,7 +198,10 @@ class RunRecordQuerySet(models.QuerySet["RunRecord"]):
 
 
 class RunRecord(models.Model):
-    """One run that waits for a human (``suspended``) or is being continued (``running``)."""
+    """One run that waits for a human (``suspended``) or is being continued (``running``).
+
+    On PostgreSQL its table also has ``waiting_keys``, which only triggers write and read (the tools
+    and kinds its undecided calls are of: migration 0050), and the waiting counters' triggers."""
 
     # NULL, not "", for "none": the runtime tells a missing thread / resource / reason from an empty one.
     run_id = models.CharField(max_length=255, unique=True)

@@ -1666,8 +1666,9 @@ def _audit_values(
 # ``delegated``) it is the sum of the agent's waiting counters (``approvals_waiting_count``, kept by
 # triggers on the run table in the statements that park, claim, reclaim and finish runs: migration
 # 0025), exact and constant-time; on PostgreSQL a listing filtered by thread or by end user alone
-# sums that thread's or end user's counters, kept the same way (migration 0027); any other filtered
-# listing counts its matches from their index. A second column says whether some claim's lease ran
+# sums that thread's or end user's counters, kept the same way (migration 0027), and one filtered by
+# tool or by kind alone those of the runs waiting on it (0050); any other filtered listing counts its
+# matches from their index. A second column says whether some claim's lease ran
 # out (an indexed probe of the few running runs), so the store reclaims those and lists again only then,
 # never a sweep of its own per listing. A page past the end (no rows to carry them) reads the two
 # columns alone.
@@ -1724,6 +1725,14 @@ _THREADS = "approvals_waiting_thread"
 _RESOURCES = "approvals_waiting_resource"
 #: Which of them counts the runs of each name column.
 _NAME_COUNTERS = {"thread_id": _THREADS, "resource_id": _RESOURCES}
+#: The counters of a listing filtered by one of these alone: table, condition on its key, filter.
+_KEYED_COUNTERS = {
+    "thread_id": (_THREADS, "thread_id = %s", "thread_id"),
+    "resource_id": (_RESOURCES, "resource_id = %s", "resource_id"),
+    # Waiting runs per agent with an undecided call of a tool, or of a kind (migration 0050).
+    "tool_name": ("approvals_waiting_call", "key = 'tool:' || %s", "tool_name"),
+    "kind": ("approvals_waiting_call", "key = 'kind:' || %s", "kind"),
+}
 
 #: Whether a claim's lease ran out: the partial index run_running_lease_idx, status a literal.
 _EXPIRED = (
@@ -1950,9 +1959,9 @@ def _compile(
         total = f"SELECT COALESCE(SUM(n), 0) FROM {_COUNTERS} WHERE agent_id = %s{delegated}"
         total_params: tuple[Any, ...] = (_STAND_INS["agent_id"],)
     elif (keyed := _keyed_counter(connections[using].vendor, query)) is not None:
-        table, column = keyed
-        total = f"SELECT COALESCE(SUM(n), 0) FROM {table} WHERE agent_id = %s AND {column} = %s{delegated}"
-        total_params = (_STAND_INS["agent_id"], _STAND_INS[column])
+        table, key, name = keyed
+        total = f"SELECT COALESCE(SUM(n), 0) FROM {table} WHERE agent_id = %s AND {key}{delegated}"
+        total_params = (_STAND_INS["agent_id"], _STAND_INS[name])
     else:
         # The count over the matches' primary keys, which both databases' planners flatten into the
         # plain count the ORM's ``count()`` sends (the same indexes, no rows visited for it).
@@ -2043,17 +2052,16 @@ def _call_column(name: str) -> str:
     return field.column
 
 
-def _keyed_counter(vendor: str, query: RunQuery) -> tuple[str, str] | None:
-    """The counters table (and its key column) that has the total of ``query``, a listing filtered
-    by thread or by end user alone (PostgreSQL: migration 0027); None when its matches are counted."""
+def _keyed_counter(vendor: str, query: RunQuery) -> tuple[str, str, str] | None:
+    """The counters that have the total of ``query``, a listing filtered by one of thread, end user
+    (PostgreSQL: migration 0027), tool or kind (0050) alone: their table, the condition on their key
+    (one parameter) and the filter that gives the parameter; None when its matches are counted."""
     if vendor != "postgresql":
         return None
     present = [name for name in _FILTERS if getattr(query, name) is not None]
-    if present == ["thread_id"]:
-        return _THREADS, "thread_id"
-    if present == ["resource_id"]:
-        return _RESOURCES, "resource_id"
-    return None
+    if len(present) != 1:
+        return None
+    return _KEYED_COUNTERS.get(present[0])
 
 
 def _is_deep(vendor: str, query: RunQuery) -> bool:

@@ -13,7 +13,7 @@ times p50 / p95 over ``--calls`` calls of each case:
   rather than with its matches
 - ``list date range``: created in a 3-day window
 - ``list tool`` / ``list kind``: runs with an undecided call of a tool / of a kind (input) that a
-  quarter of the agent's runs have (their totals: migration 0049's indexes)
+  quarter of the agent's runs have (their totals: migration 0050's counters)
 - ``approve e2e``: ``approve_tool_call`` + the continuation to the end, scripted model
 - ``store page 0``: ``DjangoRunStore.list_suspended`` alone (no runtime on top)
 

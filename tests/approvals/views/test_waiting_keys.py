@@ -1,7 +1,7 @@
-"""A listing filtered by thread or by end user has its exact total, and on PostgreSQL the per-thread and
-per-end-user waiting counters behind it (migration 0027, kept by triggers) stay equal to a count of
-the waiting runs through every way a run changes, concurrent ones included, and keep no counter of a
-thread or end user nothing waits on any more.
+"""A listing filtered by thread, end user, tool or kind has its exact total, and on PostgreSQL the
+waiting counters behind it (per thread and end user: migration 0027; per tool and kind of undecided
+call: 0050; kept by triggers) stay equal to a count of the waiting runs through every way a run or
+its calls change, concurrent ones included, and keep no counter of a key nothing waits on any more.
 
 Runs on the database of ``DATABASE_URL``; the counters' own checks on PostgreSQL only (SQLite counts
 a filtered listing's matches).
@@ -17,9 +17,9 @@ import pytest
 from django.db import connection, connections
 
 from agents_runtime.store import RunQuery
-from approvals.models import RunRecord
+from approvals.models import ParkedCallRecord, RunRecord
 from approvals.store import DjangoRunStore
-from tests.support.store_helpers import T0, Clock, approval, decision, suspension
+from tests.support.store_helpers import T0, Clock, approval, decision, suspend_call, suspension
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -193,3 +193,127 @@ def test_two_claims_of_a_threads_last_two_runs_interleaved_leave_no_counter(stor
 
     assert _thread_total(store, "pair") == 0
     _assert_exact(store)
+
+
+# -- by tool and by kind (migration 0050) -------------------------------------------------------------
+
+TOOLS = ("refund", "payout", "ask_details", "deploy", "nobody")
+KINDS = ("approval", "input")
+
+
+def _assert_exact_by_call(store: DjangoRunStore) -> None:
+    """Every listing filtered by one tool or one kind has as its total the runs it lists whole, and
+    (PostgreSQL) the counters equal a count of the waiting runs with an undecided call of each, with
+    no counter left at zero."""
+    for agent_id in ("support", "billing"):
+        for filters in [{"tool_name": t} for t in TOOLS] + [{"kind": k} for k in KINDS]:
+            for delegated in (None, True, False):
+                query = RunQuery(agent_id=agent_id, delegated=delegated, **filters)
+                whole, total = store.list_suspended(query)
+                assert total == len(whole), (agent_id, filters, delegated, total, len(whole))
+                assert store.list_suspended(replace(query, limit=1))[1] == total, (agent_id, filters)
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT agent_id, key, delegated, SUM(n) FROM approvals_waiting_call"
+            " GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
+        )
+        kept = cursor.fetchall()
+        cursor.execute(
+            "SELECT r.agent_id, k.key, r.parent_run_id IS NOT NULL, COUNT(*) FROM approvals_run r JOIN ("
+            " SELECT run_id, 'tool:' || tool_name AS key FROM approvals_parked_call WHERE action IS NULL"
+            " UNION SELECT run_id, 'kind:' || kind FROM approvals_parked_call WHERE action IS NULL"
+            ") k ON k.run_id = r.id WHERE r.status = 'suspended' GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
+        )
+        assert kept == cursor.fetchall()
+        cursor.execute("SELECT COUNT(*) FROM approvals_waiting_call WHERE n <= 0")
+        assert cursor.fetchone()[0] == 0
+
+
+def _total(store: DjangoRunStore, **filters: str) -> int:
+    return store.list_suspended(RunQuery(agent_id="support", limit=1, **filters))[1]
+
+
+def test_totals_by_tool_and_kind_stay_exact_through_every_change(store: DjangoRunStore, clock: Clock) -> None:
+    two_refunds = [approval("r1"), approval("r2")]
+    store.insert_suspended(suspension("two-refunds", calls=two_refunds))
+    store.insert_suspended(suspension("refund-and-ask", calls=[approval("r"), suspend_call("s")]))
+    store.insert_suspended(suspension("payout", calls=[approval("p", tool_name="payout")]))
+    store.insert_suspended(suspension("inner", parent_run_id="boss", calls=[approval("i")]))
+    store.insert_suspended(suspension("theirs", agent_id="billing", calls=[approval("t")]))
+    for i in range(3):
+        store.insert_suspended(suspension(f"plain-{i}", suspended_at=T0 + timedelta(minutes=i)))
+    _assert_exact_by_call(store)
+    assert (_total(store, tool_name="refund"), _total(store, kind="input")) == (6, 1)
+
+    # One of two refunds decided: the run still waits on a refund. The ask answered: it waits on
+    # none. The second refund decided: the run is claimed (the call and the run in one statement).
+    store.decide(agent_id="support", run_id="two-refunds", rule=lambda run: ("r1", decision()))
+    assert _total(store, tool_name="refund") == 6
+    store.decide(agent_id="support", run_id="refund-and-ask", rule=lambda run: ("s", decision()))
+    assert (_total(store, tool_name="refund"), _total(store, kind="input")) == (6, 0)
+    store.decide(agent_id="support", run_id="two-refunds", rule=lambda run: ("r2", decision()))
+    assert _total(store, tool_name="refund") == 5
+    _assert_exact_by_call(store)
+
+    # Continued and finished; continued and parked again on other calls; a lease that runs out.
+    running = store.get_run("two-refunds")
+    assert running is not None and store.start_continuation("two-refunds", version=running.version)
+    again = suspension("two-refunds", calls=[approval("p2", tool_name="payout"), suspend_call("s2")])
+    assert store.resuspend(again, expected_version=running.version) is not None
+    assert (_total(store, tool_name="payout"), _total(store, kind="input")) == (2, 1)
+    claimed = store.claim("plain-0")
+    assert claimed is not None and store.start_continuation("plain-0", version=claimed.version)
+    assert store.finish("plain-0", version=claimed.version)
+    other = store.claim("plain-1")
+    assert other is not None and store.start_continuation("plain-1", version=other.version)
+    assert _total(store, tool_name="refund") == 3
+    clock.advance(seconds=31)  # plain-1's lease runs out: the next listing reclaims it
+    assert _total(store, tool_name="refund") == 4
+    _assert_exact_by_call(store)
+
+    # Behind the store's back: two calls of one run decided in one statement, a call renamed, one
+    # deleted, calls added, a run deleted with its calls, a run moved to another agent.
+    store.insert_suspended(suspension("pair", calls=[approval("a"), approval("b")]))
+    ParkedCallRecord.objects.filter(run__run_id="pair").update(action="approve", actor="x")
+    ParkedCallRecord.objects.filter(run__run_id="plain-2").update(tool_name="deploy")
+    ParkedCallRecord.objects.filter(run__run_id="refund-and-ask", tool_call_id="r").delete()
+    run_pk = RunRecord.objects.get(run_id="payout").pk
+    ParkedCallRecord.objects.bulk_create(
+        [
+            ParkedCallRecord(run_id=run_pk, position=5, tool_call_id="x1", tool_name="refund", kind="input"),
+            ParkedCallRecord(run_id=run_pk, position=6, tool_call_id="x2", tool_name="refund", kind="input"),
+        ]
+    )
+    RunRecord.objects.filter(run_id="inner").delete()
+    RunRecord.objects.filter(run_id="plain-1").update(agent_id="billing")
+    _assert_exact_by_call(store)
+    assert (_total(store, tool_name="refund"), _total(store, tool_name="deploy")) == (1, 1)
+
+
+def test_reviewers_deciding_one_tools_calls_at_once_leave_it_counted_exactly(store: DjangoRunStore) -> None:
+    for i in range(8):
+        store.insert_suspended(suspension(f"busy-{i}", calls=[approval("c", tool_name="payout")]))
+    store.insert_suspended(suspension("stays", calls=[approval("c", tool_name="payout")]))
+    barrier = threading.Barrier(8)
+    failures: list[BaseException] = []
+
+    def decide(i: int) -> None:
+        try:
+            barrier.wait()
+            store.decide(agent_id="support", run_id=f"busy-{i}", rule=lambda run: ("c", decision()))
+        except BaseException as exc:  # reported below, not swallowed
+            failures.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=decide, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert failures == []
+    assert _total(store, tool_name="payout") == 1
+    _assert_exact_by_call(store)

@@ -1,0 +1,173 @@
+# How many runs wait per agent on an undecided call of each tool, and of each kind (PostgreSQL only):
+# the exact ``total`` of a listing filtered by tool or by kind (the inbox's filters) without counting
+# its matches on every request. Counted from 0049's indexes, that total grew with the matches: at a
+# million waiting runs it was nearly all of such a listing's time (docs/scaling.md).
+#
+# A run waits on a tool (or kind) while it is suspended and one of its calls of that tool (or kind)
+# is undecided: a fact of two tables. Counters kept by triggers on both would each see the other
+# table's change of the same statement already made (the decision is one statement that updates the
+# call and the run, on PostgreSQL), and count a run twice or not at all. So the run row carries the
+# fact: ``waiting_keys``, the sorted keys ("tool:<name>", "kind:<kind>") of its undecided calls,
+# kept by statement triggers on approvals_parked_call whichever code writes the calls; and the
+# counters move with the run row alone, as 0025's and 0027's do, from its old and new versions.
+#
+# approvals_waiting_call holds one counter per (agent, key, inner run or not, slot), the slot the
+# run row's id modulo 16 as in 0025 (an agent's calls of one tool are decided as often as its runs
+# are). A counter that reaches 0 is deleted: tool names come from agents outside (approval
+# requests), so the table stays as long as the keys waited on, not every key there ever was.
+# store.py (``_keyed_counter``) reads it for a listing filtered by tool alone or by kind alone; other
+# listings, and SQLite, count their matches as before. ``waiting_keys`` is not a model field: only
+# these triggers write it and nothing reads it but them.
+
+from django.db import migrations
+
+SLOTS = 16
+CALLS = "approvals_parked_call"
+
+# The keys of a run's undecided calls, sorted, each once.
+_KEYS_OF = f"""ARRAY(
+    SELECT 'tool:' || c.tool_name FROM {CALLS} c WHERE c.run_id = {{run}} AND c.action IS NULL
+    UNION SELECT 'kind:' || c.kind FROM {CALLS} c WHERE c.run_id = {{run}} AND c.action IS NULL
+    ORDER BY 1)"""
+
+# The runs whose calls a statement changed get their keys again: the run rows' trigger counts.
+_CALLS_CHANGED = f"""
+CREATE FUNCTION approvals_waiting_call_{{op}}() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE approvals_run r SET waiting_keys = changed.keys
+    FROM (SELECT touched.run_id, {_KEYS_OF.format(run="touched.run_id")} AS keys
+          FROM (SELECT DISTINCT run_id FROM {{rows}}) touched) changed
+    WHERE r.id = changed.run_id AND r.waiting_keys IS DISTINCT FROM changed.keys;
+    RETURN NULL;
+END $$;
+"""
+
+# A counter moved by n for each (agent, key, inner run or not, slot) of ``moves``; one left at 0 is
+# deleted. (The same counter row twice in one INSERT ... ON CONFLICT is an error: grouped first.)
+_MOVE = """
+    INSERT INTO approvals_waiting_call AS counted (agent_id, key, delegated, slot, n)
+    SELECT agent_id, key, delegated, slot, SUM(n) FROM ({moves}) moves
+    GROUP BY 1, 2, 3, 4 HAVING SUM(n) <> 0
+    ON CONFLICT (agent_id, key, delegated, slot) DO UPDATE SET n = counted.n + excluded.n;
+    DELETE FROM approvals_waiting_call WHERE n = 0 AND (agent_id, key) IN (
+        SELECT agent_id, key FROM ({moves}) moves);
+"""
+
+
+def _moves(rows: str, sign: int) -> str:
+    return (
+        f"SELECT agent_id, unnest(waiting_keys) AS key, parent_run_id IS NOT NULL AS delegated,"
+        f" id % {SLOTS} AS slot, {sign} AS n FROM {rows} WHERE status = 'suspended'"
+    )
+
+
+_ROW_MOVES = (
+    f"SELECT OLD.agent_id AS agent_id, unnest(OLD.waiting_keys) AS key, OLD.parent_run_id IS NOT NULL"
+    f" AS delegated, OLD.id % {SLOTS} AS slot, -1 AS n WHERE OLD.status = 'suspended'"
+    f" UNION ALL SELECT NEW.agent_id, unnest(NEW.waiting_keys), NEW.parent_run_id IS NOT NULL,"
+    f" NEW.id % {SLOTS}, 1 WHERE NEW.status = 'suspended'"
+)
+
+POSTGRESQL = f"""
+ALTER TABLE approvals_run ADD COLUMN waiting_keys text[] NOT NULL DEFAULT '{{}}';
+UPDATE approvals_run SET waiting_keys = {_KEYS_OF.format(run="approvals_run.id")}
+    WHERE id IN (SELECT run_id FROM {CALLS} WHERE action IS NULL);
+CREATE TABLE approvals_waiting_call (
+    agent_id varchar(255) NOT NULL,
+    key text NOT NULL,
+    delegated boolean NOT NULL,
+    slot smallint NOT NULL,
+    n bigint NOT NULL,
+    PRIMARY KEY (agent_id, key, delegated, slot)
+);
+INSERT INTO approvals_waiting_call (agent_id, key, delegated, slot, n)
+    SELECT agent_id, key, delegated, slot, COUNT(*) FROM ({_moves("approvals_run", 1)}) runs
+    GROUP BY 1, 2, 3, 4;
+
+-- The calls' side: a statement that inserts, changes or deletes calls sets their runs' keys again
+-- (an UPDATE trigger with transition tables cannot name its columns: it runs for every update of
+-- calls, and leaves a run whose keys did not change untouched). A run deleted with its calls (the
+-- cascade) is no longer there to update: its own trigger counted it out.
+{_CALLS_CHANGED.format(op="inserted", rows="inserted")}
+{_CALLS_CHANGED.format(op="updated", rows="(SELECT run_id FROM old_rows UNION ALL SELECT run_id FROM new_rows) rows")}
+{_CALLS_CHANGED.format(op="deleted", rows="deleted")}
+CREATE TRIGGER approvals_call_waiting_insert AFTER INSERT ON {CALLS}
+    REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION approvals_waiting_call_inserted();
+CREATE TRIGGER approvals_call_waiting_update AFTER UPDATE ON {CALLS}
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION approvals_waiting_call_updated();
+CREATE TRIGGER approvals_call_waiting_delete AFTER DELETE ON {CALLS}
+    REFERENCING OLD TABLE AS deleted FOR EACH STATEMENT EXECUTE FUNCTION approvals_waiting_call_deleted();
+
+-- The runs' side: the counters move with the run row, from its old and new versions.
+CREATE FUNCTION approvals_waiting_call_run_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+{_MOVE.format(moves=_moves("inserted", 1))}
+    RETURN NULL;
+END $$;
+CREATE FUNCTION approvals_waiting_call_run_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+{_MOVE.format(moves=_moves("deleted", -1))}
+    RETURN NULL;
+END $$;
+CREATE FUNCTION approvals_waiting_call_run_updated() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+{_MOVE.format(moves=_ROW_MOVES)}
+    RETURN NULL;
+END $$;
+CREATE FUNCTION approvals_waiting_call_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM approvals_waiting_call;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER approvals_run_waiting_call_insert AFTER INSERT ON approvals_run
+    REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION approvals_waiting_call_run_inserted();
+CREATE TRIGGER approvals_run_waiting_call_delete AFTER DELETE ON approvals_run
+    REFERENCING OLD TABLE AS deleted FOR EACH STATEMENT EXECUTE FUNCTION approvals_waiting_call_run_deleted();
+CREATE TRIGGER approvals_run_waiting_call_update
+    AFTER UPDATE OF status, agent_id, parent_run_id, waiting_keys ON approvals_run FOR EACH ROW
+    WHEN ((OLD.status = 'suspended' OR NEW.status = 'suspended') AND (
+        OLD.status IS DISTINCT FROM NEW.status OR OLD.agent_id IS DISTINCT FROM NEW.agent_id
+        OR (OLD.parent_run_id IS NULL) <> (NEW.parent_run_id IS NULL)
+        OR OLD.waiting_keys IS DISTINCT FROM NEW.waiting_keys))
+    EXECUTE FUNCTION approvals_waiting_call_run_updated();
+CREATE TRIGGER approvals_run_waiting_call_truncate AFTER TRUNCATE ON approvals_run
+    FOR EACH STATEMENT EXECUTE FUNCTION approvals_waiting_call_truncate();
+"""
+
+POSTGRESQL_REVERSE = f"""
+DROP TRIGGER approvals_run_waiting_call_truncate ON approvals_run;
+DROP TRIGGER approvals_run_waiting_call_update ON approvals_run;
+DROP TRIGGER approvals_run_waiting_call_delete ON approvals_run;
+DROP TRIGGER approvals_run_waiting_call_insert ON approvals_run;
+DROP TRIGGER approvals_call_waiting_delete ON {CALLS};
+DROP TRIGGER approvals_call_waiting_update ON {CALLS};
+DROP TRIGGER approvals_call_waiting_insert ON {CALLS};
+DROP FUNCTION approvals_waiting_call_truncate();
+DROP FUNCTION approvals_waiting_call_run_updated();
+DROP FUNCTION approvals_waiting_call_run_deleted();
+DROP FUNCTION approvals_waiting_call_run_inserted();
+DROP FUNCTION approvals_waiting_call_deleted();
+DROP FUNCTION approvals_waiting_call_updated();
+DROP FUNCTION approvals_waiting_call_inserted();
+DROP TABLE approvals_waiting_call;
+ALTER TABLE approvals_run DROP COLUMN waiting_keys;
+"""
+
+
+def forwards(apps, schema_editor):  # type: ignore[no-untyped-def]
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute(POSTGRESQL, params=None)
+
+
+def backwards(apps, schema_editor):  # type: ignore[no-untyped-def]
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute(POSTGRESQL_REVERSE, params=None)
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("approvals", "0049_filter_total_indexes"),
+    ]
+
+    operations = [migrations.RunPython(forwards, backwards)]
