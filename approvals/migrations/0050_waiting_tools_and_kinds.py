@@ -4,12 +4,16 @@
 # million waiting runs it was nearly all of such a listing's time (docs/scaling.md).
 #
 # A run waits on a tool (or kind) while it is suspended and one of its calls of that tool (or kind)
-# is undecided: a fact of two tables. Counters kept by triggers on both would each see the other
-# table's change of the same statement already made (the decision is one statement that updates the
-# call and the run, on PostgreSQL), and count a run twice or not at all. So the run row carries the
-# fact: ``waiting_keys``, the sorted keys ("tool:<name>", "kind:<kind>") of its undecided calls,
-# kept by statement triggers on approvals_parked_call whichever code writes the calls; and the
-# counters move with the run row alone, as 0025's and 0027's do, from its old and new versions.
+# is undecided: a fact of two tables. Triggers on both that each looked at the other table would
+# see its change of the same statement already made (the decision is one statement that updates the
+# call and the run, on PostgreSQL), and count a run twice or not at all. So the run row keeps the
+# keys it is counted under: ``waiting_keys``, the sorted keys ("tool:<name>", "kind:<kind>") of its
+# undecided calls, and the counters are the sum of the waiting runs' kept keys. Statement triggers
+# on approvals_parked_call (whichever code writes the calls) give a run its keys again and, if it
+# waits, move its counters from the keys kept to the new ones; the run rows' own triggers move its
+# kept keys' counters when it starts or stops waiting, as 0025's and 0027's do. Each move is from
+# what the counters hold to what they should, whichever of the two triggers of a statement fires
+# first.
 #
 # approvals_waiting_call holds one counter per (agent, key, inner run or not, slot), the slot the
 # run row's id modulo 16 as in 0025 (an agent's calls of one tool are decided as often as its runs
@@ -24,20 +28,54 @@ from django.db import migrations
 SLOTS = 16
 CALLS = "approvals_parked_call"
 
-# The keys of a run's undecided calls, sorted, each once.
+# The keys of a run's undecided calls, sorted, each once (``{run}``: the run's id).
 _KEYS_OF = f"""ARRAY(
     SELECT 'tool:' || c.tool_name FROM {CALLS} c WHERE c.run_id = {{run}} AND c.action IS NULL
     UNION SELECT 'kind:' || c.kind FROM {CALLS} c WHERE c.run_id = {{run}} AND c.action IS NULL
     ORDER BY 1)"""
 
-# The runs whose calls a statement changed get their keys again: the run rows' trigger counts.
+# A statement that inserts, changes or deletes calls gives their runs their keys again and moves
+# the counters of those that wait from the old keys to the new, in one statement for all its runs
+# (not through the run rows' trigger: a bulk load's million row-level moves of a few counter rows
+# in one transaction would chain a million row versions of them, each move walking the chain). A
+# counter that reaches 0 is then deleted, unless another transaction moved it meanwhile.
 _CALLS_CHANGED = f"""
 CREATE FUNCTION approvals_waiting_call_{{op}}() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    zero_agents text[];
+    zero_keys text[];
+    zero_delegated boolean[];
+    zero_slots smallint[];
 BEGIN
-    UPDATE approvals_run r SET waiting_keys = changed.keys
-    FROM (SELECT touched.run_id, {_KEYS_OF.format(run="touched.run_id")} AS keys
-          FROM (SELECT DISTINCT run_id FROM {{rows}}) touched) changed
-    WHERE r.id = changed.run_id AND r.waiting_keys IS DISTINCT FROM changed.keys;
+    WITH touched AS MATERIALIZED (
+        -- (Each run's keys from its calls' index, whatever the planner believes of the tables'
+        -- sizes: a join of the runs with their calls grouped was planned as a loop over both.)
+        SELECT r.id, r.agent_id, r.parent_run_id IS NOT NULL AS delegated, r.status,
+            r.waiting_keys AS old_keys, {_KEYS_OF.format(run="r.id")} AS new_keys
+        FROM approvals_run r WHERE r.id IN (SELECT run_id FROM {{rows}})
+    ), changed AS (
+        SELECT * FROM touched WHERE old_keys IS DISTINCT FROM new_keys
+    ), kept AS (
+        UPDATE approvals_run r SET waiting_keys = changed.new_keys FROM changed WHERE r.id = changed.id
+    ), moved AS (
+        INSERT INTO approvals_waiting_call AS counted (agent_id, key, delegated, slot, n)
+        SELECT agent_id, key, delegated, slot, SUM(n) FROM (
+            SELECT agent_id, unnest(old_keys) AS key, delegated, id % {SLOTS} AS slot, -1 AS n
+            FROM changed WHERE status = 'suspended'
+            UNION ALL SELECT agent_id, unnest(new_keys), delegated, id % {SLOTS}, 1
+            FROM changed WHERE status = 'suspended') moves
+        GROUP BY 1, 2, 3, 4 HAVING SUM(n) <> 0
+        ON CONFLICT (agent_id, key, delegated, slot) DO UPDATE SET n = counted.n + excluded.n
+        RETURNING agent_id, key, delegated, slot, n
+    )
+    SELECT array_agg(agent_id), array_agg(key), array_agg(delegated), array_agg(slot)
+    INTO zero_agents, zero_keys, zero_delegated, zero_slots FROM moved WHERE n = 0;
+    IF zero_agents IS NOT NULL THEN
+        DELETE FROM approvals_waiting_call w
+        USING unnest(zero_agents, zero_keys, zero_delegated, zero_slots) z(agent_id, key, delegated, slot)
+        WHERE w.agent_id = z.agent_id AND w.key = z.key AND w.delegated = z.delegated
+            AND w.slot = z.slot AND w.n = 0;
+    END IF;
     RETURN NULL;
 END $$;
 """
@@ -84,10 +122,9 @@ INSERT INTO approvals_waiting_call (agent_id, key, delegated, slot, n)
     SELECT agent_id, key, delegated, slot, COUNT(*) FROM ({_moves("approvals_run", 1)}) runs
     GROUP BY 1, 2, 3, 4;
 
--- The calls' side: a statement that inserts, changes or deletes calls sets their runs' keys again
--- (an UPDATE trigger with transition tables cannot name its columns: it runs for every update of
--- calls, and leaves a run whose keys did not change untouched). A run deleted with its calls (the
--- cascade) is no longer there to update: its own trigger counted it out.
+-- The calls' side (an UPDATE trigger with transition tables cannot name its columns: it runs for
+-- every update of calls, and leaves a run whose keys did not change untouched). A run deleted with
+-- its calls (the cascade) is no longer there: its own trigger counted it out.
 {_CALLS_CHANGED.format(op="inserted", rows="inserted")}
 {_CALLS_CHANGED.format(op="updated", rows="(SELECT run_id FROM old_rows UNION ALL SELECT run_id FROM new_rows) rows")}
 {_CALLS_CHANGED.format(op="deleted", rows="deleted")}
@@ -99,7 +136,8 @@ CREATE TRIGGER approvals_call_waiting_update AFTER UPDATE ON {CALLS}
 CREATE TRIGGER approvals_call_waiting_delete AFTER DELETE ON {CALLS}
     REFERENCING OLD TABLE AS deleted FOR EACH STATEMENT EXECUTE FUNCTION approvals_waiting_call_deleted();
 
--- The runs' side: the counters move with the run row, from its old and new versions.
+-- The runs' side: a run that starts or stops waiting, or changes agent, moves the counters of the
+-- keys it holds (never its keys alone: only the calls' trigger above changes them, and counts).
 CREATE FUNCTION approvals_waiting_call_run_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 {_MOVE.format(moves=_moves("inserted", 1))}
@@ -125,11 +163,10 @@ CREATE TRIGGER approvals_run_waiting_call_insert AFTER INSERT ON approvals_run
 CREATE TRIGGER approvals_run_waiting_call_delete AFTER DELETE ON approvals_run
     REFERENCING OLD TABLE AS deleted FOR EACH STATEMENT EXECUTE FUNCTION approvals_waiting_call_run_deleted();
 CREATE TRIGGER approvals_run_waiting_call_update
-    AFTER UPDATE OF status, agent_id, parent_run_id, waiting_keys ON approvals_run FOR EACH ROW
+    AFTER UPDATE OF status, agent_id, parent_run_id ON approvals_run FOR EACH ROW
     WHEN ((OLD.status = 'suspended' OR NEW.status = 'suspended') AND (
         OLD.status IS DISTINCT FROM NEW.status OR OLD.agent_id IS DISTINCT FROM NEW.agent_id
-        OR (OLD.parent_run_id IS NULL) <> (NEW.parent_run_id IS NULL)
-        OR OLD.waiting_keys IS DISTINCT FROM NEW.waiting_keys))
+        OR (OLD.parent_run_id IS NULL) <> (NEW.parent_run_id IS NULL)))
     EXECUTE FUNCTION approvals_waiting_call_run_updated();
 CREATE TRIGGER approvals_run_waiting_call_truncate AFTER TRUNCATE ON approvals_run
     FOR EACH STATEMENT EXECUTE FUNCTION approvals_waiting_call_truncate();
