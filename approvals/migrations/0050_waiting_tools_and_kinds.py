@@ -8,8 +8,8 @@
 # see its change of the same statement already made (the decision is one statement that updates the
 # call and the run, on PostgreSQL), and count a run twice or not at all. So the run row keeps the
 # keys it is counted under: ``waiting_keys``, the sorted keys ("tool:<name>", "kind:<kind>") of its
-# undecided calls, and the counters are the sum of the waiting runs' kept keys. Statement triggers
-# on approvals_parked_call (whichever code writes the calls) give a run its keys again and, if it
+# undecided calls, and the counters are the sum of the waiting runs' kept keys. Triggers on
+# approvals_parked_call (whichever code writes the calls) give a run its keys again and, if it
 # waits, move its counters from the keys kept to the new ones; the run rows' own triggers move its
 # kept keys' counters when it starts or stops waiting, as 0025's and 0027's do. Each move is from
 # what the counters hold to what they should, whichever of the two triggers of a statement fires
@@ -34,11 +34,11 @@ _KEYS_OF = f"""ARRAY(
     UNION SELECT 'kind:' || c.kind FROM {CALLS} c WHERE c.run_id = {{run}} AND c.action IS NULL
     ORDER BY 1)"""
 
-# A statement that inserts, changes or deletes calls gives their runs their keys again and moves
-# the counters of those that wait from the old keys to the new, in one statement for all its runs
-# (not through the run rows' trigger: a bulk load's million row-level moves of a few counter rows
-# in one transaction would chain a million row versions of them, each move walking the chain). A
-# counter that reaches 0 is then deleted, unless another transaction moved it meanwhile.
+# Calls inserted, changed or deleted (``{rows}``: their run ids) give their runs their keys again
+# and move the counters of those that wait from the keys kept to the new ones, in one statement for
+# all the runs (not through the run rows' trigger: a bulk load's million row-level moves of a few
+# counter rows in one transaction would chain a million row versions of them, each move walking the
+# chain). A counter that reaches 0 is then deleted, unless another transaction moved it meanwhile.
 _CALLS_CHANGED = f"""
 CREATE FUNCTION approvals_waiting_call_{{op}}() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
@@ -99,12 +99,20 @@ def _moves(rows: str, sign: int) -> str:
     )
 
 
-_ROW_MOVES = (
-    f"SELECT OLD.agent_id AS agent_id, unnest(OLD.waiting_keys) AS key, OLD.parent_run_id IS NOT NULL"
-    f" AS delegated, OLD.id % {SLOTS} AS slot, -1 AS n WHERE OLD.status = 'suspended'"
-    f" UNION ALL SELECT NEW.agent_id, unnest(NEW.waiting_keys), NEW.parent_run_id IS NOT NULL,"
-    f" NEW.id % {SLOTS}, 1 WHERE NEW.status = 'suspended'"
-)
+def _row_moves(*, old: bool, new: bool) -> str:
+    """The moves of one run row's version(s) in a row trigger: its old keys out, its new keys in."""
+    selects = [
+        f"SELECT {row}.agent_id AS agent_id, unnest({row}.waiting_keys) AS key,"
+        f" {row}.parent_run_id IS NOT NULL AS delegated, {row}.id % {SLOTS} AS slot, {sign} AS n"
+        f" WHERE {row}.status = 'suspended'"
+        for row, sign, wanted in (("OLD", -1, old), ("NEW", 1, new))
+        if wanted
+    ]
+    return " UNION ALL ".join(selects)
+
+
+#: A row trigger's condition that this version of a run counts (it waits, on some key).
+_COUNTS = "({row}.status = 'suspended' AND cardinality({row}.waiting_keys) > 0)"
 
 POSTGRESQL = f"""
 ALTER TABLE approvals_run ADD COLUMN waiting_keys text[] NOT NULL DEFAULT '{{}}';
@@ -122,35 +130,41 @@ INSERT INTO approvals_waiting_call (agent_id, key, delegated, slot, n)
     SELECT agent_id, key, delegated, slot, COUNT(*) FROM ({_moves("approvals_run", 1)}) runs
     GROUP BY 1, 2, 3, 4;
 
--- The calls' side (an UPDATE trigger with transition tables cannot name its columns: it runs for
--- every update of calls, and leaves a run whose keys did not change untouched). A run deleted with
--- its calls (the cascade) is no longer there: its own trigger counted it out.
+-- The calls' side. Inserts, once per statement (a bulk load's million calls move the counters
+-- once); a call decided, renamed or deleted while undecided, per row, and only then: a decision
+-- pays for the one call it decides, and nothing else a call's row goes through (its tool started,
+-- a vote, an escalation, its decided rows deleted with their run) fires at all. Each firing reads
+-- the run's calls as they are now, so two rows of one statement give the same answer, once.
 {_CALLS_CHANGED.format(op="inserted", rows="inserted")}
-{_CALLS_CHANGED.format(op="updated", rows="(SELECT run_id FROM old_rows UNION ALL SELECT run_id FROM new_rows) rows")}
-{_CALLS_CHANGED.format(op="deleted", rows="deleted")}
+{_CALLS_CHANGED.format(op="updated", rows="(SELECT OLD.run_id AS run_id UNION SELECT NEW.run_id) called")}
+{_CALLS_CHANGED.format(op="deleted", rows="(SELECT OLD.run_id AS run_id) called")}
 CREATE TRIGGER approvals_call_waiting_insert AFTER INSERT ON {CALLS}
     REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION approvals_waiting_call_inserted();
-CREATE TRIGGER approvals_call_waiting_update AFTER UPDATE ON {CALLS}
-    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION approvals_waiting_call_updated();
+CREATE TRIGGER approvals_call_waiting_update AFTER UPDATE OF action, tool_name, kind, run_id ON {CALLS}
+    FOR EACH ROW WHEN ((OLD.action IS NULL OR NEW.action IS NULL) AND (
+        (OLD.action IS NULL) <> (NEW.action IS NULL) OR OLD.tool_name <> NEW.tool_name
+        OR OLD.kind <> NEW.kind OR OLD.run_id <> NEW.run_id))
+    EXECUTE FUNCTION approvals_waiting_call_updated();
 CREATE TRIGGER approvals_call_waiting_delete AFTER DELETE ON {CALLS}
-    REFERENCING OLD TABLE AS deleted FOR EACH STATEMENT EXECUTE FUNCTION approvals_waiting_call_deleted();
+    FOR EACH ROW WHEN (OLD.action IS NULL) EXECUTE FUNCTION approvals_waiting_call_deleted();
 
 -- The runs' side: a run that starts or stops waiting, or changes agent, moves the counters of the
--- keys it holds (never its keys alone: only the calls' trigger above changes them, and counts).
+-- keys it holds (never its keys alone: only the calls' triggers above change them, and count). A
+-- run parks with no keys (its calls come next) and ends running: neither fires. A run deleted
+-- while it waits is counted out here; its calls, deleted with it, find no run to count.
 CREATE FUNCTION approvals_waiting_call_run_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-{_MOVE.format(moves=_moves("inserted", 1))}
+{_MOVE.format(moves=_row_moves(old=False, new=True))}
     RETURN NULL;
 END $$;
 CREATE FUNCTION approvals_waiting_call_run_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-{_MOVE.format(moves=_moves("deleted", -1))}
+{_MOVE.format(moves=_row_moves(old=True, new=False))}
     RETURN NULL;
 END $$;
 CREATE FUNCTION approvals_waiting_call_run_updated() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-{_MOVE.format(moves=_ROW_MOVES)}
+{_MOVE.format(moves=_row_moves(old=True, new=True))}
     RETURN NULL;
 END $$;
 CREATE FUNCTION approvals_waiting_call_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -158,13 +172,13 @@ BEGIN
     DELETE FROM approvals_waiting_call;
     RETURN NULL;
 END $$;
-CREATE TRIGGER approvals_run_waiting_call_insert AFTER INSERT ON approvals_run
-    REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION approvals_waiting_call_run_inserted();
-CREATE TRIGGER approvals_run_waiting_call_delete AFTER DELETE ON approvals_run
-    REFERENCING OLD TABLE AS deleted FOR EACH STATEMENT EXECUTE FUNCTION approvals_waiting_call_run_deleted();
+CREATE TRIGGER approvals_run_waiting_call_insert AFTER INSERT ON approvals_run FOR EACH ROW
+    WHEN {_COUNTS.format(row="NEW")} EXECUTE FUNCTION approvals_waiting_call_run_inserted();
+CREATE TRIGGER approvals_run_waiting_call_delete AFTER DELETE ON approvals_run FOR EACH ROW
+    WHEN {_COUNTS.format(row="OLD")} EXECUTE FUNCTION approvals_waiting_call_run_deleted();
 CREATE TRIGGER approvals_run_waiting_call_update
     AFTER UPDATE OF status, agent_id, parent_run_id ON approvals_run FOR EACH ROW
-    WHEN ((OLD.status = 'suspended' OR NEW.status = 'suspended') AND (
+    WHEN (({_COUNTS.format(row="OLD")} OR {_COUNTS.format(row="NEW")}) AND (
         OLD.status IS DISTINCT FROM NEW.status OR OLD.agent_id IS DISTINCT FROM NEW.agent_id
         OR (OLD.parent_run_id IS NULL) <> (NEW.parent_run_id IS NULL)))
     EXECUTE FUNCTION approvals_waiting_call_run_updated();
