@@ -71,6 +71,29 @@ def _assert_exact(store: DjangoRunStore) -> None:
             assert all(n > 0 for *_, n in kept), table
 
 
+def _decide_at_once(store: DjangoRunStore, run_ids: list[str], tool_call_id: str) -> None:
+    """Each run's call decided (and the run claimed) by a thread of its own, all released at once:
+    every move of a counter row they share races the others'."""
+    barrier = threading.Barrier(len(run_ids))
+    failures: list[BaseException] = []
+
+    def decide(run_id: str) -> None:
+        try:
+            barrier.wait()
+            store.decide(agent_id="support", run_id=run_id, rule=lambda run: (tool_call_id, decision()))
+        except BaseException as exc:  # reported below, not swallowed
+            failures.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=decide, args=(run_id,)) for run_id in run_ids]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+
+
 def _thread_total(store: DjangoRunStore, thread_id: str) -> int:
     return store.list_suspended(RunQuery(agent_id="support", thread_id=thread_id, limit=1))[1]
 
@@ -139,25 +162,9 @@ def test_reviewers_deciding_one_threads_runs_at_once_leave_it_counted_exactly(st
     for i in range(8):
         store.insert_suspended(suspension(f"busy-{i}", thread_id="busy", resource_id="crowd"))
     store.insert_suspended(suspension("stays", resource_id="crowd"))
-    barrier = threading.Barrier(8)
-    failures: list[BaseException] = []
 
-    def decide(i: int) -> None:
-        try:
-            barrier.wait()
-            store.decide(agent_id="support", run_id=f"busy-{i}", rule=lambda run: ("call-1", decision()))
-        except BaseException as exc:  # reported below, not swallowed
-            failures.append(exc)
-        finally:
-            connections.close_all()
+    _decide_at_once(store, [f"busy-{i}" for i in range(8)], "call-1")
 
-    threads = [threading.Thread(target=decide, args=(i,)) for i in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-
-    assert failures == []
     assert _thread_total(store, "busy") == 0
     assert store.list_suspended(RunQuery(agent_id="support", resource_id="crowd"))[1] == 1
     _assert_exact(store)
@@ -296,24 +303,8 @@ def test_reviewers_deciding_one_tools_calls_at_once_leave_it_counted_exactly(sto
     for i in range(8):
         store.insert_suspended(suspension(f"busy-{i}", calls=[approval("c", tool_name="payout")]))
     store.insert_suspended(suspension("stays", calls=[approval("c", tool_name="payout")]))
-    barrier = threading.Barrier(8)
-    failures: list[BaseException] = []
 
-    def decide(i: int) -> None:
-        try:
-            barrier.wait()
-            store.decide(agent_id="support", run_id=f"busy-{i}", rule=lambda run: ("c", decision()))
-        except BaseException as exc:  # reported below, not swallowed
-            failures.append(exc)
-        finally:
-            connections.close_all()
+    _decide_at_once(store, [f"busy-{i}" for i in range(8)], "c")
 
-    threads = [threading.Thread(target=decide, args=(i,)) for i in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-
-    assert failures == []
     assert _total(store, tool_name="payout") == 1
     _assert_exact_by_call(store)
