@@ -39,6 +39,9 @@ _KEYS_OF = f"""ARRAY(
 # all the runs (not through the run rows' trigger: a bulk load's million row-level moves of a few
 # counter rows in one transaction would chain a million row versions of them, each move walking the
 # chain). A counter that reaches 0 is then deleted, unless another transaction moved it meanwhile.
+# The keys kept are read before the run row is locked: the store's writers of a run's calls take the
+# run row first (a decision's statement updates it, a claim or a new park locks it), so two
+# transactions never move one run's counters from the same keys.
 _CALLS_CHANGED = f"""
 CREATE FUNCTION approvals_waiting_call_{{op}}() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
