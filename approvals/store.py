@@ -1727,8 +1727,7 @@ _RESOURCES = "approvals_waiting_resource"
 _NAME_COUNTERS = {"thread_id": _THREADS, "resource_id": _RESOURCES}
 #: The counters of a listing filtered by one of these alone: table, condition on its key, filter.
 _KEYED_COUNTERS = {
-    "thread_id": (_THREADS, "thread_id = %s", "thread_id"),
-    "resource_id": (_RESOURCES, "resource_id = %s", "resource_id"),
+    **{column: (table, f"{column} = %s", column) for column, table in _NAME_COUNTERS.items()},
     # Waiting runs per agent with an undecided call of a tool, or of a kind (migration 0050).
     "tool_name": ("approvals_waiting_call", "key = 'tool:' || %s", "tool_name"),
     "kind": ("approvals_waiting_call", "key = 'kind:' || %s", "kind"),

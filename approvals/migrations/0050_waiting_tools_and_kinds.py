@@ -95,23 +95,14 @@ _MOVE = """
 """
 
 
-def _moves(rows: str, sign: int) -> str:
-    return (
-        f"SELECT agent_id, unnest(waiting_keys) AS key, parent_run_id IS NOT NULL AS delegated,"
-        f" id % {SLOTS} AS slot, {sign} AS n FROM {rows} WHERE status = 'suspended'"
-    )
-
-
-def _row_moves(*, old: bool, new: bool) -> str:
-    """The moves of one run row's version(s) in a row trigger: its old keys out, its new keys in."""
-    selects = [
-        f"SELECT {row}.agent_id AS agent_id, unnest({row}.waiting_keys) AS key,"
-        f" {row}.parent_run_id IS NOT NULL AS delegated, {row}.id % {SLOTS} AS slot, {sign} AS n"
-        f" WHERE {row}.status = 'suspended'"
-        for row, sign, wanted in (("OLD", -1, old), ("NEW", 1, new))
-        if wanted
-    ]
-    return " UNION ALL ".join(selects)
+# A run row's moves in a row trigger: its old version's keys out, its new version's in (in an
+# INSERT trigger OLD is NULL, in a DELETE trigger NEW: their part moves nothing).
+_ROW_MOVES = " UNION ALL ".join(
+    f"SELECT {row}.agent_id AS agent_id, unnest({row}.waiting_keys) AS key,"
+    f" {row}.parent_run_id IS NOT NULL AS delegated, {row}.id % {SLOTS} AS slot, {sign} AS n"
+    f" WHERE {row}.status = 'suspended'"
+    for row, sign in (("OLD", -1), ("NEW", 1))
+)
 
 
 #: A row trigger's condition that this version of a run counts (it waits, on some key).
@@ -130,8 +121,8 @@ CREATE TABLE approvals_waiting_call (
     PRIMARY KEY (agent_id, key, delegated, slot)
 );
 INSERT INTO approvals_waiting_call (agent_id, key, delegated, slot, n)
-    SELECT agent_id, key, delegated, slot, COUNT(*) FROM ({_moves("approvals_run", 1)}) runs
-    GROUP BY 1, 2, 3, 4;
+    SELECT agent_id, unnest(waiting_keys), parent_run_id IS NOT NULL, id % {SLOTS}, COUNT(*)
+    FROM approvals_run WHERE status = 'suspended' GROUP BY 1, 2, 3, 4;
 
 -- The calls' side. Inserts, once per statement (a bulk load's million calls move the counters
 -- once); a call decided, renamed or deleted while undecided, per row, and only then: a decision
@@ -139,35 +130,24 @@ INSERT INTO approvals_waiting_call (agent_id, key, delegated, slot, n)
 -- a vote, an escalation, its decided rows deleted with their run) fires at all. Each firing reads
 -- the run's calls as they are now, so two rows of one statement give the same answer, once.
 {_CALLS_CHANGED.format(op="inserted", rows="inserted")}
-{_CALLS_CHANGED.format(op="updated", rows="(SELECT OLD.run_id AS run_id UNION SELECT NEW.run_id) called")}
-{_CALLS_CHANGED.format(op="deleted", rows="(SELECT OLD.run_id AS run_id) called")}
+{_CALLS_CHANGED.format(op="changed", rows="(SELECT OLD.run_id AS run_id UNION SELECT NEW.run_id) called")}
 CREATE TRIGGER approvals_call_waiting_insert AFTER INSERT ON {CALLS}
     REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION approvals_waiting_call_inserted();
 CREATE TRIGGER approvals_call_waiting_update AFTER UPDATE OF action, tool_name, kind, run_id ON {CALLS}
     FOR EACH ROW WHEN ((OLD.action IS NULL OR NEW.action IS NULL) AND (
         (OLD.action IS NULL) <> (NEW.action IS NULL) OR OLD.tool_name <> NEW.tool_name
         OR OLD.kind <> NEW.kind OR OLD.run_id <> NEW.run_id))
-    EXECUTE FUNCTION approvals_waiting_call_updated();
+    EXECUTE FUNCTION approvals_waiting_call_changed();
 CREATE TRIGGER approvals_call_waiting_delete AFTER DELETE ON {CALLS}
-    FOR EACH ROW WHEN (OLD.action IS NULL) EXECUTE FUNCTION approvals_waiting_call_deleted();
+    FOR EACH ROW WHEN (OLD.action IS NULL) EXECUTE FUNCTION approvals_waiting_call_changed();
 
 -- The runs' side: a run that starts or stops waiting, or changes agent, moves the counters of the
 -- keys it holds (never its keys alone: only the calls' triggers above change them, and count). A
 -- run parks with no keys (its calls come next) and ends running: neither fires. A run deleted
 -- while it waits is counted out here; its calls, deleted with it, find no run to count.
-CREATE FUNCTION approvals_waiting_call_run_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION approvals_waiting_call_run_moved() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-{_MOVE.format(moves=_row_moves(old=False, new=True))}
-    RETURN NULL;
-END $$;
-CREATE FUNCTION approvals_waiting_call_run_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-{_MOVE.format(moves=_row_moves(old=True, new=False))}
-    RETURN NULL;
-END $$;
-CREATE FUNCTION approvals_waiting_call_run_updated() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-{_MOVE.format(moves=_row_moves(old=True, new=True))}
+{_MOVE.format(moves=_ROW_MOVES)}
     RETURN NULL;
 END $$;
 CREATE FUNCTION approvals_waiting_call_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -176,15 +156,15 @@ BEGIN
     RETURN NULL;
 END $$;
 CREATE TRIGGER approvals_run_waiting_call_insert AFTER INSERT ON approvals_run FOR EACH ROW
-    WHEN {_COUNTS.format(row="NEW")} EXECUTE FUNCTION approvals_waiting_call_run_inserted();
+    WHEN {_COUNTS.format(row="NEW")} EXECUTE FUNCTION approvals_waiting_call_run_moved();
 CREATE TRIGGER approvals_run_waiting_call_delete AFTER DELETE ON approvals_run FOR EACH ROW
-    WHEN {_COUNTS.format(row="OLD")} EXECUTE FUNCTION approvals_waiting_call_run_deleted();
+    WHEN {_COUNTS.format(row="OLD")} EXECUTE FUNCTION approvals_waiting_call_run_moved();
 CREATE TRIGGER approvals_run_waiting_call_update
     AFTER UPDATE OF status, agent_id, parent_run_id ON approvals_run FOR EACH ROW
     WHEN (({_COUNTS.format(row="OLD")} OR {_COUNTS.format(row="NEW")}) AND (
         OLD.status IS DISTINCT FROM NEW.status OR OLD.agent_id IS DISTINCT FROM NEW.agent_id
         OR (OLD.parent_run_id IS NULL) <> (NEW.parent_run_id IS NULL)))
-    EXECUTE FUNCTION approvals_waiting_call_run_updated();
+    EXECUTE FUNCTION approvals_waiting_call_run_moved();
 CREATE TRIGGER approvals_run_waiting_call_truncate AFTER TRUNCATE ON approvals_run
     FOR EACH STATEMENT EXECUTE FUNCTION approvals_waiting_call_truncate();
 """
@@ -198,11 +178,8 @@ DROP TRIGGER approvals_call_waiting_delete ON {CALLS};
 DROP TRIGGER approvals_call_waiting_update ON {CALLS};
 DROP TRIGGER approvals_call_waiting_insert ON {CALLS};
 DROP FUNCTION approvals_waiting_call_truncate();
-DROP FUNCTION approvals_waiting_call_run_updated();
-DROP FUNCTION approvals_waiting_call_run_deleted();
-DROP FUNCTION approvals_waiting_call_run_inserted();
-DROP FUNCTION approvals_waiting_call_deleted();
-DROP FUNCTION approvals_waiting_call_updated();
+DROP FUNCTION approvals_waiting_call_run_moved();
+DROP FUNCTION approvals_waiting_call_changed();
 DROP FUNCTION approvals_waiting_call_inserted();
 DROP TABLE approvals_waiting_call;
 ALTER TABLE approvals_run DROP COLUMN waiting_keys;

@@ -94,8 +94,9 @@ def _decide_at_once(store: DjangoRunStore, run_ids: list[str], tool_call_id: str
     assert failures == []
 
 
-def _thread_total(store: DjangoRunStore, thread_id: str) -> int:
-    return store.list_suspended(RunQuery(agent_id="support", thread_id=thread_id, limit=1))[1]
+def _total(store: DjangoRunStore, **filters: str) -> int:
+    """The total of ``support``'s listing with ``filters``."""
+    return store.list_suspended(RunQuery(agent_id="support", limit=1, **filters))[1]  # type: ignore[arg-type]
 
 
 def test_totals_by_thread_and_end_user_stay_exact_through_every_change(
@@ -103,19 +104,19 @@ def test_totals_by_thread_and_end_user_stay_exact_through_every_change(
 ) -> None:
     _seed(store)
     _assert_exact(store)
-    assert _thread_total(store, "t0") == 7
+    assert _total(store, thread_id="t0") == 7
 
     # A decision that does not complete its run leaves it waiting; a claim takes it off.
     calls = [approval("a"), approval("b")]
     store.insert_suspended(suspension("two-calls", thread_id="t0", resource_id="u1", calls=calls))
     store.decide(agent_id="support", run_id="two-calls", rule=lambda run: ("a", decision()))
-    assert _thread_total(store, "t0") == 8
+    assert _total(store, thread_id="t0") == 8
     store.decide(agent_id="support", run_id="run-00", rule=lambda run: ("c0", decision()))
     claimed = store.claim("run-03")  # an inner run
     assert claimed is not None and store.start_continuation("run-03", version=claimed.version)
     other = store.claim("run-08")  # the other, left to run out its lease
     assert other is not None and store.start_continuation("run-08", version=other.version)
-    assert _thread_total(store, "t0") == 6
+    assert _total(store, thread_id="t0") == 6
     _assert_exact(store)
 
     # Finished: gone; parked again: waiting again.
@@ -144,11 +145,11 @@ def test_totals_by_thread_and_end_user_stay_exact_through_every_change(
 
 def test_a_thread_nothing_waits_on_any_more_has_no_counter_left(store: DjangoRunStore) -> None:
     store.insert_suspended(suspension("only", thread_id="lonely", resource_id="someone"))
-    assert _thread_total(store, "lonely") == 1
+    assert _total(store, thread_id="lonely") == 1
 
     store.decide(agent_id="support", run_id="only", rule=lambda run: ("call-1", decision()))
 
-    assert _thread_total(store, "lonely") == 0
+    assert _total(store, thread_id="lonely") == 0
     _assert_exact(store)
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
@@ -165,7 +166,7 @@ def test_reviewers_deciding_one_threads_runs_at_once_leave_it_counted_exactly(st
 
     _decide_at_once(store, [f"busy-{i}" for i in range(8)], "call-1")
 
-    assert _thread_total(store, "busy") == 0
+    assert _total(store, thread_id="busy") == 0
     assert store.list_suspended(RunQuery(agent_id="support", resource_id="crowd"))[1] == 1
     _assert_exact(store)
 
@@ -198,7 +199,7 @@ def test_two_claims_of_a_threads_last_two_runs_interleaved_leave_no_counter(stor
         a.commit()
         waiting.join()
 
-    assert _thread_total(store, "pair") == 0
+    assert _total(store, thread_id="pair") == 0
     _assert_exact(store)
 
 
@@ -236,10 +237,6 @@ def _assert_exact_by_call(store: DjangoRunStore) -> None:
         assert kept == cursor.fetchall()
         cursor.execute("SELECT COUNT(*) FROM approvals_waiting_call WHERE n <= 0")
         assert cursor.fetchone()[0] == 0
-
-
-def _total(store: DjangoRunStore, **filters: str) -> int:
-    return store.list_suspended(RunQuery(agent_id="support", limit=1, **filters))[1]
 
 
 def test_totals_by_tool_and_kind_stay_exact_through_every_change(store: DjangoRunStore, clock: Clock) -> None:
