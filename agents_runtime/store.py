@@ -166,7 +166,7 @@ class Verdict(StrEnum):
     APPROVED_WITH_EDITS = "approved_with_edits"
     DECLINED = "declined"
     ANSWERED = "answered"
-    #: The call stopped waiting before anyone decided it (its run ended or is gone).
+    #: Nobody decided the call in time: its deadline let it expire.
     EXPIRED = "expired"
     #: The agent that asked withdrew the call.
     CANCELLED = "cancelled"

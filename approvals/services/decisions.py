@@ -547,10 +547,8 @@ class DecisionOutcome:
 
     @property
     def verdict(self) -> Verdict | None:
-        """What was decided (None: this decision was not taken: lost a race, refused, unconfirmed)."""
-        if self.status == Outcome.NOT_FOUND:
-            # (Unless the run still waits, only unreadable: then nothing stopped waiting either.)
-            return None if self.refusal == UNREADABLE_RUN else Verdict.EXPIRED
+        """What was decided (None: this decision was not taken: lost a race, refused, unconfirmed, or
+        the call was not waiting, which says nothing of why it stopped: no deadline's "Expired")."""
         if self.status == Outcome.HELD:
             # Decided, not yet taken: what the reviewer chose, undoable.
             return Verdict.of(DecisionAction(self.action), edited=self.edited_args is not None)

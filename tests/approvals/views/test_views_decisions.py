@@ -383,6 +383,7 @@ def test_decision_on_an_unknown_call_changes_nothing_and_records_nothing(
     gone = reviewer_client.post(url("no-such-run", "call_nope", "approve"), {"agent": "helpdesk"})
 
     assert "No longer waiting" in response.content.decode()
+    assert "Expired" not in response.content.decode()  # (no deadline decided it)
     assert "not suspended" in response.content.decode()
     assert gone.status_code == 302
     assert any("not waiting for a decision any more" in m for m in messages_of(gone))
