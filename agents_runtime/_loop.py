@@ -83,6 +83,7 @@ from .errors import (
     RiskyNotConfirmed,
     RunAlreadyDecided,
     RunNotFound,
+    RunUnreadable,
     ToolCallNotSuspended,
 )
 from .events import Continuation, RunEvent, RunEventType
@@ -285,6 +286,8 @@ async def would(ctx: AgentContext, request: DecisionRequest) -> Would:
     (a preview, such as a bulk decision's, asks the rules rather than repeat them)."""
     try:
         _, call, verdict = await ctx.call(trial, ctx, request, checked_rule(ctx, request))
+    except RunUnreadable as unreadable:
+        return Would("refused", unreadable.rule, str(unreadable))
     except (RunNotFound, RunAlreadyDecided, ToolCallNotSuspended, InvalidResumeData):
         return Would("not_waiting")
     escalated_to = call.escalated_to
@@ -304,9 +307,10 @@ def trial(
 ) -> tuple[StoredRun, ParkedCall, Decision | Vote | DecisionRefused | RerunNotConfirmed]:
     """The store's atomic step on the run as stored, recording nothing: the run, its call and what
     ``rule`` makes of it, a rule's refusal returned rather than raised (a preview describes it); a
-    call that no longer waits raises as ``decide`` would. Runs where the store runs its calls: the
-    host's rules read what it keeps beside the runs (claims)."""
-    run = ctx.store.get_run(request.run_id, with_snapshot=False)
+    call that no longer waits raises as ``decide`` would, and so does a run whose snapshot no longer
+    reads (``RunUnreadable``: the step reads the snapshot too). Runs where the store runs its calls:
+    the host's rules read what it keeps beside the runs (claims)."""
+    run = ctx.store.get_run(request.run_id)
     if run is None or run.agent_id != ctx.agent_id:
         raise RunNotFound(request.run_id)
     call = pick_call(run, request.tool_call_id)

@@ -21,7 +21,10 @@ class RunNotFound(AgentsRuntimeError):
 class RunUnreadable(RunNotFound):
     """A run its store holds but can no longer read (a row changed by hand, or by another version's
     writer): it cannot be decided or continued, and it stays as stored until someone repairs it (the
-    store's log says what is wrong). A ``RunNotFound`` to a caller that only asks whether the run waits."""
+    store's log says what is wrong). A ``RunNotFound`` to a caller that only asks whether the run waits.
+    ``rule`` names it where a refusal's code is shown (a preview's group, the HTTP API's error)."""
+
+    rule = "run_unreadable"
 
     def __init__(self, run_id: str) -> None:
         AgentsRuntimeError.__init__(

@@ -363,6 +363,7 @@ _WOULD_APPROVE = {
     "arguments_changed": "changed since you saw them: look at them again",
     "not_a_decider": "not yours to decide",
     "not_waiting": "no longer waiting: skipped",
+    "run_unreadable": "stored in a form that can no longer be read: skipped",
     "refused": "refused by the approval rule",
 }
 
@@ -1169,7 +1170,8 @@ class RunStore(Protocol):
         ...
 
     def get_run(self, run_id: str, *, with_snapshot: bool = True) -> StoredRun | None:
-        """The run with its snapshot, or ``None`` when it does not exist (any owner).
+        """The run with its snapshot, or ``None`` when it does not exist (any owner); ``RunUnreadable``
+        when the store holds it but can no longer read what was asked for.
 
         ``with_snapshot=False``: without it (``snapshot`` is ``None``), for readers of the run's calls
         only; a snapshot holds the whole conversation and is most of what reading a run costs."""

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
-from agents_runtime import Agent, AgentRun, AgentRunToolCall, RunNotFound, Tool, agent_run
+from agents_runtime import Agent, AgentRun, AgentRunToolCall, RunNotFound, RunUnreadable, Tool, agent_run
 from agents_runtime.store import CallKind, StoredRun
 from approvals import agents
 from approvals.models import (
@@ -146,9 +146,13 @@ def inbox_page(
 
 def run_now(run_id: str) -> StoredRun | None:
     """The run ``run_id`` as the store holds it while it waits or a continuation works on it (None
-    once it ended, or for an unknown id), without its snapshot: one read, whichever its agent (run
-    ids are unique in the store). ``waiting`` and ``continuing`` say which, for a user."""
-    return agents.runtime().storage.get_run(run_id, with_snapshot=False)
+    once it ended, for an unknown id, or for one whose calls no longer read: pages leave it out, as
+    listings do), without its snapshot: one read, whichever its agent (run ids are unique in the
+    store). ``waiting`` and ``continuing`` say which, for a user."""
+    try:
+        return agents.runtime().storage.get_run(run_id, with_snapshot=False)
+    except RunUnreadable:
+        return None
 
 
 def waiting(

@@ -2518,8 +2518,8 @@ class DjangoRunStore(RunStore, GrantStore, RuleStore):
             try:
                 return stored_run(run, parked_calls(call_rows), with_snapshot=with_snapshot)
             except CorruptRow as exc:
-                logger.warning("Run %s is unreadable and treated as missing: %s", run_id, exc)
-                return None
+                logger.warning("Run %s is unreadable: %s", run_id, exc)
+                raise RunUnreadable(run_id) from exc
 
     def list_suspended(self, query: RunQuery) -> tuple[list[StoredRun], int]:
         return self._listing(query, _stored_listed)

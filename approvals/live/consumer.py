@@ -14,7 +14,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from agents_runtime.untrusted import reveal_invisible
-from approvals import agents
+from approvals import queries
 from approvals.live import agent_group, fanout, presence_group, relay, run_group, session_group
 from approvals.live.sessions import session_watch
 from approvals.policy import visible_agent_ids
@@ -232,7 +232,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     def _agent_of(self, run_id: str) -> str | None:
         """The agent of ``run_id`` when this user may see it, else ``None``."""
-        run = agents.runtime().storage.get_run(run_id)
+        run = queries.run_now(run_id)
         if run is not None:
             return run.agent_id if run.agent_id in self.agent_ids else None
         # A run that already ended: allowed if the audit trail shows it belongs to a visible agent.

@@ -652,7 +652,7 @@ def _refused(error: Exception, base: dict[str, Any], visible: list[str]) -> Deci
 
 NOT_WAITING = "This run is not waiting for a decision any more (it ended, or it does not exist)."
 #: The refusal (and the HTTP API's error code) of a decision on a run whose stored rows do not read.
-UNREADABLE_RUN = "run_unreadable"
+UNREADABLE_RUN = RunUnreadable.rule
 UNREADABLE = (
     "This run's stored record can no longer be read, so it cannot be decided or continued: nothing was "
     "changed. The server's log says what is wrong with it; an administrator can repair or remove it."

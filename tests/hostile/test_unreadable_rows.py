@@ -11,18 +11,20 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
 from agents_runtime import RunResult
 from agents_runtime.store import Deadline
-from approvals.models import AuditEntry, BatchItem, ParkedCallRecord, RunRecord
+from approvals.models import AuditEntry, BatchItem, HeldDecision, ParkedCallRecord, RunRecord
 from approvals.services.tokens import create_token
 from tests.approvals.conftest import agents  # (the dashboard's test agents)
 from tests.approvals.services.test_batches import key, prepare, start
+from tests.approvals.views.test_batch_preview import rules_of
 from tests.hostile.conftest import HX, assert_no_5xx
+from tests.support.live_sockets import connect, next_message
 from tests.support.runtime_fixtures import DashboardAgents
 
 __all__ = ["agents"]
@@ -158,3 +160,60 @@ def test_a_batch_decides_the_sound_calls_and_skips_an_unreadable_run_saying_why(
     assert agents.executed["refund"].count == 1
     page = reviewer_client.get(f"/batches/{batch.pk}/")
     assert page.status_code == 200 and "can no longer be read" in html.unescape(page.content.decode())
+
+
+def test_a_bulk_preview_says_a_run_whose_snapshot_no_longer_reads_will_be_skipped(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    """It said "will be approved" (the preview's rules read the run without its snapshot), and the
+    batch then skipped it."""
+    broken, sound = agents.start("helpdesk", "refund the broken one"), agents.start("helpdesk", "refund")
+    _break(broken, *UNREADABLE["a snapshot that is not an object"])  # (still listed, still selectable)
+
+    batch = prepare(reviewer_client, [key(broken), key(sound)])
+    page = reviewer_client.get(f"/batches/{batch.pk}/").content.decode()
+
+    assert rules_of(page) == [
+        "1 will be approved: the tool runs",
+        "1 stored in a form that can no longer be read: skipped",
+    ]
+
+
+def test_the_undo_window_holds_nothing_on_a_run_whose_snapshot_no_longer_reads(
+    agents: DashboardAgents, reviewer_client: Client, settings: Any
+) -> None:
+    """It held the approval ("Approved by you · Undo"), then could not take it."""
+    settings.DECISION_UNDO_SECONDS = 5
+    run = agents.start("helpdesk", "refund the broken one")
+    _break(run, *UNREADABLE["a snapshot that is not an object"])
+
+    card = reviewer_client.post(
+        reverse("approvals:approve", args=[run.run_id, run.tool_calls[0].tool_call_id]),
+        {"agent": "helpdesk"},
+        **HX,
+    ).content.decode()
+
+    assert ">Unreadable</span>" in card and "can no longer be read" in html.unescape(card)
+    assert ">Undo</button>" not in card
+    assert not HeldDecision.objects.exists() and not AuditEntry.objects.exists()
+
+
+@pytest.mark.parametrize("case", ["a snapshot that is not an object", "arguments a list"])
+async def test_a_page_may_follow_a_listed_run_whose_snapshot_no_longer_reads(
+    case: str, agents: DashboardAgents, reviewer: User
+) -> None:
+    """Its page shows it, so its socket may follow it (a reviewer may fix the row and decide it);
+    a run that is not listed is as unknown as any other."""
+    run = await agents.agent("helpdesk").generate("refund the broken one")
+    await sync_to_async(_break)(run, *UNREADABLE[case])
+    communicator, connected, _ = await connect(reviewer)
+    assert connected
+    await next_message(communicator, "hello")
+
+    await communicator.send_json_to({"subscribe_run": run.run_id})
+
+    if case == "a snapshot that is not an object":
+        assert (await next_message(communicator, "subscribed"))["run_id"] == run.run_id
+    else:
+        assert (await next_message(communicator, "error"))["error"] == "unknown run"
+    await communicator.disconnect()

@@ -14,6 +14,7 @@ from django.apps import apps as django_apps
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
+from agents_runtime import RunUnreadable
 from agents_runtime.store import Deadline, RunQuery, RunStore, agent_run
 from approvals.models import ParkedCallRecord, RunRecord, ThreadMessage
 from approvals.store import DjangoRunStore, QueueQuery
@@ -214,11 +215,12 @@ def test_a_corrupt_snapshot_is_listed_and_counted_but_not_handed_out(
 
     runs, total = store.list_suspended(RunQuery(agent_id="support"))
     with caplog.at_level(logging.WARNING, logger="approvals.store"):
-        fetched = store.get_run("run-0001")
+        with pytest.raises(RunUnreadable):  # (not None: it is there, and cannot be decided)
+            store.get_run("run-0001")
         claimed = store.claim("run-0001")
 
     assert [r.run_id for r in runs] == ["run-0002", "run-0001", "run-0000"] and total == 3
-    assert fetched is None and claimed is None
+    assert store.get_run("run-0001", with_snapshot=False) is not None and claimed is None
     assert [r.getMessage() for r in caplog.records if "run-0001" in r.getMessage()]
     assert RunRecord.objects.get(run_id="run-0001").status == "suspended"
     assert store.get_run("run-0000") is not None
