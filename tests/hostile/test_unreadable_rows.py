@@ -21,9 +21,8 @@ from agents_runtime.store import Deadline
 from approvals.models import AuditEntry, BatchItem, HeldDecision, ParkedCallRecord, RunRecord
 from approvals.services.tokens import create_token
 from tests.approvals.conftest import agents  # (the dashboard's test agents)
-from tests.approvals.services.test_batches import key, prepare, start
-from tests.approvals.views.test_batch_preview import rules_of
 from tests.hostile.conftest import HX, assert_no_5xx
+from tests.support.batches import key, prepare, rules_of, start
 from tests.support.live_sockets import connect, next_message
 from tests.support.runtime_fixtures import DashboardAgents
 

@@ -11,34 +11,13 @@ from collections.abc import Callable
 from django.contrib.auth.models import User
 from django.test import Client
 
-from agents_runtime import RunResult
 from approvals import tasks
 from approvals.models import AuditEntry, Batch, BatchItem, FollowedAgent, ParkedCallRecord
 from approvals.views.audit import AUDIT_CSV_COLUMNS
+from tests.support.batches import key, prepare, start
 from tests.support.queries import count_queries
 from tests.support.runtime_fixtures import DashboardAgents
 from tests.support.users import make_user
-
-
-def key(run: RunResult, index: int = 0) -> str:
-    return json.dumps([run.run_id, run.tool_calls[index].tool_call_id])
-
-
-def prepare(client: Client, calls: list[str], query: str = "") -> Batch:
-    response = client.post(f"/agents/helpdesk/batches/new{query}", {"call": calls, "scope": "selected"})
-    assert response.status_code == 302, response.content.decode()[:500]
-    match = re.fullmatch(r"/batches/(\d+)/", response["Location"])
-    assert match, response["Location"]
-    return Batch.objects.get(pk=int(match.group(1)))
-
-
-def start(client: Client, batch: Batch, action: str, reason: str = "") -> None:
-    response = client.post(f"/batches/{batch.pk}/start", {"action": action, "reason": reason})
-    assert response.status_code == 302 and response["Location"] == f"/batches/{batch.pk}/"
-    thread = tasks.batch_threads.get(batch.pk)
-    if thread is not None:
-        thread.join(timeout=60)
-    batch.refresh_from_db()
 
 
 def test_the_preview_shows_the_tool_the_arguments_that_differ_and_how_many(

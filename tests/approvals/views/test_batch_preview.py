@@ -3,43 +3,22 @@ results say what happened ("Vote recorded", not "Decided"), and errors are plain
 
 from __future__ import annotations
 
-import html as html_lib
-import json
-
 from django.contrib.auth.models import User
 from django.test import Client
 
 from agents_runtime import RunResult
 from approvals.models import BatchItem
 from approvals.services.batches import FAILED
-from tests.approvals.services.test_batches import prepare, start
+from tests.support.batches import key, prepare, rules_of, start
 from tests.support.runtime_fixtures import DashboardAgents
 
 HX = {"HTTP_HX_REQUEST": "true"}
-
-
-def key(run: RunResult) -> str:
-    return json.dumps([run.run_id, run.tool_calls[0].tool_call_id])
 
 
 def claim(client: Client, run: RunResult) -> None:
     call = run.tool_calls[0].tool_call_id
     answer = client.post(f"/runs/{run.run_id}/calls/{call}/claim", {"agent": "helpdesk", "op": "claim"}, **HX)
     assert answer.status_code == 200
-
-
-def rules_of(page: str) -> list[str]:
-    start = page.index('<section class="batch-rules"')
-    section = page[start : page.index("</section>", start)]
-    items = section.split('<li class="batch-rule')[1:]
-    return [
-        html_lib.unescape(
-            " ".join(
-                i.split(">", 1)[1].split("</li>")[0].replace("<strong>", "").replace("</strong>", "").split()
-            )
-        )
-        for i in items
-    ]
 
 
 def test_the_preview_splits_the_calls_by_what_the_rules_say_approving_them_would_do(
