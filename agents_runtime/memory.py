@@ -186,10 +186,7 @@ class InMemoryRunStore(RunStore, GrantStore, RuleStore):
         start: bool = False,
     ) -> DecisionReceipt:
         with self._lock:
-            self._reclaim_expired()
-            row = self._rows.get(run_id)
-            if row is None or row.run.agent_id != agent_id:
-                raise RunNotFound(run_id)
+            row = self._agents_row(agent_id, run_id)
             run = row.run
             tool_call_id, verdict = rule(self._copy(run, with_snapshot=True))
             call = next((c for c in run.calls if c.tool_call_id == tool_call_id), None)
@@ -213,12 +210,17 @@ class InMemoryRunStore(RunStore, GrantStore, RuleStore):
                 run=self._copy(row.run, with_snapshot=True), call=decided, claimed_version=claimed, vote=vote
             )
 
+    def _agents_row(self, agent_id: str, run_id: str) -> _Row:
+        """``run_id``'s row if it is ``agent_id``'s, as of after lease reclaim (hold the lock)."""
+        self._reclaim_expired()
+        row = self._rows.get(run_id)
+        if row is None or row.run.agent_id != agent_id:
+            raise RunNotFound(run_id)
+        return row
+
     def change_deadline(self, *, agent_id: str, run_id: str, rule: DeadlineRule) -> StoredRun:
         with self._lock:
-            self._reclaim_expired()
-            row = self._rows.get(run_id)
-            if row is None or row.run.agent_id != agent_id:
-                raise RunNotFound(run_id)
+            row = self._agents_row(agent_id, run_id)
             run = row.run
             change = rule(self._copy(run, with_snapshot=False))
             call = next((c for c in run.calls if c.tool_call_id == change.tool_call_id), None)

@@ -93,8 +93,22 @@ class SeenAgentsOnly:
         return rows.filter(**{f"{self.agent_lookup}__in": visible_agent_ids(request.user)})
 
 
+class RecordsOnly:
+    """Rows that record what happened (audit entries, grants, suggestions chosen): read here, never
+    added, changed or deleted (what changes them goes through the services that audit it)."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(AuditEntry)
-class AuditEntryAdmin(SeenAgentsOnly, admin.ModelAdmin[AuditEntry]):
+class AuditEntryAdmin(RecordsOnly, SeenAgentsOnly, admin.ModelAdmin[AuditEntry]):
     list_display = [
         "created_at",
         visible("username"),
@@ -124,15 +138,6 @@ class AuditEntryAdmin(SeenAgentsOnly, admin.ModelAdmin[AuditEntry]):
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return self.has_view_permission(request) or super().has_module_permission(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 # -- users and groups, as Admins (who are not superusers) may manage them ------------------------------
@@ -269,7 +274,7 @@ class WebhookDeliveryAdmin(SeenAgentsOnly, admin.ModelAdmin[WebhookDelivery]):
 
 
 @admin.register(GrantRecord)
-class GrantRecordAdmin(SeenAgentsOnly, admin.ModelAdmin[GrantRecord]):
+class GrantRecordAdmin(RecordsOnly, SeenAgentsOnly, admin.ModelAdmin[GrantRecord]):
     """Grants are made by "approve and allow" (checked against the tool, audited); here they are read,
     and revoked through the same service as on the grants page (audited too)."""
 
@@ -303,18 +308,9 @@ class GrantRecordAdmin(SeenAgentsOnly, admin.ModelAdmin[GrantRecord]):
             revoked += 1
         self.message_user(request, f"{revoked} grant(s) revoked.")
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 @admin.register(GrantSuggestionRecord)
-class GrantSuggestionRecordAdmin(SeenAgentsOnly, admin.ModelAdmin[GrantSuggestionRecord]):
+class GrantSuggestionRecordAdmin(RecordsOnly, SeenAgentsOnly, admin.ModelAdmin[GrantSuggestionRecord]):
     """Who accepted or dismissed which suggested grant (the grants page): read only."""
 
     list_display = [
@@ -330,32 +326,12 @@ class GrantSuggestionRecordAdmin(SeenAgentsOnly, admin.ModelAdmin[GrantSuggestio
     list_filter = ["choice", "agent_id"]
     fields = readonly_fields = shown_fields(GrantSuggestionRecord)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
     """A token acts as its user: an admin who does not see every agent sees the tokens of users who
     see no more than they do. Tokens are made by their users (the secret is shown once, there)."""
 
-    list_display = [
-        visible("name"),
-        visible("user"),
-        "external_agent",
-        "key_id",
-        "created_at",
-        "expires_at",
-        "last_used_at",
-        "revoked_at",
-    ]
-    search_fields = ["name", "key_id", "user__username"]
     # (Never the salt and digest: they are not for anyone's eyes.)
     readonly_fields = [
         "name",
@@ -368,6 +344,8 @@ class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
         "revoked_at",
     ]
     fields = tuple(readonly_fields)
+    list_display = [visible("name"), visible("user"), *readonly_fields[2:]]
+    search_fields = ["name", "key_id", "user__username"]
 
     def get_queryset(self, request: HttpRequest) -> Any:
         rows = super().get_queryset(request).select_related("user")

@@ -77,12 +77,17 @@ class _CreatedRangeForm(forms.Form):
     from_label = "From"
     to_label = "To"
     field_order_names: list[str] = []
+    #: The browser's date pickers for ``from`` / ``to``; else text boxes, which also take a time.
+    date_pickers = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # ``from`` is a Python keyword: add the date fields by name.
         self.fields["from"] = IsoDateOrDateTimeField(label=self.from_label)
         self.fields["to"] = IsoDateOrDateTimeField(label=self.to_label, end_of_day=True)
+        if self.date_pickers:
+            for name in ("from", "to"):
+                self.fields[name].widget = forms.DateInput(attrs={"type": "date"})
         self.order_fields(self.field_order_names)
 
     def clean(self) -> dict[str, Any]:
@@ -220,6 +225,7 @@ class AuditFilterForm(_CreatedRangeForm):
     field_order_names = [
         "agent", "user", "tool", "action", "outcome", "q", "args", "from", "to", "invalid", "after",
     ]  # fmt: skip
+    date_pickers = True
 
     def __init__(
         self,
@@ -233,8 +239,6 @@ class AuditFilterForm(_CreatedRangeForm):
         self.fields["agent"].choices = [("", "Any"), *agents]  # type: ignore[attr-defined]
         self.fields["user"].choices = [("", "Anyone"), *((u, u) for u in users)]  # type: ignore[attr-defined]
         self.fields["tool"].choices = [("", "Any"), *((t, t) for t in tools)]  # type: ignore[attr-defined]
-        for name in ("from", "to"):
-            self.fields[name].widget = forms.DateInput(attrs={"type": "date"})
 
     def filters(self) -> dict[str, Any]:
         data = self.cleaned_data
@@ -322,6 +326,7 @@ class QueueFilterForm(_CreatedRangeForm):
 
     from_label, to_label = "Created from", "Created to"
     field_order_names = ["agent", "tool", "thread", "resource", "from", "to", "per_page", "after"]
+    date_pickers = True
 
     def __init__(
         self,
@@ -337,8 +342,6 @@ class QueueFilterForm(_CreatedRangeForm):
         for name, suggestions in (("tool", tools), ("thread", threads), ("resource", resources)):
             hint = {"placeholder": "name or part of one"}
             self.fields[name].widget = SuggestingInput(suggestions, attrs=hint)
-        for name in ("from", "to"):
-            self.fields[name].widget = forms.DateInput(attrs={"type": "date"})
 
     def filters(self) -> dict[str, Any]:
         """Keyword arguments for ``queries.queue_page`` (call after ``is_valid()``)."""

@@ -16,11 +16,13 @@ from dataclasses import dataclass, field
 from functools import wraps
 from typing import Any
 
+from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
 from django_htmx.middleware import HtmxDetails
 
 from approvals import agents, ids, queries
@@ -29,6 +31,7 @@ from approvals.cards import run as cards
 from approvals.forms.decisions import DeclineForm, EditedArgsForm, GrantForm
 from approvals.forms.schema import ResumeForm
 from approvals.policy import Access, AgentAccess
+from approvals.services import DECIDE_PERMISSION
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -45,6 +48,16 @@ def permission_required(permission: str, *, to: str) -> Callable[[Callable[..., 
             return view(request, *args, **kwargs)
 
         return wrapped
+
+    return decorator
+
+
+def deciding(*, to: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A reviewer's action on calls (decide, claim, undo, extend, bulk): POST only, signed in, and
+    holding the permission to decide (the 403 says what it was ``to`` do)."""
+
+    def decorator(view: Callable[..., Any]) -> Callable[..., Any]:
+        return require_POST(login_required(permission_required(DECIDE_PERMISSION, to=to)(view)))
 
     return decorator
 

@@ -18,12 +18,11 @@ from approvals.cards import batch as batch_view
 from approvals.forms.decisions import BatchStartForm
 from approvals.forms.filters import InboxFilterForm
 from approvals.models import Batch, FollowedAgent
-from approvals.services import DECIDE_PERMISSION
 from approvals.views.base import (
     HtmxHttpRequest,
     access_of,
+    deciding,
     is_partial,
-    permission_required,
     render_page,
     visible_agent,
 )
@@ -42,9 +41,7 @@ def _selection(request: HttpRequest) -> list[tuple[str, str]]:
     return pairs
 
 
-@require_POST
-@login_required
-@permission_required(DECIDE_PERMISSION, to="decide calls in bulk")
+@deciding(to="decide calls in bulk")
 def batch_new(request: HtmxHttpRequest, agent_id: str) -> HttpResponse:
     """The inbox's bulk form: the selected calls, or every call matching the inbox's filters
     (the filters come in the query string, as on the inbox)."""
@@ -106,9 +103,7 @@ def batch_detail(request: HtmxHttpRequest, batch_id: int) -> HttpResponse:
     return render_page(request, "approvals/batch.html", "batch-progress", context)
 
 
-@require_POST
-@login_required
-@permission_required(DECIDE_PERMISSION, to="decide calls in bulk")
+@deciding(to="decide calls in bulk")
 def batch_start(request: HtmxHttpRequest, batch_id: int) -> HttpResponse:
     batch = _visible_batch(request, batch_id)
     form = BatchStartForm(request.POST)

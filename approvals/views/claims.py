@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, HttpResponseRedirect
-from django.views.decorators.http import require_POST
 
 from approvals import services
-from approvals.services import DECIDE_PERMISSION
 from approvals.views.base import (
     CallCard,
     HtmxHttpRequest,
+    deciding,
     is_partial,
     next_url,
-    permission_required,
     visible_agent,
 )
 
 
-@require_POST
-@login_required
-@permission_required(DECIDE_PERMISSION, to="claim tool calls")
+@deciding(to="claim tool calls")
 def call_claim(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpResponse:
     target = visible_agent(request, request.POST.get("agent", ""))
     refused = ""

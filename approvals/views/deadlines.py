@@ -4,20 +4,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
-from django.views.decorators.http import require_POST
 
 from approvals import ids
 from approvals.forms.decisions import ExtendDeadlineForm
-from approvals.services import DECIDE_PERMISSION
 from approvals.services.deadlines import deadline_extend
-from approvals.views.base import CallCard, HtmxHttpRequest, permission_required, visible_agent
+from approvals.views.base import CallCard, HtmxHttpRequest, deciding, visible_agent
 
 
-@require_POST
-@login_required
-@permission_required(DECIDE_PERMISSION, to="extend deadlines")
+@deciding(to="extend deadlines")
 def call_extend_deadline(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpResponse:
     target = visible_agent(request, request.POST.get("agent", ""))
     form = ExtendDeadlineForm(request.POST, auto_id=f"{ids.call_block_id(run_id, tool_call_id)}-x-%s")

@@ -9,11 +9,9 @@ from dataclasses import replace
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
-from django.views.decorators.http import require_POST
 
 from agents_runtime import Agent, DecisionRequest, GrantScope, InvalidGrant, Origin
 from agents_runtime.store import DecisionAction, Outcome
@@ -30,22 +28,20 @@ from approvals.forms.decisions import (
 )
 from approvals.forms.schema import ResumeForm
 from approvals.policy import Access, AgentAccess
-from approvals.services import DECIDE_PERMISSION, DecisionOutcome
+from approvals.services import DecisionOutcome
 from approvals.views.base import (
     RUN_CARD,
     CallCard,
     HtmxHttpRequest,
     access_of,
+    deciding,
     is_partial,
     next_url,
-    permission_required,
     visible_agent,
 )
 
 
-@require_POST
-@login_required
-@permission_required(DECIDE_PERMISSION, to="approve tool calls")
+@deciding(to="approve tool calls")
 def call_approve(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpResponse:
     target = _agent_for_post(request, run_id)
     card = CallCard(request, run_id, tool_call_id, _agent_id(target))
@@ -60,9 +56,7 @@ def call_approve(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Ht
     return _answer(request, card, outcome, edits)
 
 
-@require_POST
-@login_required
-@permission_required(DECIDE_PERMISSION, to="decline tool calls")
+@deciding(to="decline tool calls")
 def call_decline(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpResponse:
     target = _agent_for_post(request, run_id)
     card = CallCard(request, run_id, tool_call_id, _agent_id(target))
@@ -74,9 +68,7 @@ def call_decline(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Ht
     return _answer(request, card, services.decide(target, decision), form)
 
 
-@require_POST
-@login_required
-@permission_required(DECIDE_PERMISSION, to="answer suspended tool calls")
+@deciding(to="answer suspended tool calls")
 def call_resume(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpResponse:
     target = _agent_for_post(request, run_id)
     card = CallCard(request, run_id, tool_call_id, _agent_id(target))
@@ -92,9 +84,7 @@ def call_resume(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> Htt
     return _answer(request, card, services.decide(target, decision), form)
 
 
-@require_POST
-@login_required
-@permission_required(DECIDE_PERMISSION, to="undo decisions")
+@deciding(to="undo decisions")
 def call_undo(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpResponse:
     """Undo one's decision held for its undo window: the card back as the call waits (nothing was
     decided), or, too late, what was taken."""
