@@ -833,14 +833,22 @@ def checked_grant(ctx: AgentContext, request: GrantRequest) -> GrantRequest:
     if grant_store(ctx) is None:
         raise InvalidGrant(f"The store of agent {ctx.agent_id!r} keeps no grants")
     request = checked_request(request)
+    if problem := _condition_problem(request.condition, spec):
+        raise InvalidGrant(problem)
+    return request
+
+
+def _condition_problem(condition: str, spec: Tool) -> str | None:
+    """Why ``condition`` cannot stand on ``spec``'s calls (a grant's or a routing rule's), or None:
+    not CEL, too costly to bound, or naming an argument the tool does not have."""
     try:
-        compiled = compile_condition(request.condition)
+        compiled = compile_condition(condition)
         if compiled is not None:
             # A condition naming an argument the tool lacks would never hold: say so now, not never.
             check_against_schema(compiled, spec.parameters_json_schema)
     except InvalidCondition as exc:
-        raise InvalidGrant(str(exc)) from None
-    return request
+        return str(exc)
+    return None
 
 
 async def add_grant(ctx: AgentContext, request: GrantRequest) -> Grant:
@@ -1061,12 +1069,8 @@ def checked_rule_request(ctx: AgentContext, request: RuleRequest) -> RuleRequest
         raise InvalidRule("A rule's position is a whole number of at least 1")
     if len(request.reason) > MAX_REASON_LENGTH:
         raise InvalidRule(f"A rule's reason is at most {MAX_REASON_LENGTH} characters")
-    try:
-        compiled = compile_condition(request.condition)
-        if compiled is not None:
-            check_against_schema(compiled, spec.parameters_json_schema)
-    except InvalidCondition as exc:
-        raise InvalidRule(str(exc)) from None
+    if problem := _condition_problem(request.condition, spec):
+        raise InvalidRule(problem)
     return replace(request, route=route, reason=clean_text(request.reason))
 
 
