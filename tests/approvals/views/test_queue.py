@@ -234,6 +234,10 @@ def test_the_filters_suggest_agents_tools_threads_and_end_users(
     for suggested in ("refund", "wipe_disk", "orders-4411", "infra-9", "cust-Alice", "cust-Bob"):
         assert f'<option value="{suggested}"></option>' in page
     assert 'name="thread" value="infra"' in page and 'list="id_thread-suggestions"' in page
+    # Creation dates are picked from the browser's calendar (the inbox's date boxes also take a time).
+    assert 'type="date" name="from"' in page and 'type="date" name="to"' in page
+    inbox = reviewer_client.get("/agents/helpdesk/").content.decode()
+    assert re.search(r'<input type="text" name="from" placeholder="YYYY-MM-DD"', inbox)
 
 
 def suggested(page: str, field: str) -> list[str]:
