@@ -58,7 +58,7 @@ from typing import Annotated, Any, Literal, Protocol, TypedDict, runtime_checkab
 
 from pydantic import PlainSerializer, PlainValidator, TypeAdapter
 
-from .errors import RunAlreadyDecided, ToolCallNotSuspended
+from .errors import RunAlreadyDecided, RunUnreadable, ToolCallNotSuspended
 
 #: What the model is told when a reviewer declines a call without a reason.
 DEFAULT_DECLINE_REASON = "Tool call was not approved by the user"
@@ -363,7 +363,7 @@ _WOULD_APPROVE = {
     "arguments_changed": "changed since you saw them: look at them again",
     "not_a_decider": "not yours to decide",
     "not_waiting": "no longer waiting: skipped",
-    "run_unreadable": "stored in a form that can no longer be read: skipped",
+    RunUnreadable.rule: "stored in a form that can no longer be read: skipped",
     "refused": "refused by the approval rule",
 }
 

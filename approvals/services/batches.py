@@ -32,6 +32,7 @@ from agents_runtime import (
     DecisionRequest,
     Origin,
     RunNotFound,
+    RunUnreadable,
     Would,
     shown,
 )
@@ -40,7 +41,7 @@ from agents_runtime.untrusted import clean_text
 from approvals import agents, live
 from approvals.models import BULK_ACTIONS, DECIDING_BATCH, Batch, BatchItem
 from approvals.policy import DECIDE_PERMISSION, Access, AgentAccess
-from approvals.services.decisions import UNREADABLE_RUN, DecisionOutcome, decide
+from approvals.services.decisions import DecisionOutcome, decide
 
 logger = logging.getLogger(__name__)
 
@@ -203,7 +204,7 @@ def _skip_reason(outcome: DecisionOutcome) -> str:
         return message or "Already decided elsewhere."
     if status == Outcome.NOT_FOUND:
         # (A run that no longer reads still waits: the door's words say so, not "gone".)
-        return message if outcome.refusal == UNREADABLE_RUN else NOT_WAITING
+        return message if outcome.refusal == RunUnreadable.rule else NOT_WAITING
     if status == Outcome.UNCONFIRMED:
         return f"Needs a confirmation on its own card: {message}"
     return message or str(status)

@@ -560,7 +560,7 @@ class DecisionOutcome:
 
     @property
     def status_label(self) -> str:
-        return "Unreadable" if self.refusal == UNREADABLE_RUN else Outcome(self.status).status_label
+        return "Unreadable" if self.refusal == RunUnreadable.rule else Outcome(self.status).status_label
 
     @property
     def undo_seconds_left(self) -> int:
@@ -651,8 +651,7 @@ def _refused(error: Exception, base: dict[str, Any], visible: list[str]) -> Deci
 
 
 NOT_WAITING = "This run is not waiting for a decision any more (it ended, or it does not exist)."
-#: The refusal (and the HTTP API's error code) of a decision on a run whose stored rows do not read.
-UNREADABLE_RUN = RunUnreadable.rule
+#: The refusal of a decision on a run whose stored rows do not read (its code: ``RunUnreadable.rule``).
 UNREADABLE = (
     "This run's stored record can no longer be read, so it cannot be decided or continued: nothing was "
     "changed. The server's log says what is wrong with it; an administrator can repair or remove it."
@@ -664,7 +663,9 @@ def _stale(error: Exception, base: dict[str, Any], visible: list[str]) -> Decisi
     if isinstance(error, CallHeld):
         return _held_by_someone(base, error.held_by)
     if isinstance(error, RunUnreadable):
-        return DecisionOutcome(status=Outcome.NOT_FOUND, message=UNREADABLE, refusal=UNREADABLE_RUN, **base)
+        return DecisionOutcome(
+            status=Outcome.NOT_FOUND, message=UNREADABLE, refusal=RunUnreadable.rule, **base
+        )
     # Who decided a call is told only about agents the user may see: to anyone else, a call of a
     # foreign run is as unknown as one that never existed.
     decisions = (
