@@ -275,7 +275,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     which pytest 9 no longer reads (the id lives in ``item._id``): every group was spread over the
     workers, and tests sharing a Redis database flushed it under each other. Tag them here until
     xdist does (then this finds the tag and does nothing).
+
+    Before that, in ``.ci/run``'s PostgreSQL phase, the tests that ran the same in its SQLite phase
+    are deselected (``services.ran_in_the_sqlite_phase``).
     """
+    again = [item for item in items if services.ran_in_the_sqlite_phase(item)]
+    if again:
+        config.hook.pytest_deselected(items=again)
+        items[:] = [item for item in items if not services.ran_in_the_sqlite_phase(item)]
     if not getattr(config.option, "loadgroup", False):
         return
     _long_tests_first(items)

@@ -159,6 +159,7 @@ print("ok")
 """
 
 
+@pytest.mark.own_sqlite
 def test_the_app_runs_without_the_development_packages(tmp_path: Path) -> None:
     dev_only = sorted(set(_pins(DEV_LOCK)) - set(_pins(RUN_LOCK)))
     env = {

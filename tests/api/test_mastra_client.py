@@ -35,7 +35,7 @@ from tests.support.server import TEST_SETTINGS
 
 # The module's tests share its server: one worker runs them all, so it is started once, not once per
 # worker.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_mastra_client")]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_mastra_client"), pytest.mark.own_sqlite]
 
 HERE = Path(__file__).resolve().parent / "mastra"
 ARTIFACTS = ROOT / "test-artifacts" / "api-client"

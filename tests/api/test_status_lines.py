@@ -14,7 +14,7 @@ from tests.support.server import TEST_SETTINGS
 
 # The module's tests share its server: one worker runs them all, so it is started once, not once per
 # worker.
-pytestmark = pytest.mark.xdist_group("test_status_lines")
+pytestmark = [pytest.mark.xdist_group("test_status_lines"), pytest.mark.own_sqlite]
 
 _TOKEN = """
 from django.contrib.auth import get_user_model

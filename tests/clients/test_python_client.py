@@ -26,7 +26,7 @@ from tests.clients.conftest import AGENT, RELEASES, Desk
 
 # The module's tests share its desk (a server): one worker runs them all, so it is started once, not
 # once per worker.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_python_client")]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_python_client"), pytest.mark.own_sqlite]
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from playwright.sync_api import Locator, Page, expect
 from tests.e2e.conftest import ROOT, Pages, Server
 from tests.support.card_rows import DECLINE, declining, expanded
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.own_sqlite]
 
 
 def _example(server: Server, module: str, agent: str, *args: str) -> subprocess.Popen[str]:

@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 
 from tests.e2e.conftest import Pages, Server, screenshot, unique
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.own_sqlite]
 
 
 def _api_status(server: Server, token: str) -> int:

@@ -16,7 +16,7 @@ from tests.conftest import ARTIFACTS
 from tests.e2e.conftest import Pages, RunRequest, Server, screenshot, unique
 from tests.support.card_rows import APPROVE
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.own_sqlite]
 
 SCREENSHOTS = ARTIFACTS / "screenshots"
 

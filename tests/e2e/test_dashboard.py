@@ -28,7 +28,7 @@ from tests.e2e.conftest import (
 )
 from tests.support.card_rows import APPROVE, DECLINE, declining, expanded
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.own_sqlite]
 
 
 def card(page: Page, run_id: str) -> Locator:

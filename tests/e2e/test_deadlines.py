@@ -12,7 +12,7 @@ from tests.e2e.conftest import Pages, RunRequest, Server, unique
 from tests.e2e.test_reviewer_safety import card, visit
 from tests.support.card_rows import APPROVE
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.own_sqlite]
 
 SECONDS_LEFT = re.compile(r"^(\d+) min (\d+) s left$")
 

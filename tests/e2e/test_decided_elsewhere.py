@@ -12,7 +12,7 @@ from tests.e2e.conftest import REVIEWER, Pages, RunRequest, Server, unique
 from tests.e2e.test_reviewer_safety import card, visit
 from tests.support.card_rows import APPROVE, DECLINE, declining
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.own_sqlite]
 
 
 def test_a_call_decided_elsewhere_says_who_and_disables_its_buttons_keeping_the_typed_reason(

@@ -16,7 +16,7 @@ from playwright.sync_api import Page, expect
 from tests.e2e.conftest import ADMIN, Pages, RunRequest, Server, screenshot, unique
 from tests.support.card_rows import APPROVE_JSON, expanded
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.own_sqlite]
 
 
 def visit(page: Page, path: str) -> None:

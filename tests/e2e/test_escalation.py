@@ -14,7 +14,7 @@ from tests.e2e.conftest import Login, Pages, RunRequest, Server, docs_screenshot
 from tests.e2e.test_reviewer_safety import card, visit
 from tests.support.card_rows import APPROVE
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.own_sqlite]
 
 GROUP = "Support leads"
 LEAD = Login("lena", "lena-leads-e2e")

@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 from tests.e2e.conftest import ADMIN, Pages, RunRequest, Server, unique
 from tests.e2e.test_reviewer_safety import card, visit
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.own_sqlite]
 
 REFUND = "Refund $77.00 on A-1042, it broke."
 

@@ -17,7 +17,7 @@ from playwright.sync_api import Page, expect
 from tests.conftest import ARTIFACTS
 from tests.e2e.conftest import Pages, RunRequest, Server, screenshot, unique
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.own_sqlite]
 
 SCREENSHOTS = ARTIFACTS / "screenshots"
 

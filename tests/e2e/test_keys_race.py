@@ -21,7 +21,7 @@ from playwright.sync_api import Page, Request, Route, expect
 from tests.e2e.conftest import TIMEOUT_MS, Pages, RunRequest, Server, unique
 from tests.e2e.test_keys_and_bulk import QUIET, current_call, refund, visit, wait_until_shown
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.own_sqlite]
 
 #: Every letter the inbox's keys use, and ? (the list of keys), in a reason typed without a pause; the
 #: last of a, d and e in it is an a (as in the report: the reason's letters ended in an approval).

@@ -16,7 +16,7 @@ from playwright.sync_api import Page, expect
 
 from tests.e2e.conftest import ADMIN, Pages, RunRequest, Server, screenshot, unique
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.own_sqlite]
 
 AXE = Path(__file__).with_name("vendor") / "axe-core" / "axe.min.js"
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"

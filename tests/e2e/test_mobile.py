@@ -14,7 +14,7 @@ from playwright.sync_api import Page, expect
 from tests.e2e.conftest import ADMIN, Pages, RunRequest, Server, docs_screenshot, unique
 from tests.e2e.test_layout_and_accessibility import check_page, finish
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.own_sqlite]
 
 #: An iPhone 12-15's viewport.
 WIDTH, HEIGHT = 390, 844

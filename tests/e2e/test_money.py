@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 from tests.e2e.conftest import ADMIN, Pages, RunRequest, Server, screenshot, unique
 from tests.support.card_rows import expanded
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.own_sqlite]
 
 
 def test_typing_40_in_the_amount_approves_40_dollars_and_shows_the_diff(

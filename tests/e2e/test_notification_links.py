@@ -10,7 +10,7 @@ import pytest
 
 from tests.e2e.conftest import ADMIN, Pages, Server
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.own_sqlite]
 
 BUILD = """
 from django.contrib.auth import get_user_model

@@ -13,7 +13,7 @@ from tests.e2e.conftest import Pages, RunRequest, Server, screenshot, unique
 from tests.e2e.test_reviewer_safety import card, visit
 from tests.support.card_rows import APPROVE
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.own_sqlite]
 
 #: Changes the parked call's arguments behind the card's back (as another process editing the call).
 CHANGE_ARGS = """

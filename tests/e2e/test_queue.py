@@ -14,7 +14,7 @@ from tests.e2e.conftest import Pages, RunRequest, Server, docs_screenshot, uniqu
 from tests.e2e.test_keys_and_bulk import QUIET, current_call, visit
 from tests.e2e.test_layout_and_accessibility import check_page
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.own_sqlite]
 
 #: Calls per page: twenty take three pages.
 PER_PAGE = 8

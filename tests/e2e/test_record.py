@@ -17,7 +17,7 @@ from playwright.sync_api import Page, expect
 from tests.e2e.conftest import ADMIN, Pages, RunRequest, Server, screenshot, unique
 from tests.support.card_rows import APPROVE, DECLINE, declining
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.own_sqlite]
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 WIDTHS = (1400, 390)

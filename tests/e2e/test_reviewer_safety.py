@@ -28,7 +28,7 @@ from tests.e2e.conftest import (
 )
 from tests.support.card_rows import APPROVE, APPROVE_JSON, DECLINE, declining, expanded
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.own_sqlite]
 
 REFUND = "Refund $80.00 on A-1042, it arrived broken."
 

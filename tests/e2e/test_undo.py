@@ -16,7 +16,7 @@ from tests.e2e.test_keys_and_bulk import QUIET, current_call, visit
 
 # The module's tests share its server: one worker runs them all, so it is started once, not once per
 # worker.
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("test_undo")]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("test_undo"), pytest.mark.own_sqlite]
 
 #: Long enough for a browser to click Undo on a busy machine, short enough to wait out once.
 UNDO_SECONDS = 4

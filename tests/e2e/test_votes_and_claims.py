@@ -11,7 +11,7 @@ from tests.e2e.conftest import ADMIN, REVIEWER, Pages, RunRequest, Server, docs_
 from tests.e2e.test_reviewer_safety import card, visit
 from tests.support.card_rows import APPROVE
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.own_sqlite]
 
 
 def start_payment(server: Server, *, as_user: str | None = None) -> str:

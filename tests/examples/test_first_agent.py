@@ -93,6 +93,7 @@ def test_paying_twice_with_one_tool_call_id_pays_once() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.own_sqlite
 def test_the_dashboard_serves_it_when_agents_runtime_names_it(tmp_path: Path) -> None:
     env = server.env_for(f"sqlite:///{tmp_path / 'guide.sqlite3'}")
     env["AGENTS_RUNTIME"] = "examples.first_agent:runtime"

@@ -35,7 +35,7 @@ CLIENTS = 20
 TIMEOUT = 120.0
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=services.database_params())
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[burst.Backend]:
     if request.param == "sqlite":
         yield burst.Backend("sqlite", f"sqlite:///{tmp_path}/burst.sqlite3")

@@ -18,7 +18,7 @@ from tests.live.conftest import log_in
 from tests.support import server
 from tests.support.card_rows import declining, expanded
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.own_sqlite]
 
 WAIT = 15_000  # ms: generous for a loaded 2-core CI machine; the happy path takes well under a second
 REFUND = "Refund $300 on A-1042"

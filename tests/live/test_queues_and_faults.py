@@ -36,7 +36,7 @@ QUEUED = 40
 TOOL_SECONDS = 0.3
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=services.database_params())
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'queues.sqlite3'}"

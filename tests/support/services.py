@@ -16,6 +16,7 @@ import os
 import shutil
 import socket
 import subprocess
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -69,7 +70,7 @@ def require_postgres() -> str:
     """The PostgreSQL ``DATABASE_URL`` the suite runs on; skip (or fail) when there is none."""
     url = os.environ.get("DATABASE_URL", "").strip()
     parts = urlsplit(url)
-    if parts.scheme not in {"postgres", "postgresql", "pgsql"}:
+    if not suite_on_postgres():
         _unavailable(
             "PostgreSQL: DATABASE_URL is not a postgres:// URL (e.g. postgres://root@127.0.0.1:5432/countersign)",
             variable=REQUIRE_SERVICES,
@@ -78,6 +79,34 @@ def require_postgres() -> str:
     if not _answers(host, port):
         _unavailable(f"PostgreSQL: nothing answers on {host}:{port}", variable=REQUIRE_SERVICES)
     return url
+
+
+def suite_on_postgres() -> bool:
+    """Whether the suite itself runs on PostgreSQL (``DATABASE_URL``), as CI's second phase does."""
+    return urlsplit(os.environ.get("DATABASE_URL", "").strip()).scheme in {"postgres", "postgresql", "pgsql"}
+
+
+def database_params() -> list[Any]:
+    """The databases a test that starts processes of its own runs them on, as ``pytest`` params:
+    SQLite (marked ``own_sqlite``: what its processes do does not change with ``DATABASE_URL``), and
+    PostgreSQL (marked ``postgres``: skipped, or failed under ``REQUIRE_SERVICES``, without it)."""
+    return [
+        pytest.param("sqlite", marks=pytest.mark.own_sqlite),
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ]
+
+
+#: Set by ``.ci/run`` for its second phase (PostgreSQL and Redis), once the first (SQLite) passed.
+SQLITE_PHASE_PASSED = "COUNTERSIGN_SQLITE_PHASE_PASSED"
+
+
+def ran_in_the_sqlite_phase(item: pytest.Item) -> bool:
+    """Whether ``item`` would run exactly as it ran in this CI run's SQLite phase: a test marked
+    ``own_sqlite`` (its servers and commands on a SQLite file of their own and the in-process channel
+    layer, whatever ``DATABASE_URL`` and ``REDIS_URL`` say), while the suite runs on PostgreSQL after
+    ``.ci/run``'s SQLite phase passed. A developer's ``make test`` on PostgreSQL still runs it."""
+    done = os.environ.get(SQLITE_PHASE_PASSED, "").strip() == "1"
+    return done and suite_on_postgres() and item.get_closest_marker("own_sqlite") is not None
 
 
 def require_redis() -> str:

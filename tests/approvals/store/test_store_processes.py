@@ -135,7 +135,7 @@ def postgres_url() -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=services.database_params())
 def procs(request: pytest.FixtureRequest, tmp_path: Path) -> ProcEnv:
     url = request.getfixturevalue(f"{request.param}_url")
     return ProcEnv(database_url=url, tool_log=tmp_path / "tools.log", tmp=tmp_path)
