@@ -282,7 +282,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     again = [item for item in items if services.ran_in_the_sqlite_phase(item)]
     if again:
         config.hook.pytest_deselected(items=again)
-        items[:] = [item for item in items if not services.ran_in_the_sqlite_phase(item)]
+        left_out = set(again)
+        items[:] = [item for item in items if item not in left_out]
     if not getattr(config.option, "loadgroup", False):
         return
     _long_tests_first(items)
