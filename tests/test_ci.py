@@ -10,13 +10,14 @@ import sys
 import pytest
 
 from tests.support.server import ROOT
+from tests.support.services import SQLITE_PHASE_PASSED
 
 pytestmark = pytest.mark.slow  # (three pytest processes)
 
 MODULES = ["tests/live/test_burst.py", "tests/e2e/test_grants.py"]
 POSTGRES = "postgres://root@127.0.0.1:5432/countersign"
 #: What the collections below set themselves (CI's second phase runs this test with all three set).
-INHERITED = {"DATABASE_URL", "REDIS_URL", "COUNTERSIGN_SQLITE_PHASE_PASSED"}
+INHERITED = {"DATABASE_URL", "REDIS_URL", SQLITE_PHASE_PASSED}
 
 
 def _collected(**env: str) -> list[str]:
@@ -35,8 +36,8 @@ def _collected(**env: str) -> list[str]:
 def test_the_postgresql_phase_leaves_out_what_the_sqlite_phase_ran_and_runs_the_rest() -> None:
     # A developer's run on PostgreSQL, and the SQLite phase: nothing left out.
     everything = _collected(DATABASE_URL=POSTGRES)
-    assert _collected(COUNTERSIGN_SQLITE_PHASE_PASSED="1") == everything
-    after_sqlite = _collected(DATABASE_URL=POSTGRES, COUNTERSIGN_SQLITE_PHASE_PASSED="1")
+    assert _collected(**{SQLITE_PHASE_PASSED: "1"}) == everything
+    after_sqlite = _collected(DATABASE_URL=POSTGRES, **{SQLITE_PHASE_PASSED: "1"})
 
     burst = "test_a_burst_of_mixed_requests_gets_no_error_and_decides_every_call_once"
     assert f"tests/live/test_burst.py::{burst}[sqlite]" in everything

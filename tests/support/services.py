@@ -68,13 +68,13 @@ def _answers(host: str, port: int) -> bool:
 
 def require_postgres() -> str:
     """The PostgreSQL ``DATABASE_URL`` the suite runs on; skip (or fail) when there is none."""
-    url = os.environ.get("DATABASE_URL", "").strip()
-    parts = urlsplit(url)
     if not suite_on_postgres():
         _unavailable(
             "PostgreSQL: DATABASE_URL is not a postgres:// URL (e.g. postgres://root@127.0.0.1:5432/countersign)",
             variable=REQUIRE_SERVICES,
         )
+    url = os.environ["DATABASE_URL"].strip()
+    parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 5432
     if not _answers(host, port):
         _unavailable(f"PostgreSQL: nothing answers on {host}:{port}", variable=REQUIRE_SERVICES)
@@ -105,8 +105,8 @@ def ran_in_the_sqlite_phase(item: pytest.Item) -> bool:
     ``own_sqlite`` (its servers and commands on a SQLite file of their own and the in-process channel
     layer, whatever ``DATABASE_URL`` and ``REDIS_URL`` say), while the suite runs on PostgreSQL after
     ``.ci/run``'s SQLite phase passed. A developer's ``make test`` on PostgreSQL still runs it."""
-    done = os.environ.get(SQLITE_PHASE_PASSED, "").strip() == "1"
-    return done and suite_on_postgres() and item.get_closest_marker("own_sqlite") is not None
+    own = item.get_closest_marker("own_sqlite") is not None
+    return own and _required(SQLITE_PHASE_PASSED) and suite_on_postgres()
 
 
 def require_redis() -> str:
