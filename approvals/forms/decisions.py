@@ -4,7 +4,6 @@ by the one door (``services.decisions``). Malformed input becomes field errors, 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -248,7 +247,17 @@ def posted_shown_at(data: Any) -> datetime | None:
     return datetime.fromtimestamp(stamp, tz=UTC)
 
 
+#: Twice a fingerprint's length: a longer value is cut to this, which no fingerprint equals either.
+_MOST_SEEN = 64
+
+
 def posted_fingerprint(data: Any) -> str | None:
-    """The card's fingerprint of the arguments it showed (``agents_runtime.fingerprint``), if posted."""
+    """The card's fingerprint of the arguments it showed (``agents_runtime.fingerprint``), if posted.
+
+    Whatever is posted binds the decision, as the API's ``fingerprint`` does: a value that is not the
+    call's fingerprint (mangled, forged) is a stale card to the policy, refused; never a decision
+    taken unbound, as if the card had posted none."""
     value = data.get("seen", "")
-    return value if isinstance(value, str) and re.fullmatch(r"[0-9a-f]{32}", value) else None
+    if not isinstance(value, str) or not value:
+        return None
+    return value[:_MOST_SEEN]

@@ -175,7 +175,7 @@ async def _attempt(access: AgentAccess, request: DecisionRequest) -> Attempt:
         return attempt
     attempt.call, attempt.record_id = decided.call, decided.record_id
     attempt.run_before = decided.run
-    if decided.call.args is not None and same_json(request.edited_args, decided.call.args):
+    if request.edited_args is not None and same_json(request.edited_args, decided.call.args):
         attempt.edited_args = None  # (the runtime recorded the same arguments: a plain approval)
     try:
         attempt.result = await decided.stream.result()

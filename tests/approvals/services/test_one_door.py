@@ -362,3 +362,21 @@ def test_a_decision_on_arguments_the_call_no_longer_has_is_refused(
     assert f'name="seen" value="{shown}"' in client.get(f"/runs/{run.run_id}/").content.decode()
     client.post(url, {"agent": "ops", "seen": shown}, **HX)
     assert log.calls == [{"service": "search", "environment": "staging"}]
+
+
+@pytest.mark.parametrize("posted", ["not-a-fingerprint", "F" * 32, "a" * 5000])
+def test_a_card_that_posts_something_else_than_a_fingerprint_decides_nothing(
+    ops: tuple[Runtime, ToolLog], reviewer: User, posted: str
+) -> None:
+    """A mangled or forged ``seen`` binds the decision as the API's ``fingerprint`` does: refused as a
+    stale card, never taken as a decision bound to nothing."""
+    runtime, log = ops
+    run = park(runtime, "ops", "search staging")
+    url = f"/runs/{run.run_id}/calls/{call_of(run)}/approve"
+
+    refused = signed_in(reviewer).post(url, {"agent": "ops", "seen": posted}, **HX)
+
+    assert "changed since you saw it" in refused.content.decode()
+    assert log.calls == [] and waiting(runtime, "ops") == [run.run_id]
+    (row,) = AuditEntry.objects.filter(run_id=run.run_id)
+    assert row.outcome == "refused" and row.outcome_detail.endswith("(arguments_changed)")
