@@ -993,6 +993,8 @@ class HeldDecision(models.Model):
     seen = models.CharField(max_length=64, blank=True)
     #: ``Confirmation`` values the reviewer ticked.
     confirmations = models.JSONField(default=list)
+    #: When the card was shown to the reviewer (``DecisionRequest.shown_at``), for the record taken.
+    shown_at = models.DateTimeField(null=True, blank=True)
     held_at = models.DateTimeField()
     #: Taken then (the end of the undo window, or the call's deadline if sooner).
     commit_at = models.DateTimeField()

@@ -189,6 +189,21 @@ def run_locate(run_id: str, *, agent_ids: Collection[str] | None = None) -> tupl
     return waiting(run_now(run_id), agent_ids=agent_ids)
 
 
+def waiting_seen(access: Access, run: StoredRun | None) -> tuple[Agent, AgentRun] | None:
+    """``run`` (``run_now``'s) and its agent while it waits, if the user may see it: a run of an agent
+    they see, or (an agent seen only for escalations) one with a call escalated to their groups. What
+    every page, card and form answer of one waiting run shows a user goes through here."""
+    found = waiting(run, agent_ids=access.decidable_agent_ids)
+    if found is not None and not access.for_agent(found[0].id).sees(found[1]):
+        return None
+    return found
+
+
+def run_seen(access: Access, run_id: str) -> tuple[Agent, AgentRun] | None:
+    """``waiting_seen`` of the run ``run_id``, found by one read."""
+    return waiting_seen(access, run_now(run_id))
+
+
 class WaitingCall(NamedTuple):
     """A call as it waits now, with its run and the run's agent."""
 
@@ -197,12 +212,10 @@ class WaitingCall(NamedTuple):
     call: AgentRunToolCall
 
 
-def waiting_call(
-    run_id: str, tool_call_id: str, *, agent_ids: Collection[str] | None = None
-) -> WaitingCall | None:
-    """The call ``tool_call_id`` of the suspended run ``run_id`` while it waits (``run_locate``'s
-    arguments), or None."""
-    found = run_locate(run_id, agent_ids=agent_ids)
+def waiting_call(access: Access, run_id: str, tool_call_id: str) -> WaitingCall | None:
+    """The call ``tool_call_id`` of the suspended run ``run_id`` while it waits, if the user may see
+    the run (``run_seen``), or None."""
+    found = run_seen(access, run_id)
     if found is None:
         return None
     agent, run = found

@@ -150,6 +150,22 @@ def _untoken(text: str) -> Any:
     return json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
 
 
+def _moment(text: Any) -> datetime:
+    """A page link's time: with its offset, and one a datetime holds once in UTC, where the database
+    compares it (``0001-01-01T00:00+14:00`` is not); raises ``ValueError`` or ``TypeError``."""
+    moment = datetime.fromisoformat(text)
+    if timezone.is_naive(moment):
+        raise ValueError("a page link's time carries its offset")
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("a page link's time is out of range") from None
+
+
+#: The largest row id a page link may name (PostgreSQL's ``bigint``).
+_MOST_ROW_ID = 2**63 - 1
+
+
 class AuditPositionField(forms.CharField):
     """Where a page of the audit log starts: below a row (``audit_token``: its time and id), as the
     "Next" link says it. A page starts where the last one ended, so page 100 costs what page 1 does
@@ -163,10 +179,10 @@ class AuditPositionField(forms.CharField):
             return None
         try:
             created_at, row_id = _untoken(text)
-            place = (datetime.fromisoformat(created_at), row_id)
+            place = (_moment(created_at), row_id)
         except (binascii.Error, UnicodeDecodeError, ValueError, TypeError):
             place = None
-        if place is None or type(place[1]) is not int or timezone.is_naive(place[0]):
+        if place is None or type(place[1]) is not int or not 0 < place[1] <= _MOST_ROW_ID:
             raise forms.ValidationError(
                 "This page link is damaged: start again from the newest records.", code="invalid"
             )
@@ -286,18 +302,10 @@ class QueuePositionField(forms.CharField):
             return None
         try:
             deadline, suspended_at, run_id = _untoken(text)
-            place = (
-                None if deadline is None else datetime.fromisoformat(deadline),
-                datetime.fromisoformat(suspended_at),
-                run_id,
-            )
+            place = (None if deadline is None else _moment(deadline), _moment(suspended_at), run_id)
         except (binascii.Error, UnicodeDecodeError, ValueError, TypeError):
             place = None
-        if (
-            place is None
-            or not isinstance(place[2], str)
-            or any(moment is not None and timezone.is_naive(moment) for moment in place[:2])
-        ):
+        if place is None or not isinstance(place[2], str):
             raise forms.ValidationError(
                 "This page link is damaged: start again from the top of the queue.", code="invalid"
             )

@@ -40,7 +40,7 @@ from agents_runtime.store import DecisionAction, Outcome, bulk_result_line
 from agents_runtime.untrusted import clean_text
 from approvals import agents, live
 from approvals.models import BULK_ACTIONS, DECIDING_BATCH, Batch, BatchItem
-from approvals.policy import DECIDE_PERMISSION, Access, AgentAccess
+from approvals.policy import DECIDE_PERMISSION, Access, AgentAccess, may_decide
 from approvals.services.decisions import DecisionOutcome, decide
 
 logger = logging.getLogger(__name__)
@@ -80,8 +80,10 @@ def _fingerprint(agent: Agent, call: AgentRunToolCall) -> str:
     return shown(call, tool.version if tool is not None else "")
 
 
-def _selected(agent: Agent, selection: Iterable[tuple[str, str]]) -> Iterator[_Found]:
-    """The posted calls, each looked up again among ``agent``'s waiting runs."""
+def _selected(access: AgentAccess, selection: Iterable[tuple[str, str]]) -> Iterator[_Found]:
+    """The posted calls, each looked up again among the agent's waiting runs; one that is not the
+    user's to decide (seen only for escalations) is "not waiting" to them, as on its card."""
+    agent = access.agent
     runs: dict[str, AgentRun | None] = {}
     for run_id, tool_call_id in selection:
         if run_id not in runs:
@@ -91,21 +93,25 @@ def _selected(agent: Agent, selection: Iterable[tuple[str, str]]) -> Iterator[_F
                 runs[run_id] = None
         run = runs[run_id]
         call = next((c for c in run.tool_calls if c.tool_call_id == tool_call_id), None) if run else None
-        if run is None or call is None:
+        if run is None or call is None or not may_decide(access.access, agent.id, call.escalated_to):
             yield _Found(run_id, tool_call_id, None, NOT_WAITING)
         else:
             yield _decidable(run, call)
 
 
-def _matching(agent: Agent, filters: dict[str, Any]) -> Iterator[_Found]:
-    """Every waiting call of the runs matching the inbox's filters, across all pages."""
+def _matching(access: AgentAccess, filters: dict[str, Any]) -> Iterator[_Found]:
+    """Every waiting call the user may decide of the runs matching the inbox's filters (as the inbox
+    lists them: seen only for escalations, those escalated to them), across all pages."""
+    agent = access.agent
     query = {k: v for k, v in filters.items() if k not in {"page", "per_page"}}
+    query["escalated_to"] = access.escalation_scope
     page = 0
     while True:
         result = agent.list_suspended_runs_sync(**query, per_page=_LIST_PAGE, page=page)
         for run in result.runs:
             for call in run.tool_calls:
-                yield _decidable(run, call)
+                if may_decide(access.access, agent.id, call.escalated_to):
+                    yield _decidable(run, call)
         page += 1
         if page * _LIST_PAGE >= result.total or not result.runs:
             return
@@ -125,7 +131,7 @@ def batch_prepare(
     """
     access.access.require(DECIDE_PERMISSION, to="decide on suspended runs")
     agent = access.agent
-    found = _matching(agent, filters) if filters is not None else _selected(agent, selection)
+    found = _matching(access, filters) if filters is not None else _selected(access, selection)
     items: list[BatchItem] = []
     seen: set[tuple[str, str]] = set()
     decidable = 0

@@ -19,7 +19,7 @@ from django.utils import timezone
 from agents_runtime import RunNotFound
 from approvals import live
 from approvals.models import CallClaim
-from approvals.policy import DECIDE_PERMISSION, AgentAccess
+from approvals.policy import DECIDE_PERMISSION, AgentAccess, may_decide
 
 
 class ClaimRefused(Exception):
@@ -41,14 +41,17 @@ def _duration() -> timedelta:
 
 
 def claim_call(access: AgentAccess, *, run_id: str, tool_call_id: str) -> ClaimChange:
-    """Claim (or renew one's claim on) a waiting call; refused while someone else holds it."""
+    """Claim (or renew one's claim on) a waiting call the user may decide; refused while someone else
+    holds it. A call that is not theirs (seen only for escalations: one not escalated to them) is
+    refused as one that does not wait: it says nothing of the call."""
     who = access.access
     who.require(DECIDE_PERMISSION, to="claim tool calls")
     try:
         run = access.agent.get_suspended_run_sync(run_id)
     except RunNotFound:
         raise ClaimRefused("This run is not waiting any more.") from None
-    if not any(c.tool_call_id == tool_call_id for c in run.tool_calls):
+    call = next((c for c in run.tool_calls if c.tool_call_id == tool_call_id), None)
+    if call is None or not may_decide(who, access.agent.id, call.escalated_to):
         raise ClaimRefused("This call is not waiting any more.")
     now = timezone.now()
     with transaction.atomic():

@@ -77,7 +77,7 @@ from agents_runtime.store import (
 from agents_runtime.untrusted import MAX_REASON_LENGTH, clean_json, clean_text
 from approvals import live
 from approvals.models import DECIDING_BATCH, AuditEntry, Channel, HeldDecision, current_channel, using_channel
-from approvals.policy import DECIDE_PERMISSION, Access, AgentAccess, CallHeld
+from approvals.policy import DECIDE_PERMISSION, Access, AgentAccess, CallHeld, may_decide
 from approvals.services import holds
 from approvals.webhooks.events import endpoints_read_once
 
@@ -459,7 +459,8 @@ def attempt_invalid_record(
 
     The card shows the errors as before; the audit log keeps who tried what on which call, with the
     errors, as an ``invalid`` attempt (hidden from its default view). Nothing is recorded for a run
-    no agent of the user's has waiting (the card then says it is gone).
+    no agent of the user's has waiting (the card then says it is gone), nor for a call that is not
+    theirs to decide (seen only for escalations: one not escalated to them).
     """
     if not isinstance(access, AgentAccess):
         return None
@@ -470,7 +471,7 @@ def attempt_invalid_record(
     except RunNotFound:
         return None
     call = next((c for c in run.tool_calls if c.tool_call_id == tool_call_id), None)
-    if call is None:
+    if call is None or not may_decide(who, access.agent.id, call.escalated_to):
         return None
     return AuditEntry.objects.create(
         created_at=timezone.now(),

@@ -66,6 +66,7 @@ def hold_create(
                 edited_args=request.edited_args,
                 seen=request.seen or "",
                 confirmations=sorted(str(c) for c in request.confirmations),
+                shown_at=request.shown_at,
                 held_at=now,
                 commit_at=commit_at,
             )
@@ -93,6 +94,7 @@ def held_request(held: HeldDecision) -> DecisionRequest:
         edited_args=held.edited_args,
         seen=held.seen or None,
         confirmations=frozenset(Confirmation(c) for c in held.confirmations),
+        shown_at=held.shown_at,
     )
 
 
@@ -126,6 +128,9 @@ def hold_undo(access: AgentAccess, *, run_id: str, tool_call_id: str) -> Undo:
     who = access.access
     who.require(DECIDE_PERMISSION, to="undo decisions")
     held = HeldDecision.objects.filter(run_id=run_id, tool_call_id=tool_call_id, user=who.user).first()
+    if held is not None and held.agent_id != access.agent.id:
+        # (Posted for another agent: its run would be read through the wrong one.)
+        return Undo(False, "Nothing was undone: no decision of yours is held on this agent's call.")
     if held is None or held.committing_since is not None:
         return Undo(False, _too_late(run_id, tool_call_id, who.username))
     try:

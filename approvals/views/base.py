@@ -133,8 +133,8 @@ class CallCard:
     def waiting(self) -> queries.WaitingCall | None:
         """The call as it waits now (None: not waiting; the door says why)."""
         if self._waiting is None:
-            agent_ids = access_of(self.request).decidable_agent_ids
-            self._waiting = queries.waiting_call(self.run_id, self.tool_call_id, agent_ids=agent_ids) or False
+            access = access_of(self.request)
+            self._waiting = queries.waiting_call(access, self.run_id, self.tool_call_id) or False
         return self._waiting or None
 
     def again(
@@ -150,7 +150,7 @@ class CallCard:
 def _card_again(card: CallCard, form: Any, notice: str, expanded: bool) -> HttpResponse:
     request = card.request
     access = access_of(request)
-    found = queries.run_locate(card.run_id, agent_ids=access.decidable_agent_ids)
+    found = queries.run_seen(access, card.run_id)
     if found is None:
         raise Http404("This run is not waiting any more.")
     agent, run = found

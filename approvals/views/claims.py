@@ -19,12 +19,15 @@ from approvals.views.base import (
 @deciding(to="claim tool calls")
 def call_claim(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpResponse:
     target = visible_agent(request, request.POST.get("agent", ""))
+    op = request.POST.get("op", "claim")  # (the card's buttons say which; a bare post claims)
     refused = ""
     try:
-        if request.POST.get("op") == "release":
+        if op == "release":
             change = services.release_claim(target, run_id=run_id, tool_call_id=tool_call_id)
-        else:
+        elif op == "claim":
             change = services.claim_call(target, run_id=run_id, tool_call_id=tool_call_id)
+        else:
+            raise services.ClaimRefused("Nothing changed: a claim is made (claim) or given up (release).")
         message = change.message
     except services.ClaimRefused as exc:
         refused = message = str(exc)

@@ -254,7 +254,7 @@ def _agent_for_post(request: HttpRequest, run_id: str) -> Access | AgentAccess:
     if posted:
         return visible_agent(request, posted)
     access = access_of(request)
-    found = queries.run_locate(run_id, agent_ids=access.decidable_agent_ids)
+    found = queries.run_seen(access, run_id)
     if found is None:
         # No agent has it waiting: the door says why (lost race or gone).
         return access

@@ -15,7 +15,7 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods
 
 from agents_runtime import Agent, AgentRun
-from agents_runtime.store import NO_EFFECT_OUTCOMES, Outcome, StoredRun
+from agents_runtime.store import NO_EFFECT_OUTCOMES, Outcome
 from approvals import agents, queries, services, tasks
 from approvals.cards import record as run_records
 from approvals.cards import run as cards
@@ -183,7 +183,7 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     # The run as it is now, read once and only when asked: users who see an agent only for calls
     # escalated to them need it before the decisions partial, the others after it.
     stored = functools.cache(functools.partial(queries.run_now, run_id))
-    found = _waiting_run(access, stored()) if access.escalated_agent_ids else None
+    found = queries.waiting_seen(access, stored()) if access.escalated_agent_ids else None
     visible = access.agent_ids if found is None else (*access.agent_ids, found[0].id)
     # Invalid attempts are kept apart from decisions (the audit log shows them on request).
     decisions = [
@@ -205,7 +205,7 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     if is_partial(request) and request.htmx.target == RUN_DECISIONS_ID:
         return render_page(request, "approvals/run.html", "run-decisions", context)
     if not access.escalated_agent_ids:  # (else found above, once)
-        found = _waiting_run(access, stored())
+        found = queries.waiting_seen(access, stored())
     if found is None:
         continuing = queries.continuing(stored(), agent_ids=visible)
         record = None if continuing is not None else queries.run_record(run_id, agent_ids=visible)
@@ -245,15 +245,6 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     return render_page(request, "approvals/run.html", "run-state", context)
 
 
-def _waiting_run(access: Access, run: StoredRun | None) -> tuple[Agent, AgentRun] | None:
-    """The run (``queries.run_now``'s) while it waits, if the user may see it: of an agent they see,
-    or with a call escalated to one of their groups."""
-    found = queries.waiting(run, agent_ids=access.decidable_agent_ids)
-    if found is not None and not access.for_agent(found[0].id).sees(found[1]):
-        return None
-    return found
-
-
 @require_GET
 @login_required
 def call_body(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpResponse:
@@ -263,7 +254,7 @@ def call_body(request: HtmxHttpRequest, run_id: str, tool_call_id: str) -> HttpR
     if not is_partial(request):
         return redirect(run_url)
     access = access_of(request)
-    found = queries.run_locate(run_id, agent_ids=access.decidable_agent_ids)
+    found = queries.run_seen(access, run_id)
     call = next((c for c in found[1].tool_calls if c.tool_call_id == tool_call_id), None) if found else None
     if found is not None and call is not None and found[0].id not in access.agent_ids:
         # Seen only for calls escalated to the user's groups: only those.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -25,7 +26,9 @@ def time_zone_set(request: HttpRequest) -> HttpResponse:
     response = HttpResponseRedirect(target)
     form = TimeZoneForm(request.POST)
     if not form.is_valid():
-        return response  # a name that is no zone: nothing changes
+        # A name that is no zone: nothing changes, and the page it goes back to says so.
+        messages.error(request, "Times are shown as before: " + " ".join(map(str, form.errors["time_zone"])))
+        return response
     chosen = form.cleaned_data["time_zone"]
     if chosen:
         response.set_cookie(

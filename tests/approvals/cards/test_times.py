@@ -95,4 +95,6 @@ def test_a_cookie_that_is_no_zone_is_ignored_and_cannot_be_chosen(
 
     assert response["Location"] == "/"  # not off-site
     assert times.CHOSEN_ZONE_COOKIE not in response.cookies
+    # The page it goes back to says the name was refused (times are shown as before).
+    assert "Times are shown as before: Choose a time zone from the list." in html
     assert _first_time(html).split(" · ")[0].endswith(" UTC")

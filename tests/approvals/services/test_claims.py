@@ -120,3 +120,15 @@ def test_the_holder_renews_and_releases(agents: DashboardAgents, reviewer_client
         and "I'm on it</button>" in released.content.decode()
     )
     assert not CallClaim.objects.exists()
+
+
+def test_a_claim_post_that_says_neither_claim_nor_release_changes_nothing_and_says_so(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    run = agents.start("helpdesk", "refund typo")
+    path = call_url(run.run_id, run.tool_calls[0].tool_call_id, "claim")
+
+    answer = reviewer_client.post(path, {"agent": "helpdesk", "op": "relase"}, **HX)
+
+    assert "Nothing changed" in answer.content.decode()
+    assert not CallClaim.objects.exists()

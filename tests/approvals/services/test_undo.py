@@ -4,6 +4,7 @@ the one door; the held call is taken meanwhile (others lose the race, the deadli
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -211,3 +212,40 @@ def test_a_window_with_the_sweep_off_is_warned_of(settings: Any) -> None:
     assert check_undo_window() == []
     settings.DECISION_UNDO_SECONDS, settings.EXPIRY_SWEEP = 5, "server"
     assert check_undo_window() == []
+
+
+def test_a_held_decision_taken_at_the_end_of_its_window_records_when_its_card_was_shown(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    """As a decision taken at once does (the card's signed ``shown`` stamp)."""
+    run = agents.start("helpdesk", "refund shown")
+    call = run.tool_calls[0]
+    page = reviewer_client.get(f"/runs/{run.run_id}/").content.decode()
+    fields = dict(re.findall(r'name="(seen|shown)" value="([^"]+)"', page))
+    before = timezone.now().replace(microsecond=0)
+
+    reviewer_client.post(
+        call_url(run.run_id, call.tool_call_id, "approve"), {"agent": "helpdesk", **fields}, **HX
+    )
+    assert commit_due() == 1
+
+    entry = AuditEntry.objects.get(run_id=run.run_id, action="approve")
+    assert entry.outcome == "completed"
+    assert entry.shown_at is not None and before <= entry.shown_at <= timezone.now()
+
+
+def test_an_undo_posted_for_another_agent_undoes_nothing_and_says_so(
+    agents: DashboardAgents, reviewer_client: Client
+) -> None:
+    """The held decision is the helpdesk's: posted for boss, it stays held (and is taken when its
+    window ends), rather than being undone on a record that names no call."""
+    run = agents.start("helpdesk", "refund other agent")
+    call = run.tool_calls[0]
+    reviewer_client.post(call_url(run.run_id, call.tool_call_id, "approve"), {"agent": "helpdesk"}, **HX)
+
+    answer = reviewer_client.post(call_url(run.run_id, call.tool_call_id, "undo"), {"agent": "boss"}, **HX)
+
+    assert "Nothing was undone" in answer.content.decode()
+    assert HeldDecision.objects.count() == 1
+    assert not AuditEntry.objects.filter(run_id=run.run_id, outcome="undone").exists()
+    assert commit_due() == 1 and agents.executed["refund"].count == 1

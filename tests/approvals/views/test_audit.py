@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
+import json
 import re
 from collections.abc import Callable
 from datetime import timedelta
@@ -414,9 +416,21 @@ def test_an_argument_search_that_cannot_be_used_says_why(
 def test_a_damaged_page_link_says_so(agents: DashboardAgents, admin_member_client: Client) -> None:
     entry()
 
-    for after in ("nonsense", "WyJ4IiwgMV0", "WyIyMDI2LTExLTMwVDEwOjAwOjAwIiwgMV0"):
+    # Beside the unreadable: a time past what a datetime holds once in UTC, a row id past bigint.
+    out_of_range = [
+        audit_token_of("0001-01-01T00:00:00+14:00", 5),
+        audit_token_of("9999-12-31T23:59:59-14:00", 5),
+        audit_token_of("2026-11-30T10:00:00+00:00", 10**30),
+    ]
+    for after in ("nonsense", "WyJ4IiwgMV0", "WyIyMDI2LTExLTMwVDEwOjAwOjAwIiwgMV0", *out_of_range):
         response = admin_member_client.get(f"/audit/?after={after}")
         assert response.status_code == 400 and "This page link is damaged" in response.content.decode()
+
+
+def audit_token_of(created_at: str, row_id: int) -> str:
+    """A page link's position as the "Next" link writes it (``forms.filters.audit_token``), of any
+    values."""
+    return base64.urlsafe_b64encode(json.dumps([created_at, row_id]).encode()).decode().rstrip("=")
 
 
 def test_the_argument_search_finds_nothing_of_agents_the_user_may_not_see(

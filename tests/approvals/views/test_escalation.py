@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 from django.urls import reverse
 
 from agents_runtime import RunResult
 from agents_runtime.store import Deadline
-from approvals.models import AuditEntry
+from approvals.models import AuditEntry, BatchItem, CallClaim
 from approvals.services.tokens import create_token
 from tests.support.inbox_rows import HX
 from tests.support.runtime_fixtures import DashboardAgents
@@ -195,3 +195,78 @@ def test_the_overview_says_how_many_calls_are_escalated_to_you(
     assert "Escalated to you" not in reviewer_client.get("/agents/").content.decode()
     client.post(approve_url(escalated), {"agent": "helpdesk"})
     assert "Escalated to you" not in client.get("/agents/").content.decode()
+
+
+def deciding_lead() -> User:
+    """A member of the escalation group who also holds the decide permission (through a group that
+    names no agent): still sees the agent only for the calls escalated to them."""
+    deciders, _ = Group.objects.get_or_create(name="deciders")
+    deciders.permissions.add(Permission.objects.get(codename="decide_runs"))
+    user = manager("leo")
+    user.groups.add(deciders)
+    return User.objects.get(pk=user.pk)  # (its permissions read afresh)
+
+
+def test_an_escalation_group_member_claims_no_call_that_was_not_escalated_to_them(
+    agents: DashboardAgents, client_for: Callable[[User], Client], reviewer_client: Client
+) -> None:
+    """ "I'm on it" is a decider's word: on a call not theirs it would hold off those who do decide
+    it (and its answer would show the call)."""
+    _, other = escalated_and_not(agents)
+    client = client_for(deciding_lead())
+    claim_url = reverse("approvals:claim", args=[other.run_id, call_of(other)])
+
+    answer = client.post(claim_url, {"agent": "helpdesk", "op": "claim"}, **HX)
+
+    assert "not escalated" not in answer.content.decode()
+    assert not CallClaim.objects.exists()
+    decided = reviewer_client.post(approve_url(other), {"agent": "helpdesk"}, **HX)
+    assert "is on this call" not in decided.content.decode()
+    assert [c["note"] for c in agents.executed["refund"].calls] == ["not escalated"]
+
+
+@pytest.mark.parametrize(
+    ("door", "posted"),
+    [
+        ("approvals:extend_deadline", {"by_minutes": "60", "reason": ""}),
+        ("approvals:decline", {"reason": "x" * 100_000}),
+        ("approvals:approve", {"edited_args": "{not json"}),
+    ],
+)
+def test_a_form_refused_on_a_call_not_escalated_shows_nothing_of_it_and_records_nothing(
+    agents: DashboardAgents, client_for: Callable[[User], Client], door: str, posted: dict[str, str]
+) -> None:
+    """The card again, with the form's errors, is the card of a run the user may see, or none; the
+    attempt is kept in the audit log only on a call that is theirs to decide."""
+    _, other = escalated_and_not(agents)
+    client = client_for(deciding_lead())
+    client.raise_request_exception = False
+
+    answer = client.post(
+        reverse(door, args=[other.run_id, call_of(other)]), {"agent": "helpdesk", **posted}, **HX
+    )
+
+    assert "not escalated" not in answer.content.decode()
+    assert not AuditEntry.objects.filter(username="leo").exists()
+
+
+@pytest.mark.parametrize("scope", ["matching", "selection"])
+def test_a_batch_of_an_escalation_group_member_holds_only_the_calls_escalated_to_them(
+    agents: DashboardAgents, client_for: Callable[[User], Client], scope: str
+) -> None:
+    """As their inbox lists them: "all matching" leaves the others out, and a posted selection of
+    one is "not waiting" to them (nothing of it stored or shown)."""
+    escalated, other = escalated_and_not(agents)
+    client = client_for(deciding_lead())
+    posted: dict[str, Any] = {"scope": "matching"}
+    if scope == "selection":
+        posted = {"call": [json.dumps([r.run_id, call_of(r)]) for r in (escalated, other)]}
+
+    made = client.post("/agents/helpdesk/batches/new", posted)
+
+    assert made.status_code == 302, made.content
+    preview = client.get(made.headers["Location"]).content.decode()
+    assert "escalate me" in preview and "not escalated" not in preview
+    items = BatchItem.objects.filter(run_id=other.run_id)
+    assert all(i.state == BatchItem.State.SKIPPED and i.args is None for i in items)
+    assert len(items) == (1 if scope == "selection" else 0)

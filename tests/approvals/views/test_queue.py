@@ -327,6 +327,8 @@ def test_a_thread_filter_that_many_names_match_still_finds_every_run(
     [
         ("after=not-a-position", "This page link is damaged"),
         ("after=WyJ4IiwgInkiLCAieiJd", "This page link is damaged"),  # ["x", "y", "z"]
+        # [null, "0001-01-01T00:00:00+14:00", "x"]: a time before the first a datetime holds in UTC
+        ("after=W251bGwsICIwMDAxLTAxLTAxVDAwOjAwOjAwKzE0OjAwIiwgIngiXQ", "This page link is damaged"),
         ("agent=nobodys-agent", "Select a valid choice"),
         ("from=yesterday", "Enter an ISO date"),
         ("from=2026-02-01&to=2026-01-01", "“to” is before “from”"),
