@@ -90,6 +90,7 @@ from approvals import queries
 from approvals.api import deciding, params, precheck
 from approvals.api.auth import agent_access
 from approvals.api.errors import ApiError, invalid_body, issue
+from approvals.api.ratelimit import limit_decisions
 from approvals.api.relay import OUTPUT_GRACE_SECONDS, POLL_SECONDS, RunFollower, continues_elsewhere, tapped
 from approvals.api.serialize import SSE_HEADERS
 from approvals.api.views import api_view
@@ -150,6 +151,9 @@ async def agent_run(request: HttpRequest, agent_id: str) -> HttpResponseBase:
     run_input = _run_input(request)
     waiting = await _waiting_run(access, run_input.thread_id)
     if run_input.resume:
+        for entry in run_input.resume:
+            if not _waits(entry):  # (each a decision, counted as the other doors count theirs)
+                await limit_decisions(request, access.user)
         events = await _resume(access, run_input, waiting)
     elif waiting is not None:
         events = _owed(access, run_input, waiting)
@@ -509,17 +513,56 @@ async def _resume(access: AgentAccess, run_input: RunAgentInput, run: AgentRun |
     except ApiError as error:
         return _refused_input(events, error)
     if run is not None and all(answer is not None for answer in answers):
-        events.announced = {c.tool_call_id for c in run.tool_calls}
-        events.args = {c.tool_call_id: c.args for c in run.tool_calls if c.args is not None}
-        return _decided(events, [a for a in answers if a is not None])
-    # An answer to a call this thread no longer waits on: to the run a decision on it was recorded on.
-    entry = next(e for e, a in zip(entries, answers, strict=False) if a is None) if run else entries[0]
+        return _decided(_of_waiting(events, run), [a for a in answers if a is not None])
+    if len(entries) > 1:
+        # (Some for another run than the thread's newest waiting one: each run is resumed on its own.)
+        return _refused_input(events, ApiError(400, "Invalid resume payload", "invalid_resume", detail=MIXED))
+    # An answer to a call of an older run of the thread that still waits: decided there as asked.
+    (entry,) = entries
+    older = await _run_holding(access, run_input.thread_id, _call_id(entry))
+    if older is not None:
+        try:
+            answer = _answer(access, older, entry)
+        except ApiError as error:
+            return _refused_input(events, error)
+        assert answer is not None  # (the run holds the call)
+        return _decided(_of_waiting(AguiEvents(access, run_input, older.run_id), older), [answer])
+    # A call the thread no longer waits on: to the run a decision on it was recorded on.
     decided = await sync_to_async(queries.decided_run_id)(
         access.agent.id, run_input.thread_id, _call_id(entry)
     )
     if decided is None:
         return _refused_input(events, ApiError(409, _not_waiting(entry), "not_waiting"))
     return _decided(AguiEvents(access, run_input, decided), [_late(decided, entry)])
+
+
+#: Why a resume whose entries are not all for one waiting run is refused (nothing decided).
+MIXED = (
+    "Its entries answer interrupts of more than one run, or of a run that is not the thread's newest "
+    "waiting one: resume one run at a time (one entry at a time for an older run)"
+)
+
+
+def _of_waiting(events: AguiEvents, run: AgentRun) -> AguiEvents:
+    """``events`` of a waiting run whose calls the client saw already (their arguments included)."""
+    events.announced = {c.tool_call_id for c in run.tool_calls}
+    events.args = {c.tool_call_id: c.args for c in run.tool_calls if c.args is not None}
+    return events
+
+
+async def _run_holding(access: AgentAccess, thread_id: str, call_id: str) -> AgentRun | None:
+    """The thread's waiting run (of those the user may see) that waits on the call ``call_id``."""
+    listed = await access.agent.list_suspended_runs(thread_id=thread_id, escalated_to=access.escalation_scope)
+    return next(
+        (
+            run
+            for run in listed.runs
+            if access.sees(run)
+            and run.parent_run_id is None
+            and any(c.tool_call_id == call_id for c in run.tool_calls)
+        ),
+        None,
+    )
 
 
 def _not_waiting(entry: ResumeEntry) -> str:

@@ -46,6 +46,14 @@ _STREAM = {
     "description": "A stream of Mastra's chunk events (`data: {...}`), ending with `data: [DONE]`",
     "content": {"text/event-stream": {"schema": _EVENT}},
 }
+#: What the caller saw of a call (the v1 API's ``fingerprint``), on an approval however it is sent.
+_FINGERPRINT = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_FINGERPRINT_LENGTH,
+    "description": "Beyond Mastra: the call's fingerprint as you saw it (the v1 API's): "
+    "refused with 403 and nothing decided if the call changed since",
+}
 
 _TOOL_CALL = {
     "type": "object",
@@ -126,13 +134,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                 "type": "boolean",
                 "description": "Beyond Mastra: the tool may have run already",
             },
-            "fingerprint": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": MAX_FINGERPRINT_LENGTH,
-                "description": "Beyond Mastra: the call's fingerprint as you saw it (the v1 API's): "
-                "refused with 403 and nothing decided if the call changed since",
-            },
+            "fingerprint": _FINGERPRINT,
         },
     },
     "MastraDeclineBody": {
@@ -152,6 +154,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "toolCallId": {**_ID, "description": "Optional when the run waits on one call"},
             "resumeData": {"not": {"type": "null"}},
             "confirmRerun": {"type": "boolean"},
+            "fingerprint": _FINGERPRINT,
         },
     },
 }

@@ -234,8 +234,9 @@ def decision_body(body: dict[str, Any], action: Action) -> Decision:
     if action == "resume" and body.get("resumeData") is None:
         issues.append(issue("resumeData", "resumeData is required"))
     # Beyond Mastra: the call's fingerprint as the caller saw it (the v1 API's), so an approval on a
-    # call changed since is refused; Mastra's own client sends none and decides unbound, as before.
-    seen = body.get("fingerprint") if action == "approve" else None
+    # call changed since is refused, whether approved outright or by ``resumeData: {"approved": true}``;
+    # Mastra's own client sends none and decides unbound, as before.
+    seen = body.get("fingerprint") if action in ("approve", "resume") else None
     if seen is not None and not (isinstance(seen, str) and 0 < len(seen) <= MAX_FINGERPRINT_LENGTH):
         issues.append(
             issue("fingerprint", f"Invalid input: a fingerprint is 1 to {MAX_FINGERPRINT_LENGTH} characters")

@@ -23,7 +23,7 @@ from approvals.api.auth import agent_access, require, user_access
 from approvals.api.errors import ApiError, issue
 from approvals.api.ratelimit import limit_decisions
 from approvals.api.serialize import MastraEvents, agent_json, run_json
-from approvals.policy import DECIDE_PERMISSION
+from approvals.policy import DECIDE_PERMISSION, agent_denied
 from approvals.services import runs
 
 View = Callable[..., Awaitable[HttpResponseBase]]
@@ -91,8 +91,12 @@ async def agents(request: HttpRequest) -> HttpResponseBase:
 
 @api_view("GET")
 async def agent_detail(request: HttpRequest, agent_id: str) -> HttpResponseBase:
-    """Mastra's ``details``."""
+    """Mastra's ``details``: of an agent the user sees, as ``agents`` lists them (one seen only for
+    the calls escalated to them is refused as any agent they do not see: its instructions, tools and
+    sub-agents are not those calls')."""
     access = await agent_access(request, agent_id)
+    if access.escalated_only:
+        raise ApiError(403, str(agent_denied(agent_id)), "forbidden")
     return JsonResponse(agent_json(access.agent), json_dumps_params={"separators": (",", ":")})
 
 

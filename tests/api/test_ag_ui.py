@@ -468,3 +468,62 @@ async def test_a_cancelled_interrupt_declines_its_call_with_pydantic_ais_words(
     assert done[-1]["outcome"] == {"type": "success"} and "Cancelled by user." in done[-1]["result"]
     assert ag_ui_agents.EXECUTED == {}
     assert await audit() == [("rita", "decline", "completed", "api")]
+
+
+async def test_an_answer_to_a_call_of_an_older_waiting_run_is_decided_there_as_asked(
+    concierge: Runtime, reviewer: User, reviewer_token: str, settings: Any
+) -> None:
+    """The thread's newest waiting run is another (started since): the answer still goes to the run
+    that waits on its call, with its edits, never as a bare approval of the model's arguments."""
+    settings.API_STREAM_MAX_SECONDS = 1
+    api = Api(reviewer_token)  # rita asks for the wire: separation of duties refuses her approval
+    [wire] = interrupts(await chat(api, run_input("tw", "wire 5000")))
+    assert refusal(await chat(api, resume("tw", wire, {"approved": True})))["code"] == "separation_of_duties"
+    newer = await api.post(
+        "/api/agents/concierge/stream",
+        {"messages": "refund #Z9 100", "memory": {"thread": "tw", "resource": "rita"}},
+    )
+    await read(newer)
+    assert (await concierge.get_agent("concierge").list_suspended_runs(thread_id="tw")).total == 2
+    victor = Api(
+        await sync_to_async(lambda: create_token(make_user("victor", "Reviewers"), name="v").plaintext)()
+    )
+
+    events = await chat(
+        victor, resume("tw", wire, {"approved": True, "editedArgs": {"to": "ACME", "amount_cents": 1}})
+    )
+
+    results = [json.loads(e["content"]) for e in events if e["type"] == "TOOL_CALL_RESULT"]
+    assert results == [{"wired": 1, "to": "ACME"}], types(events)
+    assert ag_ui_agents.EXECUTED[wire["toolCallId"]] == 1
+    approved = await AuditEntry.objects.aget(username="victor")
+    assert approved.edited_args == {"to": "ACME", "amount_cents": 1}
+    # Entries of two runs in one resume: refused whole, nothing decided.
+    [refund] = interrupts(await chat(api, run_input("tw", "anything")))
+    both = resume("tw", refund, {"approved": True})
+    both["resume"].append({"interruptId": wire["id"], "status": "resolved", "payload": {"approved": True}})
+    mixed = await chat(victor, both)
+    assert mixed[-1]["type"] == "RUN_ERROR" and mixed[-1]["code"] == "invalid_resume"
+    assert ag_ui_agents.EXECUTED[refund["toolCallId"]] == 0
+
+
+async def test_decisions_over_ag_ui_count_against_the_tokens_rate_limit(
+    concierge: Runtime, reviewer: User, reviewer_token: str, settings: Any
+) -> None:
+    """As the v1 and Mastra routes count theirs (``API_DECISION_RATE_LIMIT``): a token whose
+    decisions of the window are spent is refused (429) before anything is decided."""
+    settings.API_DECISION_RATE_LIMIT = "1/60"
+    api = Api(reviewer_token)
+    [first] = interrupts(await chat(api, run_input("r1", "refund #A1 100")))
+    [second] = interrupts(await chat(api, run_input("r2", "refund #A2 200")))
+    assert types(await chat(api, resume("r1", first, {"approved": True})))[-1] == "RUN_FINISHED"
+
+    limited = await api.post(URL, resume("r2", second, {"approved": True}))
+
+    assert limited.status_code == 429 and limited["Retry-After"]
+    assert ag_ui_agents.EXECUTED[second["toolCallId"]] == 0
+    # Waiting for the desk decides nothing: not counted, not refused.
+    waits = resume("r2", second)
+    waits["resume"][0]["metadata"] = {"countersign": {"wait": True}}
+    settings.API_STREAM_MAX_SECONDS = 1
+    assert (await api.post(URL, waits)).status_code == 200

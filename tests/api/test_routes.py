@@ -646,3 +646,27 @@ async def test_an_approval_carrying_a_stale_fingerprint_is_refused_and_runs_noth
     )
     assert approved.status_code == 200
     assert events(await read(approved))[0]["payload"]["result"] == {"deleted": "/tmp/a.txt"}
+
+
+async def test_an_approval_through_resume_data_is_bound_to_its_fingerprint_too(
+    mastra: Runtime, reviewer_token: str
+) -> None:
+    """``resume-stream`` with ``resumeData: {"approved": true}`` is the same approval as
+    ``approve-tool-call``: a stale fingerprint refuses it alike, nothing runs."""
+    api = Api(reviewer_token)
+    run = await start(api, "approver", "Please delete /tmp/a.txt")
+    ids = {"runId": run["runId"], "toolCallId": run["toolCallId"]}
+    approval = {**ids, "resumeData": {"approved": True}}
+
+    refused = await api.post(
+        f"{A}/resume-stream", {**approval, "fingerprint": fingerprint({"path": "/tmp/b.txt"})}
+    )
+    await read(refused)
+
+    assert refused.status_code == 403, refused.status_code
+    assert (await listing(api))["total"] == 1
+    approved = await api.post(
+        f"{A}/resume-stream", {**approval, "fingerprint": fingerprint({"path": "/tmp/a.txt"})}
+    )
+    assert approved.status_code == 200
+    assert (await listing(api))["total"] == 0

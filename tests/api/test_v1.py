@@ -167,6 +167,16 @@ async def test_the_audit_log_is_filtered_and_paged_and_needs_the_audit_permissio
     )
     assert [e["action"] for e in declines["entries"]] == ["decline"]
     assert conforms(await audit.get(f"{V1}/audit", {"from": "2999-01-01"}), "listAuditEntries")["total"] == 0
+    # A date is a whole day (UTC) at either end: from that day to that day holds its three.
+    today = page["entries"][-1]["createdAt"][:10]
+    assert all(e["createdAt"].startswith(today) for e in page["entries"] + second["entries"])
+    assert (
+        conforms(await audit.get(f"{V1}/audit", {"from": today, "to": today}), "listAuditEntries")["total"]
+        == 3
+    )
+    # A moment is that moment, midnight included.
+    midnight = f"{today}T00:00:00Z"
+    assert conforms(await audit.get(f"{V1}/audit", {"to": midnight}), "listAuditEntries")["total"] == 0
     # Offsets ISO 8601 allows and PostgreSQL does not, and bounds at the ends of time.
     for far in ("1815-03-22T09:55:00+23:58", "9999-12-31T23:00:00-23:00", "0001-01-01T00:00:00+01:00"):
         assert (await audit.get(f"{V1}/audit", {"from": far})).status_code == 200, far

@@ -7,10 +7,20 @@ document cannot drift from what the routes accept and send. Field names are came
 
 from __future__ import annotations
 
+import re
 from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StrictBool,
+)
 from pydantic.alias_generators import to_camel
 
 from agents_runtime.store import DecisionAction, Outcome
@@ -34,6 +44,17 @@ def _storable(value: str) -> str:
 StoredText = Annotated[str, AfterValidator(_storable)]
 
 
+def _date_as_date(value: Any) -> Any:
+    # pydantic would read "2026-06-01" as that day's first moment, and the bound would not be the day.
+    if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        return date.fromisoformat(value)
+    return value
+
+
+#: A bound of a time filter: a date (a whole day, UTC) or a moment.
+DayOrMoment = Annotated[datetime | date, BeforeValidator(_date_as_date)]
+
+
 class Wire(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
@@ -48,10 +69,10 @@ class AuditQuery(Wire):
     user: StoredText | None = Field(None, max_length=150, description="Only decisions by this user.")
     action: DecisionAction | None = None
     outcome: Outcome | None = None
-    from_: datetime | date | None = Field(
+    from_: DayOrMoment | None = Field(
         None, alias="from", description="From this moment (a date: its start, UTC)."
     )
-    to: datetime | date | None = Field(
+    to: DayOrMoment | None = Field(
         None, description="Up to this moment (a date: its end, UTC); before `from` is a 400."
     )
     page: int = Field(1, ge=1, le=MAX_PAGE, description="1-based.")
@@ -62,7 +83,7 @@ class ApproveBody(Wire):
     edited_args: dict[str, JsonValue] | None = Field(
         None, description="Run the tool with these arguments (the whole object) instead of the model's."
     )
-    confirm_rerun: bool = Field(
+    confirm_rerun: StrictBool = Field(
         False, description="Needed when the call's tool started in a continuation that died."
     )
     fingerprint: str | None = Field(
@@ -71,7 +92,7 @@ class ApproveBody(Wire):
         description="The call's fingerprint as you saw it (from GET): the approval is refused with 403 "
         "and nothing is decided if the call changed since (its arguments, preview or tool version).",
     )
-    confirm: bool = Field(
+    confirm: StrictBool = Field(
         False,
         description="“I checked this”: needed to approve a call marked risky (its tool asks for a "
         "confirmation, or an argument holds a value the tool marks risky); without it such an approval "
@@ -87,7 +108,7 @@ class DeclineBody(Wire):
 
 class ResumeBody(Wire):
     resume_data: JsonValue = Field(description="The answer, valid against the call's resume schema.")
-    confirm_rerun: bool = False
+    confirm_rerun: StrictBool = False
 
 
 class DeadlineIn(Wire):
@@ -130,7 +151,7 @@ class CancelBody(Wire):
 
 
 class ResultBody(Wire):
-    ok: bool = Field(description="Whether running the call went without error.")
+    ok: StrictBool = Field(description="Whether running the call went without error.")
     output: StoredText = Field("", max_length=MAX_OUTPUT_CHARS, description="A short output or error.")
 
 

@@ -211,6 +211,12 @@ def test_a_risky_call_needs_i_checked_this_through_the_v1_api(
 
     assert refused.status_code == 409 and refused.json()["code"] == "risky_unconfirmed"
     assert log.calls == [] and waiting(runtime, "ops") == [run.run_id]
+    # "I checked this" is a JSON true, nothing that reads as one: anything else is a 400 naming it.
+    for loose in ("yes", "on", "1", 1):
+        malformed = call("POST", url, {"confirm": loose, "confirmRerun": False})
+        assert malformed.status_code == 400 and malformed.json()["issues"][0]["field"] == "confirm", loose
+    assert call("POST", url, {"confirmRerun": "true"}).json()["issues"][0]["field"] == "confirmRerun"
+    assert log.calls == [] and waiting(runtime, "ops") == [run.run_id]
     taken = call("POST", url, {"confirm": True})
     assert taken.status_code == 200 and log.calls == [{"service": "search", "environment": "production"}]
 

@@ -147,6 +147,11 @@ def test_the_v1_api_gives_an_escalation_group_member_the_escalated_call_and_noth
 
     assert client.get(run_path.format(other.run_id)).status_code == 404
     assert client.get(run_path.format(escalated.run_id)).status_code == 200
+    # The agent itself (its instructions, tools, sub-agents) is not theirs: left out of the lists of
+    # agents, refused by Mastra's details route as any agent they do not see.
+    assert json.loads(client.get("/api/v1/agents").content)["agents"] == []
+    assert "helpdesk" not in json.loads(client.get("/api/agents").content)
+    assert client.get("/api/agents/helpdesk").status_code == 403
     refused = client.post(
         f"{run_path.format(other.run_id)}/calls/{call_of(other)}/approve",
         "{}",
