@@ -146,7 +146,10 @@ User = get_user_model()
 
 
 class CountersignUserAdmin(UserAdmin):  # type: ignore[type-arg]
-    """Admins manage accounts and their groups, but never make anyone a superuser or touch one."""
+    """Admins manage accounts and their groups, but never make anyone a superuser or touch one. An
+    admin who does not see every agent manages only the accounts that see no more than they do, and
+    gives no account (their own included) groups that would let it see more: a password set or a
+    group taken away would otherwise be a way to see, or to become, more than they may."""
 
     list_display = (
         visible("username"),
@@ -163,14 +166,55 @@ class CountersignUserAdmin(UserAdmin):  # type: ignore[type-arg]
         return readonly
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        if obj is not None and obj.is_superuser and not request.user.is_superuser:
+        if obj is not None and not _may_manage(request, obj):
             return False  # its password or groups would be a way to become it
         return super().has_change_permission(request, obj)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        if obj is not None and obj.is_superuser and not request.user.is_superuser:
+        if obj is not None and not _may_manage(request, obj):
             return False
         return super().has_delete_permission(request, obj)
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        seen = _partial_sight(request)
+        if seen is None or "groups" not in form.base_fields:
+            return form
+        bound: set[str] = seen
+
+        class WithinSight(form):  # type: ignore[misc, valid-type]
+            def clean(self) -> Any:
+                cleaned = super().clean()
+                groups = cleaned.get("groups")
+                if groups is not None:
+                    more = set(_sight(frozenset(g.name for g in groups))) - bound
+                    if more:
+                        raise ValidationError(
+                            "These groups would let the account see agents you do not see ("
+                            + ", ".join(sorted(more))
+                            + "): ask an admin who sees every agent.",
+                            code="wider_sight",
+                        )
+                return cleaned
+
+        return WithinSight
+
+
+def _sight(groups: frozenset[str], *, superuser: bool = False) -> list[str]:
+    """The agents an active account in ``groups`` sees (``policy.visible_agent_ids``)."""
+    account = type("Account", (), {"is_authenticated": True, "is_active": True, "is_superuser": superuser})
+    return visible_agent_ids(account, groups)
+
+
+def _may_manage(request: HttpRequest, user: Any) -> bool:
+    """Whether the signed-in admin may change or delete ``user``: never a superuser unless one
+    themselves; an account that sees (or, made active again, would see) no agent they do not."""
+    if request.user.is_superuser:
+        return True
+    if user.is_superuser:
+        return False
+    seen = _partial_sight(request)
+    return seen is None or set(_sight(frozenset(user.groups.values_list("name", flat=True)))) <= seen
 
 
 class CountersignGroupAdmin(GroupAdmin):

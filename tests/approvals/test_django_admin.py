@@ -107,3 +107,42 @@ def test_an_admin_designated_for_one_agent_sees_only_its_grants_and_tokens(
     assert "bo&#x27;s key" not in tokens and "rita&#x27;s key" not in tokens
     hal_token = ApiToken.objects.get(user=helpdesk_only)
     assert "digest" not in client.get(f"/admin/approvals/apitoken/{hal_token.pk}/change/").content.decode()
+
+
+def test_an_admin_designated_for_one_agent_manages_no_account_that_sees_more_nor_widens_one(
+    agents: DashboardAgents, reviewer: User
+) -> None:
+    """Setting the password of an account that sees every agent would be becoming it, and taking
+    one's own ``agent:`` group away would be seeing every agent: both are refused, with reasons;
+    the accounts of their own agent stay theirs to manage."""
+    Group.objects.get_or_create(name="agent:helpdesk")
+    dana = make_user("dana", "Admins", "agent:helpdesk")
+    hal = make_user("hal", "agent:helpdesk")
+    client, _ = _sign_in("dana")
+    new = {"password1": "a new Passw0rd for rita!", "password2": "a new Passw0rd for rita!"}
+
+    assert client.post(f"/admin/auth/user/{reviewer.pk}/password/", new).status_code == 403
+    reviewer.refresh_from_db()
+    assert not reviewer.check_password(new["password1"])
+    assert client.post(f"/admin/auth/user/{hal.pk}/password/", new).status_code == 302  # hers
+
+    widened = _change(client, dana, groups=["Admins"])  # agent:helpdesk dropped
+    assert "These groups would let the account see agents you do not see" in widened
+    assert set(dana.groups.values_list("name", flat=True)) == {"Admins", "agent:helpdesk"}
+    _change(client, hal, groups=["agent:helpdesk", "Auditors"])  # within her sight: taken
+    assert set(hal.groups.values_list("name", flat=True)) == {"agent:helpdesk", "Auditors"}
+
+
+def _change(client: Client, user: User, *, groups: list[str]) -> str:
+    """The user's change form posted as shown, with ``groups``; the answer's text."""
+    form = client.get(f"/admin/auth/user/{user.pk}/change/").context["adminform"].form
+    data = {k: v for k, v in form.initial.items() if v is not None and k not in ("password", "groups")}
+    data.pop("date_joined", None)
+    data.pop("last_login", None)
+    data |= {
+        "groups": [Group.objects.get(name=name).pk for name in groups],
+        "date_joined_0": user.date_joined.strftime("%Y-%m-%d"),
+        "date_joined_1": user.date_joined.strftime("%H:%M:%S"),
+        "is_active": "on",
+    }
+    return client.post(f"/admin/auth/user/{user.pk}/change/", data).content.decode()
