@@ -191,11 +191,20 @@ def run_locate(run_id: str, *, agent_ids: Collection[str] | None = None) -> tupl
 
 def waiting_seen(access: Access, run: StoredRun | None) -> tuple[Agent, AgentRun] | None:
     """``run`` (``run_now``'s) and its agent while it waits, if the user may see it: a run of an agent
-    they see, or (an agent seen only for escalations) one with a call escalated to their groups. What
-    every page, card and form answer of one waiting run shows a user goes through here."""
+    they see, or (an agent seen only for escalations) one with a call escalated to their groups, with
+    those calls only. What every page, card and form answer of one waiting run shows a user goes
+    through here."""
     found = waiting(run, agent_ids=access.decidable_agent_ids)
-    if found is not None and not access.for_agent(found[0].id).sees(found[1]):
+    if found is None:
         return None
+    agent, waiting_run = found
+    seen = access.for_agent(agent.id)
+    if not seen.sees(waiting_run):
+        return None
+    if seen.escalated_only:
+        # Only the calls escalated to them: the run's others are none of theirs, arguments included.
+        calls = [c for c in waiting_run.tool_calls if c.escalated_to in access.groups]
+        return agent, replace(waiting_run, tool_calls=calls)
     return found
 
 

@@ -185,9 +185,17 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     stored = functools.cache(functools.partial(queries.run_now, run_id))
     found = queries.waiting_seen(access, stored()) if access.escalated_agent_ids else None
     visible = access.agent_ids if found is None else (*access.agent_ids, found[0].id)
+    # Seen only for the calls escalated to the user: those calls' decisions, not the conversation.
+    only = (
+        {c.tool_call_id for c in found[1].tool_calls}
+        if found and found[0].id not in access.agent_ids
+        else None
+    )
     # Invalid attempts are kept apart from decisions (the audit log shows them on request).
     decisions = [
-        d for d in queries.run_decisions(run_id) if d.agent_id in visible and d.outcome != Outcome.INVALID
+        d
+        for d in queries.run_decisions(run_id)
+        if d.agent_id in visible and d.outcome != Outcome.INVALID and (only is None or d.tool_call_id in only)
     ]
     context: dict[str, Any] = {
         "run_id": run_id,
@@ -241,7 +249,8 @@ def run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
         claims=queries.call_claims([run_id]),
         access=access,
     )
-    context["conversation"] = cards.conversation(queries.run_conversation(agent, run_id))
+    if only is None:
+        context["conversation"] = cards.conversation(queries.run_conversation(agent, run_id))
     return render_page(request, "approvals/run.html", "run-state", context)
 
 

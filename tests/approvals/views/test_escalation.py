@@ -275,3 +275,26 @@ def test_a_batch_of_an_escalation_group_member_holds_only_the_calls_escalated_to
     items = BatchItem.objects.filter(run_id=other.run_id)
     assert all(i.state == BatchItem.State.SKIPPED and i.args is None for i in items)
     assert len(items) == (1 if scope == "selection" else 0)
+
+
+def test_the_run_page_shows_an_escalation_group_member_only_the_calls_escalated_to_them(
+    agents: DashboardAgents, client_for: Callable[[User], Client]
+) -> None:
+    """A run waits on two calls and only one was escalated: its page (where a notification leads)
+    shows that call, not the other, its arguments or the conversation that holds them."""
+    helpdesk = agents.agent("helpdesk")
+    run = async_to_sync(helpdesk.generate)(
+        "both", deadline=Deadline(timedelta(minutes=5), "escalate", MANAGERS)
+    )
+    refund, schedule = run.tool_calls
+    assert (refund.tool_name, schedule.tool_name) == ("refund", "schedule_maintenance")
+    async_to_sync(helpdesk.extend_deadline)(
+        run_id=run.run_id, tool_call_id=schedule.tool_call_id, by=timedelta(hours=2), reason="later"
+    )
+    assert async_to_sync(agents.runtime.expire_due)(datetime.now(UTC) + timedelta(minutes=6)) == 1
+    client = client_for(manager())
+
+    page = client.get(reverse("approvals:run", args=[run.run_id])).content.decode()
+
+    assert "A-2" in page and f'action="{approve_url(run)}"' in page  # the escalated refund: theirs
+    assert "db-2" not in page and schedule.tool_call_id not in page
