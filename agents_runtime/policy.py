@@ -239,9 +239,14 @@ def needs_confirmation(tool: Tool | None, *arg_sets: Any) -> bool:
         return False
     return tool.confirm or any(
         isinstance(args, Mapping)
-        and any(name in args and args[name] in values for name, values in tool.risky.items())
+        and (_holds_risky(tool, args) or _holds_risky(tool, tool.args_with_defaults(args)))
         for args in arg_sets
     )
+
+
+def _holds_risky(tool: Tool, args: Mapping[str, Any]) -> bool:
+    # (Both as sent and as the tool receives them: a default, or "666" that it takes for 666.)
+    return any(name in args and args[name] in values for name, values in tool.risky.items())
 
 
 #: The reason recorded with a risky call's approval by a grant made for risky calls.

@@ -236,9 +236,16 @@ class Tool:
         return _validate(self.suspend_schema, payload, "suspend payload")
 
     def args_with_defaults(self, args: Mapping[str, Any] | None) -> dict[str, Any]:
-        """The model's arguments with the defaults of those it left out (JSON form), as the tool
-        sees them: what a grant's condition is checked against."""
-        full = dict(args or {})
+        """The model's arguments as the tool receives them (JSON form): converted by its parameters'
+        types where they validate (``"666"`` for an ``int`` is 666, ``"true"`` for a ``bool`` is
+        true), with the defaults of those left out. What risky values and the conditions of grants
+        and routing rules are checked against: the model's own text would step round them. Arguments
+        the tool would refuse are taken as they are (the tool fails on them before doing anything)."""
+        given = dict(args or {})
+        try:
+            full: dict[str, Any] = to_jsonable(self._args_adapter.validate_python(given))
+        except pydantic.ValidationError:
+            full = given
         for param in self.parameters:
             if param.name not in full and param.default is not inspect.Parameter.empty:
                 full[param.name] = to_jsonable(param.default)

@@ -24,11 +24,15 @@ from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
 from agents_runtime import Agent, Call, Reply, Runtime, fingerprint, scripted_model, tool
+from agents_runtime.routing import Route
 from agents_runtime.store import Deadline
 from approvals import agents as served
 from approvals.apps import compose
 from approvals.models import AuditEntry, Batch, GrantRecord, WebhookDelivery, WebhookEndpoint
+from approvals.policy import Access
 from approvals.services import batches
+from approvals.services import rules as rule_services
+from approvals.services.rules import RuleTerms
 from approvals.services.tokens import create_token
 from approvals.store import DjangoRunStore
 from tests.support.runtime_helpers import ToolLog
@@ -386,3 +390,99 @@ def test_a_card_that_posts_something_else_than_a_fingerprint_decides_nothing(
     assert log.calls == [] and waiting(runtime, "ops") == [run.run_id]
     (row,) = AuditEntry.objects.filter(run_id=run.run_id)
     assert row.outcome == "refused" and row.outcome_detail.endswith("(arguments_changed)")
+
+
+# -- risky values as the tool receives them ----------------------------------------------------------
+
+
+@pytest.fixture
+def payments(transactional_db: None) -> Iterator[tuple[Runtime, ToolLog]]:
+    """``payments``: ``deploy`` (production is risky, and the default) and ``refund`` (666 cents and
+    ``force`` are risky). The prompt is "<tool> <JSON arguments>", the model's call as sent."""
+    log = ToolLog()
+
+    @tool(requires_approval=True, risky={"environment": ["production"]})
+    def deploy(service: str, environment: str = "production") -> str:
+        log.record(tool="deploy", service=service, environment=environment)
+        return f"{service} is live on {environment}"
+
+    @tool(requires_approval=True, risky={"amount_cents": [666], "force": [True]})
+    def refund(amount_cents: int, force: bool = False) -> str:
+        log.record(tool="refund", amount_cents=amount_cents, force=force)
+        return "refunded"
+
+    def step(ctx: Any) -> Call:
+        name, args = ctx.prompt.split(" ", 1)
+        return Call(name, json.loads(args))
+
+    runtime = Runtime(
+        agents=[Agent("payments", model=scripted_model(step, Reply("Done.")), tools=[deploy, refund])],
+        storage=DjangoRunStore(),
+    )
+    previous = served.runtime()
+    compose(runtime)
+    ensure_groups()
+    make_user("rita", "Reviewers")
+    yield runtime, log
+    served.install(previous)
+
+
+def _ask(runtime: Runtime, prompt: str, **options: Any) -> Any:
+    return async_to_sync(runtime.get_agent("payments").generate)(prompt, **options)
+
+
+def _granted(runtime: Runtime, tool_name: str) -> None:
+    agent = runtime.get_agent("payments")
+    request = agent.grant_request(tool_name, scope="everyone", created_by="rita", max_uses=5)
+    async_to_sync(agent.add_grant)(request)  # not made for risky calls
+
+
+@pytest.mark.parametrize("decider", ["grant", "allow rule", "deadline"])
+def test_a_risky_value_the_tool_takes_by_default_is_never_approved_by_an_automatic_decider(
+    payments: tuple[Runtime, ToolLog], decider: str
+) -> None:
+    """``environment`` left out is "production": risky, whatever the model wrote."""
+    runtime, log = payments
+    options: dict[str, Any] = {}
+    if decider == "grant":
+        _granted(runtime, "deploy")
+    elif decider == "allow rule":
+        admin = Access.of(make_user("ada", "Admins"))
+        rule_services.add_rule(
+            admin, "payments", RuleTerms("deploy", Route.ALLOW, condition='service == "api"')
+        )
+    else:
+        options["deadline"] = Deadline(timedelta(minutes=5), on_expiry="approve")
+
+    assert _ask(runtime, 'deploy {"service": "api"}', **options).status == "suspended"
+    async_to_sync(runtime.expire_due)(datetime.now(UTC) + timedelta(minutes=6))
+
+    assert log.calls == []  # (the deadline declines it: "nobody answering never approves it")
+    waiting = async_to_sync(runtime.get_agent("payments").list_suspended_runs)().total
+    assert waiting == (0 if decider == "deadline" else 1)
+
+
+@pytest.mark.parametrize("args", [{"amount_cents": "666"}, {"amount_cents": 5, "force": "true"}])
+def test_a_value_the_tool_converts_to_a_risky_one_is_risky(
+    payments: tuple[Runtime, ToolLog], args: dict[str, Any]
+) -> None:
+    """The model's "666" is the tool's 666: a grant not made for risky calls leaves it waiting."""
+    runtime, log = payments
+    _granted(runtime, "refund")
+
+    assert _ask(runtime, f"refund {json.dumps(args)}").status == "suspended"
+
+    assert log.calls == []
+
+
+def test_a_deny_rule_is_not_stepped_round_by_a_value_sent_as_text(payments: tuple[Runtime, ToolLog]) -> None:
+    """Conditions read the arguments as the tool receives them: "true" for a bool is true."""
+    runtime, log = payments
+    admin = Access.of(make_user("ada", "Admins"))
+    rule_services.add_rule(admin, "payments", RuleTerms("refund", Route.DENY, condition="force == true"))
+    rule_services.add_rule(admin, "payments", RuleTerms("refund", Route.ALLOW))
+
+    _ask(runtime, 'refund {"amount_cents": 5, "force": "true"}')
+
+    assert log.calls == []
+    assert AuditEntry.objects.filter(agent_id="payments", tool_name="refund", action="decline").exists()
