@@ -484,6 +484,17 @@ def grant_refusal(access: AgentAccess) -> str:
     return ""
 
 
+def grants_in_sight(access: Access) -> frozenset[str] | None:
+    """The agents whose standing grants the user reads (and, holding ``manage_grants``, revokes
+    whoever made them): those they see; None (every agent's, those no longer served too) for one who
+    manages grants and sees every agent. An admin designated for some agents manages theirs only."""
+    if access.user.has_perm(MANAGE_GRANTS_PERMISSION) and set(access.agent_ids) >= {
+        agent.id for agent in agents.all_agents()
+    }:
+        return None
+    return frozenset(access.agent_ids)
+
+
 def may_manage_rules(access: Access, agent_id: str) -> bool:
     """Whether the user may make, change and delete routing rules for ``agent_id``'s tools: the
     stricter of two rights, since a rule lets calls through (or stops them) with nobody asked: one

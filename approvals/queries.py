@@ -31,7 +31,7 @@ from approvals.models import (
     ParkedCallRecord,
     RoutingRule,
 )
-from approvals.policy import MANAGE_GRANTS_PERMISSION, Access, may_decide, may_manage_rules
+from approvals.policy import Access, grants_in_sight, may_decide, may_manage_rules
 from approvals.server.database import fixed_models, fixed_rows
 
 
@@ -393,11 +393,12 @@ def _holds(run_ids: list[str]) -> QuerySet[HeldDecision]:
 
 
 def grants_visible(access: Any, *, live_only: bool, limit: int = 500) -> list[GrantRecord]:
-    """Standing grants on the agents the user sees (holders of ``manage_grants``: every agent's),
-    newest first; ``live_only``: not revoked, used up or expired."""
+    """Standing grants on the agents the user sees (``policy.grants_in_sight``), newest first;
+    ``live_only``: not revoked, used up or expired."""
     rows = GrantRecord.objects.all()
-    if not access.user.has_perm(MANAGE_GRANTS_PERMISSION):
-        rows = rows.filter(agent_id__in=access.agent_ids)
+    seen = grants_in_sight(access)
+    if seen is not None:
+        rows = rows.filter(agent_id__in=seen)
     if live_only:
         rows = rows.live()
     return list(rows[:limit])

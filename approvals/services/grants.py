@@ -21,7 +21,7 @@ from agents_runtime import DecisionRequest, Grant, GrantNotFound, GrantScope, Ru
 from agents_runtime.store import DecisionAction, Outcome
 from approvals import agents
 from approvals.models import GrantRecord
-from approvals.policy import MANAGE_GRANTS_PERMISSION, Access, AgentAccess, grant_refusal
+from approvals.policy import MANAGE_GRANTS_PERMISSION, Access, AgentAccess, grant_refusal, grants_in_sight
 from approvals.services.decisions import DecisionOutcome, decide, same_json
 
 #: Why "approve and allow" refuses edited arguments: a grant lets later calls through with the
@@ -145,9 +145,11 @@ def _refused(
 
 
 def may_revoke(access: Access, row: GrantRecord) -> bool:
-    if access.user.has_perm(MANAGE_GRANTS_PERMISSION):
-        return True
-    return row.agent_id in access.agent_ids and row.created_by_name == access.username
+    """Its maker, or one who manages grants for its agent (``policy.grants_in_sight``)."""
+    seen = grants_in_sight(access)
+    if seen is not None and row.agent_id not in seen:
+        return False
+    return bool(access.user.has_perm(MANAGE_GRANTS_PERMISSION)) or row.created_by_name == access.username
 
 
 def revoke(access: Access, grant_id: int) -> Grant | None:
@@ -155,8 +157,8 @@ def revoke(access: Access, grant_id: int) -> Grant | None:
     cannot see it, ``PermissionDenied`` if it is someone else's and they do not manage grants. None
     for a grant of an agent no longer served (revoked in the database all the same)."""
     row = GrantRecord.objects.filter(pk=grant_id).first()
-    manages = bool(access.user.has_perm(MANAGE_GRANTS_PERMISSION))
-    if row is None or not (manages or row.agent_id in access.agent_ids):
+    seen = grants_in_sight(access)
+    if row is None or (seen is not None and row.agent_id not in seen):
         raise GrantNotFound(grant_id)
     if not may_revoke(access, row):
         raise PermissionDenied("Only the reviewer who made this grant, or an admin, may revoke it.")

@@ -298,3 +298,36 @@ def test_a_grant_whose_condition_fails_lets_the_new_run_wait_and_the_card_and_he
     printed = io.StringIO()
     call_command("run_agent", "helpdesk", "refund second", stdout=printed)
     assert "status: suspended" in printed.getvalue()
+
+
+def test_an_admin_designated_for_one_agent_lists_and_revokes_only_its_grants(
+    agents: DashboardAgents, client_for: Any
+) -> None:
+    """``manage_grants`` is theirs for their agents only, as the Django admin scopes it."""
+    for name in ("agent:helpdesk", "agent:boss"):
+        Group.objects.get_or_create(name=name)
+    dana = make_user("dana", "Admins", "agent:helpdesk")
+    in_an_hour = timezone.now() + timedelta(hours=1)
+    mine, theirs = (
+        GrantRecord.objects.create(
+            agent_id=agent_id,
+            tool_name=tool,
+            scope="everyone",
+            created_by_name="rita",
+            max_uses=3,
+            expires_at=in_an_hour,
+        )
+        for agent_id, tool in (("helpdesk", "refund"), ("boss", "agent_worker"))
+    )
+    client = client_for(dana)
+
+    page = client.get("/grants/").content.decode()
+    refused = client.post(f"/grants/{theirs.pk}/revoke")
+
+    assert f"/grants/{mine.pk}/revoke" in page and f"/grants/{theirs.pk}/" not in page
+    assert refused.status_code == 404
+    theirs.refresh_from_db()
+    assert theirs.revoked_at is None
+    client.post(f"/grants/{mine.pk}/revoke")  # hers, though rita made it
+    mine.refresh_from_db()
+    assert mine.revoked_at is not None
