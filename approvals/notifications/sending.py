@@ -20,6 +20,7 @@ from approvals.models import Notification, NotificationPreference
 from approvals.notifications import messages, options
 from approvals.outbound.deliveries import Outbox
 from approvals.outbound.posting import post
+from approvals.policy import Access, may_decide
 
 
 def _send_email(notification: Notification, message: messages.Message) -> str:
@@ -49,10 +50,30 @@ def _send_chat(notification: Notification, message: messages.Message) -> str:
 
 
 def _send(notification: Notification) -> str:
+    if not _still_theirs(notification):
+        return "Nothing sent: its recipient may no longer decide any of its calls."
     message = messages.build(notification)
     if notification.channel == Notification.Channel.EMAIL:
         return _send_email(notification, message)
     return _send_chat(notification, message)
+
+
+def _still_theirs(notification: Notification) -> bool:
+    """Leave out the calls its recipient may no longer decide (a digest collects for up to a day,
+    and rights change meanwhile: an agent taken away, the account closed); whether any is left."""
+    recipient = notification.recipient
+    access = Access.of(recipient)
+    calls = list(notification.calls.all())
+    gone = [
+        c.pk
+        for c in calls
+        if not recipient.is_active or not may_decide(access, c.agent_id, c.escalated_to or None)
+    ]
+    if gone:
+        notification.calls.filter(pk__in=gone).delete()
+        notification.call_count = max(0, notification.call_count - len(gone))
+        Notification.objects.filter(pk=notification.pk).update(call_count=notification.call_count)
+    return len(gone) < len(calls)
 
 
 @task

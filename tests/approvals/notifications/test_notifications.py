@@ -477,3 +477,24 @@ def test_a_redirect_from_a_chat_hook_is_not_followed(
         assert Notification.objects.get().last_error in {"HTTP 302", ""}
     finally:
         elsewhere.stop()
+
+
+def test_a_digest_lists_only_the_calls_its_recipient_may_still_decide_when_it_goes_out(
+    agents: DashboardAgents, mail: MailSink
+) -> None:
+    """A digest collects for up to a day: rights taken away meanwhile (an agent, the account) take
+    the calls they covered out of it, and a digest left with none is not sent."""
+    rita = person("rita", "Reviewers", chosen=False)  # never chose: a daily digest
+    ed = person("ed", "Reviewers", chosen=False)
+    agents.start("helpdesk", "refund secret-order-note")
+    assert Notification.objects.filter(recipient=rita, status="pending", call_count=1).exists()
+    Group.objects.get_or_create(name="agent:boss")
+    rita.groups.add(Group.objects.get(name="agent:boss"))  # she reviews boss only from now on
+    ed.is_active = False  # ed left
+    ed.save()
+
+    end_windows()
+
+    for who in ("rita@example.com", "ed@example.com"):
+        assert not any("secret-order-note" in parts(m)[0] for m in mail.to(who)), who
+    assert Notification.objects.get(recipient=rita).call_count == 0
