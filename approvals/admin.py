@@ -250,7 +250,7 @@ class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
         seen = _partial_sight(request)
         if seen is None:
             return rows
-        return rows.filter(pk__in=[e.pk for e in rows if e.agents and set(e.agents) <= seen])
+        return rows.filter(pk__in=[e.pk for e in rows if _endpoint_seen(e, seen)])
 
     def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
         form = super().get_form(request, obj, change, **kwargs)
@@ -270,6 +270,35 @@ class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
                 return listed
 
         return Scoped
+
+
+def _endpoint_seen(endpoint: WebhookEndpoint, seen: set[str] | None) -> bool:
+    """Whether an admin who sees the agents ``seen`` (None: every agent) sees ``endpoint``: one that
+    hears only of agents they see (its URL often carries a secret)."""
+    return seen is None or (bool(endpoint.agents) and set(endpoint.agents) <= seen)
+
+
+def _with_endpoint_shown(names: Any, request: HttpRequest) -> list[Any]:
+    """``names`` with a delivery's ``endpoint`` shown as its URL where the admin sees it."""
+    seen = _partial_sight(request)
+    if seen is None:
+        return list(names)
+
+    @admin.display(description="endpoint")
+    def endpoint(delivery: WebhookDelivery) -> str:
+        shown = _endpoint_seen(delivery.endpoint, seen)
+        return str(delivery.endpoint) if shown else "(an endpoint of agents you do not all see)"
+
+    return [endpoint if name == "endpoint" else name for name in names]
+
+
+class SeenEndpointFilter(admin.RelatedFieldListFilter):
+    """The deliveries' endpoint filter, offering the endpoints the admin sees (their URLs) only."""
+
+    def field_choices(self, field: Any, request: HttpRequest, model_admin: Any) -> Any:
+        seen = _partial_sight(request)
+        endpoints = WebhookEndpoint.objects.order_by("pk")
+        return [(str(e.pk), str(e)) for e in endpoints if _endpoint_seen(e, seen)]
 
 
 def _partial_sight(request: HttpRequest) -> set[str] | None:
@@ -295,10 +324,20 @@ class WebhookDeliveryAdmin(SeenAgentsOnly, admin.ModelAdmin[WebhookDelivery]):
         "last_status_code",
         visible("last_error"),
     ]
-    list_filter = ["status", "event_type", "endpoint"]
+    list_filter = ["status", "event_type", ("endpoint", SeenEndpointFilter)]
     search_fields = ["message_id", "last_error"]
     fields = readonly_fields = shown_fields(WebhookDelivery)
     actions = ["resend"]
+
+    # Its endpoint's URL only to an admin who sees that endpoint (``WebhookEndpointAdmin``).
+    def get_list_display(self, request: HttpRequest) -> Any:
+        return _with_endpoint_shown(super().get_list_display(request), request)
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return _with_endpoint_shown(super().get_fields(request, obj), request)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return _with_endpoint_shown(super().get_readonly_fields(request, obj), request)
 
     @admin.action(description="Re-send the selected deliveries now (same webhook-id)")
     def resend(self, request: HttpRequest, queryset: Any) -> None:
@@ -374,7 +413,8 @@ class GrantSuggestionRecordAdmin(RecordsOnly, SeenAgentsOnly, admin.ModelAdmin[G
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
     """A token acts as its user: an admin who does not see every agent sees the tokens of users who
-    see no more than they do. Tokens are made by their users (the secret is shown once, there)."""
+    see no more than they do, and of the external agents they see. Tokens are made by their users
+    (the secret is shown once, there)."""
 
     # (Never the salt and digest: they are not for anyone's eyes.)
     readonly_fields = [
@@ -398,7 +438,9 @@ class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
             return rows
         users = {row.user for row in rows}
         theirs = [u.pk for u in users if set(visible_agent_ids(u)) <= seen]
-        return rows.filter(user__in=theirs)
+        # An external agent's account sees no agent; its tokens are that agent's, theirs if they see it.
+        foreign = rows.filter(external_agent__isnull=False).exclude(external_agent__agent_id__in=seen)
+        return rows.filter(user__in=theirs).exclude(pk__in=foreign.values("pk"))
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 from django.utils import timezone
 
-from approvals.models import ApiToken, AuditEntry, GrantRecord
+from approvals.models import ApiToken, AuditEntry, GrantRecord, WebhookDelivery, WebhookEndpoint
 from approvals.services.tokens import create_token
 from tests.support.runtime_fixtures import DashboardAgents
 from tests.support.users import PASSWORD, make_user
@@ -146,3 +146,47 @@ def _change(client: Client, user: User, *, groups: list[str]) -> str:
         "is_active": "on",
     }
     return client.post(f"/admin/auth/user/{user.pk}/change/", data).content.decode()
+
+
+def test_an_admin_designated_for_one_agent_reads_no_url_of_an_endpoint_they_do_not_see(
+    agents: DashboardAgents,
+) -> None:
+    """Deliveries' endpoint filter and column name only the endpoints the endpoint admin shows them
+    (a URL often carries a secret)."""
+    Group.objects.get_or_create(name="agent:helpdesk")
+    make_user("dana", "Admins", "agent:helpdesk")
+    for path in ("helpdesk", "helpdesk-2"):  # (two: a filter of one choice is not shown)
+        WebhookEndpoint.objects.create(url=f"https://hooks.example.com/{path}", agents=["helpdesk"])
+    WebhookEndpoint.objects.create(url="https://hooks.example.com/boss-T0KEN", agents=["boss"])
+    everyone = WebhookEndpoint.objects.create(url="https://hooks.example.com/all-T0KEN", agents=[])
+    WebhookDelivery.objects.create(
+        endpoint=everyone,
+        event_type="call.decided",
+        message_id="msg-1",
+        payload={"data": {"agentId": "helpdesk"}},
+    )
+    client, _ = _sign_in("dana")
+
+    listing = client.get("/admin/approvals/webhookdelivery/").content.decode()
+    (delivery,) = WebhookDelivery.objects.all()
+    detail = client.get(f"/admin/approvals/webhookdelivery/{delivery.pk}/change/").content.decode()
+
+    assert "https://hooks.example.com/helpdesk-2" in listing  # hers, in the filter
+    for page in (listing, detail):
+        assert "T0KEN" not in page
+        assert "an endpoint of agents you do not all see" in page
+
+
+def test_an_admin_designated_for_one_agent_reads_no_token_of_an_external_agent_they_do_not_see(
+    agents: DashboardAgents,
+) -> None:
+    from approvals.services import requests as request_services
+
+    Group.objects.get_or_create(name="agent:helpdesk")
+    dana = make_user("dana", "Admins", "agent:helpdesk")
+    dana.user_permissions.add(Permission.objects.get(codename="view_apitoken"))
+    request_services.register("billing-bot", name="Billing bot", tools={})
+    request_services.agent_token("billing-bot", name="billing-bot prod key")
+    client, _ = _sign_in("dana")
+
+    assert "billing-bot prod key" not in client.get("/admin/approvals/apitoken/").content.decode()
