@@ -100,9 +100,15 @@ class Rule:
     changed_at: datetime | None = None
 
     @property
+    def author(self) -> str:
+        """Who wrote its terms as they stand: whoever changed it last, else its maker. The rule
+        decides on their rights and in their name."""
+        return self.changed_by or self.created_by
+
+    @property
     def label(self) -> str:
-        """As the audit log says it: "rule #3 of rita"."""
-        return f"rule #{self.id} of {self.created_by}"
+        """As the audit log says it: "rule #3 of rita" (its ``author``)."""
+        return f"rule #{self.id} of {self.author}"
 
     def describe(self) -> str:
         when = f"when {self.condition}" if self.condition else "whatever the arguments"

@@ -564,9 +564,10 @@ class DeskPolicy:
             )
 
     def _rule_maker(self, request: DecisionRequest, run: StoredRun, call: ParkedCall) -> None:
-        """A routing rule decides only while its maker may still make it: one who left or lost the
-        right decides nothing through their rules (the call waits for a person)."""
-        maker = request.rule.created_by if request.rule is not None else None
+        """A routing rule decides only while whoever wrote its terms (``Rule.author``: its last
+        changer, else its maker) may still make it: one who left or lost the right decides nothing
+        through them (the call waits for a person)."""
+        maker = request.rule.author if request.rule is not None else None
         users = get_user_model()._default_manager
         user = users.filter(**{get_user_model().USERNAME_FIELD: maker}, is_active=True).first()
         if user is None or not may_manage_rules(Access.of(user), run.agent_id):

@@ -486,3 +486,24 @@ def test_a_deny_rule_is_not_stepped_round_by_a_value_sent_as_text(payments: tupl
 
     assert log.calls == []
     assert AuditEntry.objects.filter(agent_id="payments", tool_name="refund", action="decline").exists()
+
+
+def test_a_changed_rule_decides_on_its_changers_rights_and_in_their_name(
+    payments: tuple[Runtime, ToolLog],
+) -> None:
+    """Its terms are whoever wrote them last: bob's "allow" stops when bob leaves, though ada, who
+    made the rule, still may; while bob may, the record names bob."""
+    runtime, log = payments
+    ada, bob = (Access.of(make_user(name, "Admins")) for name in ("ada", "bob"))
+    staging = 'environment == "staging"'
+    rule = rule_services.add_rule(ada, "payments", RuleTerms("deploy", Route.DENY, condition=staging))
+    rule_services.change_rule(bob, rule.id, RuleTerms("deploy", Route.ALLOW, condition=staging))
+
+    _ask(runtime, 'deploy {"service": "api", "environment": "staging"}')
+    assert log.calls == [{"tool": "deploy", "service": "api", "environment": "staging"}]
+    assert AuditEntry.objects.get(action="approve").username == f"rule #{rule.id} of bob"
+    bob.user.is_active = False
+    bob.user.save()
+
+    assert _ask(runtime, 'deploy {"service": "web", "environment": "staging"}').status == "suspended"
+    assert len(log.calls) == 1
