@@ -57,7 +57,7 @@ from agents_runtime import (
 )
 from agents_runtime.store import ParkedCall, StoredRun
 from approvals import agents
-from approvals.models import CallClaim, HeldDecision, ParkedCallRecord
+from approvals.models import CallClaim, GrantRecord, HeldDecision, ParkedCallRecord
 from approvals.server.database import fixed_rows
 
 # -- the groups that carry access ------------------------------------------------------------------
@@ -553,8 +553,11 @@ class DeskPolicy:
         """A grant approves only what its maker may decide now: an escalation-only reviewer's grant
         covers only calls escalated to them, and a maker who left or lost the right grants nothing."""
         maker = request.grant.created_by if request.grant is not None else None
-        users = get_user_model()._default_manager
-        user = users.filter(**{get_user_model().USERNAME_FIELD: maker}, is_active=True).first()
+        # The account that made it (by its record, not its name: a deleted maker's grant is nobody's,
+        # whoever is given the name later).
+        grant_id = request.grant.id if request.grant is not None else -1
+        made_by = GrantRecord.objects.filter(pk=grant_id).values("created_by")
+        user = get_user_model()._default_manager.filter(pk__in=made_by, is_active=True).first()
         if user is None or not may_decide(Access.of(user), run.agent_id, call.escalated_to):
             raise NotADecider(
                 f"{maker} may not decide this call now: their grant does not apply to it.",

@@ -297,12 +297,12 @@ async def test_a_long_poll_is_woken_by_a_decision(payer: Api, reviewer_token: st
 
 async def test_a_standing_grant_approves_a_request(payer: Api, mastra: Runtime) -> None:
     agent = mastra.get_agent("payer")
+    await sync_to_async(make_user)("rita", "Reviewers")  # (a grant is its maker's account's)
     await agent.add_grant(
         agent.grant_request(
             "pay", scope="everyone", created_by="rita", expires_at=datetime.now(UTC) + timedelta(hours=1)
         )
     )
-    await sync_to_async(make_user)("rita", "Reviewers")
     response = await payer.post(REQUESTS, body())
     assert response.status_code == 201
     assert json.loads(response.content)["status"] == "approved"

@@ -507,3 +507,20 @@ def test_a_changed_rule_decides_on_its_changers_rights_and_in_their_name(
 
     assert _ask(runtime, 'deploy {"service": "web", "environment": "staging"}').status == "suspended"
     assert len(log.calls) == 1
+
+
+def test_a_deleted_makers_grant_approves_nothing_for_a_new_account_of_the_same_name(
+    payments: tuple[Runtime, ToolLog],
+) -> None:
+    runtime, log = payments
+    tom = make_user("tom", "Reviewers")
+    agent = runtime.get_agent("payments")
+    request = agent.grant_request("deploy", scope="everyone", created_by="tom", max_uses=5)
+    async_to_sync(agent.add_grant)(request)
+    staging = 'deploy {"service": "api", "environment": "staging"}'
+    assert _ask(runtime, staging).status == "success"  # tom's grant, while tom is here
+    tom.delete()
+    make_user("tom", "Reviewers")  # later, someone else named tom
+
+    assert _ask(runtime, staging).status == "suspended"
+    assert len(log.calls) == 1
