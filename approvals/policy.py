@@ -57,7 +57,7 @@ from agents_runtime import (
 )
 from agents_runtime.store import ParkedCall, StoredRun
 from approvals import agents
-from approvals.models import CallClaim, GrantRecord, HeldDecision, ParkedCallRecord
+from approvals.models import CallClaim, GrantRecord, HeldDecision, ParkedCallRecord, RoutingRule
 from approvals.server.database import fixed_rows
 
 # -- the groups that carry access ------------------------------------------------------------------
@@ -569,8 +569,21 @@ class DeskPolicy:
     def _rule_maker(self, request: DecisionRequest, run: StoredRun, call: ParkedCall) -> None:
         """A routing rule decides only while whoever wrote its terms (``Rule.author``: its last
         changer, else its maker) may still make it: one who left or lost the right decides nothing
-        through them (the call waits for a person)."""
-        maker = request.rule.author if request.rule is not None else None
+        through them (the call waits for a person). Nor does a rule deleted or changed since it
+        matched the call: only its terms as they stand decide."""
+        rule = request.rule
+        standing = RoutingRule.objects.filter(pk=rule.id if rule is not None else -1).values(
+            "route", "condition"
+        )
+        if rule is None or list(standing) != [{"route": str(rule.route), "condition": rule.condition}]:
+            raise NotADecider(
+                "The routing rule that matched this call was changed or deleted since: it decides nothing "
+                "here; the call waits for a person.",
+                run_id=run.run_id,
+                tool_call_id=call.tool_call_id,
+                actor=request.actor,
+            )
+        maker = rule.author
         users = get_user_model()._default_manager
         user = users.filter(**{get_user_model().USERNAME_FIELD: maker}, is_active=True).first()
         if user is None or not may_manage_rules(Access.of(user), run.agent_id):

@@ -524,3 +524,30 @@ def test_a_deleted_makers_grant_approves_nothing_for_a_new_account_of_the_same_n
 
     assert _ask(runtime, staging).status == "suspended"
     assert len(log.calls) == 1
+
+
+@pytest.mark.parametrize("meanwhile", ["deleted", "changed to deny"])
+def test_a_rule_deleted_or_changed_while_a_call_parks_decides_nothing_on_its_old_terms(
+    payments: tuple[Runtime, ToolLog], monkeypatch: pytest.MonkeyPatch, meanwhile: str
+) -> None:
+    """Another admin's click between the rules' reading and the call's parking (here, as the call is
+    stored): the rule as it matched is not the rule as it stands, so it decides nothing."""
+    runtime, log = payments
+    ada = Access.of(make_user("ada", "Admins"))
+    staging = 'environment == "staging"'
+    rule = rule_services.add_rule(ada, "payments", RuleTerms("deploy", Route.ALLOW, condition=staging))
+    store = runtime.get_agent("payments").storage
+    original = store.insert_suspended
+
+    def parked_meanwhile(suspension: Any) -> Any:
+        if meanwhile == "deleted":
+            rule_services.delete_rule(ada, rule.id)
+        else:
+            rule_services.change_rule(ada, rule.id, RuleTerms("deploy", Route.DENY, condition=staging))
+        return original(suspension)
+
+    monkeypatch.setattr(store, "insert_suspended", parked_meanwhile)
+
+    result = _ask(runtime, 'deploy {"service": "api", "environment": "staging"}')
+
+    assert result.status == "suspended" and log.calls == []
