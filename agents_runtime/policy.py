@@ -237,7 +237,9 @@ def needs_confirmation(tool: Tool | None, *arg_sets: Any) -> bool:
     the tool marks risky (``Tool.risky_values``)."""
     if tool is None:
         return False
-    return tool.confirm or any(
+    if tool.confirm or not tool.risky:
+        return tool.confirm
+    return any(
         isinstance(args, Mapping)
         and (_holds_risky(tool, args) or _holds_risky(tool, tool.args_with_defaults(args)))
         for args in arg_sets
