@@ -147,9 +147,9 @@ User = get_user_model()
 
 class CountersignUserAdmin(UserAdmin):  # type: ignore[type-arg]
     """Admins manage accounts and their groups, but never make anyone a superuser or touch one. An
-    admin who does not see every agent manages only the accounts that see no more than they do, and
-    gives no account (their own included) groups that would let it see more: a password set or a
-    group taken away would otherwise be a way to see, or to become, more than they may."""
+    admin who does not see every agent lists and manages only the accounts that see no more than
+    they do, and gives no account (their own included) groups that would let it see more: a password
+    set or a group taken away would otherwise be a way to see, or to become, more than they may."""
 
     list_display = (
         visible("username"),
@@ -164,6 +164,13 @@ class CountersignUserAdmin(UserAdmin):  # type: ignore[type-arg]
         if not request.user.is_superuser:
             readonly += ["is_superuser", "user_permissions"]
         return readonly
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        rows = super().get_queryset(request)
+        if _partial_sight(request) is None:
+            return rows
+        # Who reviews which agents is the agents' business: only the accounts they may manage.
+        return rows.filter(pk__in=[u.pk for u in rows.prefetch_related("groups") if _may_manage(request, u)])
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         if obj is not None and not _may_manage(request, obj):
@@ -214,7 +221,7 @@ def _may_manage(request: HttpRequest, user: Any) -> bool:
     if user.is_superuser:
         return False
     seen = _partial_sight(request)
-    return seen is None or set(_sight(frozenset(user.groups.values_list("name", flat=True)))) <= seen
+    return seen is None or set(_sight(frozenset(g.name for g in user.groups.all()))) <= seen
 
 
 class CountersignGroupAdmin(GroupAdmin):
