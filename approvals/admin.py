@@ -9,6 +9,7 @@ desk's policy shows it (``approvals.policy``): an admin designated for some agen
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from django import forms
@@ -207,10 +208,13 @@ class CountersignUserAdmin(UserAdmin):  # type: ignore[type-arg]
         return WithinSight
 
 
-def _sight(groups: frozenset[str], *, superuser: bool = False) -> list[str]:
-    """The agents an active account in ``groups`` sees (``policy.visible_agent_ids``)."""
-    account = type("Account", (), {"is_authenticated": True, "is_active": True, "is_superuser": superuser})
-    return visible_agent_ids(account, groups)
+def _sight(groups: frozenset[str]) -> list[str]:
+    """The agents an active account (not a superuser) in ``groups`` sees (``policy.visible_agent_ids``):
+    an inactive one would see them once made active again."""
+    return visible_agent_ids(_AN_ACTIVE_ACCOUNT, groups)
+
+
+_AN_ACTIVE_ACCOUNT = SimpleNamespace(is_authenticated=True, is_active=True, is_superuser=False)
 
 
 def _may_manage(request: HttpRequest, user: Any) -> bool:

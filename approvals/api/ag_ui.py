@@ -181,10 +181,15 @@ def _sse(events: Events) -> StreamingHttpResponse:
     return StreamingHttpResponse(body(), content_type=encoder.get_content_type(), headers=SSE_HEADERS)
 
 
+async def _waiting_runs(access: AgentAccess, thread_id: str) -> list[AgentRun]:
+    """The thread's runs of this agent that wait on calls this user may see, newest first."""
+    listed = await access.agent.list_suspended_runs(thread_id=thread_id, escalated_to=access.escalation_scope)
+    return [run for run in listed.runs if access.sees(run) and run.parent_run_id is None]
+
+
 async def _waiting_run(access: AgentAccess, thread_id: str) -> AgentRun | None:
     """The thread's newest run of this agent that waits on calls this user may see."""
-    listed = await access.agent.list_suspended_runs(thread_id=thread_id, escalated_to=access.escalation_scope)
-    return next((run for run in listed.runs if access.sees(run) and run.parent_run_id is None), None)
+    return next(iter(await _waiting_runs(access, thread_id)), None)
 
 
 # -- the translation ----------------------------------------------------------------------------------
@@ -552,17 +557,8 @@ def _of_waiting(events: AguiEvents, run: AgentRun) -> AguiEvents:
 
 async def _run_holding(access: AgentAccess, thread_id: str, call_id: str) -> AgentRun | None:
     """The thread's waiting run (of those the user may see) that waits on the call ``call_id``."""
-    listed = await access.agent.list_suspended_runs(thread_id=thread_id, escalated_to=access.escalation_scope)
-    return next(
-        (
-            run
-            for run in listed.runs
-            if access.sees(run)
-            and run.parent_run_id is None
-            and any(c.tool_call_id == call_id for c in run.tool_calls)
-        ),
-        None,
-    )
+    runs = await _waiting_runs(access, thread_id)
+    return next((run for run in runs if any(c.tool_call_id == call_id for c in run.tool_calls)), None)
 
 
 def _not_waiting(entry: ResumeEntry) -> str:
