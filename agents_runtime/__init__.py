@@ -8,6 +8,7 @@ from .agent import Agent, Runtime
 from .conditions import Condition, ConditionVerdict, InvalidCondition
 from .errors import (
     AgentsRuntimeError,
+    ApprovalsNotGiven,
     ArgumentsChanged,
     CallClaimed,
     DecisionRefused,
@@ -60,6 +61,7 @@ __all__ = [
     "AgentRunToolCall",
     "AgentsRuntimeError",
     "ApprovalTally",
+    "ApprovalsNotGiven",
     "ArgumentsChanged",
     "Call",
     "CallClaimed",

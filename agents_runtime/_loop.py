@@ -76,6 +76,7 @@ from ._pydantic import (
 from .conditions import InvalidCondition, check_against_schema, compile_condition
 from .errors import (
     AgentsRuntimeError,
+    ApprovalsNotGiven,
     DecisionRefused,
     InvalidResumeData,
     InvalidToolArgs,
@@ -1957,8 +1958,9 @@ async def expire_call(
         )
         try:
             return decision_rule(ctx, request)(run)
-        except RiskyNotConfirmed as refused:
-            # The rules never let nobody answering approve a risky call: it is declined instead.
+        except (RiskyNotConfirmed, ApprovalsNotGiven) as refused:
+            # The rules never let nobody answering approve a risky call, or one that needs votes:
+            # it is declined instead.
             declined = replace(
                 request, reason=f"{request.reason} ({refused})", resume_data={"approved": False}
             )

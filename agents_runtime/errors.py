@@ -123,6 +123,13 @@ class DuplicateVote(DecisionRefused):
     rule = "second_vote"
 
 
+class ApprovalsNotGiven(DecisionRefused):
+    """A deadline's default approval of a call that needs several approvals (``approvals=N``, or a
+    routing rule's): nobody answering is no reviewer's approval, let alone N."""
+
+    rule = "approvals_not_given"
+
+
 class NotADecider(DecisionRefused):
     """The decider may not decide this call (the host's rule: whose calls these are)."""
 

@@ -18,7 +18,7 @@ The rules, in the order they are checked:
    risky) is approved only with ``Confirmation.RISKY``; by a standing grant only if the grant was made
    for risky calls; by a deadline's default never. Code calling the runtime itself is trusted;
 5. separation of duties and votes (``tool(separate_duties=True, approvals=N)``, or a routing rule's
-   ``two``: ``required_approvals``).
+   ``two``: ``required_approvals``); a deadline's default never approves a call that needs votes.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import (
+    ApprovalsNotGiven,
     ArgumentsChanged,
     DecisionRefused,
     DuplicateVote,
@@ -293,9 +294,20 @@ def _votes(run: StoredRun, call: ParkedCall, tool: Tool | None, decision: Decisi
     arguments than the votes on record replaces them, so the call needs all its approvals again, for
     the new arguments: a tool never runs with arguments fewer than N reviewers approved.
     """
-    if call.kind != CallKind.APPROVAL or decision.action != DecisionAction.APPROVE:
+    if call.kind != CallKind.APPROVAL or not _approves(decision):
         return decision  # a decline declines at once, whoever votes; answers are not votes
     required = required_approvals(call, tool)
+    if decision.action == DecisionAction.EXPIRE:
+        if required == 1:
+            return decision
+        raise _refusal(
+            ApprovalsNotGiven,
+            f"Tool {call.tool_name!r} needs {required} approvals by distinct reviewers "
+            f"({len(call.votes)} given): nobody answering approves nothing",
+            run,
+            call,
+            None,
+        )
     actor = decision.actor
     if tool is not None and tool.separate_duties:
         if actor is None:

@@ -211,16 +211,33 @@ def remaining_text(seconds: int) -> str:
     return f"{secs} s left"
 
 
-def deadline_view(call: AgentRunToolCall, run_id: str, now: datetime | None = None) -> DeadlineView | None:
+def deadline_view(
+    call: AgentRunToolCall, run_id: str, now: datetime | None = None, *, approves: bool = True
+) -> DeadlineView | None:
+    """``approves``: whether the rules let the deadline's "approve" approve it (``expiry_approves``)."""
     if call.expires_at is None and not call.escalated_to:
         return None
     left = 0.0 if call.expires_at is None else (call.expires_at - (now or datetime.now(UTC))).total_seconds()
+    on_expiry = call.on_expiry or "decline"
     return DeadlineView(
         expires_at=call.expires_at,
         remaining_seconds=max(0, int(left)),
-        on_expiry=call.on_expiry or "decline",
+        on_expiry="decline" if on_expiry == "approve" and not approves else on_expiry,
         escalated_to=call.escalated_to or "",
         extend_url=ids.id_url("approvals:extend_deadline", run_id, call.tool_call_id),
+    )
+
+
+def expiry_approves(call: AgentRunToolCall, tool: Tool | None) -> bool:
+    """Whether nobody answering would approve ``call`` as its deadline says: the runtime's rules
+    decline instead a call that is not an approval, whose tool may have run, that is risky or that
+    needs several approvals (``agents_runtime.policy``, ``_loop.expire_call``)."""
+    return (
+        call.on_expiry == "approve"
+        and call.requires_approval
+        and call.tool_started_at is None
+        and not needs_confirmation(tool, call.args)
+        and approvals_required(call, tool) == 1
     )
 
 
@@ -292,6 +309,8 @@ class CallView:
     approved_preview: Preview | None = None
     rechecked_by: str = ""
     recheck_error: str = ""
+    #: A deadline's "approve" would approve it (``expiry_approves``); False: it would decline it.
+    expiry_approves: bool = False
 
     @property
     def sent_back(self) -> bool:
@@ -341,7 +360,7 @@ class CallView:
 
     @functools.cached_property
     def deadline(self) -> DeadlineView | None:
-        return deadline_view(self.call, self.run_id)
+        return deadline_view(self.call, self.run_id, approves=self.expiry_approves)
 
     @property
     def risky_args(self) -> list[ArgView]:
@@ -581,6 +600,7 @@ def _summary(
         "via_agent": via,
         "preview": preview_of(call) if call.requires_approval and not row_only else None,
         "tool_version": tool.version if tool is not None else "",
+        "expiry_approves": expiry_approves(call, tool),
         **({} if row_only else _recheck(call)),
     }
 

@@ -92,6 +92,23 @@ async def test_on_expiry_approve_runs_the_tool_once(runtime_for: RuntimeFor) -> 
     assert log.calls == [{"amount": 50}]
 
 
+async def test_on_expiry_approve_declines_a_call_that_needs_several_approvals(
+    runtime_for: RuntimeFor,
+) -> None:
+    """Nobody answering is nobody's approval: a tool asking two reviewers never runs on a deadline."""
+    log = ToolLog()
+    agent, spy = deadline_agent(log, expires_after=timedelta(minutes=5), on_expiry="approve", approvals=2)
+    runtime = runtime_for(agent)
+    suspended = await agent.generate("refund")
+    await agent.approve_tool_call(run_id=suspended.run_id, tool_call_id="call-1", actor="ann")
+
+    assert await runtime.expire_due(soon()) == 1
+
+    assert log.calls == []
+    assert spy.tool_results()["call-1"].startswith("No reviewer answered within 5 minutes")
+    assert (await agent.list_suspended_runs()).total == 0
+
+
 async def test_escalation_moves_the_call_to_another_group_with_a_new_deadline(
     runtime_for: RuntimeFor,
 ) -> None:

@@ -462,6 +462,63 @@ def test_a_risky_value_the_tool_takes_by_default_is_never_approved_by_an_automat
     assert waiting == (0 if decider == "deadline" else 1)
 
 
+def test_a_deadline_never_stands_in_for_the_votes_a_routing_rule_asks_for(
+    payments: tuple[Runtime, ToolLog],
+) -> None:
+    """The rule says two people approve refunds; one did, nobody else answered: the deadline's
+    "approve" declines it instead, saying why, and the tool never runs."""
+    runtime, log = payments
+    admin = Access.of(make_user("ada", "Admins"))
+    rule_services.add_rule(admin, "payments", RuleTerms("refund", Route.TWO))
+    deadline = Deadline(timedelta(minutes=5), on_expiry="approve")
+    run = _ask(runtime, 'refund {"amount_cents": 5}', deadline=deadline)
+    agent = runtime.get_agent("payments")
+    (call,) = run.tool_calls
+    async_to_sync(agent.approve_tool_call)(run_id=run.run_id, tool_call_id=call.tool_call_id, actor="rita")
+    assert async_to_sync(agent.list_suspended_runs)().total == 1  # one vote of two
+
+    assert async_to_sync(runtime.expire_due)(datetime.now(UTC) + timedelta(minutes=6)) == 1
+
+    assert log.calls == [] and async_to_sync(agent.list_suspended_runs)().total == 0
+    (row,) = AuditEntry.objects.filter(run_id=run.run_id, action="expire")
+    assert row.resume_data == {"approved": False}
+    assert "needs 2 approvals by distinct reviewers (1 given)" in row.reason
+
+
+@pytest.mark.parametrize(
+    ("prompt", "then"),
+    [
+        ('refund {"amount_cents": 5}', "it is approved"),
+        ('refund {"amount_cents": 666}', "it is declined"),  # risky
+        ('deploy {"service": "api"}', "it is declined"),  # risky by default
+    ],
+)
+def test_a_cards_deadline_says_what_nobody_answering_will_do(
+    payments: tuple[Runtime, ToolLog], prompt: str, then: str
+) -> None:
+    """The card tells what the rules will do, not only what the deadline asked for."""
+    runtime, _log = payments
+    run = _ask(runtime, prompt, deadline=Deadline(timedelta(minutes=5), on_expiry="approve"))
+
+    page = signed_in(User.objects.get(username="rita")).get(f"/runs/{run.run_id}/").content.decode()
+
+    assert f"then {then} unless someone decides" in page
+
+
+def test_a_cards_deadline_says_a_call_needing_two_approvals_is_declined(
+    payments: tuple[Runtime, ToolLog],
+) -> None:
+    runtime, _log = payments
+    admin = Access.of(make_user("ada", "Admins"))
+    rule_services.add_rule(admin, "payments", RuleTerms("refund", Route.TWO))
+    deadline = Deadline(timedelta(minutes=5), on_expiry="approve")
+    run = _ask(runtime, 'refund {"amount_cents": 5}', deadline=deadline)
+
+    page = signed_in(admin.user).get(f"/runs/{run.run_id}/").content.decode()
+
+    assert "then it is declined unless someone decides" in page
+
+
 @pytest.mark.parametrize("args", [{"amount_cents": "666"}, {"amount_cents": 5, "force": "true"}])
 def test_a_value_the_tool_converts_to_a_risky_one_is_risky(
     payments: tuple[Runtime, ToolLog], args: dict[str, Any]
