@@ -224,6 +224,19 @@ async def test_cancel_and_a_decision_have_one_winner(payer: Api, reviewer_token:
         assert await winners.acount() == 1
 
 
+async def test_cancellations_count_against_the_tokens_rate_limit(payer: Api, settings: Any) -> None:
+    """A cancellation is a decision: past ``API_DECISION_RATE_LIMIT`` it is refused (429) and the
+    request still waits."""
+    settings.API_DECISION_RATE_LIMIT = "1/60"
+    first, second = await ask(payer), await ask(payer, threadId="t-2")
+    assert (await payer.post(f"{REQUESTS}/{first['id']}/cancel", {})).status_code == 200
+
+    limited = await payer.post(f"{REQUESTS}/{second['id']}/cancel", {})
+
+    assert limited.status_code == 429 and limited["Retry-After"]
+    assert json.loads((await payer.get(f"{REQUESTS}/{second['id']}")).content)["status"] == "pending"
+
+
 async def test_tokens_are_scoped(payer_token: str, reviewer_token: str, mastra: Runtime) -> None:
     payer = Api(payer_token)
     # An agent's token reaches nothing else of the API ...

@@ -407,6 +407,8 @@ async def approval_request_cancel(request: HttpRequest, request_id: str) -> Http
     who = await requester(request)
     body = _body(s.CancelBody, request)
     row = await sync_to_async(_own_request)(who, request_id)
+    # A cancellation is a decision (the one door's): it counts as the desk's decisions do.
+    await limit_decisions(request, who.access.user if who.access is not None else None)
     try:
         state = await requests.cancel(row, actor=who.username, reason=body.reason)
     except requests.RequestRefused as exc:
