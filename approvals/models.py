@@ -1151,6 +1151,10 @@ class RoutingRule(models.Model):
     )
     created_by_name = models.CharField(max_length=150)
     changed_at = models.DateTimeField(null=True, blank=True)
+    #: Who wrote its terms last (the rule decides on their rights: ``policy.DeskPolicy``).
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     changed_by_name = models.CharField(max_length=150, blank=True)
 
     class Meta:

@@ -572,10 +572,9 @@ class DeskPolicy:
         through them (the call waits for a person). Nor does a rule deleted or changed since it
         matched the call: only its terms as they stand decide."""
         rule = request.rule
-        standing = RoutingRule.objects.filter(pk=rule.id if rule is not None else -1).values(
-            "route", "condition"
-        )
-        if rule is None or list(standing) != [{"route": str(rule.route), "condition": rule.condition}]:
+        fields = ("route", "condition", "changed_at", "changed_by", "created_by")
+        row = RoutingRule.objects.filter(pk=rule.id).values(*fields).first() if rule is not None else None
+        if rule is None or row is None or [row["route"], row["condition"]] != [rule.route, rule.condition]:
             raise NotADecider(
                 "The routing rule that matched this call was changed or deleted since: it decides nothing "
                 "here; the call waits for a person.",
@@ -584,8 +583,10 @@ class DeskPolicy:
                 actor=request.actor,
             )
         maker = rule.author
-        users = get_user_model()._default_manager
-        user = users.filter(**{get_user_model().USERNAME_FIELD: maker}, is_active=True).first()
+        # Their account by the rule's record, not by name: a deleted author's rule is nobody's,
+        # whoever is given the name later.
+        author_id = row["changed_by"] if row["changed_at"] is not None else row["created_by"]
+        user = get_user_model()._default_manager.filter(pk=author_id, is_active=True).first()
         if user is None or not may_manage_rules(Access.of(user), run.agent_id):
             raise NotADecider(
                 f"{maker} may no longer manage routing rules: their rule does not apply to this call.",

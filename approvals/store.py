@@ -1324,6 +1324,7 @@ class Rules:
                 condition=request.condition,
                 reason=request.reason,
                 changed_at=request.created_at,
+                changed_by=self.tables.user(request.created_by),
                 changed_by_name=request.created_by[:150],
             )
             self._place(row.agent_id, row.tool_name, rule_id, request.position or row.position)

@@ -583,6 +583,23 @@ def test_a_deleted_makers_grant_approves_nothing_for_a_new_account_of_the_same_n
     assert len(log.calls) == 1
 
 
+def test_a_deleted_changers_rule_decides_nothing_for_a_new_account_of_the_same_name(
+    payments: tuple[Runtime, ToolLog],
+) -> None:
+    """As grants do: the rule's last changer is their account on record, not whoever has the name."""
+    runtime, log = payments
+    ada, bob = (Access.of(make_user(name, "Admins")) for name in ("ada", "bob"))
+    rule = rule_services.add_rule(ada, "payments", RuleTerms("deploy", Route.DENY))
+    rule_services.change_rule(bob, rule.id, RuleTerms("deploy", Route.ALLOW))
+    staging = 'deploy {"service": "api", "environment": "staging"}'
+    assert _ask(runtime, staging).status == "success"  # bob's terms, while bob is here
+    bob.user.delete()
+    make_user("bob", "Admins")  # later, someone else named bob
+
+    assert _ask(runtime, staging).status == "suspended"
+    assert len(log.calls) == 1
+
+
 @pytest.mark.parametrize("meanwhile", ["deleted", "changed to deny"])
 def test_a_rule_deleted_or_changed_while_a_call_parks_decides_nothing_on_its_old_terms(
     payments: tuple[Runtime, ToolLog], monkeypatch: pytest.MonkeyPatch, meanwhile: str

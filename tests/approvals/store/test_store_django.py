@@ -8,6 +8,7 @@ import time
 from dataclasses import replace
 from datetime import datetime, timedelta
 from importlib import import_module
+from types import SimpleNamespace
 
 import pytest
 from django.apps import apps as django_apps
@@ -16,7 +17,7 @@ from django.test.utils import CaptureQueriesContext
 
 from agents_runtime import RunUnreadable
 from agents_runtime.store import Deadline, RunQuery, RunStore, agent_run
-from approvals.models import ParkedCallRecord, RunRecord, ThreadMessage
+from approvals.models import ParkedCallRecord, RoutingRule, RunRecord, ThreadMessage
 from approvals.store import DjangoRunStore, QueueQuery
 from tests.support.store_helpers import (
     T0,
@@ -27,6 +28,7 @@ from tests.support.store_helpers import (
     suspend_call,
     suspension,
 )
+from tests.support.users import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -350,6 +352,20 @@ def test_migration_0011_renames_stored_suspend_calls_to_input_and_back(store: Dj
     assert (
         sorted(ParkedCallRecord.objects.values_list("kind", flat=True)) == ["approval"] * 2 + ["suspend"] * 2
     )
+
+
+def test_migration_0052_finds_a_rules_changer_by_the_name_it_kept() -> None:
+    """Rules changed before the changer's column keep deciding on the same account's rights."""
+    bob = make_user("bob", "Admins")
+    common = {"agent_id": "support", "tool_name": "refund", "position": 1, "route": "allow"}
+    changed = RoutingRule.objects.create(**common, created_by_name="ada", changed_by_name="bob")
+    gone = RoutingRule.objects.create(**common, created_by_name="ada", changed_by_name="nobody")
+    migration = import_module("approvals.migrations.0052_rule_changed_by")
+
+    migration.changers_by_name(django_apps, SimpleNamespace(connection=connection))
+
+    assert RoutingRule.objects.get(pk=changed.pk).changed_by_id == bob.pk
+    assert RoutingRule.objects.get(pk=gone.pk).changed_by_id is None
 
 
 def test_a_corrupt_thread_message_row_is_skipped_with_a_warning(
