@@ -1984,6 +1984,14 @@ async def _escalate(
         due = _due(run, tool_call_id, at)
         if due.escalated_to is not None:
             raise NotDue(f"Tool call {tool_call_id!r} was escalated already")
+        # The host's rules on the deadline's act, as on its expiry: a decision the host holds on the
+        # call (an undo window) meets the deadline, and the call is not moved under it.
+        policy.admit(
+            DecisionRequest(run.run_id, due.tool_call_id, DecisionAction.EXPIRE, origin=Origin.DEADLINE),
+            run,
+            due,
+            ctx.policy,
+        )
         later = deadline.escalation_expires_after
         changed = ctx.clock()
         return DeadlineChange(

@@ -1604,6 +1604,11 @@ class Deadlines:
     def change_deadline(self, *, agent_id: str, run_id: str, rule: DeadlineRule) -> StoredRun:
         with self.tables.connection_scope(), transaction.atomic(using=self.tables.using):
             found = self.tables.current_run(run_id, agent_id=agent_id, with_snapshot=False, lock=True)
+            if found is not None and connections[self.tables.using].vendor == "postgresql":
+                # Read again now that the run row is ours: after waiting for its lock, PostgreSQL
+                # re-reads only the locked run row, and the joined call rows may predate the
+                # decision (or the escalation) that held it.
+                found = self.tables.one_run(run_id, agent_id=agent_id, with_snapshot=False)
             if found is None:
                 raise RunNotFound(run_id)
             row, call_rows = found

@@ -192,7 +192,17 @@ def seen_card(
     """A waiting run's card as ``viewer`` sees it (``shown``: ``run_card``'s arguments): the receipt of
     their own decision held on one of its calls, with its Undo, as the page that took it showed it
     (``folded``: the queue's one line); otherwise the run, the calls others hold marked as taken."""
-    mine = next((h for h in held.values() if h.run_id == run.run_id and h.username == viewer), None)
+    # (Only a hold on a call that still waits: one another door decided between its check and its
+    # row is a lost race, taken as such when its window ends, and the run shows as it waits now.)
+    waiting = {c.tool_call_id for c in run.tool_calls}
+    mine = next(
+        (
+            h
+            for h in held.values()
+            if h.run_id == run.run_id and h.username == viewer and h.tool_call_id in waiting
+        ),
+        None,
+    )
     if mine is not None:
         return outcome_card(
             held_outcome(mine, run),

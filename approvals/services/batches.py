@@ -224,13 +224,15 @@ def batch_run(batch_id: int) -> dict[str, int]:
     batch = Batch.objects.get(pk=batch_id)
     if batch.state != Batch.State.RUNNING:
         return batch_counts(batch)
-    access = _access_for(batch)
     for item in batch.items.filter(state=BatchItem.State.PENDING):
         taken = BatchItem.objects.filter(pk=item.pk, state=BatchItem.State.PENDING).update(
             state=BatchItem.State.DECIDING
         )
         if taken != 1:
             continue
+        # The reviewer's rights as they are now, for each call: a batch can run long (each call's
+        # continuation may run in it), and one who lost the right decides nothing more.
+        access = _access_for(batch)
         state: str = BatchItem.State.SKIPPED
         detail = NOT_ALLOWED
         if access is not None:
