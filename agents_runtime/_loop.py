@@ -230,8 +230,8 @@ class AgentContext:
     store: RunStore
     #: The agent's own tools by name (a sub-agent's are found with ``find_tool``).
     tools: Mapping[str, Tool]
-    #: The tool a call of this agent's runs names: its own, or a sub-agent's.
-    find_tool: Callable[[str], Tool | None]
+    #: The tool a call of this agent's runs names: its own, or a sub-agent's (``tool_of``: a call's).
+    find_tool: Callable[..., Tool | None]
     #: The context of a sub-agent (or of another agent of the runtime) by id; ``KeyError`` if none.
     agent: Callable[[str], AgentContext]
     #: The pydantic-ai agent that runs this agent's model and tools (built on first use).
@@ -358,7 +358,7 @@ def decision_rule(ctx: AgentContext, request: DecisionRequest) -> DecisionRule:
         edits = None if request.edited_args is None else validated_edits(ctx, call, request.edited_args)
         if edits is not None and policy.fingerprint(request.edited_args) == policy.fingerprint(call.args):
             edits = None  # nothing was changed: a plain approval, recorded as one
-        tool = ctx.find_tool(call.tool_name)
+        tool = tool_of(ctx, call)
         decision = Decision(
             action=checked,
             decided_at=ctx.clock(),
@@ -448,7 +448,7 @@ def validated_decision(
         )
     if action in (DecisionAction.DECLINE, DecisionAction.CANCEL):
         return action, reason, None
-    spec = ctx.find_tool(call.tool_name)
+    spec = tool_of(ctx, call)
     if spec is not None:
         validated = spec.validate_resume_data(resume_data)
     else:
@@ -475,9 +475,16 @@ def validated_edits(ctx: AgentContext, call: ParkedCall, edited_args: Any) -> di
 def call_tool(ctx: AgentContext, call: ParkedCall) -> Tool | None:
     """The tool a call names, as it applies to this call: a call that brought its own argument schema
     and title (an external agent's request) is checked and shown by them."""
-    spec = ctx.find_tool(call.tool_name)
+    spec = tool_of(ctx, call)
     context = call.context or {}
     return None if spec is None else spec.for_call(context.get("args_schema"), context.get("title"))
+
+
+def tool_of(ctx: AgentContext, call: ParkedCall) -> Tool | None:
+    """The tool a parked call names: a supervisor's mirror of a sub-agent's call is that sub-agent's
+    tool (its rules decide it), not a namesake the supervisor or another sub-agent has."""
+    via = call.delegation.agent_id if call.delegation is not None else None
+    return ctx.find_tool(call.tool_name, via) if via is not None else ctx.find_tool(call.tool_name)
 
 
 def pick_call(run: StoredRun, tool_call_id: str | None) -> ParkedCall:

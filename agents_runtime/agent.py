@@ -168,13 +168,31 @@ class Agent:
             raise KeyError(agent_id)
         return self._runtime.get_agent(agent_id)._context()
 
-    def find_tool(self, name: str) -> Tool | None:
-        """The tool a call of this agent's runs names: its own, or a sub-agent's (beyond Mastra)."""
+    def find_tool(self, name: str, via: str | None = None) -> Tool | None:
+        """The tool a call of this agent's runs names: its own, or a sub-agent's (beyond Mastra).
+
+        ``via``: the sub-agent whose inner run the call lives in (a supervisor's mirror of it:
+        ``Delegation.agent_id``): that sub-agent's tool, never a namesake of the supervisor's or of
+        another sub-agent's, whose rules (risky values, votes, separation of duties, resume schema)
+        would stand in for its own."""
+        if via is not None and via != self.id:
+            sub = self._sub_agent(via)
+            if sub is not None:
+                return sub.find_tool(name)
         found = self._tools_by_name.get(name)
         for sub in self.agents:
             if found is None:
                 found = sub.find_tool(name)
         return found
+
+    def _sub_agent(self, agent_id: str) -> Agent | None:
+        for sub in self.agents:
+            if sub.id == agent_id:
+                return sub
+            found = sub._sub_agent(agent_id)
+            if found is not None:
+                return found
+        return None
 
     # -- starting runs ---------------------------------------------------------------------------
 

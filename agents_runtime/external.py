@@ -260,7 +260,7 @@ class ExternalAgent(Agent):
         self.description = description
         self.rules = dict(tools)
 
-    def find_tool(self, name: str) -> Tool | None:
+    def find_tool(self, name: str, via: str | None = None) -> Tool | None:
         if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
             return None
         return ExternalTool.named(name, self.rules.get(name))

@@ -18,7 +18,8 @@ The rules, in the order they are checked:
    risky) is approved only with ``Confirmation.RISKY``; by a standing grant only if the grant was made
    for risky calls; by a deadline's default never. Code calling the runtime itself is trusted;
 5. separation of duties and votes (``tool(separate_duties=True, approvals=N)``, or a routing rule's
-   ``two``: ``required_approvals``); a deadline's default never approves a call that needs votes.
+   ``two``: ``required_approvals``); a deadline's default never approves a call that needs votes or
+   another reviewer than its starter, and a routing rule never approves its author's own run's call.
 """
 
 from __future__ import annotations
@@ -174,6 +175,15 @@ def admit(request: DecisionRequest, run: StoredRun, call: ParkedCall, host: Poli
         raise _refusal(
             NotTheRequester, "The agent that asked may only cancel its request", run, call, request.actor
         )
+    if request.origin == Origin.REQUESTER and run.started_by is not None and request.actor != run.started_by:
+        # Whoever else may reach the request (a reviewer's token) declines it at the desk instead.
+        raise _refusal(
+            NotTheRequester,
+            f"Only {run.started_by}, who asked, may cancel this request: decline it instead",
+            run,
+            call,
+            request.actor,
+        )
 
 
 def verdict(
@@ -185,7 +195,16 @@ def verdict(
     if _approves(decision) and _risky(request, run, call, tool, decision):
         # The record says the grant approved a risky call, and that it was made to.
         decision = replace(decision, reason=RISKY_BY_GRANT)
-    return _votes(run, call, tool, decision)
+    return _votes(run, call, tool, decision, approver=_approver(request, decision))
+
+
+def _approver(request: DecisionRequest, decision: Decision) -> str | None:
+    """Whose approval this is, for separation of duties: the reviewer's (a grant's: its maker's, the
+    grant's actor); a routing rule's is its author's, in whose name it decides (its actor is its
+    label)."""
+    if request.origin == Origin.RULE and request.rule is not None:
+        return request.rule.author
+    return decision.actor
 
 
 def _refusal(
@@ -287,7 +306,9 @@ def _risky(
     raise _refusal(RiskyNotConfirmed, message, run, call, request.actor)
 
 
-def _votes(run: StoredRun, call: ParkedCall, tool: Tool | None, decision: Decision) -> Decision | Vote:
+def _votes(
+    run: StoredRun, call: ParkedCall, tool: Tool | None, decision: Decision, *, approver: str | None
+) -> Decision | Vote:
     """Separation of duties, and a tool that needs several approvals (one vote each).
 
     Each vote approves one set of arguments (the reviewer's edits, or the model's). A vote for other
@@ -298,35 +319,10 @@ def _votes(run: StoredRun, call: ParkedCall, tool: Tool | None, decision: Decisi
         return decision  # a decline declines at once, whoever votes; answers are not votes
     required = required_approvals(call, tool)
     if decision.action == DecisionAction.EXPIRE:
-        if required == 1:
-            return decision
-        raise _refusal(
-            ApprovalsNotGiven,
-            f"Tool {call.tool_name!r} needs {required} approvals by distinct reviewers "
-            f"({len(call.votes)} given): nobody answering approves nothing",
-            run,
-            call,
-            None,
-        )
+        return _nobody_answering(run, call, tool, decision, required)
     actor = decision.actor
     if tool is not None and tool.separate_duties:
-        if actor is None:
-            raise _refusal(
-                SelfApprovalRefused,
-                f"Tool {call.tool_name!r} separates duties: an approval must name its reviewer",
-                run,
-                call,
-                actor,
-            )
-        if actor == run.started_by:
-            raise _refusal(
-                SelfApprovalRefused,
-                f"{actor} started run {run.run_id!r} and may not approve its {call.tool_name!r} call "
-                "(separation of duties): another reviewer must approve it",
-                run,
-                call,
-                actor,
-            )
+        _separate_duties(run, call, actor, approver)
     if required == 1:
         return decision
     if actor is None:
@@ -354,6 +350,53 @@ def _votes(run: StoredRun, call: ParkedCall, tool: Tool | None, decision: Decisi
     if len(prior) + 1 < required:
         return Vote(approval=decision, votes=(*prior, decision), required=required)
     return decision
+
+
+def _nobody_answering(
+    run: StoredRun, call: ParkedCall, tool: Tool | None, decision: Decision, required: int
+) -> Decision:
+    """A deadline's default approval: only of a call that needs one approval, by anyone."""
+    if tool is not None and tool.separate_duties:
+        # (Its approval names a reviewer other than the starter; nobody answering names none.)
+        raise _refusal(
+            ApprovalsNotGiven,
+            f"Tool {call.tool_name!r} separates duties: a reviewer other than its run's starter "
+            "approves it, and nobody answering approves nothing",
+            run,
+            call,
+            None,
+        )
+    if required == 1:
+        return decision
+    raise _refusal(
+        ApprovalsNotGiven,
+        f"Tool {call.tool_name!r} needs {required} approvals by distinct reviewers "
+        f"({len(call.votes)} given): nobody answering approves nothing",
+        run,
+        call,
+        None,
+    )
+
+
+def _separate_duties(run: StoredRun, call: ParkedCall, actor: str | None, approver: str | None) -> None:
+    """An approval of a tool that separates duties names its reviewer, who did not start the run."""
+    if actor is None or approver is None:
+        raise _refusal(
+            SelfApprovalRefused,
+            f"Tool {call.tool_name!r} separates duties: an approval must name its reviewer",
+            run,
+            call,
+            actor,
+        )
+    if approver == run.started_by:
+        raise _refusal(
+            SelfApprovalRefused,
+            f"{approver} started run {run.run_id!r} and may not approve its {call.tool_name!r} call "
+            "(separation of duties): another reviewer must approve it",
+            run,
+            call,
+            actor,
+        )
 
 
 def required_approvals(call: ParkedCall, tool: Tool | None) -> int:

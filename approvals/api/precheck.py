@@ -64,7 +64,7 @@ def check(agent: Agent, call: AgentRunToolCall | None, action: Action, body: Dec
         raise _refusal(exc, _root(action, body)) from None
     if call is None or action == "decline":
         return
-    tool = agent.find_tool(call.tool_name)
+    tool = agent.find_tool(call.tool_name, call.via_agent_id)
     if tool is not None and call.context is not None:
         tool = tool.for_call(call.context.args_schema, call.context.title)
     if call.requires_approval:

@@ -88,9 +88,10 @@ def tool_call_json(call: AgentRunToolCall, version: str = "") -> dict[str, Any]:
     return out
 
 
-def tool_version(agent: Agent | None, tool_name: str) -> str:
-    """The version of ``agent``'s tool (what a decision is bound to with the call), "" if unknown."""
-    tool = agent.find_tool(tool_name) if agent is not None else None
+def tool_version(agent: Agent | None, tool_name: str, via: str | None = None) -> str:
+    """The version of ``agent``'s tool (what a decision is bound to with the call), "" if unknown;
+    ``via``: the sub-agent whose call a supervisor's run mirrors (its tool)."""
+    tool = agent.find_tool(tool_name, via) if agent is not None else None
     return tool.version if tool is not None else ""
 
 
@@ -102,7 +103,9 @@ def run_json(run: AgentRun, agent: Agent | None = None) -> dict[str, Any]:
     if run.resource_id is not None:
         out["resourceId"] = run.resource_id
     out["suspendedAt"] = iso(run.suspended_at)
-    out["toolCalls"] = [tool_call_json(c, tool_version(agent, c.tool_name)) for c in run.tool_calls]
+    out["toolCalls"] = [
+        tool_call_json(c, tool_version(agent, c.tool_name, c.via_agent_id)) for c in run.tool_calls
+    ]
     return out
 
 

@@ -112,7 +112,9 @@ class WhyView:
 def find_tool(agent: Agent | None, tool_name: str, call: AgentRunToolCall | None = None) -> Tool | None:
     """The tool a call names; given the call, as it applies to it (an external agent's request brings
     its own argument schema and title: ``Tool.for_call``)."""
-    tool = agent.find_tool(tool_name) if agent is not None else None
+    # (A supervisor's mirror of a sub-agent's call: that sub-agent's tool, as the runtime judges it.)
+    via = call.via_agent_id if call is not None else None
+    tool = agent.find_tool(tool_name, via) if agent is not None else None
     context = call.context if call is not None else None
     if tool is None or context is None:
         return tool
@@ -230,14 +232,16 @@ def deadline_view(
 
 def expiry_approves(call: AgentRunToolCall, tool: Tool | None) -> bool:
     """Whether nobody answering would approve ``call`` as its deadline says: the runtime's rules
-    decline instead a call that is not an approval, whose tool may have run, that is risky or that
-    needs several approvals (``agents_runtime.policy``, ``_loop.expire_call``)."""
+    decline instead a call that is not an approval, whose tool may have run, that is risky, that
+    needs several approvals or another reviewer than its starter (``agents_runtime.policy``,
+    ``_loop.expire_call``)."""
     return (
         call.on_expiry == "approve"
         and call.requires_approval
         and call.tool_started_at is None
         and not needs_confirmation(tool, call.args)
         and approvals_required(call, tool) == 1
+        and not (tool is not None and tool.separate_duties)
     )
 
 

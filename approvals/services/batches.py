@@ -76,7 +76,7 @@ def _decidable(run: AgentRun, call: AgentRunToolCall) -> _Found:
 
 def _fingerprint(agent: Agent, call: AgentRunToolCall) -> str:
     """What the preview shows of a call, as a decision is bound to it (arguments, preview, tool version)."""
-    tool = agent.find_tool(call.tool_name)
+    tool = agent.find_tool(call.tool_name, call.via_agent_id)
     return shown(call, tool.version if tool is not None else "")
 
 

@@ -38,6 +38,7 @@ from agents_runtime import (
     ExternalCall,
     InvalidExternalCall,
     InvalidResumeData,
+    NotTheRequester,
     RunAlreadyDecided,
     RunNotFound,
     ToolCallNotSuspended,
@@ -365,6 +366,8 @@ async def cancel(row: ApprovalRequest, *, actor: str, reason: str | None) -> Req
         await decisions.acancel(agent, row.run_id, row.tool_call_id, actor=actor, reason=reason)
     except InvalidResumeData as exc:
         raise RequestRefused(400, str(exc), "invalid_body", [_issue("reason", str(exc))]) from None
+    except NotTheRequester as exc:
+        raise RequestRefused(403, str(exc), exc.rule) from None
     except (RunAlreadyDecided, RunNotFound, ToolCallNotSuspended, DecisionRefused):
         state = await sync_to_async(state_of)(row)
         raise RequestRefused(

@@ -107,7 +107,9 @@ def run_out(
                 preview=c.context.preview if c.context is not None else None,
                 approved_preview=c.context.approved_preview if c.context is not None else None,
                 recheck=c.context.recheck if c.context is not None else None,
-                fingerprint=shown(c, tool_version(agent, c.tool_name)) if c.requires_approval else None,
+                fingerprint=shown(c, tool_version(agent, c.tool_name, c.via_agent_id))
+                if c.requires_approval
+                else None,
             )
             for c in run.tool_calls
         ],
