@@ -17,6 +17,7 @@ from typing import Any
 import uvicorn
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from mcp.server import Server, ServerRequestContext
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
@@ -24,7 +25,9 @@ from mcp.server.stdio import stdio_server
 from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams
 from pydantic import AnyHttpUrl
 
+from approvals import agents
 from approvals.mcp.gateway import Caller, Gateway
+from approvals.policy import Access
 from approvals.services import tokens
 
 SESSION_META = "countersign/session"
@@ -99,16 +102,31 @@ async def serve_stdio(gateway: Gateway, *, session: str) -> None:
 
 class DeskTokens:
     """The SDK's ``TokenVerifier`` on the desk's API tokens: a person's token (not an external
-    agent's, which only reaches its own requests) is the client, its user the calls' end user."""
+    agent's, which only reaches its own requests) is the client, its user the calls' end user. Only
+    a person who may ask for the gateway's agent, as ``/api/v1/approval-requests`` asks (who may
+    start its runs): any other token is refused (401), its calls never reaching an upstream."""
+
+    def __init__(self, agent_id: str) -> None:
+        self.agent_id = agent_id
 
     async def verify_token(self, token: str) -> AccessToken | None:
         try:
             found = await sync_to_async(tokens.authenticated)(token)
         except tokens.InvalidToken:
             return None
-        if found.external_agent_id is not None:
+        if found.external_agent_id is not None or not await sync_to_async(_may_ask)(
+            found.user, self.agent_id
+        ):
             return None
         return AccessToken(token=token, client_id=found.user.get_username(), scopes=[])
+
+
+def _may_ask(user: Any, agent_id: str) -> bool:
+    try:
+        Access.of(user).for_agent(agent_id).require_start()
+    except (agents.UnknownAgent, PermissionDenied):
+        return False
+    return True
 
 
 def http_server(gateway: Gateway, *, host: str, port: int, path: str = "/mcp") -> uvicorn.Server:
@@ -118,7 +136,7 @@ def http_server(gateway: Gateway, *, host: str, port: int, path: str = "/mcp") -
         # Bearer tokens checked here; no OAuth routes (the desk issues tokens: manage.py api_token).
         issuer = settings.COUNTERSIGN_BASE_URL or f"http://{host}:{port}"
         auth = {
-            "token_verifier": DeskTokens(),
+            "token_verifier": DeskTokens(gateway.config.agent),
             "auth": AuthSettings(issuer_url=AnyHttpUrl(issuer), resource_server_url=None),
         }
     app = build(gateway).streamable_http_app(streamable_http_path=path, host=host, **auth)

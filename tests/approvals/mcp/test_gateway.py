@@ -30,7 +30,7 @@ from typing import Any, cast
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.test import AsyncClient
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -488,7 +488,7 @@ async def test_over_http_a_persons_api_token_is_the_client_and_its_user_the_end_
         return 200
 
     assert await asyncio.to_thread(unauthenticated) == 401
-    carl = await sync_to_async(make_user)("carl")
+    carl = await sync_to_async(make_user)("carl", "Reviewers")
     token = await sync_to_async(lambda: create_token(carl, name="mcp").plaintext)()
     async with connect(token) as client:
         assert text(await client.call_tool("files.echo", {"text": "hi"})) == "hi"
@@ -498,6 +498,30 @@ async def test_over_http_a_persons_api_token_is_the_client_and_its_user_the_end_
         assert (await decide(reviewer_api, row, "decline", {"reason": "no"})).status_code == 200
         assert (await asyncio.wait_for(call, 30)).is_error
     assert upstream.calls("delete_file") == []
+
+
+@pytest.mark.parametrize("connect", ["http-tokens"], indirect=True)
+async def test_over_http_only_a_person_who_may_ask_for_the_gateways_agent_may_call(
+    connect: Connect, upstream: Upstream
+) -> None:
+    """As ``/api/v1/approval-requests`` asks: the token of someone who may not start the agent's
+    runs is refused, and its calls reach no upstream, not even a pass-through tool's."""
+    nora = await sync_to_async(make_user)("nora")  # signs in, in no group
+    token = await sync_to_async(lambda: create_token(nora, name="mcp").plaintext)()
+    url = connect.url  # type: ignore[attr-defined]
+
+    def answer(bearer: str) -> int:
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {bearer}"}
+        try:
+            urllib.request.urlopen(urllib.request.Request(url, data=b"{}", headers=headers), timeout=10)
+        except urllib.error.HTTPError as refused:
+            return refused.code
+        return 200
+
+    assert await asyncio.to_thread(answer, token) == 401
+    await sync_to_async(lambda: nora.groups.add(Group.objects.get(name="Reviewers")))()
+    assert await asyncio.to_thread(answer, token) != 401  # (now let in: the request itself is bad)
+    assert upstream.calls("echo") == []
 
 
 @pytest.mark.parametrize("connect", ["http"], indirect=True)
