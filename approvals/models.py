@@ -1225,6 +1225,9 @@ class ApprovalRequest(models.Model):
     deadline_at = models.DateTimeField(null=True, blank=True)
     deadline_default = models.CharField(max_length=16, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    #: Who asked (its run's ``started_by``): only they withdraw it or report running it ("": asked
+    #: before this was kept).
+    asked_by = models.CharField(max_length=150, blank=True)
     #: ``Idempotency-Key``: a retry with the same key and body finds this row (the unique constraint
     #: settles two at once); ``body_digest`` tells a retry from another request under the same key.
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001

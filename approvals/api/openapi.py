@@ -131,7 +131,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "post",
         _REQUESTS + "/{requestId}/cancel",
         "cancelApprovalRequest",
-        "Withdraw a pending approval request (409 once decided)",
+        "Withdraw a pending approval request (only whoever asked; 409 once decided)",
         s.ApprovalRequestOut,
         body=s.CancelBody,
         errors=(400, 401, 403, 404, 409),
@@ -141,7 +141,8 @@ OPERATIONS: tuple[Operation, ...] = (
         "post",
         _REQUESTS + "/{requestId}/result",
         "reportApprovalRequestResult",
-        "Report what running the approved call did (once; 409 unless approved and not reported)",
+        "Report what running the approved call did (only whoever asked, once; 409 unless approved and not "
+        "reported)",
         s.ApprovalRequestOut,
         body=s.ResultBody,
         errors=(400, 401, 403, 404, 409),
@@ -153,7 +154,8 @@ _REASONS = {
     400: "Invalid query or body: `issues` names each field",
     401: "No valid Bearer token",
     403: "The user may not see this agent, lacks the permission, or may not approve this call (they"
-    " started its run and the tool separates duties, or they already approved it)",
+    " started its run and the tool separates duties, or they already approved it); an approval request"
+    " is withdrawn or reported on only by whoever asked",
     404: "Unknown agent, or no such suspended run / parked call",
     409: "Already decided (by whom, when), or a rerun not confirmed; a request decided already, or not "
     "approved, or its result reported already",

@@ -203,6 +203,7 @@ def _reserve(
                 deadline_at=None if deadline is None else now + deadline.expires_after,
                 deadline_default="" if deadline is None else deadline.on_expiry,
                 created_at=now,
+                asked_by=(call.started_by or "")[:150],
                 idempotency_key=key,
                 body_digest=digest,
             )
@@ -381,6 +382,10 @@ def report(row: ApprovalRequest, *, ok: bool, output: str, actor: str) -> Reques
     its decision, so its run's record reads shown, decided, executed); 409 unless approved and not
     reported yet."""
     output = clean_text(output)[:MAX_OUTPUT_CHARS]
+    if row.asked_by and actor != row.asked_by:
+        raise RequestRefused(
+            403, f"Only {row.asked_by}, who asked, reports what running the call did", "not_the_requester"
+        )
     with transaction.atomic():
         state = state_of(row)
         if state.status != "approved":

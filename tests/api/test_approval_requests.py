@@ -237,6 +237,20 @@ async def test_cancellations_count_against_the_tokens_rate_limit(payer: Api, set
     assert json.loads((await payer.get(f"{REQUESTS}/{second['id']}")).content)["status"] == "pending"
 
 
+async def test_only_whoever_asked_reports_running_the_call(payer: Api, reviewer_token: str) -> None:
+    """A reviewer who may ask for the agent too cannot write what running it did in the asker's
+    place (and so keep the asker from reporting it)."""
+    asked = await ask(payer)
+    assert (await Api(reviewer_token).post(approve_path(asked["id"]), {})).status_code == 200
+
+    forged = await Api(reviewer_token).post(f"{REQUESTS}/{asked['id']}/result", {"ok": True, "output": "x"})
+
+    assert forged.status_code == 403 and json.loads(forged.content)["code"] == "not_the_requester"
+    reported = await payer.post(f"{REQUESTS}/{asked['id']}/result", {"ok": True, "output": "paid"})
+    assert reported.status_code == 200
+    assert json.loads(reported.content)["result"]["output"] == "paid"
+
+
 async def test_tokens_are_scoped(payer_token: str, reviewer_token: str, mastra: Runtime) -> None:
     payer = Api(payer_token)
     # An agent's token reaches nothing else of the API ...
