@@ -30,7 +30,18 @@ from urllib.parse import quote, unquote
 from django.conf import settings
 from django.urls import get_script_prefix, get_urlconf, reverse
 
+from agents_runtime.untrusted import text_problem
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+#: The longest id the store keeps (runs, calls, agents, threads).
+MAX_ID_LENGTH = 255
+
+
+def storable(value: object) -> bool:
+    """Whether ``value`` is an id a database can compare, as posted in a form or a page link: text, at
+    most ``MAX_ID_LENGTH`` characters, no NUL (PostgreSQL refuses it), no lone surrogate (no encoding
+    holds it). Anything else names nothing stored."""
+    return isinstance(value, str) and len(value) <= MAX_ID_LENGTH and text_problem(value) is None
 
 
 def safe(value: object) -> str:

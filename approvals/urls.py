@@ -62,6 +62,6 @@ urlpatterns = [
     path("health/", health_views.queue_health, name="health"),
     path("profile/time-zone/", profile.time_zone_set, name="time_zone"),
     path("account/api-tokens/", tokens.api_tokens, name="api_tokens"),
-    path("account/api-tokens/<str:key_id>/revoke", tokens.api_token_revoke, name="api_token_revoke"),
+    path("account/api-tokens/<id:key_id>/revoke", tokens.api_token_revoke, name="api_token_revoke"),
     path("account/notifications/", notification_views.notification_settings, name="notifications"),
 ]

@@ -122,6 +122,9 @@ def _run_input(request: HttpRequest) -> RunAgentInput:
     issues = []
     for name, value in (("threadId", run_input.thread_id), ("runId", run_input.run_id)):
         problem = params.id_problem(value) or ("" if value else "Must not be empty")
+        if not problem and name == "runId" and not params.RUN_ID.match(value):
+            # It names the run it starts, whose pages and routes carry it as one URL path segment.
+            problem = params.RUN_ID_RULE
         if problem:
             issues.append(issue(name, problem))
     if issues:

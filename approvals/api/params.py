@@ -264,14 +264,16 @@ class Start:
     run_id: str | None = None
 
 
-#: A caller's run id: what a URL path segment carries as it is (the run's pages and routes name it).
-RUN_ID = re.compile(rf"^[A-Za-z0-9._:@~-]{{1,{MAX_ID_LENGTH}}}$")
+#: A caller's run id: what a URL path segment carries as it is (the run's pages and routes name it);
+#: not "." or "..", path segments a browser resolves away (``/runs/../`` is ``/``).
+RUN_ID = re.compile(rf"^(?!\.\.?$)[A-Za-z0-9._:@~-]{{1,{MAX_ID_LENGTH}}}$")
+RUN_ID_RULE = f"Invalid run id: 1 to {MAX_ID_LENGTH} of letters, digits and ._:@~- (not . or ..)"
 
 
 def _run_id(body: dict[str, Any], issues: list[dict[str, str]]) -> str | None:
     value = _string(body, "runId", issues, required=False)
     if value is not None and not RUN_ID.match(value):
-        issues.append(issue("runId", f"Invalid run id: 1 to {MAX_ID_LENGTH} of letters, digits and ._:@~-"))
+        issues.append(issue("runId", RUN_ID_RULE))
         return None
     return value
 

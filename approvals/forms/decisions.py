@@ -14,6 +14,7 @@ from django.core import signing
 from agents_runtime import Confirmation, untrusted
 from agents_runtime.grants import MAX_CONDITION_LENGTH, InvalidGrant, compile_condition
 from agents_runtime.store import DecisionAction
+from approvals import ids
 
 
 class DeclineForm(forms.Form):
@@ -261,3 +262,18 @@ def posted_fingerprint(data: Any) -> str | None:
     if not isinstance(value, str) or not value:
         return None
     return value[:_MOST_SEEN]
+
+
+def posted_selection(values: Sequence[str]) -> list[tuple[str, str]]:
+    """The inbox's bulk selection as posted: ``call`` values, each a JSON ``[run_id, tool_call_id]``
+    pair. Anything else, and ids that name nothing stored (too long, NUL, a lone surrogate: no
+    database compares them), is ignored."""
+    pairs = []
+    for value in values:
+        try:
+            run_id, tool_call_id = json.loads(value)
+        except (ValueError, TypeError, RecursionError):
+            continue
+        if ids.storable(run_id) and ids.storable(tool_call_id):
+            pairs.append((run_id, tool_call_id))
+    return pairs

@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from agents_runtime.store import RECORDED_OUTCOMES, CallKind, DecisionAction, choices
-from approvals import times
+from approvals import ids, times
 
 _DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
 DEFAULT_PER_PAGE = 20
@@ -305,7 +305,7 @@ class QueuePositionField(forms.CharField):
             place = (None if deadline is None else _moment(deadline), _moment(suspended_at), run_id)
         except (binascii.Error, UnicodeDecodeError, ValueError, TypeError):
             place = None
-        if place is None or not isinstance(place[2], str):
+        if place is None or not ids.storable(place[2]):
             raise forms.ValidationError(
                 "This page link is damaged: start again from the top of the queue.", code="invalid"
             )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.contrib import messages
@@ -15,7 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 from agents_runtime import Agent
 from approvals import agents, queries, services, tasks
 from approvals.cards import batch as batch_view
-from approvals.forms.decisions import BatchStartForm
+from approvals.forms.decisions import BatchStartForm, posted_selection
 from approvals.forms.filters import InboxFilterForm
 from approvals.models import Batch, FollowedAgent
 from approvals.views.base import (
@@ -26,19 +25,6 @@ from approvals.views.base import (
     render_page,
     visible_agent,
 )
-
-
-def _selection(request: HttpRequest) -> list[tuple[str, str]]:
-    """The posted ``call`` values: JSON ``[run_id, tool_call_id]`` pairs (others are ignored)."""
-    pairs = []
-    for value in request.POST.getlist("call"):
-        try:
-            run_id, tool_call_id = json.loads(value)
-        except (ValueError, TypeError):
-            continue
-        if isinstance(run_id, str) and isinstance(tool_call_id, str):
-            pairs.append((run_id, tool_call_id))
-    return pairs
 
 
 @deciding(to="decide calls in bulk")
@@ -57,7 +43,7 @@ def batch_new(request: HtmxHttpRequest, agent_id: str) -> HttpResponse:
         query_dict = {k: str(v) for k, v in request.GET.items() if k not in {"page", "per_page"}}
         batch = services.batch_prepare(access, filters=form.filters(), query=query_dict)
     else:
-        selection = _selection(request)
+        selection = posted_selection(request.POST.getlist("call"))
         if not selection:
             messages.error(request, "Select at least one call (its checkbox, or x on the keyboard).")
             return redirect(back)

@@ -44,10 +44,16 @@ def _storable(value: str) -> str:
 StoredText = Annotated[str, AfterValidator(_storable)]
 
 
+#: What pydantic would read as Unix seconds: "2026" (a year) as 1970-01-01T00:33:46Z.
+_BARE_NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
+
+
 def _date_as_date(value: Any) -> Any:
     # pydantic would read "2026-06-01" as that day's first moment, and the bound would not be the day.
     if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
         return date.fromisoformat(value)
+    if isinstance(value, str) and _BARE_NUMBER.fullmatch(value):
+        raise ValueError("expected an ISO 8601 date (YYYY-MM-DD) or date-time, not a number")
     return value
 
 
