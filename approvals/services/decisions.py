@@ -229,7 +229,11 @@ def _hold(access: AgentAccess, request: DecisionRequest, run: AgentRun) -> Decis
     call = next(c for c in run.tool_calls if c.tool_call_id == request.tool_call_id)
     if request.edited_args is not None and same_json(request.edited_args, call.args):
         request = replace(request, edited_args=None)  # a plain approval, held as one
-    held = holds.hold_create(access, request, run, window=undo_window())
+    try:
+        held = holds.hold_create(access, request, run, window=undo_window())
+    except RunAlreadyDecided as decided:
+        attempt = Attempt(error=decided, edited_args=request.edited_args)
+        return _recorded(access.access, access.agent.id, attempt, request)
     if held is None:
         # Someone held a decision on the call since the check: theirs is first.
         other = holds.held_on(run.run_id, call.tool_call_id)

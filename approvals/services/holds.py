@@ -25,10 +25,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from agents_runtime import AgentRun, Confirmation, DecisionRequest, Origin, RunNotFound
+from agents_runtime import AgentRun, Confirmation, DecisionRequest, Origin, RunAlreadyDecided, RunNotFound
 from agents_runtime.store import DecisionAction, Outcome, Verdict
 from approvals import live
-from approvals.models import AuditEntry, HeldDecision
+from approvals.models import AuditEntry, HeldDecision, ParkedCallRecord
 from approvals.policy import DECIDE_PERMISSION, AgentAccess
 
 #: A commit that started this long ago and left its row (its process died mid-way) is tried again:
@@ -42,8 +42,8 @@ def hold_create(
     access: AgentAccess, request: DecisionRequest, run: AgentRun, *, window: timedelta
 ) -> HeldDecision | None:
     """Hold ``request`` (the rules let it through just now) on the call of ``run`` it names for
-    ``window``; None when another decision is held on the call already (the caller reports the lost
-    race)."""
+    ``window``; None when another decision is held on the call already, ``RunAlreadyDecided`` when
+    another door decided it since the rules were checked (the caller reports the lost race)."""
     call = next(c for c in run.tool_calls if c.tool_call_id == request.tool_call_id)
     now = timezone.now()
     commit_at = now + window
@@ -70,10 +70,21 @@ def hold_create(
                 held_at=now,
                 commit_at=commit_at,
             )
+            _still_waiting(run.run_id, call.tool_call_id)
             _announce("call-held", held)
     except IntegrityError:
         return None
     return held
+
+
+def _still_waiting(run_id: str, tool_call_id: str) -> None:
+    """``RunAlreadyDecided`` (the hold taken back) if the call no longer waits: a door that decided it
+    between the rules' check and the hold's row (any door after the row sees the hold, and waits)."""
+    call = ParkedCallRecord.objects.filter(run__run_id=run_id, tool_call_id=tool_call_id)
+    decided = call.values("action", "actor", "decided_at").first()
+    if decided is None or decided["action"] is not None:
+        by, at = (decided["actor"], decided["decided_at"]) if decided is not None else (None, None)
+        raise RunAlreadyDecided(run_id=run_id, tool_call_id=tool_call_id, decided_by=by, decided_at=at)
 
 
 def held_on(run_id: str, tool_call_id: str) -> HeldDecision | None:

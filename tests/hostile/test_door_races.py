@@ -70,9 +70,15 @@ def test_a_hold_on_a_call_decided_meanwhile_does_not_break_the_holders_pages(
         return real_hold_create(*args, **kwargs)
 
     monkeypatch.setattr(holds, "hold_create", hold_after_ada_declined)
-    reviewer_client.post(call_url(run.run_id, refund.tool_call_id, "approve"), {"agent": "helpdesk"}, **HX)
+    receipt = reviewer_client.post(
+        call_url(run.run_id, refund.tool_call_id, "approve"), {"agent": "helpdesk"}, **HX
+    ).content.decode()
     monkeypatch.setattr(holds, "hold_create", real_hold_create)
 
+    # The receipt says ada's decline was first, not that rita's approval waits to be taken.
+    assert "unless you undo" not in receipt and "Undo" not in receipt
+    assert "already decided" in receipt and "ada" in receipt, receipt
+    assert not HeldDecision.objects.filter(run_id=run.run_id).exists()
     for page in ("/", f"/runs/{run.run_id}/", "/queue/"):
         assert reviewer_client.get(page).status_code == 200, page
     assert agents.executed["refund"].count == 0
