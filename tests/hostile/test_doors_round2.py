@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.contrib.auth.models import User
 from django.test import Client
 
 from agents_runtime import Agent, Call, Reply, Runtime, scripted_model, tool
@@ -21,31 +19,12 @@ from approvals.policy import Access
 from approvals.services import rules as rule_services
 from approvals.services.requests import agent_token, register
 from approvals.services.rules import RuleTerms
-from approvals.services.tokens import create_token
 from approvals.store import DjangoRunStore
+from tests.support.api import token_caller
 from tests.support.runtime_helpers import ToolLog
 from tests.support.users import ensure_groups, make_user
 
 HX = {"HTTP_HX_REQUEST": "true"}
-
-
-def api(user: User) -> Callable[..., Any]:
-    client = Client()
-    token = create_token(user, name="door").plaintext
-
-    def call(method: str, path: str, body: Any = None) -> Any:
-        headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
-        if method == "GET":
-            return client.get(path, **headers)
-        return client.post(path, json.dumps(body or {}), content_type="application/json", **headers)
-
-    return call
-
-
-def signed_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def waiting(runtime: Runtime, agent_id: str) -> list[str]:
@@ -105,10 +84,10 @@ def test_a_sub_agents_call_is_judged_by_its_own_tool_not_by_a_sibling_namesake(
     url = f"/api/v1/agents/desk/runs/{started.run_id}/calls/{call_id}/approve"
 
     # treasury's refund asks for "I checked this", two approvals, and never its starter's.
-    answer = api(rita)("POST", url, {})
+    answer = token_caller(rita)("POST", url, {})
 
     assert answer.status_code == 409 and answer.json()["code"] == "risky_unconfirmed", answer.content
-    confirmed = api(rita)("POST", url, {"confirm": True})
+    confirmed = token_caller(rita)("POST", url, {"confirm": True})
     assert confirmed.status_code == 403 and "separation of duties" in confirmed.json()["error"]
     assert log.calls == [] and waiting(runtime, "desk") == [started.run_id]
 
@@ -154,7 +133,7 @@ def test_an_allow_rule_never_approves_a_call_its_author_started_when_the_tool_se
     ada = make_user("ada", "Admins")
     rule_services.add_rule(Access.of(ada), "treasury", RuleTerms("transfer", Route.ALLOW))
 
-    started = api(ada)("POST", "/api/agents/treasury/generate", {"messages": "mallory"})
+    started = token_caller(ada)("POST", "/api/agents/treasury/generate", {"messages": "mallory"})
 
     assert started.status_code == 200, started.content
     assert log.calls == [], "ada's own rule approved the call ada started"
@@ -181,7 +160,9 @@ def test_only_whoever_asked_withdraws_an_approval_request(treasury: tuple[Runtim
     request_id = asked.json()["id"]
     bob = make_user("bob", "Reviewers")
 
-    withdrawn = api(bob)("POST", f"/api/v1/approval-requests/{request_id}/cancel", {"reason": "mine now"})
+    withdrawn = token_caller(bob)(
+        "POST", f"/api/v1/approval-requests/{request_id}/cancel", {"reason": "mine now"}
+    )
 
     assert withdrawn.status_code != 200, withdrawn.content
     assert (
@@ -205,7 +186,7 @@ def test_a_requester_chosen_approve_deadline_never_approves_a_tool_that_separate
     at all (an approval of such a tool names its reviewer; the deadline's names nobody)."""
     register("payer", tools={"pay": {"separate_duties": True}})
     rita = make_user("rita", "Reviewers")
-    asked = api(rita)(
+    asked = token_caller(rita)(
         "POST",
         "/api/v1/approval-requests",
         {
@@ -216,10 +197,12 @@ def test_a_requester_chosen_approve_deadline_never_approves_a_tool_that_separate
         },
     )
     assert asked.status_code == 201, asked.content
-    own = api(rita)("POST", f"/api/v1/agents/payer/runs/{asked.json()['id']}/calls/request/approve", {})
+    own = token_caller(rita)(
+        "POST", f"/api/v1/agents/payer/runs/{asked.json()['id']}/calls/request/approve", {}
+    )
     assert own.status_code == 403  # separation of duties: never rita's to approve
 
     async_to_sync(runtime_of().expire_due)(datetime.now(UTC) + timedelta(minutes=2))
 
-    read = api(rita)("GET", f"/api/v1/approval-requests/{asked.json()['id']}")
+    read = token_caller(rita)("GET", f"/api/v1/approval-requests/{asked.json()['id']}")
     assert read.json()["status"] == "expired", read.content

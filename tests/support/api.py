@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from approvals.models import AuditEntry
@@ -29,6 +30,25 @@ class Api:
 
         content = raw if raw is not None else json.dumps(body if body is not None else {}).encode()
         return await self.client.post(path, content, content_type="application/json", headers=self.headers)
+
+
+def token_caller(user: Any) -> Callable[..., Any]:
+    """A synchronous caller of the HTTP API with a new token of ``user``'s: ``call(method, path,
+    body=None)`` (a GET, or a POST of ``body`` as JSON)."""
+    from django.test import Client
+
+    from approvals.services.tokens import create_token
+
+    client = Client()
+    token = create_token(user, name="door").plaintext
+
+    def call(method: str, path: str, body: Any = None) -> Any:
+        headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+        if method == "GET":
+            return client.get(path, **headers)
+        return client.post(path, json.dumps(body or {}), content_type="application/json", **headers)
+
+    return call
 
 
 async def read(response: Any) -> bytes:

@@ -6,6 +6,7 @@ from importlib import import_module
 
 from django.apps import apps as django_apps
 from django.contrib.auth.models import Group, User
+from django.test import Client
 
 from approvals.policy import ALL_AGENTS_GROUPS
 
@@ -32,3 +33,10 @@ def make_user(username: str, *groups: str) -> User:
     for name in groups:
         user.groups.add(Group.objects.get(name=name))
     return user
+
+
+def signed_in(user: User) -> Client:
+    """A test client signed in as ``user``."""
+    client = Client()
+    client.force_login(user)
+    return client

@@ -14,14 +14,13 @@ deadline defaults; the Django admin for reading):
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import Group, Permission, User
-from django.test import Client
 
 from agents_runtime import Agent, Call, Reply, Runtime, fingerprint, scripted_model, tool
 from agents_runtime.routing import Route
@@ -33,10 +32,10 @@ from approvals.policy import Access
 from approvals.services import batches
 from approvals.services import rules as rule_services
 from approvals.services.rules import RuleTerms
-from approvals.services.tokens import create_token
 from approvals.store import DjangoRunStore
+from tests.support.api import token_caller
 from tests.support.runtime_helpers import ToolLog
-from tests.support.users import ensure_groups, make_user
+from tests.support.users import ensure_groups, make_user, signed_in
 
 HX = {"HTTP_HX_REQUEST": "true"}
 
@@ -92,26 +91,6 @@ def waiting(runtime: Runtime, agent_id: str) -> list[str]:
     return [r.run_id for r in async_to_sync(runtime.get_agent(agent_id).list_suspended_runs)().runs]
 
 
-def signed_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def api(user: User) -> Callable[..., Any]:
-    """A caller of the HTTP API with a token of ``user``'s: ``call(method, path, body=None)``."""
-    client = Client()
-    token = create_token(user, name="door").plaintext
-
-    def call(method: str, path: str, body: Any = None) -> Any:
-        headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
-        if method == "GET":
-            return client.get(path, **headers)
-        return client.post(path, json.dumps(body or {}), content_type="application/json", **headers)
-
-    return call
-
-
 # -- escalation only -----------------------------------------------------------------------------------
 
 
@@ -138,7 +117,7 @@ def test_an_escalation_only_reviewer_gets_the_escalated_calls_through_the_api_an
 ) -> None:
     runtime, log = ops
     escalated, other = escalated_and_not(runtime)
-    call = api(lead)
+    call = token_caller(lead)
 
     listed = json.loads(call("GET", "/api/agents/helpdesk/suspended-runs").content)
     assert [r["runId"] for r in listed["runs"]] == [escalated.run_id] and listed["total"] == 1
@@ -209,7 +188,7 @@ def test_a_risky_call_needs_i_checked_this_through_the_v1_api(
     runtime, log = ops
     run = park(runtime, "ops", "search production")
     url = f"/api/v1/agents/ops/runs/{run.run_id}/calls/{call_of(run)}/approve"
-    call = api(reviewer)
+    call = token_caller(reviewer)
 
     refused = call("POST", url, {})
 
@@ -231,7 +210,7 @@ def test_mastras_route_refuses_a_risky_call_and_names_the_dashboard(
     runtime, log = ops
     run = park(runtime, "ops", "search production")
 
-    refused = api(reviewer)(
+    refused = token_caller(reviewer)(
         "POST", "/api/agents/ops/approve-tool-call", {"runId": run.run_id, "toolCallId": call_of(run)}
     )
 
