@@ -43,7 +43,7 @@ import logging
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.conversation import Conversation
@@ -222,6 +222,12 @@ Publish = Callable[[RunEvent], Awaitable[None]]
 Schedule = Callable[[Continuation], Awaitable[RunResult | None]]
 
 
+class FindTool(Protocol):
+    """``Agent.find_tool``: a tool by name, its own or a sub-agent's (``via``: that sub-agent's)."""
+
+    def __call__(self, name: str, via: str | None = None) -> Tool | None: ...
+
+
 @dataclass(frozen=True)
 class AgentContext:
     """One agent as its engine parts see it (its runtime's store, listeners, scheduler and policy)."""
@@ -231,7 +237,7 @@ class AgentContext:
     #: The agent's own tools by name (a sub-agent's are found with ``find_tool``).
     tools: Mapping[str, Tool]
     #: The tool a call of this agent's runs names: its own, or a sub-agent's (``tool_of``: a call's).
-    find_tool: Callable[..., Tool | None]
+    find_tool: FindTool
     #: The context of a sub-agent (or of another agent of the runtime) by id; ``KeyError`` if none.
     agent: Callable[[str], AgentContext]
     #: The pydantic-ai agent that runs this agent's model and tools (built on first use).
@@ -483,8 +489,7 @@ def call_tool(ctx: AgentContext, call: ParkedCall) -> Tool | None:
 def tool_of(ctx: AgentContext, call: ParkedCall) -> Tool | None:
     """The tool a parked call names: a supervisor's mirror of a sub-agent's call is that sub-agent's
     tool (its rules decide it), not a namesake the supervisor or another sub-agent has."""
-    via = call.delegation.agent_id if call.delegation is not None else None
-    return ctx.find_tool(call.tool_name, via) if via is not None else ctx.find_tool(call.tool_name)
+    return ctx.find_tool(call.tool_name, call.delegation.agent_id if call.delegation is not None else None)
 
 
 def pick_call(run: StoredRun, tool_call_id: str | None) -> ParkedCall:
