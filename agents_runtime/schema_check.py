@@ -13,24 +13,45 @@ usable schema:
   loop: a chain of ``$ref`` / ``allOf`` / ``anyOf`` / ``oneOf`` / ``not`` / ``if`` ... that comes back
   to where it started without going into a property or an item would make validation recurse
   forever. Recursion through ``properties`` or ``items`` (a tree) is fine;
-- has each ``default`` of the ``type`` it sits next to, and one of its ``enum`` / its ``const``.
+- has each ``default`` of the ``type`` it sits next to, and one of its ``enum`` / its ``const``;
+- has only ``pattern`` / ``patternProperties`` regular expressions RE2 takes (no backreferences or
+  lookarounds), and no ``patternProperties`` where ``unevaluatedProperties`` would read it.
+
+**Validating** data against a schema (``validation_errors``; the schema and the data may both come from
+someone else: an external agent brings both) is bounded: regular expressions run on RE2, which takes
+linear time (Python's ``re`` backtracks: ``^(a+)+$`` on thirty characters runs for minutes);
+``enum`` and ``uniqueItems`` compare by hashing (jsonschema compares every pair); and a validation
+takes at most ``MAX_VALIDATION_STEPS`` steps (a keyword applied to a value), so neither a schema
+whose ``$ref``s fan out (two refs to a definition that makes two refs ... : 2^30 checks in 2 KB) nor
+a big schema over big data runs for long: past its budget it is refused (``TooCostlyToCheck``).
+At most ``max_errors`` problems are collected.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
+import itertools
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, cast
 from urllib.parse import unquote
 
 import jsonschema
+import re2
+from jsonschema._utils import equal, uniq
+from jsonschema.exceptions import ValidationError
 
 from .untrusted import MAX_DEPTH, describe, problems
 
 #: Schemas nest deeper than data (a property is ``properties`` then the property's schema).
 MAX_SCHEMA_DEPTH = 2 * MAX_DEPTH
 MAX_SCHEMA_BYTES = 256 * 1024
+#: Most steps one validation takes (a step: a keyword applied to one value, or one item or key a
+#: keyword reads): about a second of the slowest steps, far more than any real schema and data need.
+MAX_VALIDATION_STEPS = 100_000
+#: Most problems one validation reports.
+MAX_ERRORS = 10
 
 _ONE = (
     "additionalProperties",
@@ -94,7 +115,7 @@ def _schema_problems(schema: Mapping[str, Any]) -> list[str]:
     except jsonschema.SchemaError as exc:
         where = _where(tuple(str(p) for p in exc.absolute_path))
         return [f"{where}: {exc.message}" if where else exc.message]
-    found = _ref_problems(schema)
+    found = _ref_problems(schema) or _pattern_problems(schema)
     if found:
         return found
     return _default_problems(schema, validator)
@@ -224,3 +245,251 @@ def _default_problems(root: Mapping[str, Any], validator: Any) -> list[str]:
         if "const" in node and not _json_equal(default, node["const"]):
             return [f"{where}: {default!r} is not {node['const']!r}"]
     return []
+
+
+# -- patterns: RE2 (linear time), never a backtracking engine -----------------------------------------
+
+
+def _re2_options() -> Any:
+    options = re2.Options()
+    options.log_errors = False
+    return options
+
+
+_RE2_OPTIONS = _re2_options()
+
+
+@functools.lru_cache(maxsize=512)
+def _regex(pattern: str) -> Any:
+    """``pattern`` compiled by RE2; ``re2.error`` when RE2 does not take it."""
+    return re2.compile(pattern, _RE2_OPTIONS)
+
+
+def _regex_problem(pattern: Any) -> str | None:
+    if not isinstance(pattern, str):
+        return None  # the metaschema says why
+    try:
+        _regex(pattern)
+    except re2.error as exc:
+        reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else exc
+        return (
+            f"{pattern!r} is not a regular expression this desk runs ({reason}): backreferences, "
+            "lookarounds and repetitions over 1000 are not supported"
+        )
+    return None
+
+
+def _pattern_problems(root: Mapping[str, Any]) -> list[str]:
+    unevaluated = False
+    pattern_properties: Pointer | None = None
+    for at, node in _subschemas(root, ()):
+        problem = _regex_problem(node.get("pattern")) if "pattern" in node else None
+        if problem:
+            return [f"{_where((*at, 'pattern'))}: {problem}"]
+        if isinstance(node.get("patternProperties"), Mapping):
+            pattern_properties = pattern_properties or (*at, "patternProperties")
+            for name in node["patternProperties"]:
+                problem = _regex_problem(name)
+                if problem:
+                    return [f"{_where((*at, 'patternProperties'))}: {problem}"]
+        unevaluated = unevaluated or "unevaluatedProperties" in node
+    if unevaluated and pattern_properties is not None:
+        return [
+            f"{_where(pattern_properties)}: patternProperties cannot be used with unevaluatedProperties "
+            "(list the properties, or use additionalProperties)"
+        ]
+    return []
+
+
+def _search(pattern: str, text: str) -> bool:
+    try:
+        return _regex(pattern).search(text) is not None
+    except re2.error:
+        raise ValueError(f"{pattern!r} is not a regular expression this desk runs") from None
+
+
+# -- validation, bounded ----------------------------------------------------------------------------
+
+
+class TooCostlyToCheck(ValueError):
+    """A validation over its budget of steps (``MAX_VALIDATION_STEPS``)."""
+
+
+_steps: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("schema_steps", default=None)
+
+
+def _spend(steps: int) -> None:
+    left = _steps.get()
+    if left is None:
+        return
+    left[0] -= steps
+    if left[0] < 0:
+        raise TooCostlyToCheck(f"checking it takes more than {MAX_VALIDATION_STEPS:,} steps")
+
+
+def _key(value: Any) -> Any:
+    """A hashable key equal for values JSON Schema calls equal (``true`` is not ``1``; ``1`` is ``1.0``)."""
+    if value is True or value is False:
+        return ("b", value)
+    if isinstance(value, str):
+        return ("s", value)
+    if isinstance(value, int | float):
+        return ("n", value)
+    if isinstance(value, Mapping):
+        return ("o", frozenset((k, _key(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return ("a", tuple(_key(v) for v in value))
+    if value is None:
+        return ("z",)
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _size(value: Any) -> int:
+    """How many values ``value`` holds (itself included): what hashing it costs."""
+    if isinstance(value, Mapping):
+        return 1 + sum(_size(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return 1 + sum(_size(v) for v in value)
+    return 1
+
+
+def _short(values: Any) -> str:
+    text = repr(values)
+    return text if len(text) <= 200 else f"{text[:200]}… ({len(values)} values)"
+
+
+def _pattern(validator: Any, patrn: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string"):
+        _spend(1 + len(instance) // 64)
+        if not _search(patrn, instance):
+            yield ValidationError(f"{_short(instance)} does not match {patrn!r}")
+
+
+def _pattern_properties(
+    validator: Any, patterns: Any, instance: Any, schema: Any
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for k, v in instance.items():
+            _spend(1)
+            if _search(pattern, k):
+                yield from validator.descend(v, subschema, path=k, schema_path=pattern)
+
+
+def _additional(instance: Mapping[str, Any], schema: Mapping[str, Any]) -> Iterator[str]:
+    properties = schema.get("properties", {})
+    patterns = list(schema.get("patternProperties", {}))
+    for name in instance:
+        _spend(1 + len(patterns))
+        if name not in properties and not any(_search(p, name) for p in patterns):
+            yield name
+
+
+def _additional_properties(validator: Any, aP: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    extras = set(_additional(instance, schema))
+    if validator.is_type(aP, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], aP, path=extra)
+    elif not aP and extras:
+        shown = ", ".join(repr(each) for each in sorted(extras)[:20]) + (", …" if len(extras) > 20 else "")
+        if "patternProperties" in schema:
+            verb = "does" if len(extras) == 1 else "do"
+            patterns = ", ".join(repr(each) for each in sorted(schema["patternProperties"]))
+            yield ValidationError(f"{shown} {verb} not match any of the regexes: {patterns}")
+        else:
+            verb = "was" if len(extras) == 1 else "were"
+            yield ValidationError(f"Additional properties are not allowed ({shown} {verb} unexpected)")
+
+
+#: Each enum's keys, by the list's identity (the list is kept in the entry, so its id is not reused).
+_ENUM_KEYS: dict[int, tuple[Any, frozenset[Any] | None]] = {}
+
+
+def _enum_keys(enums: Any) -> frozenset[Any] | None:
+    entry = _ENUM_KEYS.get(id(enums))
+    if entry is not None and entry[0] is enums:
+        return entry[1]
+    _spend(_size(enums))
+    try:
+        keys: frozenset[Any] | None = frozenset(_key(v) for v in enums)
+    except TypeError:
+        keys = None
+    if len(_ENUM_KEYS) >= 256:
+        _ENUM_KEYS.clear()
+    _ENUM_KEYS[id(enums)] = (enums, keys)
+    return keys
+
+
+def _enum(validator: Any, enums: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    keys = _enum_keys(enums) if isinstance(enums, list) else None
+    _spend(_size(instance) if keys is not None else _size(instance) * max(len(enums), 1))
+    try:
+        found = _key(instance) in keys if keys is not None else None
+    except TypeError:
+        found = None
+    if found is None:
+        found = any(equal(each, instance) for each in enums)
+    if not found:
+        yield ValidationError(f"{_short(instance)} is not one of {_short(enums)}")
+
+
+def _unique_items(validator: Any, uI: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if not (uI and validator.is_type(instance, "array")):
+        return
+    _spend(_size(instance))
+    try:
+        unique = len({_key(item) for item in instance}) == len(instance)
+    except TypeError:
+        unique = uniq(instance)
+    if not unique:
+        yield ValidationError(f"{_short(instance)} has non-unique elements")
+
+
+_OWN: dict[str, Callable[..., Iterable[ValidationError]]] = {
+    "pattern": _pattern,
+    "patternProperties": _pattern_properties,
+    "additionalProperties": _additional_properties,
+    "enum": _enum,
+    "uniqueItems": _unique_items,
+}
+
+
+def _counted(check: Callable[..., Any]) -> Callable[..., Any]:
+    def counted(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        _spend(1)
+        return check(validator, value, instance, schema)
+
+    return counted
+
+
+@functools.cache
+def _bounded(validator: type[Any]) -> type[Any]:
+    """``validator`` (a draft's class) with the keywords above, and every keyword counting its step."""
+    keywords = {name: _counted(_OWN.get(name, check)) for name, check in validator.VALIDATORS.items()}
+    return cast(type[Any], jsonschema.validators.extend(validator, keywords))  # type: ignore[no-untyped-call]
+
+
+def validator_class(schema: Mapping[str, Any]) -> type[Any]:
+    """The bounded validator class of ``schema``'s draft (2020-12 when it names none)."""
+    found = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return _bounded(found)
+
+
+def validation_errors(
+    schema: Mapping[str, Any], data: Any, *, max_errors: int = MAX_ERRORS
+) -> list[ValidationError]:
+    """The first ``max_errors`` ways ``data`` breaks ``schema``, ordered by where they are.
+
+    ``TooCostlyToCheck`` past ``MAX_VALIDATION_STEPS``; jsonschema's own errors (``SchemaError``,
+    ``RecursionError``, ``LookupError`` ...) as they are, for the caller to say the schema cannot check.
+    """
+    validator = validator_class(schema)(dict(schema))
+    token = _steps.set([MAX_VALIDATION_STEPS])
+    try:
+        found = list(itertools.islice(validator.iter_errors(data), max_errors))
+    finally:
+        _steps.reset(token)
+    return sorted(found, key=lambda e: [(isinstance(p, str), p) for p in e.absolute_path])

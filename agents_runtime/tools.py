@@ -16,7 +16,7 @@ import pydantic
 from .errors import InvalidResumeData, InvalidToolArgs
 from .presentation import ApprovalRule, FieldHint, Money, approval_reason, money_fields, title_for
 from .previews import PREVIEW_TIMEOUT, PreviewSpec
-from .schema_check import schema_problems
+from .schema_check import TooCostlyToCheck, schema_problems, validation_errors
 from .store import Deadline, DeadlineOptions, deadline_from
 from .untrusted import to_jsonable
 
@@ -103,9 +103,11 @@ def _validate(spec: SchemaSpec, data: Any, what: str) -> Any:
         # Only a schema stored by an older version, or set past ``tool()``, gets here.
         message = f"The tool's schema is invalid ({'; '.join(unusable)}): its {what} cannot be checked"
         raise InvalidResumeData(message, errors=[{"loc": (), "msg": message}])
-    validator = jsonschema.Draft202012Validator(dict(spec))
     try:
-        problems = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+        problems = validation_errors(spec, data)
+    except TooCostlyToCheck as exc:
+        message = f"The tool's schema cannot check this {what}: {exc}"
+        raise InvalidResumeData(message, errors=[{"loc": (), "msg": message}]) from None
     except (RecursionError, ValueError, TypeError, LookupError, jsonschema.SchemaError) as exc:
         message = f"The tool's schema cannot check this {what} ({type(exc).__name__})"
         raise InvalidResumeData(message, errors=[{"loc": (), "msg": message}]) from None

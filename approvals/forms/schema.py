@@ -30,7 +30,7 @@ from django.utils.dateparse import parse_datetime
 
 from agents_runtime import untrusted
 from agents_runtime.presentation import Money, money_of
-from agents_runtime.schema_check import schema_problems
+from agents_runtime.schema_check import TooCostlyToCheck, schema_problems, validation_errors
 
 # -- the fields a schema's form is built of, beyond Django's own: enums of any JSON values, JSON a
 # reviewer types (parsed as untrusted), dates and times in the browser's own inputs -----------------
@@ -476,11 +476,11 @@ class ResumeForm(forms.Form):
         return cleaned
 
     def _check_schema(self, data: Any) -> None:
-        default = jsonschema.Draft202012Validator
-        validator_class = jsonschema.validators.validator_for(self.schema, default=default)
         try:
-            validator = validator_class(self.schema)
-            errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+            errors = validation_errors(self.schema, data)
+        except TooCostlyToCheck as exc:
+            self.add_error(None, f"The tool's resume schema cannot check this answer: {exc}.")
+            return
         except jsonschema.SchemaError as exc:
             self.add_error(None, f"The tool's resume schema is invalid: {exc.message}")
             return
