@@ -17,6 +17,10 @@ from typing import Any
 #: A title never grows past this (characters); a substituted value past ``TITLE_VALUE_CHARS``.
 TITLE_CHARS = 120
 TITLE_VALUE_CHARS = 40
+#: Digits of the whole part past which an amount is not read as money (its text shows as written):
+#: Decimal arithmetic past the context's exponent limits raises, and writing 1e999999999 out would
+#: take a gigabyte.
+MAX_MONEY_DIGITS = 1_000
 #: How many scalar arguments the default title shows.
 DEFAULT_TITLE_ARGS = 3
 
@@ -93,7 +97,7 @@ class Money:
             amount = Decimal(str(value).strip())
         except InvalidOperation:
             return None
-        if not amount.is_finite():
+        if not amount.is_finite() or abs(amount.adjusted()) > MAX_MONEY_DIGITS:
             return None
         return _shift(amount, -self.digits) if self.cents else amount
 
@@ -120,8 +124,9 @@ class Money:
         amount = self.major(value)
         if amount is None:
             return None
-        sign = "-" if amount < 0 else ""
-        text = f"{abs(amount):,.{max(self.digits, _decimals(amount))}f}"
+        sign = "-" if amount.is_signed() and amount else ""
+        # ``copy_abs``, not ``abs()``: that rounds to the context's 28 digits (and traps Overflow).
+        text = f"{amount.copy_abs():,.{max(self.digits, _decimals(amount))}f}"
         symbol = _CURRENCY_SIGNS.get(self.code)
         return f"{sign}{symbol}{text}" if symbol else f"{sign}{text} {self.code}"
 
