@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Decimal, localcontext
 from typing import Any
 
 from agents_runtime import Agent, Preview, Would
@@ -170,8 +170,14 @@ def money_total(items: Iterable[BatchItem], agent: Agent | None) -> str:
             if amount is not None:
                 # Summed in major units: a tool in cents and one in dollars add up alike.
                 major = Money(currency=hint.code)
-                sums[major] = sums.get(major, Decimal(0)) + amount
+                sums[major] = _exact_sum(sums.get(major, Decimal(0)), amount)
     return " + ".join(text for hint, total in sums.items() if (text := hint.format(total)))
+
+
+def _exact_sum(a: Decimal, b: Decimal) -> Decimal:
+    # The default context rounds a sum to 28 digits, and the total is part of what is approved.
+    with localcontext(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN):
+        return a + b
 
 
 def rule_groups(predictions: list[Prediction], agent: Agent | None) -> list[RuleGroup]:

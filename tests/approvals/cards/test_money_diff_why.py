@@ -97,6 +97,17 @@ def test_a_schema_annotated_amount_reads_as_money_on_the_card_in_titles_and_tota
     assert money_total(items, agent) == "€12.50 + $99.00"
 
 
+def test_a_batchs_total_is_never_rounded() -> None:
+    """Past 28 digits Python's decimals round a sum: the total shown is what is approved."""
+    items = [
+        BatchItem(tool_name="issue_refund", args={"amount_cents": 10**30}),
+        BatchItem(tool_name="issue_refund", args={"amount_cents": 1}),
+    ]
+    agent = Agent("refunds", model=scripted_model(), tools=[demo_tools.issue_refund])
+
+    assert money_total(items, agent) == f"${10**28:,}.01"
+
+
 # -- edits as a diff -----------------------------------------------------------------------------
 
 
