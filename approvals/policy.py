@@ -371,7 +371,11 @@ class AgentAccess:
         except RunNotFound:
             return False
         call = next((c for c in run.tool_calls if c.tool_call_id == tool_call_id), None)
-        return call is not None and may_decide(self.access, self.agent.id, call.escalated_to)
+        return call is not None and self.decides(call)
+
+    def decides(self, call: Any) -> bool:
+        """Whether this waiting call of the agent (an ``AgentRunToolCall``) is the user's to decide."""
+        return may_decide(self.access, self.agent.id, call.escalated_to)
 
     def require_start(self) -> None:
         """Starting runs of the agent needs the decide permission and the agent, not one call of it."""

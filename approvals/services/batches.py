@@ -40,7 +40,7 @@ from agents_runtime.store import DecisionAction, Outcome, bulk_result_line
 from agents_runtime.untrusted import clean_text
 from approvals import agents, live
 from approvals.models import BULK_ACTIONS, DECIDING_BATCH, Batch, BatchItem
-from approvals.policy import DECIDE_PERMISSION, Access, AgentAccess, may_decide
+from approvals.policy import DECIDE_PERMISSION, Access, AgentAccess
 from approvals.services.decisions import DecisionOutcome, decide
 
 logger = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ def _selected(access: AgentAccess, selection: Iterable[tuple[str, str]]) -> Iter
                 runs[run_id] = None
         run = runs[run_id]
         call = next((c for c in run.tool_calls if c.tool_call_id == tool_call_id), None) if run else None
-        if run is None or call is None or not may_decide(access.access, agent.id, call.escalated_to):
+        if run is None or call is None or not access.decides(call):
             yield _Found(run_id, tool_call_id, None, NOT_WAITING)
         else:
             yield _decidable(run, call)
@@ -110,7 +110,7 @@ def _matching(access: AgentAccess, filters: dict[str, Any]) -> Iterator[_Found]:
         result = agent.list_suspended_runs_sync(**query, per_page=_LIST_PAGE, page=page)
         for run in result.runs:
             for call in run.tool_calls:
-                if may_decide(access.access, agent.id, call.escalated_to):
+                if access.decides(call):
                     yield _decidable(run, call)
         page += 1
         if page * _LIST_PAGE >= result.total or not result.runs:

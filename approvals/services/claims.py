@@ -19,7 +19,7 @@ from django.utils import timezone
 from agents_runtime import RunNotFound
 from approvals import live
 from approvals.models import CallClaim
-from approvals.policy import DECIDE_PERMISSION, AgentAccess, may_decide
+from approvals.policy import DECIDE_PERMISSION, AgentAccess
 
 
 class ClaimRefused(Exception):
@@ -51,7 +51,7 @@ def claim_call(access: AgentAccess, *, run_id: str, tool_call_id: str) -> ClaimC
     except RunNotFound:
         raise ClaimRefused("This run is not waiting any more.") from None
     call = next((c for c in run.tool_calls if c.tool_call_id == tool_call_id), None)
-    if call is None or not may_decide(who, access.agent.id, call.escalated_to):
+    if call is None or not access.decides(call):
         raise ClaimRefused("This call is not waiting any more.")
     now = timezone.now()
     with transaction.atomic():

@@ -77,7 +77,7 @@ from agents_runtime.store import (
 from agents_runtime.untrusted import MAX_REASON_LENGTH, clean_json, clean_text
 from approvals import live
 from approvals.models import DECIDING_BATCH, AuditEntry, Channel, HeldDecision, current_channel, using_channel
-from approvals.policy import DECIDE_PERMISSION, Access, AgentAccess, CallHeld, may_decide
+from approvals.policy import DECIDE_PERMISSION, Access, AgentAccess, CallHeld
 from approvals.services import holds
 from approvals.webhooks.events import endpoints_read_once
 
@@ -475,7 +475,7 @@ def attempt_invalid_record(
     except RunNotFound:
         return None
     call = next((c for c in run.tool_calls if c.tool_call_id == tool_call_id), None)
-    if call is None or not may_decide(who, access.agent.id, call.escalated_to):
+    if call is None or not access.decides(call):
         return None
     return AuditEntry.objects.create(
         created_at=timezone.now(),
