@@ -26,8 +26,10 @@ run's live group, and the reviewer's decision at the desk streams its continuati
 ``countersign.decided`` event naming them). A stream that waits longer than
 ``API_STREAM_MAX_SECONDS`` ends with the interrupts again. An entry whose ``metadata`` is
 ``{"countersign": {"wait": true}}`` decides nothing and only waits: how a chat whose user may not
-decide reconnects. One decision, once: an answer to a call someone else decided first is told so
-(``countersign.already_decided``, on the record as a lost race), then how the run went on.
+decide reconnects. A resume holds one of its user's open waits until its stream closes
+(``approvals.services.waits``; past the limit, a 429 before anything is decided). One decision,
+once: an answer to a call someone else decided first is told so (``countersign.already_decided``,
+on the record as a lost race), then how the run went on.
 
 A request without ``resume`` on a thread whose run waits starts nothing: it ends at once with the
 interrupts the thread owes (a chat that reloaded learns what it waits for). Bad requests (no token,
@@ -95,7 +97,7 @@ from approvals.api.relay import OUTPUT_GRACE_SECONDS, POLL_SECONDS, RunFollower,
 from approvals.api.serialize import SSE_HEADERS
 from approvals.api.views import api_view
 from approvals.policy import AgentAccess
-from approvals.services import runs
+from approvals.services import runs, waits
 from approvals.services.decisions import DecisionOutcome, recorded_outcome
 
 logger = logging.getLogger(__name__)
@@ -154,18 +156,30 @@ async def agent_run(request: HttpRequest, agent_id: str) -> HttpResponseBase:
     run_input = _run_input(request)
     waiting = await _waiting_run(access, run_input.thread_id)
     if run_input.resume:
-        for entry in run_input.resume:
+        return await _resuming(request, access, run_input, waiting)
+    if waiting is not None:
+        return _sse(_owed(access, run_input, waiting))
+    return _sse(await _start(access, run_input))
+
+
+async def _resuming(
+    request: HttpRequest, access: AgentAccess, run_input: RunAgentInput, waiting: AgentRun | None
+) -> StreamingHttpResponse:
+    """The resume's stream, which may wait for a reviewer (a ``wait`` entry, or a call the rules
+    leave to someone else): it holds one of the user's open-wait slots until it is closed."""
+    slot = await waits.take(access.access.username)
+    try:
+        for entry in run_input.resume or ():
             if not _waits(entry):  # (each a decision, counted as the other doors count theirs)
                 await limit_decisions(request, access.user)
         events = await _resume(access, run_input, waiting)
-    elif waiting is not None:
-        events = _owed(access, run_input, waiting)
-    else:
-        events = await _start(access, run_input)
-    return _sse(events)
+    except BaseException:
+        await slot.arelease()
+        raise
+    return _sse(events, slot)
 
 
-def _sse(events: Events) -> StreamingHttpResponse:
+def _sse(events: Events, slot: waits.Slot | None = None) -> StreamingHttpResponse:
     encoder = EventEncoder()
 
     async def body() -> AsyncIterator[bytes]:
@@ -181,7 +195,8 @@ def _sse(events: Events) -> StreamingHttpResponse:
                 broke = RunErrorEvent(message="The stream broke on the server", code="internal_error")
                 yield encoder.encode(broke).encode()
 
-    return StreamingHttpResponse(body(), content_type=encoder.get_content_type(), headers=SSE_HEADERS)
+    content = body() if slot is None else slot.releasing(body())
+    return StreamingHttpResponse(content, content_type=encoder.get_content_type(), headers=SSE_HEADERS)
 
 
 async def _waiting_runs(access: AgentAccess, thread_id: str) -> list[AgentRun]:

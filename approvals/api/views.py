@@ -20,18 +20,18 @@ from agents_runtime.store import DEFAULT_DECLINE_REASON
 from approvals import agents as served
 from approvals.api import deciding, params, precheck, streams
 from approvals.api.auth import agent_access, require, user_access
-from approvals.api.errors import ApiError, issue
+from approvals.api.errors import ApiError, issue, try_later
 from approvals.api.ratelimit import limit_decisions
 from approvals.api.serialize import MastraEvents, agent_json, run_json
 from approvals.policy import DECIDE_PERMISSION, agent_denied
-from approvals.services import runs
+from approvals.services import runs, waits
 
 View = Callable[..., Awaitable[HttpResponseBase]]
 
 
 def api_view(*methods: str) -> Callable[[View], Any]:
     """Exempt from the CSRF middleware (``auth`` checks a session's requests itself), one method
-    list; ``ApiError`` becomes its JSON answer."""
+    list; ``ApiError`` becomes its JSON answer, and so does a caller's answer too many waiting (429)."""
 
     # Typed ``Any`` outward: Django's ``path`` stubs know only synchronous views.
     def decorator(view: View) -> Any:
@@ -47,6 +47,8 @@ def api_view(*methods: str) -> Callable[[View], Any]:
                 return await view(request, *args, **kwargs)
             except ApiError as error:
                 return error.response()
+            except waits.TooManyWaits as refused:
+                return try_later(429, str(refused), "too_many_waits", refused.retry_after).response()
 
         return csrf_exempt(wrapped)
 

@@ -4,9 +4,10 @@ A call to a tool that needs approval becomes an approval request of the gateway'
 (``approvals.services.requests.create``: the same queue, policy, grants, deadlines and audit as any
 request; its tool's configured preview, filled in from its arguments, goes with it), keyed by the
 caller's session and the call's id so that asking again (a reconnect) finds it. The gateway waits
-for the decision (``requests.wait``), telling the client it waits (``Caller.progress``); approved,
-it calls the upstream once with the approved arguments (``executions.claim``) and answers its
-result; declined, expired or cancelled, it answers a tool error with the reason.
+for the decision (``requests.wait``), telling the client it waits (``Caller.progress``), in one of
+the caller's open waits (``waits``: past its limit, a tool error and nothing asked); approved, it
+calls the upstream once with the approved arguments (``executions.claim``) and answers its result;
+declined, expired or cancelled, it answers a tool error with the reason.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from agents_runtime.untrusted import describe, problems
 from approvals.mcp.config import ConfigError, GatewayConfig, ToolPolicy
 from approvals.mcp.upstream import Upstream
 from approvals.models import ApprovalRequest, RequestExecution
-from approvals.services import executions, requests
+from approvals.services import executions, requests, waits
 
 logger = logging.getLogger(__name__)
 
@@ -129,10 +130,15 @@ class Gateway:
             return tool_error(f"Unknown tool: {name}")
         if not needs_approval(route.policy, arguments):
             return await _call_upstream(route, arguments)
-        row, refusal = await self._ask(route, name, arguments, caller)
-        if row is None:
-            return tool_error(refusal)
-        state = await self._wait(row, caller)
+        try:
+            # One of the caller's open-wait slots, taken before asking: refused, nothing is asked.
+            async with waits.held(caller.identity) as slot:
+                row, refusal = await self._ask(route, name, arguments, caller)
+                if row is None:
+                    return tool_error(refusal)
+                state = await self._wait(row, caller, slot)
+        except waits.TooManyWaits as refused:
+            return tool_error(str(refused))
         if state.status != "approved" or state.approved_args is None:
             return tool_error(_not_approved(name, state))
         return await self._execute(route, row, state.approved_args, caller)
@@ -163,8 +169,9 @@ class Gateway:
             return None, f"{exc.message}{' (' + issues + ')' if issues else ''}"
         return row, ""
 
-    async def _wait(self, row: ApprovalRequest, caller: Caller) -> requests.RequestState:
-        """The request's state once decided, telling the client it waits every ``progress_seconds``."""
+    async def _wait(self, row: ApprovalRequest, caller: Caller, slot: waits.Slot) -> requests.RequestState:
+        """The request's state once decided, telling the client it waits every ``progress_seconds``
+        (and keeping the caller's open-wait ``slot``, as long as it waits)."""
         state = await requests.wait(row, 0)
         if state.status != "pending":  # decided already: a grant, or asked again after the decision
             return state
@@ -174,6 +181,7 @@ class Gateway:
         while state.status == "pending":
             state = await requests.wait(row, self.config.progress_seconds)
             if state.status == "pending":
+                await slot.renew()
                 beat += 1
                 waited = round(loop.time() - started)
                 await caller.progress(beat, f"Still waiting for a reviewer ({waited} s): {where}")

@@ -30,7 +30,7 @@ from approvals.api.v1 import schemas as s
 from approvals.api.views import api_view
 from approvals.models import ApprovalRequest, AuditEntry
 from approvals.policy import AUDIT_PERMISSION, DECIDE_PERMISSION, Access
-from approvals.services import requests
+from approvals.services import requests, waits
 from approvals.services.decisions import DecisionOutcome
 
 
@@ -401,7 +401,11 @@ async def approval_request(request: HttpRequest, request_id: str) -> HttpRespons
     who = await requester(request)
     query = _query(s.WaitQuery, request.GET)
     row = await sync_to_async(_own_request)(who, request_id)
-    return _json(_request_out(await requests.wait(row, query.wait), request))
+    if not query.wait:
+        return _json(_request_out(await requests.wait(row, 0), request))
+    async with waits.held(who.username):
+        state = await requests.wait(row, query.wait)
+    return _json(_request_out(state, request))
 
 
 @api_view("POST")

@@ -544,3 +544,30 @@ async def test_an_upstream_that_fails_is_a_tool_error_and_an_approved_call_repor
     assert row.result_ok is False and row.result_output.startswith("The upstream server failed")
     executed = await AuditEntry.objects.aget(run_id=row.run_id, action="execute")
     assert executed.outcome_detail.startswith("Ran with an error")
+
+
+@pytest.mark.parametrize("connect", ["http-tokens"], indirect=True)
+async def test_a_caller_keeps_at_most_its_open_waits_and_one_more_is_refused_unasked(
+    connect: Connect, upstream: Upstream, reviewer_api: Api, settings: Any
+) -> None:
+    """``API_OPEN_WAITS_PER_CALLER``, as the HTTP API's long polls and AG-UI resumes count them:
+    a call past it is a tool error and asks nothing; a call answered gives its place back."""
+    settings.API_OPEN_WAITS_PER_CALLER = 1
+    carl = await sync_to_async(make_user)("carl", "Reviewers")
+    token = await sync_to_async(lambda: create_token(carl, name="mcp").plaintext)()
+    async with connect(token) as client, connect(token) as other:
+        waiting = asyncio.create_task(client.call_tool("files.delete_file", {"path": "/srv/a"}))
+        row = await parked("files.delete_file")
+
+        refused = await other.call_tool("files.delete_file", {"path": "/srv/b"})
+
+        assert refused.is_error and "API_OPEN_WAITS_PER_CALLER" in text(refused)
+        assert await ApprovalRequest.objects.acount() == 1
+        assert (await decide(reviewer_api, row, "decline", {"reason": "no"})).status_code == 200
+        assert (await _within(30, waiting)).is_error
+        later = asyncio.create_task(other.call_tool("files.delete_file", {"path": "/srv/b"}))
+        second = await parked("files.delete_file", 2)
+        assert second.args == {"path": "/srv/b"}
+        assert (await decide(reviewer_api, second, "decline", {"reason": "no"})).status_code == 200
+        assert (await _within(30, later)).is_error
+    assert upstream.calls("delete_file") == []
