@@ -585,12 +585,21 @@ async def mirror_inner_calls(ctx: AgentContext, tool_call_id: str, inner_run_id:
             replace(
                 call,
                 tool_call_id=tool_call_id if len(waiting) == 1 else f"{tool_call_id}:{call.tool_call_id}",
-                delegation=Delegation(tool_call_id, inner_run_id, call.tool_call_id, inner.agent_id),
+                delegation=Delegation(tool_call_id, inner_run_id, call.tool_call_id, call_owner(inner, call)),
                 decision=None,
             )
         )
         for call in waiting
     ]
+
+
+def call_owner(inner: StoredRun, call: ParkedCall) -> str:
+    """The agent whose tool a waiting call of ``inner`` is: the sub-agent running ``inner``, or, for
+    its mirror of a call of its own sub-agent's, the agent that mirror names (however deep). Not the
+    agent in between: its namesake of the tool, with its own rules, would judge the call (``tool_of``)."""
+    if call.delegation is not None and call.delegation.agent_id is not None:
+        return call.delegation.agent_id
+    return inner.agent_id
 
 
 def with_deadlines(

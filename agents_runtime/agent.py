@@ -171,12 +171,12 @@ class Agent:
     def find_tool(self, name: str, via: str | None = None) -> Tool | None:
         """The tool a call of this agent's runs names: its own, or a sub-agent's (beyond Mastra).
 
-        ``via``: the sub-agent whose inner run the call lives in (a supervisor's mirror of it:
-        ``Delegation.agent_id``): that sub-agent's tool, never a namesake of the supervisor's or of
-        another sub-agent's, whose rules (risky values, votes, separation of duties, resume schema)
-        would stand in for its own."""
+        ``via``: the sub-agent, however deep, that parked the call (a supervisor's mirror of it:
+        ``Delegation.agent_id``): that sub-agent's tool, never a namesake of the supervisor's, of
+        another sub-agent's or of a sub-agent in between, whose rules (risky values, votes,
+        separation of duties, resume schema) would stand in for its own."""
         if via is not None and via != self.id:
-            sub = self._sub_agent(via)
+            sub = self.find_sub_agent(via)
             if sub is not None:
                 return sub.find_tool(name)
         found = self._tools_by_name.get(name)
@@ -185,11 +185,12 @@ class Agent:
                 found = sub.find_tool(name)
         return found
 
-    def _sub_agent(self, agent_id: str) -> Agent | None:
+    def find_sub_agent(self, agent_id: str) -> Agent | None:
+        """The sub-agent ``agent_id`` of this agent's, however deep (None: none of that id)."""
         for sub in self.agents:
             if sub.id == agent_id:
                 return sub
-            found = sub._sub_agent(agent_id)
+            found = sub.find_sub_agent(agent_id)
             if found is not None:
                 return found
         return None

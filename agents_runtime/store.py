@@ -639,7 +639,7 @@ class AgentRunToolCall:
     tool_started_at: datetime | None = None
     #: Beyond Mastra: why the call waits (None for calls parked before it was kept).
     context: CallContext | None = None
-    #: Beyond Mastra: on a supervisor's run, the sub-agent whose call this really is.
+    #: Beyond Mastra: on a supervisor's run, the sub-agent whose call this really is (however deep).
     via_agent_id: str | None = None
     #: Beyond Mastra: when nobody answering decides the call (``tool(expires_after=...)``), and
     #: what happens then (``"decline"``, ``"approve"``, ``"escalate"``); None: it waits forever.
@@ -809,7 +809,8 @@ class Delegation:
     tool_call_id: str
     inner_run_id: str
     inner_tool_call_id: str
-    #: The sub-agent whose run it is (None in mirrors stored before it was kept).
+    #: The sub-agent whose call it is: the one that parked it, below the inner run's own agent when
+    #: that agent mirrors its own sub-agent's call (None in mirrors stored before it was kept).
     agent_id: str | None = None
 
 

@@ -574,6 +574,13 @@ def preview_of(call: AgentRunToolCall) -> Preview | None:
     return Preview.from_json(call.context.preview if call.context is not None else None)
 
 
+def _via_name(agent: Agent | None, via_agent_id: str) -> str:
+    """The name of the sub-agent, however deep, whose call a supervisor's card shows (its id when
+    the supervisor has none of that id)."""
+    sub = agent.find_sub_agent(via_agent_id) if agent is not None else None
+    return sub.name if sub is not None else via_agent_id
+
+
 def _summary(
     call: AgentRunToolCall, tool: Tool | None, agent: Agent | None, *, row_only: bool = False
 ) -> dict[str, Any]:
@@ -581,10 +588,6 @@ def _summary(
     what its body shows besides (every argument, the preview, a recheck) unless ``row_only``."""
     shown_args = call.args if call.requires_approval else call.suspend_payload
     question = "" if call.requires_approval else _question(call.suspend_payload)
-    via = ""
-    if call.via_agent_id:
-        via_agent = next((a for a in (agent.agents if agent else ()) if a.id == call.via_agent_id), None)
-        via = via_agent.name if via_agent is not None else call.via_agent_id
     return {
         "title": call_title(
             tool,
@@ -601,7 +604,7 @@ def _summary(
             risky_only=row_only,
         ),
         "question": question,
-        "via_agent": via,
+        "via_agent": _via_name(agent, call.via_agent_id) if call.via_agent_id else "",
         "preview": preview_of(call) if call.requires_approval and not row_only else None,
         "tool_version": tool.version if tool is not None else "",
         "expiry_approves": expiry_approves(call, tool),
