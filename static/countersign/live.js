@@ -61,10 +61,9 @@
     window.clearTimeout(retryTimer);
     setState("signed-out");
     for (const button of document.querySelectorAll("#main button")) button.disabled = true;
-    // Reloading this page goes through the login form (every page requires it) and back here.
-    const link = document.getElementById("live-sign-in");
-    link.href = location.pathname + location.search;
-    link.hidden = false;
+    // Its link (href="": this page) goes through the login form (every page requires it) and back
+    // here. Not built from location.pathname: on a page at //evil.example/... that is another site.
+    document.getElementById("live-sign-in").hidden = false;
   }
 
   // The server sends an htmx request of an ended session to the login page (HX-Redirect). A refetch
