@@ -107,6 +107,36 @@ def test_inbox_filters_by_thread_in_place_and_in_the_query_string(
     expect(card(page, other_id)).to_be_visible()
 
 
+def test_back_shows_the_inbox_as_it_is_now_and_keeps_no_copy_of_it_in_the_tab(
+    pages: Pages, server: Server
+) -> None:
+    """Back, after filtering in place, loads the inbox again: a call decided meanwhile is gone, not
+    shown waiting from a snapshot; and no snapshot of a signed-in page stays in the tab's storage
+    (``no-store`` says the same to the browser's own cache)."""
+    wanted, other = unique("back-wanted"), unique("back-other")
+    wanted_id, other_id = server.start_runs(
+        RunRequest("support", "Refund $61.00 on A-1042, wrong size.", wanted, "e2e-back"),
+        RunRequest("support", "Refund $62.00 on A-1043, arrived late.", other, "e2e-back"),
+    )
+    page = pages.open()
+    visit(page, "/agents/support/?resource=e2e-back")
+    expect(card(page, other_id)).to_be_visible()
+    page.get_by_label("Thread").fill(wanted)
+    page.get_by_role("button", name="Filter").click()
+    expect(cards(page)).to_have_count(1)
+    elsewhere = pages.open(REVIEWER)
+    visit(elsewhere, f"/agents/support/?thread={other}")
+    card(elsewhere, other_id).get_by_role("button", name=APPROVE).click()
+    expect(card(elsewhere, other_id).locator(".outcome")).to_contain_text("Completed")
+
+    page.go_back()
+
+    expect(page).to_have_url(server.url("/agents/support/?resource=e2e-back"))
+    expect(card(page, wanted_id)).to_be_visible()
+    expect(page.locator(f"#run-{other_id}")).to_have_count(0)
+    assert page.evaluate("sessionStorage.getItem('htmx-history-cache')") is None
+
+
 def test_approve_replaces_the_card_with_the_completed_run(
     pages: Pages, server: Server, artifacts_dir: Path
 ) -> None:
