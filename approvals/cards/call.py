@@ -450,11 +450,13 @@ GRANT_MARK = "grant-scope"
 
 def offers_grants(run: AgentRun, call: AgentRunToolCall, tool: Tool | None) -> bool:
     """Whether the card offers "approve and allow" for this call: an approval of a tool that takes
-    grants, on the run's own card (not a sub-agent's call), not interrupted after its tool started."""
+    grants, that one approval decides (no rule routed it to several), on the run's own card (not a
+    sub-agent's call), not interrupted after its tool started."""
     return (
         call.requires_approval
         and tool is not None
         and tool.takes_grants
+        and approvals_required(call, tool) == 1
         and run.parent_run_id is None
         and not call.via_agent_id
         and call.tool_started_at is None

@@ -31,6 +31,11 @@ EDITS_AND_GRANT = (
     "through with the model's arguments as proposed. Approve with your edits (no grant), or allow "
     "the call as the model proposed it."
 )
+#: What "approve and allow" says when the approval was one vote of several.
+ONE_VOTE = (
+    "No standing grant: a rule asks for several approvals of this call, so yours is one vote, and "
+    "allowing such calls ahead of time is not one person's to give."
+)
 
 
 @dataclass(frozen=True)
@@ -63,8 +68,9 @@ def approve_and_allow(
     """Approve the call through the one door, then allow its tool on these terms from now on.
 
     ``InvalidGrant`` (nothing decided) when the terms cannot be kept. The grant is made only when
-    the approval took effect; a lost race or a refusal makes none. Edited arguments that differ
-    from the model's are refused (``refused``, nothing decided): never dropped for the model's.
+    the approval decided the call; a lost race, a refusal or a vote of several makes none. Edited
+    arguments that differ from the model's are refused (``refused``, nothing decided): never dropped
+    for the model's.
     """
     agent = access.agent
     try:
@@ -98,6 +104,9 @@ def approve_and_allow(
     outcome = decide(access, decision, hold=False)
     if not outcome.took_effect:
         return outcome, None
+    if outcome.status == Outcome.VOTE_RECORDED:
+        # A rule routed the call to several people: theirs is not one person's to give ahead of time.
+        return replace(outcome, grant_note=ONE_VOTE), None
     grant: Grant = async_to_sync(agent.add_grant)(request)
     return replace(outcome, grant_note=f"Allowed from now on: {describe(grant)}."), grant
 

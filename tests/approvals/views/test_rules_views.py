@@ -10,7 +10,7 @@ from asgiref.sync import async_to_sync
 from django.contrib.auth.models import User
 from django.test import Client
 
-from approvals.models import AuditEntry, RoutingRule
+from approvals.models import AuditEntry, GrantRecord, RoutingRule
 from tests.support.runtime_fixtures import DashboardAgents
 from tests.support.users import make_user
 
@@ -237,3 +237,23 @@ def test_a_rule_whose_maker_lost_the_right_decides_nothing(
 
     assert run.status == "suspended" and agents.executed["refund"].count == 0
     assert not AuditEntry.objects.filter(run_id=run.run_id).exists()
+
+
+def test_a_call_a_rule_routes_to_two_offers_no_approve_and_allow_and_a_forged_one_makes_no_grant(
+    agents: DashboardAgents, admin_member_client: Client, reviewer_client: Client
+) -> None:
+    """Two people's approval is not one person's to give ahead of time, whether the tool asks for
+    two (its card offers no grant) or a rule does: one vote makes no standing grant."""
+    add_rule(admin_member_client, "two", 'note == "big"')
+    run = agents.start("helpdesk", "refund big", thread="t-2")
+    call = run.tool_calls[0]
+    card = reviewer_client.get(f"/runs/{run.run_id}/").content.decode()
+    assert "0 of 2 approvals" in card and "Approve and allow" not in card
+
+    forged = {"agent": "helpdesk", "grant-scope": "thread", "grant-lasts": "1h", "grant-uses": ""}
+    forged |= {"grant-condition": ""}
+    voted = reviewer_client.post(approve_url(run.run_id, call.tool_call_id), forged, **HX).content.decode()
+
+    assert "Vote recorded" in voted and "Allowed from now on" not in voted
+    assert "No standing grant" in voted
+    assert not GrantRecord.objects.exists() and agents.executed["refund"].count == 0
