@@ -339,7 +339,8 @@ def test_two_reviewers_race_on_one_call_and_exactly_one_wins(pages: Pages, serve
         handle.evaluate("button => button.click()")
 
     for page in racers.values():
-        expect(card(page, run_id).locator(".outcome")).to_be_visible()
+        # (Longer than the default: on a loaded machine the loser waits for the winner's write.)
+        expect(card(page, run_id).locator(".outcome")).to_be_visible(timeout=30_000)
     texts = {user: card(page, run_id).locator(".outcome").inner_text() for user, page in racers.items()}
     winners = [user for user, text in texts.items() if "Completed" in text]
     losers = [user for user, text in texts.items() if "Already decided" in text]
