@@ -288,10 +288,11 @@ if not re.fullmatch(r"(0|[1-9][0-9]*)(/[1-9][0-9]*)?", API_DECISION_RATE_LIMIT):
 API_STREAM_MAX_SECONDS = float(_env("API_STREAM_MAX_SECONDS", "600"))
 # Answers one account may keep open while they wait for a person (AG-UI resumes, approval requests'
 # long polls, MCP gateway calls); past it a 429. "0": no limit. Counted in Django's cache, as above.
+# (At most 1,000: each is a key of the cache a new wait may look at.)
 _OPEN_WAITS = _env("API_OPEN_WAITS_PER_CALLER", "32")
-if not re.fullmatch(r"0|[1-9][0-9]{0,5}", _OPEN_WAITS):
+if not re.fullmatch(r"0|[1-9][0-9]{0,2}|1000", _OPEN_WAITS):
     raise ImproperlyConfigured(
-        f"API_OPEN_WAITS_PER_CALLER is {_OPEN_WAITS!r}: write a count, e.g. 32, or 0 for no limit"
+        f"API_OPEN_WAITS_PER_CALLER is {_OPEN_WAITS!r}: write a count up to 1000, e.g. 32, or 0 for no limit"
     )
 API_OPEN_WAITS_PER_CALLER = int(_OPEN_WAITS)
 

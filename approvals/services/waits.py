@@ -12,9 +12,9 @@ A caller is an account (its username), whichever token or session it comes with.
 keys in Django's cache, taken with ``add`` (atomic in every backend): per process with the default
 local-memory cache, shared by every process when the cache is (Redis, database), as the decision
 rate limit is counted. A slot is given back when its answer ends; one whose process died expires
-after ``slot_seconds()`` (longer than any answer waits unrenewed), and a wait with no end of its own (the
-MCP gateway's) renews its slot as it goes. A caller the transport does not name (an MCP gateway
-served without tokens) is not counted.
+after ``slot_seconds()`` (longer than any answer waits unrenewed), and a wait with no end of its
+own (the MCP gateway's) renews its slot as it goes. A caller the transport does not name (an MCP
+gateway served without tokens) is not counted.
 """
 
 from __future__ import annotations

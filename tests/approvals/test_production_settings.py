@@ -163,7 +163,7 @@ def test_a_malformed_rate_limit_stops_the_server_at_start_saying_how_to_write_it
 def test_a_malformed_open_waits_limit_stops_the_server_at_start_saying_how_to_write_it() -> None:
     env = {k: v for k, v in os.environ.items() if k not in {"DEBUG"}}
     env |= {"DJANGO_SETTINGS_MODULE": "config.settings", "DEBUG": "true"}
-    for wrong in ("lots", "-1", "1.5"):
+    for wrong in ("lots", "-1", "1.5", "1001"):
         refused = zygote.zygote.run(
             [sys.executable, "-c", SERVE], env=env | {"API_OPEN_WAITS_PER_CALLER": wrong}
         )
@@ -171,7 +171,7 @@ def test_a_malformed_open_waits_limit_stops_the_server_at_start_saying_how_to_wr
         assert (
             f"ImproperlyConfigured: API_OPEN_WAITS_PER_CALLER is {wrong!r}: write a count" in refused.stderr
         )
-    for written in ("0", "32"):
+    for written in ("0", "32", "1000"):
         started = zygote.zygote.run(
             [sys.executable, "-c", SERVE], env=env | {"API_OPEN_WAITS_PER_CALLER": written}
         )
