@@ -11,8 +11,11 @@ A run that parks ends with the interrupt outcome, one interrupt per waiting call
 AG-UI adapter words an approval (``int-<toolCallId>``, its ``responseSchema``: ``approved``,
 ``editedArgs``, ``reason``); a ``suspend()``-ed call's interrupt asks for the tool's resume schema.
 The same calls wait in the desk's queue. Each interrupt's ``metadata.countersign`` says which run it
-is, whether this user may decide it (the rules' answer now, ``Agent.would_decide``) and where the
-desk shows it.
+is, whether this user may decide it (the rules' answer now, ``Agent.would_decide``), where the
+desk shows it and, for an approval, its ``fingerprint`` as shown (the v1 API's). A resume entry
+whose ``metadata.countersign`` echoes it approves that call or nothing: a call changed since (its
+arguments, preview or tool version) is refused (``countersign.decision_refused``,
+``arguments_changed``) and the run ends with its interrupts as they are now, to look at again.
 
 Resuming (``resume`` entries on the thread) is a decision on each call through the one door, as
 this user, on the channel "api": approve (with edits), decline (``approved: false`` or
@@ -86,7 +89,7 @@ from pydantic_ai.ui.ag_ui._interrupt import (
     resume_entry_to_approval,
 )
 
-from agents_runtime import AgentRun, Chunk, DecisionRequest, Origin, RunNotFound
+from agents_runtime import AgentRun, ArgumentsChanged, Chunk, DecisionRequest, Origin, RunNotFound
 from agents_runtime.store import DEFAULT_DECLINE_REASON, DecisionAction, Outcome
 from approvals import queries
 from approvals.api import deciding, params, precheck
@@ -94,7 +97,7 @@ from approvals.api.auth import agent_access
 from approvals.api.errors import ApiError, invalid_body, issue
 from approvals.api.ratelimit import limit_decisions
 from approvals.api.relay import OUTPUT_GRACE_SECONDS, POLL_SECONDS, RunFollower, continues_elsewhere, tapped
-from approvals.api.serialize import SSE_HEADERS
+from approvals.api.serialize import SSE_HEADERS, fingerprint_of
 from approvals.api.views import api_view
 from approvals.policy import AgentAccess
 from approvals.services import runs, waits
@@ -314,19 +317,29 @@ class AguiEvents:
         return CustomEvent(name=f"{META}.{name}", value={"runId": self.run_id, **value})
 
     async def finish(self) -> BaseEvent:
-        """The parked run's ``RUN_FINISHED``: an interrupt for each call it waits on."""
+        """The parked run's ``RUN_FINISHED``: an interrupt for each call it waits on, an approval's
+        with the fingerprint of the call as shown (``countersign.fingerprint``, as the v1 API's)."""
         self.ended = True
-        if not self.waiting:
+        try:
+            run: AgentRun | None = await self.access.agent.get_suspended_run(self.run_id)
+        except RunNotFound:
+            if not self.waiting:
+                raise
+            run = None  # (decided since it parked: its interrupts as its chunks said them, unbound)
+        if not self.waiting and run is not None:
             # (Its parking chunks did not come this way: the run says what it waits on.)
-            self.waiting = _waiting_of(await self.access.agent.get_suspended_run(self.run_id))
-        interrupts = [await self._interrupt(call) for call in self.waiting]
+            self.waiting = _waiting_of(run)
+        seen = _fingerprints(self.access, run)
+        interrupts = [
+            await self._interrupt(call, seen.get(str(call["tool_call_id"]))) for call in self.waiting
+        ]
         return RunFinishedEvent(
             thread_id=self.run_input.thread_id,
             run_id=self.run_input.run_id,
             outcome=RunFinishedInterruptOutcome(interrupts=interrupts),
         )
 
-    async def _interrupt(self, call: dict[str, Any]) -> Interrupt:
+    async def _interrupt(self, call: dict[str, Any], fingerprint: str | None) -> Interrupt:
         call_id, tool = str(call["tool_call_id"]), str(call["tool_name"])
         meta: dict[str, Any] = {
             "runId": self.run_id,
@@ -334,6 +347,7 @@ class AguiEvents:
             "kind": "approval" if call["requires_approval"] else "suspend",
             "dashboard": reverse("approvals:run", args=[self.run_id]),
             **await self._may_decide(call_id, call["requires_approval"]),
+            **({"fingerprint": fingerprint} if fingerprint else {}),
         }
         if call["requires_approval"]:
             args = call.get("args") or {}
@@ -388,6 +402,12 @@ class AguiEvents:
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _fingerprints(access: AgentAccess, run: AgentRun | None) -> dict[str, str]:
+    """The fingerprints of the run's approvals as shown (what a resume's metadata may echo)."""
+    calls = run.tool_calls if run is not None else []
+    return {c.tool_call_id: seen for c in calls if (seen := fingerprint_of(access.agent, c))}
 
 
 def _waiting_of(run: AgentRun) -> list[dict[str, Any]]:
@@ -471,6 +491,17 @@ def _waits(entry: ResumeEntry) -> bool:
     return isinstance(meta, dict) and meta.get("wait") is True
 
 
+def _seen(entry: ResumeEntry) -> str | None:
+    """The call's fingerprint as the chat was shown it, echoed from its interrupt's metadata
+    (``countersign.fingerprint``); None: the answer is not bound to it (as Mastra's are not)."""
+    meta = entry.metadata.get(META) if isinstance(entry.metadata, dict) else None
+    seen = meta.get("fingerprint") if isinstance(meta, dict) else None
+    if seen is not None and not (isinstance(seen, str) and 0 < len(seen) <= params.MAX_FINGERPRINT_LENGTH):
+        detail = f"metadata.countersign.fingerprint: 1 to {params.MAX_FINGERPRINT_LENGTH} characters"
+        raise ApiError(400, "Invalid resume payload", "invalid_resume", detail=detail)
+    return seen
+
+
 def _call_id(entry: ResumeEntry) -> str:
     try:
         return interrupt_id_to_tool_call_id(entry.interrupt_id)
@@ -501,7 +532,12 @@ def _answer(access: AgentAccess, run: AgentRun, entry: ResumeEntry) -> Answer | 
             edited = verdict.override_args if isinstance(verdict.override_args, dict) else None
             action = "approve"
             body = params.Decision(
-                run.run_id, call_id, edited_args=edited, confirm_rerun=rerun, confirm_risky=risky
+                run.run_id,
+                call_id,
+                edited_args=edited,
+                confirm_rerun=rerun,
+                confirm_risky=risky,
+                seen=_seen(entry),
             )
         else:
             reason = payload.get("reason") if isinstance(payload.get("reason"), str) else ""
@@ -632,11 +668,17 @@ async def _answered(events: AguiEvents, answer: Answer, follower: RunFollower, l
         return
     said = _said(events, answer, outcome)
     for event in said:
-        if event.type == EventType.CUSTOM:
+        if event.type == EventType.CUSTOM and not _look_again(event):
             left.append(answer.tool_call_id)
             # (A lost race names who decided: no need to say it again.)
             events.told = events.told or getattr(event, "name", "").endswith("already_decided")
         yield event
+
+
+def _look_again(event: BaseEvent) -> bool:
+    """A refusal the chat answers itself, looking at the call as it is now (not left to a reviewer)."""
+    value = getattr(event, "value", None)
+    return isinstance(value, dict) and value.get("code") == ArgumentsChanged.rule
 
 
 def _said(events: AguiEvents, answer: Answer, outcome: DecisionOutcome | PermissionDenied) -> list[BaseEvent]:
@@ -658,6 +700,9 @@ def _said(events: AguiEvents, answer: Answer, outcome: DecisionOutcome | Permiss
         required = tally.required if tally else None
         vote = events.custom("vote_recorded", **where, message=message, approvedBy=voters, required=required)
         return [vote]
+    if outcome.refusal == ArgumentsChanged.rule:
+        # The chat showed an older call: it looks again at the interrupt ``_closing`` gives it.
+        return [events.custom("decision_refused", **where, code=outcome.refusal, message=message)]
     if status in (Outcome.REFUSED, Outcome.UNCONFIRMED):
         code = outcome.refusal or str(status)
         return [events.custom("decision_refused", **where, code=code, message=message, waitsFor="reviewer")]

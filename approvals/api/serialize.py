@@ -88,6 +88,13 @@ def tool_call_json(call: AgentRunToolCall, version: str = "") -> dict[str, Any]:
     return out
 
 
+def fingerprint_of(agent: Agent | None, call: AgentRunToolCall) -> str | None:
+    """An approval's fingerprint as a decider is shown it, to send back (None for a question)."""
+    if not call.requires_approval:
+        return None
+    return shown(call, tool_version(agent, call.tool_name, call.via_agent_id))
+
+
 def tool_version(agent: Agent | None, tool_name: str, via: str | None = None) -> str:
     """The version of ``agent``'s tool (what a decision is bound to with the call), "" if unknown;
     ``via``: the sub-agent whose call a supervisor's run mirrors (its tool)."""

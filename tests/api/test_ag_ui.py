@@ -527,3 +527,39 @@ async def test_decisions_over_ag_ui_count_against_the_tokens_rate_limit(
     waits["resume"][0]["metadata"] = {"countersign": {"wait": True}}
     settings.API_STREAM_MAX_SECONDS = 1
     assert (await api.post(URL, waits)).status_code == 200
+
+
+async def test_an_approval_echoing_the_interrupts_fingerprint_is_bound_to_the_call_as_shown(
+    concierge: Runtime, reviewer: User, reviewer_token: str
+) -> None:
+    """As the v1 API's ``fingerprint``: an interrupt carries the call's as shown, and an answer whose
+    metadata echoes it approves that call or nothing (a chat showing an older call is told to look
+    again, and is given the call as it is now); an answer without one decides unbound."""
+    api = Api(reviewer_token)
+    [interrupt] = interrupts(await chat(api, run_input("fp", "refund #F1 700")))
+    meta = interrupt["metadata"]["countersign"]
+    read = json.loads((await api.get(f"/api/v1/agents/concierge/runs/{meta['runId']}")).content)
+    assert meta["fingerprint"] == read["toolCalls"][0]["fingerprint"]
+
+    stale = resume("fp", interrupt, {"approved": True})
+    stale["resume"][0]["metadata"] = {"countersign": {"fingerprint": "0" * 32}}
+    events = await chat(api, stale)
+
+    [refused] = [e for e in events if e["type"] == "CUSTOM"]
+    assert refused["name"] == "countersign.decision_refused"
+    assert refused["value"]["code"] == "arguments_changed" and "waitsFor" not in refused["value"]
+    assert interrupts(events) == [interrupt]  # (the call as it is now, to look at again)
+    assert ag_ui_agents.EXECUTED[interrupt["toolCallId"]] == 0
+
+    malformed = resume("fp", interrupt, {"approved": True})
+    malformed["resume"][0]["metadata"] = {"countersign": {"fingerprint": 7}}
+    said = await chat(api, malformed)
+    assert (
+        types(said) == [EventType.RUN_STARTED, EventType.RUN_ERROR] and said[-1]["code"] == "invalid_resume"
+    )
+    assert ag_ui_agents.EXECUTED[interrupt["toolCallId"]] == 0
+
+    bound = resume("fp", interrupt, {"approved": True})
+    bound["resume"][0]["metadata"] = {"countersign": {"fingerprint": meta["fingerprint"]}}
+    assert (await chat(api, bound))[-1]["outcome"] == {"type": "success"}
+    assert ag_ui_agents.EXECUTED[interrupt["toolCallId"]] == 1

@@ -18,13 +18,13 @@ from django.http import HttpRequest, HttpResponseBase, JsonResponse, QueryDict
 from django.urls import reverse
 from pydantic import BaseModel, ValidationError
 
-from agents_runtime import Agent, AgentRun, Origin, RunNotFound, shown
+from agents_runtime import Agent, AgentRun, Origin, RunNotFound
 from approvals import queries
 from approvals.api import deciding, params, precheck
 from approvals.api.auth import Requester, agent_access, requester, require, user_access
 from approvals.api.errors import ApiError, invalid_body, invalid_query
 from approvals.api.ratelimit import limit_decisions
-from approvals.api.serialize import tool_version
+from approvals.api.serialize import fingerprint_of
 from approvals.api.streams import not_found, outcome_error
 from approvals.api.v1 import schemas as s
 from approvals.api.views import api_view
@@ -107,9 +107,7 @@ def run_out(
                 preview=c.context.preview if c.context is not None else None,
                 approved_preview=c.context.approved_preview if c.context is not None else None,
                 recheck=c.context.recheck if c.context is not None else None,
-                fingerprint=shown(c, tool_version(agent, c.tool_name, c.via_agent_id))
-                if c.requires_approval
-                else None,
+                fingerprint=fingerprint_of(agent, c),
             )
             for c in run.tool_calls
         ],
