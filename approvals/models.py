@@ -414,6 +414,14 @@ class ParkedCallRecord(models.Model):
     def __str__(self) -> str:
         return f"{self.tool_name} ({self.tool_call_id})"
 
+    @property
+    def via_agent_id(self) -> str | None:
+        """On a supervisor's mirror: the sub-agent, however deep, whose call it is (its tool is the
+        call's: ``AgentRunToolCall.via_agent_id``); None on an agent's own call."""
+        delegation = self.delegation if isinstance(self.delegation, dict) else {}
+        agent_id = delegation.get("agent_id")
+        return None if agent_id is None else str(agent_id)
+
 
 class ThreadMessageQuerySet(models.QuerySet["ThreadMessage"]):
     def for_thread(self, agent_id: str, thread_id: str) -> ThreadMessageQuerySet:
@@ -723,6 +731,10 @@ class AuditEntry(models.Model):
     resource_id = models.CharField(max_length=255, blank=True)
     tool_call_id = models.CharField(max_length=400)
     tool_name = models.CharField(max_length=255, blank=True)
+    #: On a supervisor's mirror of a sub-agent's call, that sub-agent (``AgentRunToolCall.via_agent_id``):
+    #: the row is titled by its tool, not by a namesake's ("": the agent's own call, or a row
+    #: written before it was kept). Not a CSV column: the export's columns are stable.
+    via_agent_id = models.CharField(max_length=255, blank=True, default="")
     #: The arguments as the reviewer saw them on the card (approval calls).
     args = OrderedJSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     #: What the call would do, as its card showed it (``agents_runtime.previews``; approval calls).
@@ -896,6 +908,9 @@ class BatchItem(models.Model):
     run_id = models.CharField(max_length=255)
     tool_call_id = models.CharField(max_length=400)
     tool_name = models.CharField(max_length=255, blank=True)
+    #: On a supervisor's mirror of a sub-agent's call, that sub-agent (``AgentRunToolCall.via_agent_id``):
+    #: the call's tool is its, not a namesake's, in the preview's groups and money ("": the agent's own).
+    via_agent_id = models.CharField(max_length=255, blank=True)
     #: The arguments as the preview showed them (model output: escaped wherever shown).
     args = models.JSONField(null=True, blank=True)
     #: The fingerprint of the call as the preview showed it (``agents_runtime.shown``): the batch's

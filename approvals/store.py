@@ -610,6 +610,7 @@ COLUMNS = (
     "batch_id",
     "grant_id",
     "parked_at",
+    "via_agent_id",
 )
 
 
@@ -693,6 +694,7 @@ def call_row_values(
         "resource_id": run.resource_id or "",
         "tool_call_id": call.tool_call_id,
         "tool_name": call.tool_name,
+        "via_agent_id": (call.delegation.agent_id if call.delegation is not None else None) or "",
         "args": call.args if call.kind == CallKind.APPROVAL else None,
         "preview": (call.context or {}).get("preview") if call.kind == CallKind.APPROVAL else None,
         "suspend_payload": call.suspend_payload if call.kind == CallKind.INPUT else None,

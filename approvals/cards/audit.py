@@ -49,7 +49,8 @@ def grant_url(grant_id: int) -> str:
 
 def audit_row(entry: AuditEntry, known: dict[str, Agent | None]) -> AuditRowView:
     agent = _agent(entry.agent_id, known)
-    tool = find_tool(agent, entry.tool_name)
+    # (A supervisor's mirror of a sub-agent's call: titled by that sub-agent's tool, as its card was.)
+    tool = find_tool(agent, entry.tool_name, via=entry.via_agent_id or None)
     title = edited = ""
     if entry.args is not None or entry.suspend_payload is not None:
         title = call_title(

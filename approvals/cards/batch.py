@@ -1,9 +1,11 @@
 """What the batch page shows: the preview of a bulk decision and its progress.
 
-The preview groups the batch's calls by tool and shows, per tool, the arguments that are the same in
-every call once and only those that differ call by call, money as the card formats it, and what each
-call would do (its tool's preview): what a reviewer must check before deciding them all. Arguments
-and previews are model or tool output; the template escapes them like any other text.
+The preview groups the batch's calls by tool (a supervisor's mirrors of a sub-agent's calls by that
+sub-agent's tool: a namesake of the supervisor's is another group) and shows, per tool, the
+arguments that are the same in every call once and only those that differ call by call, money as
+the card formats it, and what each call would do (its tool's preview): what a reviewer must check
+before deciding them all. Arguments and previews are model or tool output; the template escapes
+them like any other text.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from dataclasses import dataclass, field
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Decimal, localcontext
 from typing import Any
 
-from agents_runtime import Agent, Preview, Would
+from agents_runtime import Agent, Preview, Tool, Would
 from agents_runtime.presentation import Money
 from agents_runtime.store import would_approve_line
+from approvals.cards.call import find_tool, via_name
 from approvals.cards.text import compact_json
 from approvals.models import Batch, BatchItem
 from approvals.services.batches import Prediction
@@ -42,6 +45,8 @@ class CallRow:
 class ToolGroup:
     tool_name: str
     count: int
+    #: The sub-agent whose calls these are, by name (a supervisor's mirrors; "": the agent's own).
+    via_agent: str
     #: Arguments with one value in every call of the group: (name, compact JSON).
     same: list[tuple[str, str]]
     differing: list[str]
@@ -88,8 +93,16 @@ def _value(name: str, value: Any, money: Mapping[str, Money]) -> str:
     return formatted if formatted is not None else compact_json(value)
 
 
-def tool_group(tool_name: str, items: list[BatchItem], agent: Agent | None = None) -> ToolGroup:
-    tool = agent.find_tool(tool_name) if agent is not None else None
+def _tool(agent: Agent | None, tool_name: str, via_agent_id: str) -> Tool | None:
+    """The tool of a batch's call: a mirror's is its sub-agent's, as the decision will judge it."""
+    return find_tool(agent, tool_name, via=via_agent_id or None)
+
+
+def tool_group(
+    tool_name: str, via_agent_id: str, items: list[BatchItem], agent: Agent | None = None
+) -> ToolGroup:
+    """The calls of one tool (``via_agent_id``: of that sub-agent's, "" the agent's own)."""
+    tool = _tool(agent, tool_name, via_agent_id)
     money = tool.money if tool is not None else {}
     names: list[str] = []
     for item in items:
@@ -109,7 +122,14 @@ def tool_group(tool_name: str, items: list[BatchItem], agent: Agent | None = Non
         )
         for item in items[:PREVIEW_ROWS]
     ]
-    return ToolGroup(tool_name=tool_name, count=len(items), same=same, differing=differing, rows=rows)
+    return ToolGroup(
+        tool_name=tool_name,
+        count=len(items),
+        via_agent=via_name(agent, via_agent_id) if via_agent_id else "",
+        same=same,
+        differing=differing,
+        rows=rows,
+    )
 
 
 def batch_view(batch: Batch, agent: Agent | None = None) -> BatchView:
@@ -117,16 +137,17 @@ def batch_view(batch: Batch, agent: Agent | None = None) -> BatchView:
     items = list(batch.items.all())
     # Taken on: every item but those skipped before the batch started (their decided_at is unset).
     taken = [i for i in items if not (i.state == BatchItem.State.SKIPPED and i.decided_at is None)]
-    by_tool: dict[str, list[BatchItem]] = {}
+    # By tool and sub-agent: two namesakes are two tools, each group read by its own.
+    by_tool: dict[tuple[str, str], list[BatchItem]] = {}
     for item in taken:
-        by_tool.setdefault(item.tool_name, []).append(item)
+        by_tool.setdefault((item.tool_name, item.via_agent_id), []).append(item)
     counts = {state.value: 0 for state in BatchItem.State}
     for item in items:
         counts[item.state] += 1
     counts["total"] = len(items)
     return BatchView(
         batch=batch,
-        groups=[tool_group(name, group, agent) for name, group in sorted(by_tool.items())],
+        groups=[tool_group(name, via, group, agent) for (name, via), group in sorted(by_tool.items())],
         skipped=[i for i in items if i.state == BatchItem.State.SKIPPED],
         decided=[i for i in items if i.state == BatchItem.State.DECIDED],
         counts=counts,
@@ -164,7 +185,7 @@ def money_total(items: Iterable[BatchItem], agent: Agent | None) -> str:
     """The money of ``items``' arguments, per currency, as their tools format it ("$1,250.00")."""
     sums: dict[Money, Decimal] = {}
     for item in items:
-        tool = agent.find_tool(item.tool_name) if agent is not None else None
+        tool = _tool(agent, item.tool_name, item.via_agent_id)
         for name, hint in (tool.money if tool is not None else {}).items():
             amount = hint.major(_args(item).get(name))
             if amount is not None:

@@ -109,11 +109,16 @@ class WhyView:
         )
 
 
-def find_tool(agent: Agent | None, tool_name: str, call: AgentRunToolCall | None = None) -> Tool | None:
+def find_tool(
+    agent: Agent | None, tool_name: str, call: AgentRunToolCall | None = None, *, via: str | None = None
+) -> Tool | None:
     """The tool a call names; given the call, as it applies to it (an external agent's request brings
-    its own argument schema and title: ``Tool.for_call``)."""
-    # (A supervisor's mirror of a sub-agent's call: that sub-agent's tool, as the runtime judges it.)
-    via = call.via_agent_id if call is not None else None
+    its own argument schema and title: ``Tool.for_call``). ``via``: the sub-agent that parked it,
+    where only that is known of the call (a batch's item, a stored row, an earlier result of its run)."""
+    # (A supervisor's mirror of a sub-agent's call: that sub-agent's tool, as the runtime judges it,
+    # never a namesake of the supervisor's.)
+    if call is not None:
+        via = call.via_agent_id
     tool = agent.find_tool(tool_name, via) if agent is not None else None
     context = call.context if call is not None else None
     if tool is None or context is None:
@@ -130,17 +135,22 @@ def why_view(call: AgentRunToolCall, tool: Tool | None, agent: Agent | None) -> 
     description = _first_paragraph(tool.description if tool is not None else None)
     if context is None:
         return WhyView(description=description)
+    # Earlier results and answers of the run that parked the call: a mirrored call's are its
+    # sub-agent's, read by that sub-agent's tools (as the runtime gathered them), not a namesake's.
+    via = call.via_agent_id
     return WhyView(
         user_message=reveal_invisible(context.user_message or ""),
         agent_said=reveal_invisible(context.agent_said or ""),
-        key_results=tuple(result_view(r, find_tool(agent, r.tool_name)) for r in context.key_results),
+        key_results=tuple(
+            result_view(r, find_tool(agent, r.tool_name, via=via)) for r in context.key_results
+        ),
         description=description,
         approval_reason=reveal_invisible(context.approval_reason or ""),
         previous_answers=tuple(
             (
                 reveal_invisible(a.question or a.tool_name),
                 tuple(
-                    values_view(a.answer, find_tool(agent, a.tool_name), json_text=compact_json)
+                    values_view(a.answer, find_tool(agent, a.tool_name, via=via), json_text=compact_json)
                     if isinstance(a.answer, Mapping)
                     else values_view({"answer": a.answer}, None, json_text=compact_json)
                 ),
@@ -576,9 +586,9 @@ def preview_of(call: AgentRunToolCall) -> Preview | None:
     return Preview.from_json(call.context.preview if call.context is not None else None)
 
 
-def _via_name(agent: Agent | None, via_agent_id: str) -> str:
-    """The name of the sub-agent, however deep, whose call a supervisor's card shows (its id when
-    the supervisor has none of that id)."""
+def via_name(agent: Agent | None, via_agent_id: str) -> str:
+    """The name of the sub-agent, however deep, whose call a supervisor's card (or bulk preview)
+    shows (its id when the supervisor has none of that id)."""
     sub = agent.find_sub_agent(via_agent_id) if agent is not None else None
     return sub.name if sub is not None else via_agent_id
 
@@ -606,7 +616,7 @@ def _summary(
             risky_only=row_only,
         ),
         "question": question,
-        "via_agent": _via_name(agent, call.via_agent_id) if call.via_agent_id else "",
+        "via_agent": via_name(agent, call.via_agent_id) if call.via_agent_id else "",
         "preview": preview_of(call) if call.requires_approval and not row_only else None,
         "tool_version": tool.version if tool is not None else "",
         "expiry_approves": expiry_approves(call, tool),

@@ -99,7 +99,7 @@ def _text(path: str, value: Any, money: Money | None) -> str:
 
 def decision_diff(decision: Any) -> ArgsDiff:
     """The diff of a decision as recorded (an audit row, an outcome: ``args``, ``edited_args``,
-    ``agent_id``, ``tool_name``); empty when it was not approved with edits."""
+    ``agent_id``, ``tool_name``, ``via_agent_id``); empty when it was not approved with edits."""
     edited = getattr(decision, "edited_args", None)
     if edited is None:
         return ArgsDiff()
@@ -108,4 +108,6 @@ def decision_diff(decision: Any) -> ArgsDiff:
         agent = agents.get(str(decision.agent_id))
     except agents.UnknownAgent:
         agent = None
-    return args_diff(getattr(decision, "args", None), edited, find_tool(agent, str(decision.tool_name or "")))
+    # (A supervisor's mirror of a sub-agent's call: its money read by that sub-agent's tool.)
+    tool = find_tool(agent, str(decision.tool_name or ""), via=getattr(decision, "via_agent_id", "") or None)
+    return args_diff(getattr(decision, "args", None), edited, tool)

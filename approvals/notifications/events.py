@@ -91,7 +91,8 @@ def call_fields(call: AgentRunToolCall | ParkedCallRecord, agent_id: str) -> dic
     else:
         approval = call.kind == CallKind.APPROVAL
     try:
-        tool = find_tool(agents.get(agent_id), call.tool_name)
+        # (A supervisor's mirror: titled by its sub-agent's tool, as its card is, not a namesake's.)
+        tool = find_tool(agents.get(agent_id), call.tool_name, via=call.via_agent_id)
     except agents.UnknownAgent:
         tool = None  # (an agent no longer served: its calls read by the tool's name)
     title = call_title(

@@ -49,6 +49,7 @@ def remind_due(now: datetime | None = None) -> int:
             "args",
             "suspend_payload",
             "context",
+            "delegation",
             "expires_at",
             "escalated_to",
         )[:200]

@@ -151,6 +151,7 @@ def batch_prepare(
                 run_id=f.run_id,
                 tool_call_id=f.tool_call_id,
                 tool_name=f.call.tool_name if f.call else "",
+                via_agent_id=(f.call.via_agent_id or "") if f.call else "",
                 args=f.call.args if f.call else None,
                 fingerprint=_fingerprint(agent, f.call) if f.call and not skip else "",
                 preview=f.call.context.preview if f.call and f.call.context else None,

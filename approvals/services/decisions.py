@@ -262,6 +262,7 @@ def held_outcome(held: HeldDecision, run: AgentRun) -> DecisionOutcome:
         decided_by=held.username,
         decided_at=held.held_at,
         tool_name=call.tool_name,
+        via_agent_id=call.via_agent_id or "",
         thread_id=run.thread_id,
         resource_id=run.resource_id,
         message=f"{verdict.label} by you. It is taken at {_at(held.commit_at)} unless you undo it; "
@@ -337,6 +338,7 @@ def recorded_outcome(
         decided_by=entry.username,
         decided_at=entry.created_at,
         tool_name=entry.tool_name,
+        via_agent_id=entry.via_agent_id,
         thread_id=entry.thread_id or None,
         resource_id=entry.resource_id or None,
         message=detail,
@@ -396,6 +398,7 @@ def _outcome(who: Access, agent_id: str, attempt: Attempt, request: DecisionRequ
         "decided_by": who.username,
         "decided_at": timezone.now(),
         "tool_name": call.tool_name if call is not None else "",
+        "via_agent_id": (call.via_agent_id if call is not None else None) or "",
         "thread_id": attempt.run_before.thread_id if attempt.run_before else None,
         "resource_id": attempt.run_before.resource_id if attempt.run_before else None,
         "args": call.args if call is not None else None,
@@ -435,6 +438,7 @@ def recorded_refusal(
         resource_id=outcome.resource_id or "",
         tool_call_id=outcome.tool_call_id,
         tool_name=outcome.tool_name,
+        via_agent_id=outcome.via_agent_id,
         args=call.args if call else None,
         suspend_payload=call.suspend_payload if call else None,
         action=action,
@@ -487,6 +491,7 @@ def attempt_invalid_record(
         resource_id=run.resource_id or "",
         tool_call_id=tool_call_id,
         tool_name=call.tool_name,
+        via_agent_id=call.via_agent_id or "",
         args=call.args,
         suspend_payload=call.suspend_payload,
         action=action,
@@ -511,6 +516,8 @@ class DecisionOutcome:
     decided_by: str
     decided_at: datetime
     tool_name: str = ""
+    #: A supervisor's mirror: the sub-agent whose call it is (its tool reads the call; "": the agent's own).
+    via_agent_id: str = ""
     thread_id: str | None = None
     resource_id: str | None = None
     #: One sentence for the reviewer (also the audit row's detail).

@@ -163,6 +163,7 @@ def hold_undo(access: AgentAccess, *, run_id: str, tool_call_id: str) -> Undo:
             resource_id=(run.resource_id if run else "") or "",
             tool_call_id=tool_call_id,
             tool_name=call.tool_name if call else "",
+            via_agent_id=(call.via_agent_id if call else None) or "",
             args=call.args if call else None,
             suspend_payload=call.suspend_payload if call else None,
             action=held.action,
