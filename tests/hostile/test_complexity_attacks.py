@@ -27,8 +27,8 @@ from tests.support.api import Api
 
 pytestmark = pytest.mark.timeout(180)
 
-#: What a request may take here (generous, for a loaded machine): the attacks below take ten times
-#: this and more on an unbounded validator.
+#: The CPU a request may take here (generous): the attacks below take ten times this and more on an
+#: unbounded validator.
 SECONDS = 5.0
 
 
@@ -37,11 +37,13 @@ def _object(**properties: Any) -> dict[str, Any]:
 
 
 async def _timed(api: Api, path: str, sent: dict[str, Any]) -> tuple[Any, float]:
+    """The answer, and the CPU seconds this process spent on it (the server runs in it, its request
+    on a thread): a machine loaded by other processes stretches the wall clock, not the work."""
     warm = await api.post(REQUESTS, body())  # the first request's own costs are not the attack's
     assert warm.status_code == 201, warm.content
-    started = time.monotonic()
+    started = time.process_time()
     response = await api.post(path, sent)
-    return response, time.monotonic() - started
+    return response, time.process_time() - started
 
 
 def _issues(response: Any) -> list[dict[str, Any]]:
@@ -59,7 +61,7 @@ async def test_a_backtracking_pattern_in_an_agents_schema_does_not_freeze_the_se
     response, seconds = await _timed(payer, REQUESTS, sent)
     assert response.status_code == 422, response.content
     assert [i["field"] for i in _issues(response)] == ["args.code"]
-    assert seconds < SECONDS, f"validating one 31-character string took {seconds:.1f}s"
+    assert seconds < SECONDS, f"validating one 31-character string took {seconds:.1f} s of CPU"
 
 
 async def test_a_backtracking_pattern_property_does_not_freeze_the_server(
@@ -72,7 +74,7 @@ async def test_a_backtracking_pattern_property_does_not_freeze_the_server(
     }
     response, seconds = await _timed(payer, REQUESTS, body(args={"a" * 30 + "!": 1}, argsSchema=schema))
     assert response.status_code == 422, response.content
-    assert seconds < SECONDS, f"matching one 31-character key took {seconds:.1f}s"
+    assert seconds < SECONDS, f"matching one 31-character key took {seconds:.1f} s of CPU"
 
 
 async def test_a_reviewers_edit_cannot_freeze_the_server_through_the_agents_pattern(
@@ -86,7 +88,7 @@ async def test_a_reviewers_edit_cannot_freeze_the_server_through_the_agents_patt
     edit = {"editedArgs": {"code": "a" * 30 + "!"}}
     response, seconds = await _timed(Api(reviewer_token), approve_path(run_id), edit)
     assert response.status_code == 400, response.content
-    assert seconds < SECONDS, f"checking one edited 31-character string took {seconds:.1f}s"
+    assert seconds < SECONDS, f"checking one edited 31-character string took {seconds:.1f} s of CPU"
 
 
 def _fanning_out(levels: int) -> dict[str, Any]:
@@ -106,7 +108,7 @@ async def test_a_schema_whose_refs_fan_out_is_refused_not_followed_down_every_br
     response, seconds = await _timed(payer, REQUESTS, body(args={"n": 1}, argsSchema=_fanning_out(20)))
     assert response.status_code == 422, response.content
     assert "steps" in json.loads(response.content)["error"], response.content
-    assert seconds < SECONDS, f"a 1.5 KB schema over one number took {seconds:.1f}s"
+    assert seconds < SECONDS, f"a 1.5 KB schema over one number took {seconds:.1f} s of CPU"
 
 
 async def test_a_big_schema_over_big_arguments_is_refused_within_a_budget(
@@ -117,7 +119,7 @@ async def test_a_big_schema_over_big_arguments_is_refused_within_a_budget(
     response, seconds = await _timed(payer, REQUESTS, body(args={"xs": [0] * 6000}, argsSchema=schema))
     assert response.status_code == 422, response.content
     assert "steps" in json.loads(response.content)["error"], response.content
-    assert seconds < SECONDS, f"29 KB of schema and data took {seconds:.1f}s"
+    assert seconds < SECONDS, f"29 KB of schema and data took {seconds:.1f} s of CPU"
 
 
 async def test_unique_items_over_an_array_of_objects_is_not_quadratic(
@@ -128,7 +130,7 @@ async def test_unique_items_over_an_array_of_objects_is_not_quadratic(
     sent = body(args={"rows": [{"a": i} for i in range(4000)]}, argsSchema=schema)
     response, seconds = await _timed(payer, REQUESTS, sent)
     assert response.status_code == 201, response.content
-    assert seconds < SECONDS, f"checking 4,000 items are unique took {seconds:.1f}s"
+    assert seconds < SECONDS, f"checking 4,000 items are unique took {seconds:.1f} s of CPU"
 
 
 async def test_an_enum_over_many_items_is_answered_fast_with_a_bounded_list_of_problems(
@@ -142,4 +144,4 @@ async def test_an_enum_over_many_items_is_answered_fast_with_a_bounded_list_of_p
     assert response.status_code == 422, response.content
     assert len(response.content) < 64 * 1024, f"the answer is {len(response.content):,} bytes"
     assert 1 <= len(_issues(response)) <= 10
-    assert seconds < SECONDS, f"checking 5,000 items against an enum took {seconds:.1f}s"
+    assert seconds < SECONDS, f"checking 5,000 items against an enum took {seconds:.1f} s of CPU"
