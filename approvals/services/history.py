@@ -120,11 +120,14 @@ def decided_calls(
     agent_id: str, tool_name: str, *, since: datetime, limit: int = MAX_CALLS
 ) -> list[DecidedCall]:
     """The calls of ``agent_id``'s ``tool_name`` finally decided since ``since``, newest first, at
-    most ``limit`` (capped at ``MAX_CALLS``). Input calls (no arguments) are left out."""
+    most ``limit`` (capped at ``MAX_CALLS``). Input calls (no arguments) are left out, and so are a
+    supervisor's mirrors of its sub-agents' calls: its grants never apply to them, and their tool
+    may be a namesake of its own."""
     rows = (
         AuditEntry.objects.filter(
             agent_id=agent_id,
             tool_name=tool_name,
+            via_agent_id="",
             created_at__gte=since,
             action__in=_CALL_DECISIONS,
             outcome__in=FINAL_OUTCOMES,

@@ -27,6 +27,7 @@ from approvals import agents as served
 from approvals.apps import compose
 from approvals.models import NotificationPreference
 from approvals.notifications import remind_due
+from approvals.services.suggestions import MIN_APPROVALS, suggestion_for
 from approvals.store import DjangoRunStore
 from tests.support.batches import key
 from tests.support.inbox_rows import inbox
@@ -286,3 +287,28 @@ def test_the_receipt_and_audit_log_read_a_sub_agents_edited_call_by_its_own_tool
     titles = re.findall(r'<span class="c-tool" data-label="Call">(.*?)</span>\s*\n', page, re.S)
     assert [text_of(t) for t in titles] == ["Treasury refund $890.00 → Treasury refund $400.00"]
     assert _money_diff("$890.00", "$400.00") in text_of(page)
+
+
+# -- the grants suggested from the history ------------------------------------------------------------
+
+
+def _approve(rita: Client, run: Any) -> None:
+    [call] = run.tool_calls
+    answer = rita.post(f"/runs/{run.run_id}/calls/{call.tool_call_id}/approve", {"agent": "desk"})
+    assert answer.status_code in (200, 302)
+
+
+def test_a_grant_is_suggested_for_a_tool_from_its_own_calls_not_a_sub_agents_namesakes(
+    desk: Agent, rita: Client
+) -> None:
+    """Desk's grants never apply to its mirrors of treasury's calls: treasury's approvals suggest no
+    grant of desk's own refund, which nobody has approved yet."""
+    for _ in range(MIN_APPROVALS):
+        _approve(rita, start(desk, "refund"))
+
+    assert suggestion_for("desk", "refund") is None
+
+    for _ in range(MIN_APPROVALS):
+        _approve(rita, start(desk, "own refund"))
+    suggested = suggestion_for("desk", "refund")
+    assert suggested is not None and suggested.trial.approved_by_person == MIN_APPROVALS
