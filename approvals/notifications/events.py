@@ -25,7 +25,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from agents_runtime import AgentRunToolCall, Preview, RunEvent, RunNotFound
+from agents_runtime import AgentRunToolCall, Preview, RunEvent, RunNotFound, Tool
 from agents_runtime.store import CallKind
 from approvals import agents
 from approvals.cards.call import call_title, find_tool
@@ -83,6 +83,21 @@ def _preview_line(call: AgentRunToolCall | ParkedCallRecord) -> str:
     return preview.summary() if preview is not None else ""
 
 
+def _tool_of(call: AgentRunToolCall | ParkedCallRecord, agent_id: str) -> Tool | None:
+    """The tool as it applies to the call, as its card reads it: a supervisor's mirror's is its
+    sub-agent's (not a namesake's), an external agent's request brings its own title and schema;
+    None for an agent no longer served (its calls read by the tool's name)."""
+    try:
+        agent = agents.get(agent_id)
+    except agents.UnknownAgent:
+        return None
+    if isinstance(call, AgentRunToolCall):
+        return find_tool(agent, call.tool_name, call)
+    tool = find_tool(agent, call.tool_name, via=call.via_agent_id)
+    kept = call.context if isinstance(call.context, dict) else {}
+    return tool.for_call(kept.get("args_schema"), kept.get("title")) if tool is not None else None
+
+
 def call_fields(call: AgentRunToolCall | ParkedCallRecord, agent_id: str) -> dict[str, Any]:
     """What a message keeps of a waiting call of ``agent_id`` (the runtime's view of it, or the
     store's row): its title as its card reads, among the rest."""
@@ -90,11 +105,7 @@ def call_fields(call: AgentRunToolCall | ParkedCallRecord, agent_id: str) -> dic
         approval = call.requires_approval
     else:
         approval = call.kind == CallKind.APPROVAL
-    try:
-        # (A supervisor's mirror: titled by its sub-agent's tool, as its card is, not a namesake's.)
-        tool = find_tool(agents.get(agent_id), call.tool_name, via=call.via_agent_id)
-    except agents.UnknownAgent:
-        tool = None  # (an agent no longer served: its calls read by the tool's name)
+    tool = _tool_of(call, agent_id)
     title = call_title(
         tool, call.tool_name, args=call.args, suspend_payload=call.suspend_payload, approval=approval
     )

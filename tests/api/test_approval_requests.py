@@ -28,8 +28,10 @@ from tests.api.test_webhooks import (  # noqa: F401 - the receiver's fixtures
     settled,
     wait_for,
 )
+from tests.approvals.notifications.test_notifications import mail, person  # noqa: F401 - its fixture
 from tests.support import server
 from tests.support.api import Api
+from tests.support.notification_sinks import MailSink, parts
 from tests.support.services import database_url
 from tests.support.users import make_user
 
@@ -384,21 +386,27 @@ print(async_to_sync(stream.result)().status)
 """
 
 
-async def test_a_long_poll_is_woken_by_a_decision_in_another_process(payer: Api, settings: Any) -> None:
+async def test_a_long_poll_is_woken_by_a_decision_in_another_process(
+    payer: Api, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(service, "RECHECK_SECONDS", 60.0)  # (only the event can wake it in time)
     asked = await ask(payer)
     env = server.env_for(database_url(), redis_url=settings.REDIS_URL or None)
     env["AGENTS_RUNTIME"] = "tests.support.mastra_agents:runtime"
     waiting = asyncio.ensure_future(payer.get(f"{REQUESTS}/{asked['id']}", {"wait": "40"}))
+    answered: list[datetime] = []
+    waiting.add_done_callback(lambda _: answered.append(datetime.now(UTC)))
     await asyncio.sleep(0.5)
     assert not waiting.done()
-    started = asyncio.get_running_loop().time()
     done = await sync_to_async(server.manage)(
         env, "shell", "--command", _DECIDE_ELSEWHERE.format(run_id=asked["id"])
     )
     assert done.strip().splitlines()[-1] == "success"
     read = json.loads((await asyncio.wait_for(waiting, 20)).content)
     assert read["status"] == "approved" and read["decidedBy"] == "rita"
-    assert asyncio.get_running_loop().time() - started < 8  # (woken by the event, not the 10 s recheck)
+    # Woken by the decision's event (timed from the decision, not from the other process's start,
+    # which a loaded machine makes slow).
+    assert answered[0] - datetime.fromisoformat(read["decidedAt"]) < timedelta(seconds=5)
 
 
 # -- effect previews (issue 38) ------------------------------------------------------------------------
@@ -453,3 +461,17 @@ async def test_a_v1_approval_on_a_stale_fingerprint_is_refused(payer: Api, revie
     approved = await reviewer.post(approve_path(asked["id"]), {"fingerprint": call["fingerprint"]})
     assert approved.status_code == 200, approved.content
     assert (await payer.get(f"{REQUESTS}/{asked['id']}")).json()["status"] == "approved"
+
+
+async def test_the_mail_about_a_request_is_titled_as_the_request_asked(
+    payer: Api,
+    mail: MailSink,  # noqa: F811 (the fixture)
+) -> None:
+    """The title an agent gives its request titles its card and the message about it alike."""
+    await sync_to_async(person)("rita", "Reviewers")
+
+    await ask(payer, title="Pay ann 40 for the March invoice")
+
+    await sync_to_async(wait_for)(lambda: len(mail.messages) == 1)
+    text, html = parts(mail.messages[0])
+    assert "Pay ann 40 for the March invoice" in text and "Pay ann 40 for the March invoice" in html
