@@ -264,6 +264,11 @@ class AgentContext:
             await self.publish(RunEvent(type=type_, agent_id=self.agent_id, run_id=run_id, **details))
 
 
+def escalated(groups: Iterable[str | None]) -> tuple[str, ...]:
+    """An event's ``escalated_to``: the groups among its calls' (``None``: a call not escalated)."""
+    return tuple(sorted({group for group in groups if group}))
+
+
 async def decide(ctx: AgentContext, request: DecisionRequest, *, start: bool = False) -> DecisionReceipt:
     """The one door: ``request`` recorded atomically if every rule lets it through, and announced.
     ``start``: a claim it makes takes its lease at once (``starts_at_once``)."""
@@ -403,6 +408,7 @@ async def settle(
             action=approval.action,
             actor=approval.actor,
             edited=approval.edited_args is not None,
+            escalated_to=escalated([call.escalated_to]),
         )
         return receipt
     decision = call.decision
@@ -414,6 +420,7 @@ async def settle(
         action=decision.action,
         actor=actor,
         edited=decision.edited_args is not None,
+        escalated_to=escalated([call.escalated_to]),
     )
     return receipt
 
@@ -1605,7 +1612,9 @@ async def store_suspension(
     listed = [listed_call(c) for c in stored.undecided]
     for chunk in waiting_chunks(run_id, listed):
         emit(chunk)
-    await ctx.notify("run-suspended", run_id)
+    # (A call its recheck sent back keeps its escalation: it waits for that group again.)
+    groups = escalated(c.escalated_to for c in stored.undecided)
+    await ctx.notify("run-suspended", run_id, escalated_to=groups)
     return RunResult(run_id=run_id, status="suspended", tool_calls=listed)
 
 
@@ -2025,7 +2034,9 @@ async def _escalate(
         )
 
     await ctx.call(ctx.store.change_deadline, agent_id=ctx.agent_id, run_id=run_id, rule=rule)
-    await ctx.notify("call-escalated", run_id, tool_call_id=tool_call_id)
+    await ctx.notify(
+        "call-escalated", run_id, tool_call_id=tool_call_id, escalated_to=escalated([deadline.escalate_to])
+    )
 
 
 async def expire_overdue(ctx: AgentContext, at: datetime) -> int:
@@ -2081,7 +2092,8 @@ async def extend_deadline(
         raise ValueError("by must be a positive timedelta")
     if until is not None and (not isinstance(until, datetime) or until.tzinfo is None):
         raise ValueError("until must be an aware datetime")
-    new: list[datetime] = []
+    #: The new deadline, and the group the call was escalated to (its event's).
+    new: list[tuple[datetime, str | None]] = []
 
     def rule(run: StoredRun) -> DeadlineChange:
         call = pick_call(run, tool_call_id)
@@ -2090,7 +2102,7 @@ async def extend_deadline(
         expires_at = until if until is not None else call.expires_at + (by or timedelta(0))
         if expires_at <= call.expires_at:
             raise ValueError("The new deadline must be later than the current one")
-        new.append(expires_at)
+        new.append((expires_at, call.escalated_to))
         return DeadlineChange(
             tool_call_id=call.tool_call_id,
             action=DecisionAction.EXTEND,
@@ -2102,5 +2114,8 @@ async def extend_deadline(
         )
 
     await ctx.call(ctx.store.change_deadline, agent_id=ctx.agent_id, run_id=run_id, rule=rule)
-    await ctx.notify("deadline-extended", run_id, tool_call_id=tool_call_id, actor=actor)
-    return new[-1]
+    expires_at, group = new[-1]
+    await ctx.notify(
+        "deadline-extended", run_id, tool_call_id=tool_call_id, actor=actor, escalated_to=escalated([group])
+    )
+    return expires_at

@@ -33,6 +33,11 @@ class RunEvent:
     actor: str | None = None
     #: ``call-decided`` on an approval with edited arguments.
     edited: bool = False
+    #: The groups the calls it is about were escalated to (``tool(on_expiry="escalate")``), sorted:
+    #: members of those groups may see those calls, and not the agent's others, so a host tells them
+    #: of this event apart. Set on a call's events, and on ``run-suspended`` when a call parked
+    #: again (sent back by its recheck) was escalated.
+    escalated_to: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

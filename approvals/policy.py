@@ -160,6 +160,20 @@ def escalated_agent_ids(groups: frozenset[str], seen: tuple[str, ...]) -> tuple[
     return tuple(agent_id for agent_id in unseen if agent_id in found)
 
 
+def escalations_heard(
+    user: Any, seen: Sequence[str], groups: frozenset[str] | None = None
+) -> tuple[str, ...]:
+    """The groups whose escalated calls ``user``'s open pages hear of (``live``), beyond the agents
+    they see (``seen``, ``visible_agent_ids``'): all their groups, as a call escalated to any of them
+    is theirs (``may_decide``), even one a run's own deadline named; none for a user who sees every
+    agent (they hear of those calls through the agents)."""
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
+        return ()
+    if {agent.id for agent in agents.all_agents()} <= set(seen):
+        return ()
+    return tuple(sorted(_groups(user) if groups is None else groups))
+
+
 def escalation_groups() -> list[str]:
     """The groups the agents' tools escalate calls to (``tool(escalate_to=...)``), sorted."""
     return sorted(

@@ -15,9 +15,17 @@ from django.conf import settings
 
 from agents_runtime.untrusted import reveal_invisible
 from approvals import queries
-from approvals.live import agent_group, fanout, presence_group, relay, run_group, session_group
-from approvals.live.sessions import session_watch
-from approvals.policy import visible_agent_ids
+from approvals.live import (
+    agent_group,
+    escalation_group,
+    fanout,
+    presence_group,
+    relay,
+    run_group,
+    session_group,
+)
+from approvals.live.sessions import Login, session_watch
+from approvals.policy import escalations_heard, visible_agent_ids
 
 UNAUTHENTICATED = 4401
 #: Closes a socket that abuses the server (RFC 6455 "policy violation", not 1011 "server error"): it
@@ -45,6 +53,12 @@ def _usable_run_id(value: Any) -> bool:
     return True
 
 
+def _heard(user: Any) -> tuple[list[str], tuple[str, ...]]:
+    """The agents ``user`` sees, and the groups whose escalated calls they hear of beyond those."""
+    seen = visible_agent_ids(user)
+    return seen, escalations_heard(user, seen)
+
+
 class _Minute:
     """Counts what happened in the last minute, against a limit."""
 
@@ -64,6 +78,10 @@ class _Minute:
 class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     """Joins the groups of the agents the logged-in user may see; forwards their run events.
 
+    A user who does not see every agent also hears of the calls escalated to their groups
+    (``escalations_heard``): the events of those calls go to a group per escalation group as well
+    (``live.escalation_group``), which such a page joins; of the agent's other calls it hears nothing.
+
     A page showing one run may also ask for that run's output: ``{"subscribe_run": "<run id>"}``,
     and a page showing a run's card says so with ``{"presence": "<run id>"}``: it then hears who
     else has that card open (``{"type": "presence", "run_id", "users"}``) as pages join and leave.
@@ -72,10 +90,13 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     The socket closes with 4401 when its session logs out (anywhere) and when the process's periodic
     re-check of its open sessions (``live.sessions``, every ``LIVE_SESSION_CHECK_SECONDS``) finds the
     session gone or its user unable to log in; the same re-check follows changes to which agents the
-    user may see.
+    user may see and to the groups they are in.
     """
 
     agent_ids: list[str]
+    #: The groups whose escalated calls this page hears of, and their live groups.
+    escalations: tuple[str, ...] = ()
+    escalation_groups: frozenset[str] = frozenset()
     joined: list[str]
     #: The runs this page watches, with their agents.
     runs: dict[str, str]
@@ -110,10 +131,11 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             return
         self.user_pk = user.pk
         self.username = user.get_username()
-        self.agent_ids = await database_sync_to_async(visible_agent_ids)(user)
+        self.agent_ids, escalations = await database_sync_to_async(_heard)(user)
         await self._join(session_group(self.session_key))
         for agent_id in self.agent_ids:
             await self._join(agent_group(agent_id))
+        await self._hear_escalations(escalations)
         await relay.ensure_started()
         await self.accept()
         if self.signed_out:  # logged out while this socket was opening
@@ -152,14 +174,28 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             self.accepted = False
             await self.close(code=UNAUTHENTICATED)
 
-    async def session_checked(self, agent_ids: list[str] | None) -> None:
+    async def session_checked(self, login: Login | None) -> None:
         """The periodic re-check (``live.sessions``): what this socket's session logs in now."""
         if not self.accepted:
             return
-        if agent_ids is None:  # deleted, expired, its user deactivated or their password changed
+        if login is None:  # deleted, expired, its user deactivated or their password changed
             await self._sign_out()
-        elif agent_ids != self.agent_ids:
-            await self._see_agents(agent_ids)
+            return
+        agent_ids = list(login.agent_ids)
+        if agent_ids == self.agent_ids and login.escalations == self.escalations:
+            return
+        await self._see_agents(agent_ids)
+        await self._hear_escalations(login.escalations)
+        # The page refetches its partials: what it shows may have changed with the access.
+        await self.send_json({"type": "agents", "agents": agent_ids})
+
+    async def _hear_escalations(self, escalations: tuple[str, ...]) -> None:
+        for name in set(self.escalations) - set(escalations):
+            await self._leave(escalation_group(name))
+        self.escalations = escalations
+        self.escalation_groups = frozenset(map(escalation_group, escalations))
+        for group in self.escalation_groups:
+            await self._join(group)
 
     async def _see_agents(self, agent_ids: list[str]) -> None:
         gone = set(self.agent_ids) - set(agent_ids)
@@ -178,8 +214,6 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 await self._leave(presence_group(run_id))
         for agent_id in agent_ids:
             await self._join(agent_group(agent_id))
-        # The page refetches its partials: what it shows may have changed with the access.
-        await self.send_json({"type": "agents", "agents": agent_ids})
 
     # -- from the page ---------------------------------------------------------------------------
 
@@ -315,6 +349,12 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     # -- from the fan-out ------------------------------------------------------------------------
 
+    def _hears(self, message: dict[str, Any]) -> bool:
+        """A run event: of an agent this page sees, through that agent's group; through one of its
+        escalation groups, of an agent it does not see (one it sees came through the agent's already)."""
+        sees = message["event"].get("agent_id") in self.agent_ids
+        return not sees if message.get("group") in self.escalation_groups else sees
+
     async def forward(self, message: dict[str, Any]) -> None:
         """A group's message, from ``live.fanout``: already encoded once for every page."""
         if message["type"] == "session.ended":
@@ -328,7 +368,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await self._presence_changed(message)
             return
         if message["type"] == "run.event":
-            visible = message["event"].get("agent_id") in self.agent_ids
+            visible = self._hears(message)
         else:
             # The fan-out may still hold this page for a run it just stopped watching.
             visible = message["type"] == "run.chunk" and message["chunk"].get("run_id") in self.runs

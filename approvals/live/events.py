@@ -50,6 +50,13 @@ def presence_group(run_id: str) -> str:
     return f"presence.{safe(run_id)}"[:99]
 
 
+def escalation_group(name: str) -> str:
+    """The open pages of the members of the Django group ``name``, for the calls escalated to it (the
+    agent's other calls are not theirs). A digest: group names are free text, and two names must
+    never share a layer group."""
+    return "escalation." + hashlib.sha256(name.encode()).hexdigest()[:40]
+
+
 def session_group(session_key: str) -> str:
     # A digest, never the key: group names travel through Redis and the outbox, and a key is a login.
     return "session." + hashlib.sha256(session_key.encode()).hexdigest()[:40]
@@ -66,14 +73,17 @@ def _in_process(backend: str) -> bool:
 
 
 async def deliver(event: dict[str, Any]) -> None:
-    """Send one event to the pages showing its agent (in reach of this layer: see ``Fanout``)."""
+    """Send one event to the pages showing its agent, and to those of the members of the groups its
+    call was escalated to (``escalated_to``; in reach of this layer: see ``Fanout``)."""
     layer = get_channel_layer()
     if layer is None:
         return
-    group = agent_group(event["agent_id"])
+    # Routing only: the pages refetch what changed, and the frame stays ids.
+    escalated_to = event.pop("escalated_to", None) or ()
     # Encoded once here rather than once per open page.
     text = json.dumps({"type": "event", "event": event})
-    await layer.group_send(group, {"type": "run.event", "group": group, "event": event, "text": text})
+    for group in (agent_group(event["agent_id"]), *map(escalation_group, escalated_to)):
+        await layer.group_send(group, {"type": "run.event", "group": group, "event": event, "text": text})
 
 
 async def publish(event: RunEvent) -> None:

@@ -2,10 +2,11 @@
 
 A logout closes its session's sockets at once (``live.end_session``). A session that ends otherwise
 (deleted, expired, its user deactivated or their password changed) and a change to which agents a
-user may see are found by this re-check, every ``LIVE_SESSION_CHECK_SECONDS``. Pages register their
-session on accept and leave on disconnect; one task per event loop checks every distinct session
-among them in one batch (the sessions in one query, their users in one, their groups in one), so a
-period costs the same few queries whether a process holds ten sockets or thousands.
+user may see (or to the groups whose escalated calls they hear of) are found by this re-check, every
+``LIVE_SESSION_CHECK_SECONDS``. Pages register their session on accept and leave on disconnect; one
+task per event loop checks every distinct session among them in one batch (the sessions in one
+query, their users in one, their groups in one), so a period costs the same few queries whether a
+process holds ten sockets or thousands.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
 from approvals import policy
-from approvals.policy import visible_agent_ids
+from approvals.policy import escalations_heard, visible_agent_ids
 
 logger = logging.getLogger(__name__)
 
@@ -48,17 +49,19 @@ CHUNK = 500
 class Watcher(Protocol):
     """An open page (a consumer) whose session ``SessionWatch`` re-checks."""
 
-    async def session_checked(self, agent_ids: list[str] | None) -> None:
-        """The agents its user may see now; ``None`` once its session no longer logs that user in."""
+    async def session_checked(self, login: Login | None) -> None:
+        """What its session logs in now; ``None`` once it no longer logs that user in."""
         ...
 
 
 @dataclass(frozen=True)
 class Login:
-    """Whom a session still logs in, and the agents they may see."""
+    """Whom a session still logs in, the agents they may see, and the groups whose escalated calls
+    they hear of beyond those (``escalations_heard``)."""
 
     user_pk: Any
     agent_ids: tuple[str, ...]
+    escalations: tuple[str, ...] = ()
 
 
 class SessionWatch:
@@ -138,9 +141,9 @@ class _LoopWatch:
                 if watcher not in self.watchers:
                     continue  # closed while the check ran
                 login = logins.get(key)
-                agent_ids = list(login.agent_ids) if login is not None and login.user_pk == user_pk else None
+                still = login if login is not None and login.user_pk == user_pk else None
                 try:
-                    await watcher.session_checked(agent_ids)
+                    await watcher.session_checked(still)
                 except Exception:
                     logger.exception("Live sessions: telling %r about its session failed", watcher)
                 if index % self.watch.BATCH == 0:
@@ -176,7 +179,7 @@ def check_sessions(session_keys: Collection[str]) -> dict[str, Login]:
         for user_pk, user in _users(backend_path, {pk for _, pk in pairs}).items():
             users[backend_path, user_pk] = user
     groups = _group_names(u for u in users.values() if not getattr(u, "is_superuser", False))
-    seen: dict[tuple[str, Any], tuple[str, ...]] = {}
+    seen: dict[tuple[str, Any], Login] = {}
     logins: dict[str, Login] = {}
     for backend_path, pairs in wanted.items():
         for key, user_pk in pairs:
@@ -185,10 +188,14 @@ def check_sessions(session_keys: Collection[str]) -> dict[str, Login]:
             if user is None or not user.is_active or not _hash_holds(user, session_hash):
                 continue
             if (backend_path, user_pk) not in seen:
-                names = groups.get(user.pk, frozenset())
-                seen[backend_path, user_pk] = tuple(visible_agent_ids(user, names))
-            logins[key] = Login(user.pk, seen[backend_path, user_pk])
+                seen[backend_path, user_pk] = _login(user, groups.get(user.pk, frozenset()))
+            logins[key] = seen[backend_path, user_pk]
     return logins
+
+
+def _login(user: Any, groups: frozenset[str]) -> Login:
+    agent_ids = visible_agent_ids(user, groups)
+    return Login(user.pk, tuple(agent_ids), escalations_heard(user, agent_ids, groups))
 
 
 def _session_store() -> type[SessionBase]:
