@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from importlib import import_module
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.apps import apps as django_apps
+from django.db import connection
 from django.test import Client
 
 from agents_runtime import (
@@ -31,6 +35,7 @@ from agents_runtime import (
 from agents_runtime.store import AgentRunToolCall, DecisionAction
 from approvals import agents as served
 from approvals.apps import compose
+from approvals.models import ParkedCallRecord
 from approvals.store import DjangoRunStore
 from tests.support.api import token_caller
 from tests.support.runtime_helpers import ToolLog, only_run
@@ -268,3 +273,20 @@ def test_the_desks_card_names_the_sub_agent_that_asked(tower: Tower) -> None:
     page = client.get("/agents/desk/").content.decode()
 
     assert f'id="run-{run_id}"' in page and "via Treasury" in page
+
+
+def test_a_mirror_stored_before_the_fix_is_given_its_owner_by_the_migration(tower: Tower) -> None:
+    """A desk mirror stored naming ``ops`` (as every nested mirror was) names ``treasury`` once
+    migrated, and one approval no longer pays."""
+    run_id, call = tower.start("pay")
+    row = ParkedCallRecord.objects.get(run__run_id=run_id, tool_call_id=call.tool_call_id)
+    row.delegation = {**row.delegation, "agent_id": "ops"}
+    row.save(update_fields=["delegation"])
+    assert tower.waiting()[0].via_agent_id == "ops"
+
+    migration = import_module("approvals.migrations.0055_nested_mirrors_owner")
+    migration.owners_of_nested_mirrors(django_apps, SimpleNamespace(connection=connection))
+
+    assert tower.waiting()[0].via_agent_id == "treasury"
+    async_to_sync(tower.desk.approve_tool_call)(run_id=run_id, tool_call_id=call.tool_call_id, actor="ann")
+    assert tower.log.calls == [] and tower.suspended() == [run_id]
