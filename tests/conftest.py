@@ -90,6 +90,17 @@ def _no_address_served() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _an_empty_cache() -> Iterator[None]:
+    """Each test starts with this process's cache empty: an earlier test's rate-limit window, open
+    wait (a streamed answer left unread, which the test client never closes as a server does) or
+    cached health figures are no later test's."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+
+
+@pytest.fixture(autouse=True)
 def _no_refunds_yet() -> Iterator[None]:
     """Each test starts with the demo's orders as refunded by none of its refunds: what is left to
     refund on an order (``demo.tools.REFUNDED_CENTS``) is in the previews tests read."""
