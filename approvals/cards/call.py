@@ -22,11 +22,11 @@ from agents_runtime import (
     GrantScope,
     Preview,
     Tool,
+    approvals_needed,
     needs_confirmation,
     shown,
 )
 from agents_runtime.presentation import with_money
-from agents_runtime.routing import MAX_ROUTED_APPROVALS
 from agents_runtime.store import CallKind
 from agents_runtime.untrusted import clean_text, reveal_invisible
 from approvals import ids
@@ -170,9 +170,7 @@ def why_view(call: AgentRunToolCall, tool: Tool | None, agent: Agent | None) -> 
 def approvals_required(call: AgentRunToolCall, tool: Tool | None) -> int:
     """The approvals the call needs: its tool's, raised by the routing rule that routed it (as the
     runtime's votes rule counts them: ``policy.required_approvals``)."""
-    own = tool.approvals if tool is not None else 1
-    routed = call.context.required_approvals if call.context is not None else None
-    return max(own, min(routed or 1, MAX_ROUTED_APPROVALS))
+    return approvals_needed(tool, call.context.required_approvals if call.context is not None else None)
 
 
 # -- its deadline --------------------------------------------------------------------------------

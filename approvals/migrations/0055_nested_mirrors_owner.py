@@ -18,9 +18,9 @@ def owners_of_nested_mirrors(apps, schema_editor):
         changed = False
         for mirror in by_call.values():
             delegation = mirror["delegation"]
-            inner = by_call.get((delegation.get("inner_run_id"), delegation.get("inner_tool_call_id")))
+            inner = by_call.get(_inner(delegation))
             owner = inner["delegation"].get("agent_id") if inner is not None else None
-            if owner and delegation.get("agent_id") != owner:
+            if isinstance(owner, str) and owner and delegation.get("agent_id") != owner:
                 delegation["agent_id"] = owner
                 fixed[mirror["id"]] = delegation
                 changed = True
@@ -28,6 +28,12 @@ def owners_of_nested_mirrors(apps, schema_editor):
             break
     for pk, delegation in fixed.items():
         calls.objects.using(using).filter(pk=pk).update(delegation=delegation)
+
+
+def _inner(delegation):
+    """The inner call a mirror names, as the store reads its ids (text), whatever JSON they are."""
+    run_id, call_id = delegation.get("inner_run_id"), delegation.get("inner_tool_call_id")
+    return None if run_id is None or call_id is None else (str(run_id), str(call_id))
 
 
 class Migration(migrations.Migration):

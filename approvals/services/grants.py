@@ -17,7 +17,7 @@ from asgiref.sync import async_to_sync
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
-from agents_runtime import DecisionRequest, Grant, GrantNotFound, GrantScope, RunNotFound
+from agents_runtime import DecisionRequest, Grant, GrantNotFound, GrantScope, RunNotFound, approvals_needed
 from agents_runtime.store import DecisionAction, Outcome
 from approvals import agents
 from approvals.models import GrantRecord
@@ -68,9 +68,9 @@ def approve_and_allow(
     """Approve the call through the one door, then allow its tool on these terms from now on.
 
     ``InvalidGrant`` (nothing decided) when the terms cannot be kept. The grant is made only when
-    the approval decided the call; a lost race, a refusal or a vote of several makes none. Edited
-    arguments that differ from the model's are refused (``refused``, nothing decided): never dropped
-    for the model's.
+    the approval decided the call alone; a lost race, a refusal or a vote of several (the last one
+    too, which decides the call) makes none. Edited arguments that differ from the model's are
+    refused (``refused``, nothing decided): never dropped for the model's.
     """
     agent = access.agent
     try:
@@ -100,12 +100,21 @@ def approve_and_allow(
         from_tool_call_id=call.tool_call_id,
         covers_risky=terms.covers_risky,
     )
+    # Counted as the votes rule counts it, before deciding: the vote that completes the approvals
+    # decides the call, and is a vote still.
+    several = (
+        approvals_needed(
+            agent.find_tool(call.tool_name, call.via_agent_id),
+            call.context.required_approvals if call.context is not None else None,
+        )
+        > 1
+    )
     # Taken at once, never held for an undo window: the grant is made only on an approval taken.
     outcome = decide(access, decision, hold=False)
     if not outcome.took_effect:
         return outcome, None
-    if outcome.status == Outcome.VOTE_RECORDED:
-        # A rule routed the call to several people: theirs is not one person's to give ahead of time.
+    if several or outcome.status == Outcome.VOTE_RECORDED:
+        # The call needs several people: theirs is not one person's to give ahead of time.
         return replace(outcome, grant_note=ONE_VOTE), None
     grant: Grant = async_to_sync(agent.add_grant)(request)
     return replace(outcome, grant_note=f"Allowed from now on: {describe(grant)}."), grant

@@ -20,6 +20,7 @@ gateway served without tokens) is not counted.
 from __future__ import annotations
 
 import hashlib
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -54,27 +55,38 @@ def slot_seconds() -> float:
 
 
 class Slot:
-    """One open answer of a caller, held in the cache until ``release`` (idempotent)."""
+    """One open answer of a caller, held in the cache until ``release`` (idempotent).
 
-    def __init__(self, key: str | None) -> None:
+    Its key holds a token of its own: a key that went before the answer ended (expired, or evicted
+    by a full cache) may have been taken by another answer of the caller since, and giving this
+    slot back must not free that one's."""
+
+    def __init__(self, key: str | None, token: str = "") -> None:
         #: None: the limit is off, and the slot holds nothing.
         self.key = key
+        self.token = token
 
     def release(self) -> None:
         # Synchronous: a response's ``close`` calls it, from the handler's thread.
         if self.key is not None:
             key, self.key = self.key, None
-            cache.delete(key)
+            if cache.get(key) == self.token:
+                cache.delete(key)
 
     async def arelease(self) -> None:
         if self.key is not None:
             key, self.key = self.key, None
-            await cache.adelete(key)
+            if await cache.aget(key) == self.token:
+                await cache.adelete(key)
 
     async def renew(self) -> None:
-        """Keep the slot ``slot_seconds()`` more from now (for a wait with no end of its own)."""
+        """Keep the slot ``slot_seconds()`` more from now (for a wait with no end of its own); one
+        whose key went is taken again if it is still free."""
         if self.key is not None:
-            await cache.atouch(self.key, slot_seconds())
+            if await cache.aget(self.key) == self.token:
+                await cache.atouch(self.key, slot_seconds())
+            else:
+                await cache.aadd(self.key, self.token, timeout=slot_seconds())
 
     def releasing(self, content: AsyncIterator[bytes]) -> ReleasingStream:
         """``content`` as a response body that gives the slot back when the response is closed."""
@@ -107,10 +119,11 @@ async def take(caller: str | None) -> Slot:
     prefix = f"countersign:open-waits:{hashlib.sha256(caller.encode()).hexdigest()[:32]}:"
     keys = [f"{prefix}{n}" for n in range(most)]
     held = await cache.aget_many(keys)
+    token = secrets.token_hex(16)
     for key in keys:
         # (``add`` loses to another request taking the same free slot: the next one is tried.)
-        if key not in held and await cache.aadd(key, 1, timeout=slot_seconds()):
-            return Slot(key)
+        if key not in held and await cache.aadd(key, token, timeout=slot_seconds()):
+            return Slot(key, token)
     raise TooManyWaits(most)
 
 
