@@ -41,6 +41,7 @@ from approvals.cards.text import (
 )
 from approvals.forms.decisions import DeclineForm, EditedArgsForm, GrantForm, shown_token
 from approvals.forms.schema import ResumeForm, resume_form_class
+from approvals.models import ParkedCallRecord
 
 logger = logging.getLogger(__name__)
 
@@ -110,11 +111,16 @@ class WhyView:
 
 
 def find_tool(
-    agent: Agent | None, tool_name: str, call: AgentRunToolCall | None = None, *, via: str | None = None
+    agent: Agent | None,
+    tool_name: str,
+    call: AgentRunToolCall | ParkedCallRecord | None = None,
+    *,
+    via: str | None = None,
 ) -> Tool | None:
-    """The tool a call names; given the call, as it applies to it (an external agent's request brings
-    its own argument schema and title: ``Tool.for_call``). ``via``: the sub-agent that parked it,
-    where only that is known of the call (a batch's item, a stored row, an earlier result of its run)."""
+    """The tool a call names; given the call (the runtime's, or the store's row), as it applies to
+    it (an external agent's request brings its own argument schema and title: ``Tool.for_call``).
+    ``via``: the sub-agent that parked it, where only that is known of the call (a batch's item, an
+    audit row, an earlier result of its run)."""
     # (A supervisor's mirror of a sub-agent's call: that sub-agent's tool, as the runtime judges it,
     # never a namesake of the supervisor's.)
     if call is not None:
@@ -123,6 +129,8 @@ def find_tool(
     context = call.context if call is not None else None
     if tool is None or context is None:
         return tool
+    if isinstance(context, Mapping):  # (the store's row keeps the context as JSON)
+        return tool.for_call(context.get("args_schema"), context.get("title"))
     return tool.for_call(context.args_schema, context.title)
 
 

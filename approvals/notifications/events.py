@@ -88,14 +88,9 @@ def _tool_of(call: AgentRunToolCall | ParkedCallRecord, agent_id: str) -> Tool |
     sub-agent's (not a namesake's), an external agent's request brings its own title and schema;
     None for an agent no longer served (its calls read by the tool's name)."""
     try:
-        agent = agents.get(agent_id)
+        return find_tool(agents.get(agent_id), call.tool_name, call)
     except agents.UnknownAgent:
         return None
-    if isinstance(call, AgentRunToolCall):
-        return find_tool(agent, call.tool_name, call)
-    tool = find_tool(agent, call.tool_name, via=call.via_agent_id)
-    kept = call.context if isinstance(call.context, dict) else {}
-    return tool.for_call(kept.get("args_schema"), kept.get("title")) if tool is not None else None
 
 
 def call_fields(call: AgentRunToolCall | ParkedCallRecord, agent_id: str) -> dict[str, Any]:
