@@ -3,7 +3,7 @@
 Pure Python: never imports Django. See ``Agent`` for runs and decisions, ``Runtime`` for storage.
 """
 
-from ._loop import Decided, RunStream
+from ._loop import Decided, RunStream, escalated
 from .agent import Agent, Runtime
 from .conditions import Condition, ConditionVerdict, InvalidCondition
 from .errors import (
@@ -123,6 +123,7 @@ __all__ = [
     "Would",
     "agent_run",
     "approvals_needed",
+    "escalated",
     "fingerprint",
     "needs_confirmation",
     "scripted_model",

@@ -265,7 +265,8 @@ class AgentContext:
 
 
 def escalated(groups: Iterable[str | None]) -> tuple[str, ...]:
-    """An event's ``escalated_to``: the groups among its calls' (``None``: a call not escalated)."""
+    """An event's ``escalated_to``: the groups among its calls' (``None``: a call not escalated).
+    Public: a host's own events about a call say it the same way, so they reach the same pages."""
     return tuple(sorted({group for group in groups if group}))
 
 

@@ -6,13 +6,16 @@ import json
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.contrib.auth import get_user_model
 
+from agents_runtime.store import StoredRun
 from agents_runtime.untrusted import reveal_invisible
 from approvals import queries
 from approvals.live import (
@@ -25,7 +28,7 @@ from approvals.live import (
     session_group,
 )
 from approvals.live.sessions import Login, session_watch
-from approvals.policy import escalations_heard, visible_agent_ids
+from approvals.policy import Access, escalations_heard, visible_agent_ids
 
 UNAUTHENTICATED = 4401
 #: Closes a socket that abuses the server (RFC 6455 "policy violation", not 1011 "server error"): it
@@ -85,6 +88,8 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     A page showing one run may also ask for that run's output: ``{"subscribe_run": "<run id>"}``,
     and a page showing a run's card says so with ``{"presence": "<run id>"}``: it then hears who
     else has that card open (``{"type": "presence", "run_id", "users"}``) as pages join and leave.
+    Either is refused for a run the user may not see: of an agent they see only for its escalated
+    calls, a run waiting on a call escalated to one of their groups is theirs, as on its page.
     Presence goes through the channel layer's group of the run (no table, no polling): a joining
     socket announces itself, the others answer "here", and a closing one says it leaves.
     The socket closes with 4401 when its session logs out (anywhere) and when the process's periodic
@@ -190,8 +195,13 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         await self.send_json({"type": "agents", "agents": agent_ids})
 
     async def _hear_escalations(self, escalations: tuple[str, ...]) -> None:
-        for name in set(self.escalations) - set(escalations):
+        lost = set(self.escalations) - set(escalations)
+        for name in lost:
             await self._leave(escalation_group(name))
+        if lost:
+            # The runs it watched through an escalation (of agents it does not see) may be none of
+            # its user's now: forgotten, the page (told "agents") asks again and they are checked again.
+            await self._forget(lambda agent_id: agent_id not in self.agent_ids)
         self.escalations = escalations
         self.escalation_groups = frozenset(map(escalation_group, escalations))
         for group in self.escalation_groups:
@@ -202,18 +212,22 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.agent_ids = agent_ids
         for agent_id in gone:
             await self._leave(agent_group(agent_id))
+        await self._forget(gone.__contains__)
+        for agent_id in agent_ids:
+            await self._join(agent_group(agent_id))
+
+    async def _forget(self, of: Callable[[str], bool]) -> None:
+        """Stop watching, and showing the card of, the runs of the agents ``of`` picks."""
         for run_id, agent_id in list(self.runs.items()):
-            if agent_id in gone:
+            if of(agent_id):
                 del self.runs[run_id]
                 await self._leave(run_group(run_id))
         for run_id, agent_id in list(self.present.items()):
-            if agent_id in gone:
+            if of(agent_id):
                 await self._announce_presence(run_id, "leave")
                 del self.present[run_id]
                 self.others.pop(run_id, None)
                 await self._leave(presence_group(run_id))
-        for agent_id in agent_ids:
-            await self._join(agent_group(agent_id))
 
     # -- from the page ---------------------------------------------------------------------------
 
@@ -268,7 +282,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         """The agent of ``run_id`` when this user may see it, else ``None``."""
         run = queries.run_now(run_id)
         if run is not None:
-            return run.agent_id if run.agent_id in self.agent_ids else None
+            return run.agent_id if run.agent_id in self.agent_ids else self._escalated_agent_of(run)
         # A run that already ended: allowed if the audit trail shows it belongs to a visible agent.
         from approvals.models import AuditEntry
 
@@ -309,7 +323,20 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             .values_list("agent_id", flat=True)
             .first()
         )
+        if found is None and self.escalations:
+            return self._escalated_agent_of(queries.run_now(run_id))
         return found
+
+    def _escalated_agent_of(self, run: StoredRun | None) -> str | None:
+        """The agent of ``run`` (``run_now``'s) when this user sees it only through an escalation (a
+        waiting call of it escalated to one of their groups), else ``None``: the rule the run's page
+        follows (``queries.waiting_seen``), so a socket watches no run its page would not show."""
+        if not self.escalations or run is None or run.agent_id in self.agent_ids:
+            return None  # (a user who hears of no escalation: most sockets, at no cost)
+        # Their rights as they are now: the user the socket opened with keeps its groups of then.
+        user = get_user_model()._default_manager.filter(pk=self.user_pk, is_active=True).first()
+        found = queries.waiting_seen(Access.of(user), run) if user is not None else None
+        return found[0].id if found is not None else None
 
     async def _announce_presence(self, run_id: str, op: str) -> None:
         layer = get_channel_layer()

@@ -34,12 +34,13 @@ from agents_runtime import (
     RunNotFound,
     RunUnreadable,
     Would,
+    escalated,
     shown,
 )
 from agents_runtime.store import DecisionAction, Outcome, bulk_result_line
 from agents_runtime.untrusted import clean_text
 from approvals import agents, live
-from approvals.models import BULK_ACTIONS, DECIDING_BATCH, Batch, BatchItem
+from approvals.models import BULK_ACTIONS, DECIDING_BATCH, Batch, BatchItem, ParkedCallRecord
 from approvals.policy import DECIDE_PERMISSION, Access, AgentAccess
 from approvals.services.decisions import DecisionOutcome, decide
 
@@ -225,6 +226,8 @@ def batch_run(batch_id: int) -> dict[str, int]:
     batch = Batch.objects.get(pk=batch_id)
     if batch.state != Batch.State.RUNNING:
         return batch_counts(batch)
+    # Read while its calls still wait: once decided, a call is no group's to hear of.
+    escalated_to = _escalated_to(batch)
     for item in batch.items.filter(state=BatchItem.State.PENDING):
         taken = BatchItem.objects.filter(pk=item.pk, state=BatchItem.State.PENDING).update(
             state=BatchItem.State.DECIDING
@@ -247,8 +250,21 @@ def batch_run(batch_id: int) -> dict[str, int]:
         BatchItem.objects.filter(pk=item.pk).update(state=state, detail=detail, decided_at=timezone.now())
     Batch.objects.filter(pk=batch.pk).update(state=Batch.State.DONE, finished_at=timezone.now())
     batch.refresh_from_db()
-    live.announce({"type": "batch-finished", "agent_id": batch.agent_id, "run_id": "", "batch": batch.pk})
+    finished = {"type": "batch-finished", "agent_id": batch.agent_id, "run_id": "", "batch": batch.pk}
+    live.announce({**finished, "escalated_to": escalated_to})
     return batch_counts(batch)
+
+
+def _escalated_to(batch: Batch) -> tuple[str, ...]:
+    """The groups the batch's waiting calls were escalated to (its items, then their calls): its end reaches
+    their pages too (``live.deliver``), as its reviewer may be one who sees the agent for those only."""
+    items = batch.items.filter(state=BatchItem.State.PENDING)
+    wanted = set(items.values_list("run_id", "tool_call_id"))
+    calls = ParkedCallRecord.objects.filter(
+        run__run_id__in={run_id for run_id, _ in wanted}, escalated_to__isnull=False
+    ).undecided()
+    rows = calls.values_list("run__run_id", "tool_call_id", "escalated_to")
+    return escalated(group for run_id, call_id, group in rows if (run_id, call_id) in wanted)
 
 
 def _decide_item(access: AgentAccess, batch: Batch, item: BatchItem) -> tuple[str, str]:

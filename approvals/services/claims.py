@@ -16,9 +16,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agents_runtime import RunNotFound
+from agents_runtime import RunNotFound, escalated
 from approvals import live
-from approvals.models import CallClaim
+from approvals.models import CallClaim, ParkedCallRecord
 from approvals.policy import DECIDE_PERMISSION, AgentAccess
 
 
@@ -69,7 +69,7 @@ def claim_call(access: AgentAccess, *, run_id: str, tool_call_id: str) -> ClaimC
             claimed_at=now,
             expires_at=now + _duration(),
         )
-        _announce(claim.agent_id, run_id, tool_call_id, who.username, "claim")
+        _announce(claim.agent_id, run_id, tool_call_id, who.username, "claim", call.escalated_to)
     renewed = held is not None and held.user_id == who.user.pk and held.expires_at > now
     minutes = round(_duration().total_seconds() / 60)
     verb = "renewed" if renewed else "claimed"
@@ -83,7 +83,8 @@ def release_claim(access: AgentAccess, *, run_id: str, tool_call_id: str) -> Cla
     with transaction.atomic():
         gone, _ = CallClaim.objects.filter(run_id=run_id, tool_call_id=tool_call_id, user=who.user).delete()
         if gone:
-            _announce(access.agent.id, run_id, tool_call_id, who.username, "release")
+            escalated_to = _escalated_to(run_id, tool_call_id)
+            _announce(access.agent.id, run_id, tool_call_id, who.username, "release", escalated_to)
     return ClaimChange(None, "You released this call." if gone else "You held no claim on this call.")
 
 
@@ -96,8 +97,19 @@ def claim_warning(run_id: str, tool_call_id: str, username: str) -> CallClaim | 
     )
 
 
-def _announce(agent_id: str, run_id: str, tool_call_id: str, actor: str, op: str) -> None:
-    # Who and what, as a decision's event says who decided: open cards say it at once (live-notes.js).
+def _escalated_to(run_id: str, tool_call_id: str) -> str | None:
+    """The group the call was escalated to, if it was (one indexed read: a release has no call at
+    hand, and a claim's row does not keep it)."""
+    calls = ParkedCallRecord.objects.filter(run__run_id=run_id, tool_call_id=tool_call_id)
+    group: str | None = calls.values_list("escalated_to", flat=True).first()
+    return group
+
+
+def _announce(
+    agent_id: str, run_id: str, tool_call_id: str, actor: str, op: str, escalated_to: str | None
+) -> None:
+    # Who and what, as a decision's event says who decided: open cards say it at once (live-notes.js);
+    # the cards of the group the call was escalated to too (``escalated_to``: ``live.deliver``).
     event = {
         "type": "call-claimed",
         "agent_id": agent_id,
@@ -105,5 +117,6 @@ def _announce(agent_id: str, run_id: str, tool_call_id: str, actor: str, op: str
         "tool_call_id": tool_call_id,
         "actor": actor,
         "op": op,
+        "escalated_to": escalated([escalated_to]),
     }
     transaction.on_commit(partial(live.announce, event), robust=True)

@@ -62,6 +62,7 @@ from agents_runtime import (
     RunResult,
     RunUnreadable,
     ToolCallNotSuspended,
+    escalated,
 )
 from agents_runtime.store import (
     EFFECTIVE_OUTCOMES,
@@ -374,7 +375,7 @@ def _recorded(who: Access, agent_id: str, attempt: Attempt, request: DecisionReq
     else:
         entry_id = recorded_refusal(who, outcome, attempt, request).pk
     # A record the run's events do not announce: pages that show decisions (the run page, the
-    # audit log) refetch once it is there.
+    # audit log) refetch once it is there; those of the group the call was escalated to too.
     event = {
         "type": "decision-recorded",
         "agent_id": outcome.agent_id,
@@ -382,6 +383,7 @@ def _recorded(who: Access, agent_id: str, attempt: Attempt, request: DecisionReq
         "tool_call_id": outcome.tool_call_id,
         "action": str(request.action),
         "actor": who.username,
+        "escalated_to": escalated([attempt.call.escalated_to if attempt.call else None]),
     }
     transaction.on_commit(partial(live.announce, event), robust=True)
     return replace(outcome, audit_entry_id=entry_id)

@@ -25,7 +25,15 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from agents_runtime import AgentRun, Confirmation, DecisionRequest, Origin, RunAlreadyDecided, RunNotFound
+from agents_runtime import (
+    AgentRun,
+    Confirmation,
+    DecisionRequest,
+    Origin,
+    RunAlreadyDecided,
+    RunNotFound,
+    escalated,
+)
 from agents_runtime.store import DecisionAction, Outcome, Verdict
 from approvals import live
 from approvals.models import AuditEntry, HeldDecision, ParkedCallRecord
@@ -71,7 +79,7 @@ def hold_create(
                 commit_at=commit_at,
             )
             _still_waiting(run.run_id, call.tool_call_id)
-            _announce("call-held", held)
+            _announce("call-held", held, call.escalated_to)
     except IntegrityError:
         return None
     return held
@@ -174,7 +182,8 @@ def hold_undo(access: AgentAccess, *, run_id: str, tool_call_id: str) -> Undo:
             outcome_detail=UNDONE_DETAIL,
             channel="dashboard",
         )
-        _announce("call-undone", held)
+        # (A call that no longer waits is no group's: only its agent's pages show it.)
+        _announce("call-undone", held, call.escalated_to if call else None)
     verdict = Verdict.of(DecisionAction(held.action), edited=held.edited_args is not None)
     return Undo(True, f"Undone: not {verdict.label.lower()}. Nothing ran.", entry.pk)
 
@@ -189,12 +198,15 @@ def _too_late(run_id: str, tool_call_id: str, username: str) -> str:
     return "Too late to undo: this decision is being taken (its undo window ended). It stands."
 
 
-def _announce(kind: str, held: HeldDecision) -> None:
+def _announce(kind: str, held: HeldDecision, escalated_to: str | None) -> None:
+    # Also to the pages of the group the call was escalated to (``live.deliver``): its members may
+    # decide it, and a colleague's held decision is theirs to see as the agent's reviewers do.
     event: dict[str, Any] = {
         "type": kind,
         "agent_id": held.agent_id,
         "run_id": held.run_id,
         "tool_call_id": held.tool_call_id,
         "actor": held.username,
+        "escalated_to": escalated([escalated_to]),
     }
     transaction.on_commit(partial(live.announce, event), robust=True)

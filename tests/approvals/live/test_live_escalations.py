@@ -17,11 +17,16 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Group, User
+from django.test import Client
+from django.urls import reverse
 
 from agents_runtime import RunResult, Runtime
 from agents_runtime.store import Deadline
 from approvals import agents as served
+from approvals import services
+from approvals.policy import Access
 from tests.approvals.cards.test_previews import install, support_agent
+from tests.support.inbox_rows import HX
 from tests.support.live_sockets import Session, is_event, messages_until, next_message
 from tests.support.runtime_fixtures import DashboardAgents
 from tests.support.users import make_user
@@ -234,3 +239,155 @@ async def test_a_call_its_recheck_sends_back_is_the_groups_again_and_their_page_
         ]
     )
     await page.disconnect()
+
+
+def _members(*usernames: str) -> list[User]:
+    """Members of "leads", who see no agent."""
+    return [_member(name, "leads") for name in usernames]
+
+
+def _post(user: User, run: RunResult, what: str, **data: str) -> None:
+    """``user``'s browser posts to the escalated call's ``what`` ("claim", "approve", "undo")."""
+    client = Client()
+    client.force_login(user)
+    url = reverse(f"approvals:{what}", args=[run.run_id, run.tool_calls[0].tool_call_id])
+    assert client.post(url, {"agent": "helpdesk", **data}, **HX).status_code == 200
+
+
+async def test_an_escalation_only_user_sees_a_colleague_claim_hold_and_undo_the_escalated_call(
+    agents: DashboardAgents, reviewer: User, settings: Any
+) -> None:
+    settings.DECISION_UNDO_SECONDS = 30
+    run = await _escalating(agents, "refund escalated, then claimed")
+    other = await agents.agent("helpdesk").generate("refund not escalated", deadline=timedelta(hours=1))
+    lead, lena = await sync_to_async(_members)("leo", "lena")
+    page = await _socket(lead)
+    await _expire(agents)
+    await messages_until(page, is_event("call-escalated", run.run_id))
+
+    # A colleague says "I'm on it", lets go, then approves (held for the undo window) and undoes it.
+    await sync_to_async(_post)(lena, run, "claim", op="claim")
+    claimed = await next_message(page, "event")
+    assert [claimed["event"][k] for k in ("type", "run_id", "actor", "op")] == [
+        "call-claimed",
+        run.run_id,
+        "lena",
+        "claim",
+    ]
+    await sync_to_async(_post)(lena, run, "claim", op="release")
+    assert (await next_message(page, "event"))["event"]["op"] == "release"
+    await sync_to_async(_post)(lena, run, "approve")
+    assert (await next_message(page, "event"))["event"]["type"] == "call-held"
+    await sync_to_async(_post)(lena, run, "undo")
+    assert (await next_message(page, "event"))["event"]["type"] == "call-undone"
+
+    # The same on the agent's call that was not escalated: none of the lead's.
+    await sync_to_async(_post)(reviewer, other, "claim", op="claim")
+    everything = await _socket(reviewer)
+    await sync_to_async(_post)(reviewer, other, "claim", op="release")
+    await messages_until(everything, is_event("call-claimed", other.run_id))
+    assert await page.receive_nothing(timeout=QUIET)
+    for socket in (page, everything):
+        await socket.disconnect()
+
+
+async def test_an_escalation_only_user_hears_a_colleagues_refused_decision_recorded(
+    agents: DashboardAgents,
+) -> None:
+    run = await _escalating(agents, "refund escalated, then refused")
+    lead, lena = await sync_to_async(_members)("leo", "lena")
+    page = await _socket(lead)
+    await _expire(agents)
+    await messages_until(page, is_event("call-escalated", run.run_id))
+
+    # Edited arguments the tool refuses: nothing is decided, the attempt is on the run's record.
+    refused = '{"order_id": "A-1", "amount_cents": "lots", "note": "x"}'
+    await sync_to_async(_post)(lena, run, "approve", edited_args=refused)
+    recorded = await next_message(page, "event")
+    assert recorded["event"]["type"] == "decision-recorded"
+    assert recorded["event"]["actor"] == "lena"
+    await page.disconnect()
+
+
+async def test_an_escalation_only_users_batch_page_hears_their_batch_finish(agents: DashboardAgents) -> None:
+    run = await _escalating(agents, "refund escalated, then bulk approved")
+    lead = await sync_to_async(_member)("leo", "leads")
+    page = await _socket(lead)
+    await _expire(agents)
+    await messages_until(page, is_event("call-escalated", run.run_id))
+
+    batch = await sync_to_async(_bulk_approve)(lead, run)
+    finished = await messages_until(page, is_event("batch-finished"))
+    assert finished[-1]["event"]["batch"] == batch
+    await page.disconnect()
+
+
+def _bulk_approve(user: User, run: RunResult) -> int:
+    access = Access.of(_reload(user)).for_agent("helpdesk")
+    batch = services.batch_prepare(access, selection=[(run.run_id, run.tool_calls[0].tool_call_id)])
+    assert services.batch_start(access.access, batch, action="approve")
+    services.batch_run(batch.pk)
+    return batch.pk
+
+
+async def _ask(page: WebsocketCommunicator, ask: str, run_id: str) -> str:
+    """What the socket answers ``{ask: run_id}``: "subscribed", "presence", or "error"."""
+    await page.send_json_to({ask: run_id})
+    answer = await page.receive_json_from(timeout=15)
+    return str(answer["type"])
+
+
+@pytest.mark.parametrize("ask", ["subscribe_run", "presence"])
+async def test_an_escalation_only_user_may_watch_the_escalated_run_and_no_other_of_the_agent(
+    agents: DashboardAgents, ask: str
+) -> None:
+    run = await _escalating(agents, "refund escalated, then watched")
+    other = await agents.agent("helpdesk").generate("refund not escalated", deadline=timedelta(hours=1))
+    lead = await sync_to_async(_member)("leo", "leads")
+    night = await sync_to_async(_member)("nico", "night shift")
+    lead_page, night_page = await _socket(lead), await _socket(night)
+    await _expire(agents)
+    await messages_until(lead_page, is_event("call-escalated", run.run_id))
+
+    assert await _ask(lead_page, ask, run.run_id) == ("subscribed" if ask == "subscribe_run" else "presence")
+    assert await _ask(lead_page, ask, other.run_id) == "error"
+    assert await _ask(night_page, ask, run.run_id) == "error"
+    for page in (lead_page, night_page):
+        await page.disconnect()
+
+
+async def test_an_escalation_only_user_is_told_who_else_has_the_escalated_card_open(
+    agents: DashboardAgents,
+) -> None:
+    run = await _escalating(agents, "refund escalated, two leads on it")
+    leo, lena = await sync_to_async(_members)("leo", "lena")
+    await _expire(agents)
+    leo_page, lena_page = await _socket(leo), await _socket(lena)
+    assert await _ask(leo_page, "presence", run.run_id) == "presence"
+    await lena_page.send_json_to({"presence": run.run_id})
+    assert (await next_message(leo_page, "presence"))["users"] == ["lena"]
+    for page in (leo_page, lena_page):
+        await page.disconnect()
+
+
+async def test_a_member_taken_out_of_the_group_leaves_the_escalated_card_and_its_output(
+    agents: DashboardAgents, settings: Any
+) -> None:
+    settings.LIVE_SESSION_CHECK_SECONDS = 0.2
+    run = await _escalating(agents, "refund escalated, one lead moved on")
+    leo, lena = await sync_to_async(_members)("leo", "lena")
+    await _expire(agents)
+    leo_page, lena_page = await _socket(leo), await _socket(lena)
+    assert await _ask(leo_page, "subscribe_run", run.run_id) == "subscribed"
+    assert await _ask(leo_page, "presence", run.run_id) == "presence"
+    await lena_page.send_json_to({"presence": run.run_id})
+    await messages_until(lena_page, lambda m: m["type"] == "presence" and m["users"] == ["leo"])
+
+    # Out of the group: his page leaves the card (lena sees him go) and may not come back to it.
+    await sync_to_async(_leave)(leo, "leads")
+    await next_message(leo_page, "agents")
+    assert (await next_message(lena_page, "presence"))["users"] == []
+    assert await _ask(leo_page, "presence", run.run_id) == "error"
+    assert await _ask(leo_page, "subscribe_run", run.run_id) == "error"
+    for page in (leo_page, lena_page):
+        await page.disconnect()
