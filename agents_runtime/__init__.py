@@ -36,9 +36,9 @@ from .policy import (
     Origin,
     Policy,
     Would,
-    approvals_needed,
     fingerprint,
     needs_confirmation,
+    required_approvals,
     shown,
 )
 from .previews import Change, Preview
@@ -122,10 +122,10 @@ __all__ = [
     "ToolRules",
     "Would",
     "agent_run",
-    "approvals_needed",
     "escalated",
     "fingerprint",
     "needs_confirmation",
+    "required_approvals",
     "scripted_model",
     "shown",
     "tool",

@@ -399,16 +399,15 @@ def _separate_duties(run: StoredRun, call: ParkedCall, actor: str | None, approv
         )
 
 
-def required_approvals(call: ParkedCall, tool: Tool | None) -> int:
-    """How many approvals ``call`` needs: its tool's (``tool(approvals=N)``), raised by the routing rule
-    that sent it to several (``routing.REQUIRED_APPROVALS_KEY`` in its context), never lowered."""
-    context = call.context if isinstance(call.context, Mapping) else {}
-    return approvals_needed(tool, context.get(REQUIRED_APPROVALS_KEY))
-
-
-def approvals_needed(tool: Tool | None, routed: Any) -> int:
-    """The one count of a call's approvals, wherever it is asked (the votes rule, the card, "approve
-    and allow"): its ``tool``'s, raised by what a routing rule asked (``routed``, as stored)."""
+def required_approvals(call: ParkedCall | AgentRunToolCall, tool: Tool | None) -> int:
+    """How many approvals ``call`` (stored or listed) needs, wherever it is asked (the votes rule, the
+    card, "approve and allow"): its tool's (``tool(approvals=N)``), raised by the routing rule that
+    sent it to several (``routing.REQUIRED_APPROVALS_KEY`` in its context), never lowered."""
+    context = call.context
+    if isinstance(context, Mapping):
+        routed = context.get(REQUIRED_APPROVALS_KEY)
+    else:
+        routed = getattr(context, "required_approvals", None)
     own = tool.approvals if tool is not None else 1
     return max(own, routed) if type(routed) is int and routed <= MAX_ROUTED_APPROVALS else own
 

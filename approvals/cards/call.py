@@ -22,8 +22,8 @@ from agents_runtime import (
     GrantScope,
     Preview,
     Tool,
-    approvals_needed,
     needs_confirmation,
+    required_approvals,
     shown,
 )
 from agents_runtime.presentation import with_money
@@ -175,12 +175,6 @@ def why_view(call: AgentRunToolCall, tool: Tool | None, agent: Agent | None) -> 
     )
 
 
-def approvals_required(call: AgentRunToolCall, tool: Tool | None) -> int:
-    """The approvals the call needs: its tool's, raised by the routing rule that routed it (as the
-    runtime's votes rule counts them: ``policy.required_approvals``)."""
-    return approvals_needed(tool, call.context.required_approvals if call.context is not None else None)
-
-
 # -- its deadline --------------------------------------------------------------------------------
 
 #: A call due within this many seconds stands out (the card and the inbox row).
@@ -256,7 +250,7 @@ def expiry_approves(call: AgentRunToolCall, tool: Tool | None) -> bool:
         and call.requires_approval
         and call.tool_started_at is None
         and not needs_confirmation(tool, call.args)
-        and approvals_required(call, tool) == 1
+        and required_approvals(call, tool) == 1
         and not (tool is not None and tool.separate_duties)
     )
 
@@ -472,7 +466,7 @@ def offers_grants(run: AgentRun, call: AgentRunToolCall, tool: Tool | None) -> b
         call.requires_approval
         and tool is not None
         and tool.takes_grants
-        and approvals_required(call, tool) == 1
+        and required_approvals(call, tool) == 1
         and run.parent_run_id is None
         and not call.via_agent_id
         and call.tool_started_at is None
@@ -552,7 +546,7 @@ def call_view(
         notice=notice,
         why=why_view(call, tool, agent),
         needs_confirmation=call.requires_approval and needs_confirmation(tool, call.args),
-        approvals_required=approvals_required(call, tool),
+        approvals_required=required_approvals(call, tool),
         separate_duties=tool is not None and tool.separate_duties,
         started_by=run.started_by,
         claim=claim,

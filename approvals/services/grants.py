@@ -17,7 +17,7 @@ from asgiref.sync import async_to_sync
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
-from agents_runtime import DecisionRequest, Grant, GrantNotFound, GrantScope, RunNotFound, approvals_needed
+from agents_runtime import DecisionRequest, Grant, GrantNotFound, GrantScope, RunNotFound, required_approvals
 from agents_runtime.store import DecisionAction, Outcome
 from approvals import agents
 from approvals.models import GrantRecord
@@ -102,13 +102,7 @@ def approve_and_allow(
     )
     # Counted as the votes rule counts it, before deciding: the vote that completes the approvals
     # decides the call, and is a vote still.
-    several = (
-        approvals_needed(
-            agent.find_tool(call.tool_name, call.via_agent_id),
-            call.context.required_approvals if call.context is not None else None,
-        )
-        > 1
-    )
+    several = required_approvals(call, agent.find_tool(call.tool_name, call.via_agent_id)) > 1
     # Taken at once, never held for an undo window: the grant is made only on an approval taken.
     outcome = decide(access, decision, hold=False)
     if not outcome.took_effect:
