@@ -399,9 +399,8 @@ async def approval_request(request: HttpRequest, request_id: str) -> HttpRespons
     who = await requester(request)
     query = _query(s.WaitQuery, request.GET)
     row = await sync_to_async(_own_request)(who, request_id)
-    if not query.wait:
-        return _json(_request_out(await requests.wait(row, 0), request))
-    async with waits.held(who.username):
+    # (A read that does not wait holds no open wait: ``held(None)`` counts nothing.)
+    async with waits.held(who.username if query.wait else None):
         state = await requests.wait(row, query.wait)
     return _json(_request_out(state, request))
 
