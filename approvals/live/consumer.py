@@ -27,8 +27,8 @@ from approvals.live import (
     run_group,
     session_group,
 )
-from approvals.live.sessions import Login, session_watch
-from approvals.policy import Access, escalations_heard, visible_agent_ids
+from approvals.live.sessions import Login, login_of, session_watch
+from approvals.policy import Access
 
 UNAUTHENTICATED = 4401
 #: Closes a socket that abuses the server (RFC 6455 "policy violation", not 1011 "server error"): it
@@ -54,12 +54,6 @@ def _usable_run_id(value: Any) -> bool:
     except UnicodeEncodeError:  # a lone surrogate
         return False
     return True
-
-
-def _heard(user: Any) -> tuple[list[str], tuple[str, ...]]:
-    """The agents ``user`` sees, and the groups whose escalated calls they hear of beyond those."""
-    seen = visible_agent_ids(user)
-    return seen, escalations_heard(user, seen)
 
 
 class _Minute:
@@ -136,11 +130,12 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             return
         self.user_pk = user.pk
         self.username = user.get_username()
-        self.agent_ids, escalations = await database_sync_to_async(_heard)(user)
+        login = await database_sync_to_async(login_of)(user)
+        self.agent_ids = list(login.agent_ids)
         await self._join(session_group(self.session_key))
         for agent_id in self.agent_ids:
             await self._join(agent_group(agent_id))
-        await self._hear_escalations(escalations)
+        await self._hear_escalations(login.escalations)
         await relay.ensure_started()
         await self.accept()
         if self.signed_out:  # logged out while this socket was opening

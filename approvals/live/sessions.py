@@ -188,12 +188,14 @@ def check_sessions(session_keys: Collection[str]) -> dict[str, Login]:
             if user is None or not user.is_active or not _hash_holds(user, session_hash):
                 continue
             if (backend_path, user_pk) not in seen:
-                seen[backend_path, user_pk] = _login(user, groups.get(user.pk, frozenset()))
+                seen[backend_path, user_pk] = login_of(user, groups.get(user.pk, frozenset()))
             logins[key] = seen[backend_path, user_pk]
     return logins
 
 
-def _login(user: Any, groups: frozenset[str]) -> Login:
+def login_of(user: Any, groups: frozenset[str] | None = None) -> Login:
+    """What ``user`` is let see and hear live (``groups``: their group names, if read already), as a
+    socket opens and at each re-check."""
     agent_ids = visible_agent_ids(user, groups)
     return Login(user.pk, tuple(agent_ids), escalations_heard(user, agent_ids, groups))
 
