@@ -1,7 +1,7 @@
 """A continuation that runs in another process (a ``db_worker``), followed through the channel layer.
 
 The dashboard's run page watches a run's output in the run's group (``live.run_group``): with Redis
-the worker sends each chunk there, with the in-process layer it writes them to the outbox, which
+the worker sends its chunks there, with the in-process layer it writes them to the outbox, which
 this process's relay forwards to the same group. The API's decision stream joins that group (through
 this process's ``live.fanout``, as a page does) before the decision is made, so it misses nothing the
 continuation sends, and ends at the run's ``finish`` (success, suspension or failure).
@@ -60,12 +60,10 @@ class RunFollower:
             await live.fanout.leave(self.group, self)
 
     async def forward(self, message: dict[str, Any]) -> None:
-        body = message.get("chunk")
-        if message.get("type") != "run.chunk" or not isinstance(body, dict):
+        if message.get("type") != "run.chunks" or message.get("run_id") != self.run_id:
             return
-        if body.get("run_id") != self.run_id:
-            return
-        self.queue.put_nowait(Chunk(body["type"], self.run_id, body.get("payload") or {}))
+        for body in message["chunks"]:
+            self.queue.put_nowait(Chunk(body["type"], self.run_id, body.get("payload") or {}))
 
     async def chunks(self) -> AsyncIterator[Chunk]:
         """The continuation's chunks up to and including its ``finish``; leaves the group at the end."""

@@ -393,10 +393,12 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             visible = self._hears(message)
         else:
             # The fan-out may still hold this page for a run it just stopped watching.
-            visible = message["type"] == "run.chunk" and message["chunk"].get("run_id") in self.runs
+            visible = message["type"] == "run.chunks" and message.get("run_id") in self.runs
         if visible:
-            # One ASGI message per event and process, handed to every page as it is (see live.Fanout).
-            frame = message.get("frame")
-            if frame is None:
-                frame = message["frame"] = {"type": "websocket.send", "text": message["text"]}
-            await self.base_send(frame)
+            # One ASGI message per frame and process, handed to every page as it is (see live.Fanout).
+            frames = message.get("frames")
+            if frames is None:
+                texts = message["texts"] if "texts" in message else [message["text"]]
+                frames = message["frames"] = [{"type": "websocket.send", "text": text} for text in texts]
+            for frame in frames:
+                await self.base_send(frame)

@@ -204,25 +204,28 @@ def tapping(listener: Callable[[Chunk], None]) -> Iterator[None]:
         _tap.reset(token)
 
 
-async def send_chunk(body: dict[str, Any]) -> None:
+async def send_chunks(run_id: str, bodies: list[dict[str, Any]]) -> None:
+    """A run's consecutive output chunks to the pages following it: one layer message, a frame each."""
     layer = get_channel_layer()
-    if layer is None:
+    if layer is None or not bodies:
         return
-    group = run_group(body["run_id"])
-    text = json.dumps({"type": "chunk", "chunk": body})
-    await layer.group_send(group, {"type": "run.chunk", "group": group, "chunk": body, "text": text})
+    group = run_group(run_id)
+    texts = [json.dumps({"type": "chunk", "chunk": body}) for body in bodies]
+    await layer.group_send(
+        group, {"type": "run.chunks", "group": group, "run_id": run_id, "chunks": bodies, "texts": texts}
+    )
 
 
 class RunOutput:
     """A continuation's output on its way to the pages watching its runs (best effort, not kept).
 
-    With Redis each chunk goes to the run's group at once. With the in-process layer the chunks go
-    through the outbox, in order: consecutive text deltas of a run are merged, and what has come
-    is written at most ``OUTPUT_FLUSH_SECONDS`` after it came, and at once when a run finishes or
-    fails. The run events published in its context while it is open (the run resumed, completed,
-    parked again) are written with them, in the order they came: a continuation's events and output
-    are then one outbox write, not one each. Publishing never fails the continuation: a chunk that
-    cannot be sent is logged and dropped.
+    The chunks go out in order, consecutive text deltas of a run merged, at most
+    ``OUTPUT_FLUSH_SECONDS`` after they came and at once when a run finishes or fails: each run's
+    consecutive chunks one layer message (with Redis, a round trip or two whoever listens) or, with
+    the in-process layer, one outbox row. There the run events published in its context while it is
+    open (the run resumed, completed, parked again) are written with them, in the order they came: a
+    continuation's events and output are then one outbox write, not one each. Publishing never fails
+    the continuation: output that cannot be sent is logged and dropped.
 
         async with RunOutput(agent_id) as output:
             stream = agent.continue_run(...)  # (started inside: its events join the output)
@@ -271,12 +274,6 @@ class RunOutput:
                 logger.exception("The listener of run %s's output failed; it gets no more", chunk.run_id)
                 self._listener = None
         body = _chunk_body(chunk)
-        if not self._outbox:
-            try:
-                await send_chunk(body)
-            except Exception:
-                logger.exception("Live output of run %s could not be sent; dropped", chunk.run_id)
-            return
         last = self._pending[-1] if self._pending else None
         if (
             body["type"] == "text-delta"
@@ -297,17 +294,22 @@ class RunOutput:
             self._timer = asyncio.create_task(self._flush_soon())
 
     async def flush(self) -> None:
-        """Write what has come so far to the outbox, in order (a row per run's chunks, per event)."""
+        """Send what has come so far, in order (a message or outbox row per run's chunks, per event)."""
         async with self._lock:
             batch, self._pending = self._pending, []
             if not batch:
                 return
+            rows = _output_rows(self.agent_id, batch)
             try:
-                await database_sync_to_async(_write_output)(self.agent_id, batch)
+                if self._outbox:
+                    await database_sync_to_async(write_outbox)(rows)
+                else:  # (no events here: they went to their agents' groups at once)
+                    for _kind, _agent_id, run_id, payload in rows:
+                        await send_chunks(run_id, payload["chunks"])
             except Exception:
                 first = batch[0]
                 run_id = first[2] if isinstance(first, tuple) else first["run_id"]
-                logger.exception("Live output and events of run %s could not be written; dropped", run_id)
+                logger.exception("Live output and events of run %s could not be sent; dropped", run_id)
 
     async def aclose(self) -> None:
         self._open = False
@@ -321,8 +323,10 @@ class RunOutput:
             await asyncio.shield(self.flush())
 
 
-def _write_output(agent_id: str, pending: list[dict[str, Any] | tuple[str, str, str, Any]]) -> None:
-    """The output chunks (a row per run's consecutive chunks) and event rows, in order, in one INSERT."""
+def _output_rows(
+    agent_id: str, pending: list[dict[str, Any] | tuple[str, str, str, Any]]
+) -> list[tuple[str, str, str, Any]]:
+    """The outbox rows of output chunks (a row per run's consecutive chunks) and events, in order."""
     rows: list[tuple[str, str, str, Any]] = []
     for item in pending:
         if isinstance(item, tuple):
@@ -331,4 +335,4 @@ def _write_output(agent_id: str, pending: list[dict[str, Any] | tuple[str, str, 
             rows[-1][3]["chunks"].append(item)
         else:
             rows.append((LiveEvent.Kind.OUTPUT, agent_id, item["run_id"], {"chunks": [item]}))
-    write_outbox(rows)
+    return rows

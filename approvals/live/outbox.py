@@ -16,7 +16,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
-from approvals.live.events import deliver, send_chunk, send_sign_out, uses_outbox
+from approvals.live.events import deliver, send_chunks, send_sign_out, uses_outbox
 from approvals.models import LiveEvent
 
 logger = logging.getLogger(__name__)
@@ -92,8 +92,8 @@ class OutboxRelay:
 
 async def _relay(kind: str, payload: dict[str, Any]) -> None:
     if kind == LiveEvent.Kind.OUTPUT:
-        for chunk in payload["chunks"]:
-            await send_chunk(chunk)
+        chunks = payload["chunks"]
+        await send_chunks(chunks[0]["run_id"], chunks)
     elif kind == LiveEvent.Kind.SIGN_OUT:
         await send_sign_out(payload["group"])
     else:

@@ -6,9 +6,11 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Group, User
 
+from approvals.live import events as live_events
 from tests.support.live_sockets import connect, next_message
 from tests.support.runtime_fixtures import DashboardAgents
 
@@ -111,6 +113,48 @@ async def test_run_output_streams_to_pages_subscribed_to_that_run(
     kinds = [c["type"] for c in chunks]
     assert "tool-result" in kinds and "text-delta" in kinds
     assert chunks[-1]["payload"]["status"] == "success"
+    await communicator.disconnect()
+
+
+async def test_a_continuations_output_crosses_the_layer_as_one_message_and_reaches_the_page_whole(
+    agents: DashboardAgents, reviewer: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A quick continuation's chunks, each a frame to the page as before, travel the channel layer
+    together (with Redis a message costs round trips whether or not a page listens), its text
+    deltas merged on the way; on whichever layer this suite runs (Redis with ``REDIS_URL``)."""
+    monkeypatch.setattr(live_events, "OUTPUT_FLUSH_SECONDS", 60.0)  # (all of it goes at the finish)
+    layer = get_channel_layer()
+    to_runs: list[str] = []
+    group_send = layer.group_send
+
+    async def counted(group: str, message: dict[str, Any]) -> None:
+        if group.startswith("run."):
+            to_runs.append(group)
+        await group_send(group, message)
+
+    monkeypatch.setattr(layer, "group_send", counted)
+    result = await agents.agent("helpdesk").generate("refund scratched table")
+    communicator, connected, _ = await connect(reviewer)
+    assert connected
+    await next_message(communicator, "hello")
+    await communicator.send_json_to({"subscribe_run": result.run_id})
+    await next_message(communicator, "subscribed")
+
+    stream = await agents.agent("helpdesk").approve_tool_call(
+        run_id=result.run_id, tool_call_id=result.tool_calls[0].tool_call_id
+    )
+    answer = await stream.result()
+    chunks = []
+    while not chunks or chunks[-1]["type"] != "finish":
+        chunks.append((await next_message(communicator, "chunk"))["chunk"])
+
+    assert [c["type"] for c in chunks] == [
+        "step-finish", "tool-call", "tool-result", "text-delta", "step-finish", "finish"
+    ]  # fmt: skip
+    assert chunks[3]["payload"]["text"] == answer.text
+    # Through the outbox the run's "completed" event keeps its place between the output and the
+    # finish, and splits it in two.
+    assert to_runs == [live_events.run_group(result.run_id)] * (2 if live_events.uses_outbox() else 1)
     await communicator.disconnect()
 
 
