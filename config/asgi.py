@@ -17,7 +17,7 @@ from approvals import tasks  # noqa: E402
 from approvals.checks import refuse_public_secret_key  # noqa: E402
 from approvals.live.origins import SameOriginValidator  # noqa: E402
 from approvals.live.routing import websocket_urlpatterns  # noqa: E402
-from approvals.server import reason_phrases  # noqa: E402
+from approvals.server import reason_phrases, request_bodies  # noqa: E402
 from approvals.server.database import RequestThreads  # noqa: E402
 from approvals.server.static_files import StaticFiles  # noqa: E402
 
@@ -26,6 +26,9 @@ refuse_public_secret_key()
 
 # Daphne's status lines say "429 Too Many Requests", not "429 Unknown Status".
 reason_phrases.complete()
+
+# Daphne hands request bodies to Django unparsed: Twisted's parse of a form held the event loop.
+request_bodies.leave_to_the_app()
 
 # Parked calls past their deadline expire from this process once it serves, unless a task worker
 # expires them (approvals/tasks.py).

@@ -17,5 +17,6 @@ elsewhere.
 - ``layers``: Channels' in-process layer without its O(N) work per message.
 - ``static_files``: WhiteNoise as ASGI middleware, before Django (its Django middleware is sync-only).
 - ``reason_phrases``: the reason phrases Twisted's table lacks (429), for Daphne's status lines.
+- ``request_bodies``: Daphne's requests without Twisted's parse of POST bodies on the event loop.
 - ``widgets``: Django's form renderer with its plain inputs and selects written without templates.
 """
