@@ -71,6 +71,12 @@ def test_with_the_database_down_readyz_and_the_api_answer_503_within_2_s(
             page, html = reviewer.request("inbox", "GET", burst.INBOX)
             assert page.status == 503, page
             assert "The database is not answering" in html
+            # The outage's page keeps every page's policy (it is answered through the middlewares).
+            cookies = reviewer.cookies
+            outage = requests.get(f"{daphne.url}{burst.INBOX}", cookies=cookies, timeout=WITHIN)
+            assert outage.status_code == 503
+            assert "script-src 'self'" in outage.headers["Content-Security-Policy"]
+            assert outage.headers["X-Frame-Options"] == "DENY"
 
             proxy.restore()
 
