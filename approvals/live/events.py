@@ -2,8 +2,9 @@
 events, sign-outs and a continuation's streamed output (text deltas, tool calls and results); the live
 groups they go to, and the delivery path this process's channel layer takes.
 
-With Redis the message goes to the channel layer at once; with the in-process layer it is written to
-the ``LiveEvent`` outbox, which ``approvals.live.outbox`` relays in every server process.
+With Redis a message goes to the channel layer (an event at once, a continuation's output within
+``OUTPUT_FLUSH_SECONDS``: ``RunOutput``); with the in-process layer it is written to the
+``LiveEvent`` outbox, which ``approvals.live.outbox`` relays in every server process.
 """
 
 from __future__ import annotations
