@@ -17,7 +17,7 @@ from approvals import tasks  # noqa: E402
 from approvals.checks import refuse_public_secret_key  # noqa: E402
 from approvals.live.origins import SameOriginValidator  # noqa: E402
 from approvals.live.routing import websocket_urlpatterns  # noqa: E402
-from approvals.server import reason_phrases, request_bodies  # noqa: E402
+from approvals.server import pipelining, reason_phrases, request_bodies  # noqa: E402
 from approvals.server.database import RequestThreads  # noqa: E402
 from approvals.server.static_files import StaticFiles  # noqa: E402
 
@@ -29,6 +29,9 @@ reason_phrases.complete()
 
 # Daphne hands request bodies to Django unparsed: Twisted's parse of a form held the event loop.
 request_bodies.leave_to_the_app()
+
+# A connection's pipelined requests wait while its client leaves their answers unread.
+pipelining.hold_pipelined_requests()
 
 # Parked calls past their deadline expire from this process once it serves, unless a task worker
 # expires them (approvals/tasks.py).
