@@ -138,12 +138,15 @@ def preview_problems(data: Any) -> list[dict[str, Any]]:
         found.append({"loc": ("preview",), "msg": f"unknown fields: {', '.join(sorted(map(str, unknown)))}"})
     text(("sentence",), data.get("sentence"), MAX_SENTENCE)
     text(("diff",), data.get("diff"), MAX_DIFF)
+    # (The entries of a list over its limit are not looked at: one problem each, for a list of any
+    # length, was as long a walk and as long an answer.)
+    listed: dict[str, list[Any]] = {}
     for key, limit in (("changes", MAX_CHANGES), ("items", MAX_ITEMS)):
         value = data.get(key)
         if value is not None and (not isinstance(value, list) or len(value) > limit):
             found.append({"loc": ("preview", key), "msg": f"a list of at most {limit}"})
-    changes = data.get("changes")
-    for i, entry in enumerate(changes if isinstance(changes, list) else []):
+        listed[key] = value if isinstance(value, list) and len(value) <= limit else []
+    for i, entry in enumerate(listed["changes"]):
         if not isinstance(entry, Mapping) or set(entry) != {"label", "before", "after"}:
             found.append({"loc": ("preview", "changes", i), "msg": "an object of label, before, after"})
             continue
@@ -151,8 +154,7 @@ def preview_problems(data: Any) -> list[dict[str, Any]]:
         for side in ("before", "after"):
             value = entry[side]
             text(("changes", i, side), value if isinstance(value, str) else str(value), MAX_VALUE)
-    items = data.get("items")
-    for i, entry in enumerate(items if isinstance(items, list) else []):
+    for i, entry in enumerate(listed["items"]):
         text(("items", i), entry if isinstance(entry, str) else 0, MAX_ITEM)
     return found
 

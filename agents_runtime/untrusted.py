@@ -294,31 +294,63 @@ def _text_problem(text: str) -> str | None:
     return None
 
 
+class _TooLarge(Exception):
+    """The data walked so far already takes more JSON than the limit: the rest is not looked at."""
+
+
 def _walk(
-    value: Any, loc: tuple[Any, ...], depth: int, max_depth: int, found: list[dict[str, Any]], only_json: bool
+    value: Any,
+    loc: tuple[Any, ...],
+    depth: int,
+    max_depth: int,
+    found: list[dict[str, Any]],
+    only_json: bool,
+    left: list[float],
 ) -> None:
-    if len(found) >= 10 or value is None or value is True or value is False:
+    # ``left``: the bytes of JSON the data may still take, counted from below (a text takes at least
+    # its length and its quotes, a key its length, quotes and colon, any other value a byte, a
+    # container its brackets and commas): never more than ``json.dumps`` writes.
+    if len(found) >= 10:
+        return
+    left[0] -= 1  # (its first byte: a number's digit, a text's quote, a bracket)
+    if value is None or value is True or value is False:
         return
     if not isinstance(value, dict | list | tuple):
-        problem = _scalar_problem(value, only_json)
-        if problem:
-            found.append(_problem(loc, problem))
+        _walk_scalar(value, loc, found, only_json, left)
         return
     if depth >= max_depth:
         found.append(_problem(loc, f"This is nested too deeply (at most {max_depth} levels)."))
         return
+    left[0] -= max(len(value), 1)  # (its commas and closing bracket)
+    if left[0] < 0:
+        raise _TooLarge
     if not isinstance(value, dict):
         for index, item in enumerate(value):
-            _walk(item, (*loc, index), depth + 1, max_depth, found, only_json)
+            _walk(item, (*loc, index), depth + 1, max_depth, found, only_json, left)
         return
     for key, item in value.items():
         if not isinstance(key, str):
             found.append(_problem(loc, f"Object keys must be text, not {type(key).__name__}."))
             continue
+        left[0] -= len(key) + 3
+        if left[0] < 0:
+            raise _TooLarge
         problem = _text_problem(key)
         if problem:
             found.append(_problem(loc, f"The key {key!r} {problem}."))
-        _walk(item, (*loc, key), depth + 1, max_depth, found, only_json)
+        _walk(item, (*loc, key), depth + 1, max_depth, found, only_json, left)
+
+
+def _walk_scalar(
+    value: Any, loc: tuple[Any, ...], found: list[dict[str, Any]], only_json: bool, left: list[float]
+) -> None:
+    if isinstance(value, str):
+        left[0] -= len(value) + 1
+        if left[0] < 0:
+            raise _TooLarge
+    problem = _scalar_problem(value, only_json)
+    if problem:
+        found.append(_problem(loc, problem))
 
 
 def _scalar_problem(value: Any, only_json: bool) -> str | None:
@@ -344,10 +376,21 @@ def problems(
     """Why ``value`` cannot be taken as a decision's data: ``[{"loc": (...), "msg": ...}]`` (at most 10).
 
     Empty when it is JSON within the limits of the module's documentation. With ``only_json=False``
-    other objects (a pydantic model a caller passes, to be validated) are let through, unmeasured.
+    other objects (a pydantic model a caller passes, to be validated) are let through, unmeasured (a
+    byte each); the JSON around them is measured, and refused once it alone is over ``max_bytes``.
     """
     found: list[dict[str, Any]] = []
-    _walk(value, (), 0, max_depth, found, only_json)
+    try:
+        # (With ``max_bytes`` the walk stops once the data is known to be larger: the work is bounded by
+        # the limit, not by what was posted.)
+        _walk(value, (), 0, max_depth, found, only_json, [max_bytes if max_bytes is not None else math.inf])
+    except _TooLarge:
+        assert max_bytes is not None
+        return [
+            _problem(
+                (), f"This is too large (over {max_bytes // 1024} KiB; at most {max_bytes // 1024} KiB)."
+            )
+        ]
     if not found and max_bytes is not None and only_json:
         size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
         if size > max_bytes:

@@ -132,11 +132,11 @@ class _Refusal(HttpResponseForbidden):
 
 
 class CsrfViewMiddleware(OnTheLoop, csrf.CsrfViewMiddleware):
-    """The token read from its cookie and checked on the loop (a url-encoded form is parsed in memory,
-    within ``DATA_UPLOAD_MAX_MEMORY_SIZE``; a multipart one on the thread); a refusal's page is made
-    on the request's thread, as the CSRF failure view may read the user. With ``CSRF_USE_SESSIONS``
-    the token lives in the session, which the loop may not load: every hook then goes to the thread,
-    as in Django."""
+    """The token read from its cookie and checked on the loop (a url-encoded form of up to
+    ``LOOP_FORM_BYTES`` is parsed there; a bigger one, or a multipart one, on the thread); a refusal's
+    page is made on the request's thread, as the CSRF failure view may read the user. With
+    ``CSRF_USE_SESSIONS`` the token lives in the session, which the loop may not load: every hook then
+    goes to the thread, as in Django."""
 
     def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
         super().__init__(get_response)
@@ -157,12 +157,10 @@ class CsrfViewMiddleware(OnTheLoop, csrf.CsrfViewMiddleware):
         check = partial(
             csrf.CsrfViewMiddleware.process_view, self, request, callback, callback_args, callback_kwargs
         )
-        if request.content_type == "multipart/form-data":
-            # Reading the token parses the form, and a multipart form's files go to temporary files:
-            # disk writes of any size, not on the loop.
-            verdict = await sync_to_async(check, thread_sensitive=True)()
-        else:
+        if _form_parsed_on_the_loop(request):
             verdict = check()
+        else:
+            verdict = await sync_to_async(check, thread_sensitive=True)()
         if isinstance(verdict, _Refusal):
             page: HttpResponseBase = await sync_to_async(_refusal_page, thread_sensitive=True)(
                 self, request, verdict.reason
@@ -174,3 +172,29 @@ class CsrfViewMiddleware(OnTheLoop, csrf.CsrfViewMiddleware):
         if self._on_the_loop:
             return _Refusal(reason)
         return _refusal_page(self, request, reason)
+
+
+#: The largest url-encoded form whose CSRF token is read on the loop (bytes). Reading the token parses
+#: the whole form, and a form of ``DATA_UPLOAD_MAX_MEMORY_SIZE`` made of percent-escapes held the
+#: loop, every page, socket and decision of the process, for anyone with a CSRF cookie (the sign-in
+#: page hands one out; figures in docs/scaling.md). The dashboard's forms are a few hundred bytes; a
+#: bigger one is parsed on the request's thread, where its view would have parsed it.
+LOOP_FORM_BYTES = 16 * 1024
+
+
+def _form_parsed_on_the_loop(request: HttpRequest) -> bool:
+    """Whether reading the request's CSRF token (``request.POST``) costs the loop little: nothing to
+    parse, or a small url-encoded form. Not a multipart form (its files go to temporary files: disk
+    writes of any size), nor a url-encoded one over ``LOOP_FORM_BYTES`` or of no stated length."""
+    if request.method != "POST" or request.content_type not in _FORMS:
+        return True  # (Django reads the body of no other type into ``request.POST``)
+    if request.content_type == "multipart/form-data":
+        return False
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or -1)
+    except ValueError:
+        return False
+    return 0 <= length <= LOOP_FORM_BYTES
+
+
+_FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")

@@ -3,6 +3,7 @@ still go to the request's thread (approvals/server/loop_middleware.py)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from urllib.parse import urlencode
 
@@ -11,6 +12,7 @@ from django.contrib.auth.models import User
 from django.test import AsyncClient
 
 from agents_runtime import Runtime
+from approvals.server.loop_middleware import LOOP_FORM_BYTES
 from tests.support.api import Api
 from tests.support.queries import count_queries, thread_hops
 from tests.support.users import PASSWORD
@@ -127,3 +129,45 @@ async def test_a_post_with_its_csrf_token_over_asgi_is_let_through(
     assert any("CsrfViewMiddleware.process_view" in name for name in hops), hops
     refused = await client.post("/account/api-tokens/nope/revoke", {"csrfmiddlewaretoken": "x" * 64})
     assert refused.status_code == 403 and "The CSRF check failed" in refused.content.decode()
+
+
+async def test_a_big_form_is_parsed_off_the_loop(mastra: Runtime, hops: list[str]) -> None:
+    """Reading a form's CSRF token parses the whole form. 2.5 MB of percent-escapes (within
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE``) cost half a second of parse, which held the loop, every page,
+    socket and decision of the process, for anyone with a CSRF cookie (one they made up will do). A
+    form over ``LOOP_FORM_BYTES`` is parsed on the request's thread, with the same verdict. Counted in
+    the loop thread's CPU time (``time.thread_time``: the thread's work is not in it)."""
+    client = AsyncClient(enforce_csrf_checks=True)
+    client.cookies["csrftoken"] = "A" * 32
+    form = b"username=" + b"%ZZ" * 860_000  # (escapes that are not: the slowest to parse)
+    # (The first request of a process loads the URLs, the templates...: on the loop, but once.)
+    await client.post("/accounts/login/", b"username=A", content_type="application/x-www-form-urlencoded")
+    hops.clear()
+
+    started = time.thread_time()
+    refused = await client.post("/accounts/login/", form, content_type="application/x-www-form-urlencoded")
+    on_the_loop = time.thread_time() - started
+
+    assert refused.status_code == 403 and "The CSRF check failed" in refused.content.decode()
+    # The parse alone is some 400 ms (several times that on a slow machine); the rest of the request
+    # a few.
+    assert on_the_loop < 0.05, on_the_loop
+    assert any("CsrfViewMiddleware.process_view" in name for name in hops), hops
+
+
+async def test_a_form_just_over_the_loops_size_is_let_through_from_the_thread(
+    mastra: Runtime, reviewer: User, hops: list[str]
+) -> None:
+    client = AsyncClient(enforce_csrf_checks=True)
+    await client.aforce_login(reviewer)
+    await client.get("/account/api-tokens/")  # the page that sets the token's cookie
+    token = client.cookies["csrftoken"].value
+    form = urlencode({"csrfmiddlewaretoken": token, "padding": "x" * LOOP_FORM_BYTES})
+    hops.clear()
+
+    response = await client.post(
+        "/account/api-tokens/nope/revoke", form, content_type="application/x-www-form-urlencoded"
+    )
+
+    assert response.status_code == 302
+    assert any("CsrfViewMiddleware.process_view" in name for name in hops), hops

@@ -19,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     JsonValue,
+    SkipValidation,
     StrictBool,
 )
 from pydantic.alias_generators import to_camel
@@ -42,6 +43,15 @@ def _storable(value: str) -> str:
 
 #: Text a database can hold (no NUL, no lone surrogate): what a filter compares with stored text.
 StoredText = Annotated[str, AfterValidator(_storable)]
+
+
+#: JSON a request body brings: as ``JsonValue`` in the document, unchecked by pydantic. The body was
+#: read by ``json.loads`` (``approvals.api.params.json_body``), so it holds JSON values only, and
+#: pydantic's walk of each one ran on the event loop, through every value of a body of any size
+#: within the API's limit, on routes any token reaches (refused or not after). What such data may
+#: hold is the runtime's to check (``agents_runtime.untrusted.problems``: within its size limit, and
+#: no further than it).
+JsonIn = SkipValidation[JsonValue]
 
 
 #: What pydantic would read as Unix seconds: "2026" (a year) as 1970-01-01T00:33:46Z.
@@ -86,7 +96,7 @@ class AuditQuery(Wire):
 
 
 class ApproveBody(Wire):
-    edited_args: dict[str, JsonValue] | None = Field(
+    edited_args: dict[str, JsonIn] | None = Field(
         None, description="Run the tool with these arguments (the whole object) instead of the model's."
     )
     confirm_rerun: StrictBool = Field(
@@ -113,7 +123,7 @@ class DeclineBody(Wire):
 
 
 class ResumeBody(Wire):
-    resume_data: JsonValue = Field(description="The answer, valid against the call's resume schema.")
+    resume_data: JsonIn = Field(description="The answer, valid against the call's resume schema.")
     confirm_rerun: StrictBool = False
 
 
@@ -135,14 +145,14 @@ class ApprovalRequestBody(Wire):
         min_length=1, max_length=64, description="The external agent's id (as registered)."
     )
     tool: StoredText = Field(min_length=1, max_length=128, description="The tool it would call.")
-    args: dict[str, JsonValue] = Field(description="The arguments it would call it with.")
-    args_schema: dict[str, JsonValue] | None = Field(
+    args: dict[str, JsonIn] = Field(description="The arguments it would call it with.")
+    args_schema: dict[str, JsonIn] | None = Field(
         None,
         description="A JSON Schema of the arguments: they must be valid against it, a reviewer's edits "
         "are checked against it, and the card shows them by it.",
     )
     title: StoredText | None = Field(None, max_length=200, description="What the card calls it.")
-    preview: dict[str, JsonValue] | None = Field(
+    preview: dict[str, JsonIn] | None = Field(
         None,
         description="What the call would do, shown on the card: any of sentence (text), changes (a "
         "list of {label, before, after}), diff (a text diff), items (a list of texts).",
