@@ -37,9 +37,14 @@ def send(client: httpx.Client, url: str, body: RunAgentInput) -> list[Interrupt]
         if answer.status_code != 200:
             answer.read()
             raise SystemExit(f"{answer.status_code}: {answer.text}")
+        texted = False
         for line in answer.iter_lines():
             if line.startswith("data: "):
-                interrupts = show(EVENTS.validate_json(line.removeprefix("data: ")))
+                event = EVENTS.validate_json(line.removeprefix("data: "))
+                texted = texted or event.type.value == "TEXT_MESSAGE_CONTENT"
+                if event.type.value == "RUN_FINISHED" and event.result and not texted:
+                    say(str(event.result))  # (a run that ended before this resume: its answer)
+                interrupts = show(event)
                 if interrupts is not None:
                     return interrupts
     return []

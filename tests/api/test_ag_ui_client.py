@@ -202,9 +202,11 @@ def test_the_example_chat_hands_a_risky_call_to_the_desk(countersign: tuple[int,
         assert chat.stdout is not None
         for line in chat.stdout:
             lines.append(line.rstrip("\n"))
-            if "waiting for a reviewer" in line:
+            # The desk's word that it follows the call: approved sooner, the run could end before
+            # the chat's resume reached the desk (the chat would get its answer, not its output).
+            if line.startswith("[desk] waiting"):
                 break
-        dashboard = lines[-1].rsplit(" at ", 1)[-1]
+        dashboard = next(line for line in lines if "waiting for a reviewer" in line).rsplit(" at ", 1)[-1]
         run_id = dashboard.rstrip("/").rsplit("/", 1)[-1]
         parked = _get(port, tokens[1], f"/api/v1/agents/concierge/runs/{run_id}")
         [call] = parked["toolCalls"]
