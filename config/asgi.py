@@ -17,7 +17,7 @@ from approvals import tasks  # noqa: E402
 from approvals.checks import refuse_public_secret_key  # noqa: E402
 from approvals.live.origins import SameOriginValidator  # noqa: E402
 from approvals.live.routing import websocket_urlpatterns  # noqa: E402
-from approvals.server import pipelining, reason_phrases, request_bodies  # noqa: E402
+from approvals.server import daphne_requests, reason_phrases  # noqa: E402
 from approvals.server.database import RequestThreads  # noqa: E402
 from approvals.server.static_files import StaticFiles  # noqa: E402
 
@@ -27,11 +27,9 @@ refuse_public_secret_key()
 # Daphne's status lines say "429 Too Many Requests", not "429 Unknown Status".
 reason_phrases.complete()
 
-# Daphne hands request bodies to Django unparsed: Twisted's parse of a form held the event loop.
-request_bodies.leave_to_the_app()
-
-# A connection's pipelined requests wait while its client leaves their answers unread.
-pipelining.hold_pipelined_requests()
+# Daphne's requests bound what one client makes the process hold: bodies left to Django unparsed and
+# refused over its limit, a pipelined request held while the answer before it waits unread.
+daphne_requests.install()
 
 # Parked calls past their deadline expire from this process once it serves, unless a task worker
 # expires them (approvals/tasks.py).

@@ -17,9 +17,8 @@ elsewhere.
 - ``layers``: Channels' in-process layer without its O(N) work per message.
 - ``static_files``: WhiteNoise as ASGI middleware, before Django (its Django middleware is sync-only).
 - ``reason_phrases``: the reason phrases Twisted's table lacks (429), for Daphne's status lines.
-- ``request_bodies``: Daphne's requests without Twisted's parse of POST bodies on the event loop, and
-  their bodies bounded (413 past ``DATA_UPLOAD_MAX_MEMORY_SIZE``, before Daphne reads them into memory).
-- ``pipelining``: Daphne's requests held while their connection's send buffer is full, so that a
-  client's unread pipelined requests do not pile up their answers in the process's memory.
+- ``daphne_requests``: Daphne's requests, bounded: POST bodies left to Django (not parsed by Twisted
+  on the event loop) and refused over ``DATA_UPLOAD_MAX_MEMORY_SIZE``, pipelined answers held while
+  the client leaves them unread.
 - ``widgets``: Django's form renderer with its plain inputs and selects written without templates.
 """

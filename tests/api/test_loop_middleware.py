@@ -101,13 +101,18 @@ async def test_a_post_without_its_csrf_token_over_asgi_gets_the_refusal_page(
     assert reviewer.username in page  # the page's header, as the signed-in user sees it
 
 
+async def _signed_in_with_csrf_token(user: User) -> tuple[AsyncClient, str]:
+    """A client that checks CSRF as a browser is checked, signed in as ``user``, and its token."""
+    client = AsyncClient(enforce_csrf_checks=True)
+    await client.aforce_login(user)
+    await client.get("/account/api-tokens/")  # the page that sets the token's cookie
+    return client, client.cookies["csrftoken"].value
+
+
 async def test_a_post_with_its_csrf_token_over_asgi_is_let_through(
     mastra: Runtime, reviewer: User, hops: list[str]
 ) -> None:
-    client = AsyncClient(enforce_csrf_checks=True)
-    await client.aforce_login(reviewer)
-    await client.get("/account/api-tokens/")  # the page that sets the token's cookie
-    token = client.cookies["csrftoken"].value
+    client, token = await _signed_in_with_csrf_token(reviewer)
     hops.clear()
 
     # As a browser posts a form: url-encoded, checked on the loop.
@@ -158,10 +163,7 @@ async def test_a_big_form_is_parsed_off_the_loop(mastra: Runtime, hops: list[str
 async def test_a_form_just_over_the_loops_size_is_let_through_from_the_thread(
     mastra: Runtime, reviewer: User, hops: list[str]
 ) -> None:
-    client = AsyncClient(enforce_csrf_checks=True)
-    await client.aforce_login(reviewer)
-    await client.get("/account/api-tokens/")  # the page that sets the token's cookie
-    token = client.cookies["csrftoken"].value
+    client, token = await _signed_in_with_csrf_token(reviewer)
     form = urlencode({"csrfmiddlewaretoken": token, "padding": "x" * LOOP_FORM_BYTES})
     hops.clear()
 
