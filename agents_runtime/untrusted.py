@@ -298,6 +298,14 @@ class _TooLarge(Exception):
     """The data walked so far already takes more JSON than the limit: the rest is not looked at."""
 
 
+def _spend(left: list[float], size: int) -> None:
+    """Count ``size`` more bytes of JSON against ``left`` (the bytes the data may still take, counted
+    from below: never more than ``json.dumps`` writes); ``_TooLarge`` once they are spent."""
+    left[0] -= size
+    if left[0] < 0:
+        raise _TooLarge
+
+
 def _walk(
     value: Any,
     loc: tuple[Any, ...],
@@ -307,12 +315,11 @@ def _walk(
     only_json: bool,
     left: list[float],
 ) -> None:
-    # ``left``: the bytes of JSON the data may still take, counted from below (a text takes at least
-    # its length and its quotes, a key its length, quotes and colon, any other value a byte, a
-    # container its brackets and commas): never more than ``json.dumps`` writes.
+    # At least: a text its length and quotes, a key its length, quotes and colon, any other value a
+    # byte, a container its brackets and commas (``_spend``).
     if len(found) >= 10:
         return
-    left[0] -= 1  # (its first byte: a number's digit, a text's quote, a bracket)
+    _spend(left, 1)  # (its first byte: a number's digit, a text's quote, a bracket)
     if value is None or value is True or value is False:
         return
     if not isinstance(value, dict | list | tuple):
@@ -321,9 +328,7 @@ def _walk(
     if depth >= max_depth:
         found.append(_problem(loc, f"This is nested too deeply (at most {max_depth} levels)."))
         return
-    left[0] -= max(len(value), 1)  # (its commas and closing bracket)
-    if left[0] < 0:
-        raise _TooLarge
+    _spend(left, max(len(value), 1))  # (its commas and closing bracket)
     if not isinstance(value, dict):
         for index, item in enumerate(value):
             _walk(item, (*loc, index), depth + 1, max_depth, found, only_json, left)
@@ -332,9 +337,7 @@ def _walk(
         if not isinstance(key, str):
             found.append(_problem(loc, f"Object keys must be text, not {type(key).__name__}."))
             continue
-        left[0] -= len(key) + 3
-        if left[0] < 0:
-            raise _TooLarge
+        _spend(left, len(key) + 3)
         problem = _text_problem(key)
         if problem:
             found.append(_problem(loc, f"The key {key!r} {problem}."))
@@ -345,9 +348,7 @@ def _walk_scalar(
     value: Any, loc: tuple[Any, ...], found: list[dict[str, Any]], only_json: bool, left: list[float]
 ) -> None:
     if isinstance(value, str):
-        left[0] -= len(value) + 1
-        if left[0] < 0:
-            raise _TooLarge
+        _spend(left, len(value) + 1)
     problem = _scalar_problem(value, only_json)
     if problem:
         found.append(_problem(loc, problem))
