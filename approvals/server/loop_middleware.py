@@ -180,6 +180,8 @@ class CsrfViewMiddleware(OnTheLoop, csrf.CsrfViewMiddleware):
 #: page hands one out; figures in docs/scaling.md). The dashboard's forms are a few hundred bytes; a
 #: bigger one is parsed on the request's thread, where its view would have parsed it.
 LOOP_FORM_BYTES = 16 * 1024
+#: The content types Django reads into ``request.POST``.
+_FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
 def _form_parsed_on_the_loop(request: HttpRequest) -> bool:
@@ -195,6 +197,3 @@ def _form_parsed_on_the_loop(request: HttpRequest) -> bool:
     except ValueError:
         return False
     return 0 <= length <= LOOP_FORM_BYTES
-
-
-_FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
